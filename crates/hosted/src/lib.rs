@@ -1,0 +1,9 @@
+//! The `std` adapter of ofi-nostd.
+//!
+//! Owns the core's pool storage, drives progress (manually or on a thread), offers the
+//! safe Rust API, the `ofi-info`/`ofi-pingpong` tools, fault-injecting and pcap-writing
+//! link wrappers, and the deterministic network simulator.
+
+#![forbid(unsafe_code)]
+
+pub use ofi_nostd as core;

@@ -1,0 +1,17 @@
+//! The `no_std`, allocation-free core of ofi-nostd.
+//!
+//! The libfabric 1.17 object model — getinfo, fabric, domain, endpoints, CQs, EQs, AVs,
+//! counters, MRs — over fixed-capacity pools in storage the caller provides, and the
+//! sans-IO reliable-datagram engine that runs the wire protocol of the `wire` crate. It
+//! never allocates, never reads a clock (callers pass [`time::Instant`]) and never
+//! touches a device (data planes lend buffers through `wire`'s link traits).
+
+#![no_std]
+#![forbid(unsafe_code)]
+
+pub mod errno;
+pub mod pool;
+pub mod ring;
+pub mod time;
+
+pub use errno::{Errno, Result};

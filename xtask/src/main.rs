@@ -1,0 +1,3 @@
+//! Every workflow of ofi-nostd as one program (placeholder).
+
+fn main() {}
