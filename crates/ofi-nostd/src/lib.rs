@@ -9,7 +9,10 @@
 #![no_std]
 #![forbid(unsafe_code)]
 
+pub mod addr;
 pub mod errno;
+pub mod flags;
+pub mod mem;
 pub mod pool;
 pub mod ring;
 pub mod time;
