@@ -224,6 +224,32 @@ impl<T, S: AsMut<[Slot<T>]> + AsRef<[Slot<T>]>> Pool<T, S> {
         }
     }
 
+    /// The live object in slot `index`, with its handle: lets intrusive structures link
+    /// objects by index and still hand out checked handles.
+    pub fn get_by_index(&self, index: usize) -> Option<(Handle<T>, &T)> {
+        let slot = self.storage.as_ref().get(index)?;
+        match &slot.state {
+            SlotState::Occupied(v) => Some((
+                Handle {
+                    pool: self.id,
+                    index: index as u32,
+                    generation: slot.generation,
+                    _type: PhantomData,
+                },
+                v,
+            )),
+            SlotState::Vacant { .. } => None,
+        }
+    }
+
+    /// The live object in slot `index`, mutably.
+    pub fn get_mut_by_index(&mut self, index: usize) -> Option<&mut T> {
+        match &mut self.storage.as_mut().get_mut(index)?.state {
+            SlotState::Occupied(v) => Some(v),
+            SlotState::Vacant { .. } => None,
+        }
+    }
+
     /// Every live object with its handle, in slot order.
     pub fn iter(&self) -> impl Iterator<Item = (Handle<T>, &T)> {
         let id = self.id;
