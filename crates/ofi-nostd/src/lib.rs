@@ -12,6 +12,7 @@
 pub mod addr;
 pub mod errno;
 pub mod flags;
+pub mod matching;
 pub mod mem;
 pub mod pool;
 pub mod ring;
