@@ -8,4 +8,4 @@
 #![no_std]
 #![forbid(unsafe_code)]
 
-pub use ofi_nostd as core;
+pub use ofi_nostd;

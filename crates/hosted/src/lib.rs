@@ -2,8 +2,10 @@
 //!
 //! Owns the core's pool storage, drives progress (manually or on a thread), offers the
 //! safe Rust API, the `ofi-info`/`ofi-pingpong` tools, fault-injecting and pcap-writing
-//! link wrappers, and the deterministic network simulator.
+//! link wrappers, and the deterministic network simulator ([`netsim`]).
 
 #![forbid(unsafe_code)]
 
-pub use ofi_nostd as core;
+pub mod netsim;
+
+pub use ofi_nostd;
