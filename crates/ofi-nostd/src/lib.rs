@@ -10,6 +10,9 @@
 #![forbid(unsafe_code)]
 
 pub mod addr;
+pub mod cntr;
+pub mod cq;
+pub mod eq;
 pub mod errno;
 pub mod flags;
 pub mod matching;
