@@ -1,3 +1,97 @@
-//! Every workflow of ofi-nostd as one program (placeholder).
+//! Every workflow of ofi-nostd as one program: `cargo xtask <task>`.
+//!
+//! `cargo xtask demo` is the main job and `cargo xtask test` runs every check and test;
+//! both install what they need when it is missing. No shell script is needed besides.
 
-fn main() {}
+mod cmd;
+mod demo;
+mod fuzz;
+mod hooks;
+mod prereq;
+mod test;
+mod ws;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+use crate::ws::Workspace;
+
+/// The workflows of ofi-nostd.
+#[derive(Debug, Parser)]
+#[command(name = "xtask", bin_name = "cargo xtask", version, about)]
+struct Cli {
+    /// The workflow to run.
+    #[command(subcommand)]
+    task: Task,
+}
+
+/// One workflow.
+#[derive(Debug, Subcommand)]
+enum Task {
+    /// The main job: the stack's capability listing (ofi-info) once it exists.
+    Demo,
+    /// Every check and test: prerequisites, fmt, clippy, doc, no_std builds, fuzz smoke,
+    /// device test hooks, then all workspace tests.
+    Test {
+        /// Seconds each fuzz target runs in the smoke step (0 skips it).
+        #[arg(
+            long,
+            value_name = "SECS",
+            env = "XTASK_FUZZ_TIME",
+            default_value_t = 10
+        )]
+        fuzz_time: u64,
+    },
+    /// Fuzz the wire crate's cargo-fuzz targets (all of them unless named).
+    Fuzz {
+        /// Seconds each target runs.
+        #[arg(long, value_name = "SECS", default_value_t = 60)]
+        time: u64,
+        /// Targets to run (see `cargo fuzz list` in crates/wire/fuzz).
+        targets: Vec<String>,
+    },
+    /// Integration tests on TAP devices and veth pairs in network namespaces.
+    TestHosted,
+    /// DPDK data-plane tests on virtual devices.
+    TestDpdk,
+    /// Build the C ABI provider and test it with the system libfabric (not yet).
+    Provider,
+    /// Build the DPU firmware image and boot it under QEMU (not yet).
+    Firmware,
+    /// Latency and bandwidth benchmarks (not yet).
+    Bench,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let ws = Workspace::locate();
+    let (name, result) = match &cli.task {
+        Task::Demo => ("demo", demo::run(&ws)),
+        Task::Test { fuzz_time } => ("test", test::run(&ws, *fuzz_time)),
+        Task::Fuzz { time, targets } => ("fuzz", fuzz::run(&ws, *time, targets)),
+        Task::TestHosted => ("test-hosted", hooks::test_hosted(&ws)),
+        Task::TestDpdk => ("test-dpdk", hooks::test_dpdk(&ws)),
+        Task::Provider => ("provider", hooks::provider(&ws)),
+        Task::Firmware => ("firmware", hooks::firmware(&ws)),
+        Task::Bench => ("bench", hooks::bench(&ws)),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("cargo xtask {name}: FAILED: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cli_is_consistent() {
+        use clap::CommandFactory as _;
+        Cli::command().debug_assert();
+    }
+}
