@@ -292,12 +292,13 @@ impl<const N: usize, const MTU: usize> Queue<N, MTU> {
         };
         let lent = slot.len();
         let (meta, r) = f(slot);
-        if meta.len != 0 && meta.len <= lent {
-            if let (Some(l), Some(a)) = (self.lens.get_mut(idx), self.addrs.get_mut(idx)) {
-                *l = meta.len;
-                *a = meta.dst;
-                self.count += 1;
-            }
+        if meta.len != 0
+            && meta.len <= lent
+            && let (Some(l), Some(a)) = (self.lens.get_mut(idx), self.addrs.get_mut(idx))
+        {
+            *l = meta.len;
+            *a = meta.dst;
+            self.count += 1;
         }
         r
     }

@@ -1,1 +1,909 @@
-//! Tests.
+//! Crate tests: round trips, truncation, random input, the specification's hex examples,
+//! framing and the loopback link.
+
+use std::string::String;
+use std::vec;
+use std::vec::Vec;
+
+use proptest::prelude::*;
+
+use crate::frame::{self, ArpOperation, EthernetAddress, Ipv4Address, UdpAddr, UdpFrameRepr};
+use crate::link::{Capabilities, Link, Loopback, Medium, RxToken, TxMeta, TxToken};
+use crate::packet::*;
+use crate::{Error, Packet};
+
+const SPEC: &str = include_str!("../../../docs/wire-protocol.md");
+
+fn h(src_ep: u16, dst_ep: u16, session: u32, seq: u32) -> Header {
+    Header {
+        src_ep,
+        dst_ep,
+        session,
+        seq,
+        crc: false,
+        ack_req: false,
+    }
+}
+
+const HELLO: HelloRepr = HelloRepr {
+    ver_min: 1,
+    ver_max: 1,
+    rx_session: 0x1122_3344,
+    isn: 0x0000_1000,
+    window: 256,
+    max_pkt: 1472,
+    credits: 128,
+    caps: caps::MSG | caps::TAGGED | caps::RMA | caps::ATOMIC | caps::CQ_DATA | caps::RNDV,
+    nonce: 0x0102_0304_0506_0708,
+    mac: None,
+};
+
+static PAYLOAD: [u8; 8] = *b"ofi-nost";
+static OPERANDS: [u8; 16] = [0, 0, 0, 0, 0, 0, 0, 5, 0, 0, 0, 0, 0, 0, 0, 9];
+static FETCHED: [u8; 8] = [0, 0, 0, 0, 0, 0, 0, 5];
+
+/// The named examples of `docs/wire-protocol.md`, as representations.
+fn examples() -> Vec<(&'static str, Repr<'static>)> {
+    let mut crc = h(7, 3, 0xA1B2_C3D4, 0x0000_1001);
+    crc.crc = true;
+    let mut ackreq = h(7, 3, 0xA1B2_C3D4, 0x0000_1005);
+    ackreq.ack_req = true;
+    vec![
+        (
+            "hello",
+            Repr {
+                header: h(7, 3, 0, 0x0000_1000),
+                body: Body::Hello(HELLO),
+            },
+        ),
+        (
+            "hello-auth",
+            Repr {
+                header: h(7, 3, 0, 0x0000_1000),
+                body: Body::Hello(HelloRepr {
+                    mac: Some([0xAB; MAC_LEN]),
+                    ..HELLO
+                }),
+            },
+        ),
+        (
+            "hello-ack",
+            Repr {
+                header: h(3, 7, 0x1122_3344, 0x0000_9000),
+                body: Body::HelloAck(HelloRepr {
+                    rx_session: 0xA1B2_C3D4,
+                    isn: 0x0000_9000,
+                    nonce: 0x1111_2222_3333_4444,
+                    ..HELLO
+                }),
+            },
+        ),
+        (
+            "reject",
+            Repr {
+                header: h(3, 7, 0x1122_3344, 0),
+                body: Body::Reject(RejectRepr {
+                    reason: reject::VERSION,
+                    ver_min: 2,
+                    ver_max: 3,
+                }),
+            },
+        ),
+        (
+            "close",
+            Repr {
+                header: h(7, 3, 0xA1B2_C3D4, 0x0000_1010),
+                body: Body::Close(CloseRepr {
+                    reason: close::NORMAL,
+                }),
+            },
+        ),
+        (
+            "reset",
+            Repr {
+                header: h(3, 7, 0x1122_3344, 0x0000_9000),
+                body: Body::Reset(CloseRepr {
+                    reason: close::UNKNOWN_SESSION,
+                }),
+            },
+        ),
+        (
+            "keepalive",
+            Repr {
+                header: ackreq,
+                body: Body::KeepAlive(KeepAliveRepr {
+                    ts: 1_000_000,
+                    echo_ts: 999_000,
+                }),
+            },
+        ),
+        (
+            "ack",
+            Repr {
+                header: h(3, 7, 0x1122_3344, 0x0000_9000),
+                body: Body::Ack(AckRepr {
+                    cum_ack: 0x0000_1002,
+                    credits: 64,
+                    sack: 0b101,
+                    ts: 2_000_000,
+                    echo_ts: 1_000_000,
+                }),
+            },
+        ),
+        (
+            "msg",
+            Repr {
+                header: h(7, 3, 0xA1B2_C3D4, 0x0000_1000),
+                body: Body::Msg(MsgRepr {
+                    msg_id: 1,
+                    total_len: 8,
+                    offset: 0,
+                    tag: None,
+                    cq_data: None,
+                    payload: &PAYLOAD,
+                }),
+            },
+        ),
+        (
+            "msg-crc-cq",
+            Repr {
+                header: crc,
+                body: Body::Msg(MsgRepr {
+                    msg_id: 2,
+                    total_len: 8,
+                    offset: 0,
+                    tag: None,
+                    cq_data: Some(0xDEAD_BEEF),
+                    payload: &PAYLOAD,
+                }),
+            },
+        ),
+        (
+            "tagged-segment",
+            Repr {
+                header: h(7, 3, 0xA1B2_C3D4, 0x0000_1002),
+                body: Body::Msg(MsgRepr {
+                    msg_id: 3,
+                    total_len: 3000,
+                    offset: 1424,
+                    tag: Some(0x0000_0000_CAFE_F00D),
+                    cq_data: None,
+                    payload: &PAYLOAD[..4],
+                }),
+            },
+        ),
+        (
+            "rts",
+            Repr {
+                header: h(7, 3, 0xA1B2_C3D4, 0x0000_1003),
+                body: Body::Rts(RtsRepr {
+                    op_id: 0x0000_0042,
+                    msg_id: 4,
+                    total_len: 1 << 20,
+                    tag: Some(0x0000_0000_CAFE_F00D),
+                    cq_data: None,
+                }),
+            },
+        ),
+        (
+            "cts",
+            Repr {
+                header: h(3, 7, 0x1122_3344, 0x0000_9001),
+                body: Body::Cts(CtsRepr {
+                    rts_op_id: 0x0000_0042,
+                    rx_op_id: 0x0000_0007,
+                    offset: 0,
+                    len: 256 * 1024,
+                    status: status::OK,
+                }),
+            },
+        ),
+        (
+            "data",
+            Repr {
+                header: h(7, 3, 0xA1B2_C3D4, 0x0000_1004),
+                body: Body::Data(DataRepr {
+                    rx_op_id: 7,
+                    offset: 0x10000,
+                    payload: &PAYLOAD,
+                }),
+            },
+        ),
+        (
+            "rma-write",
+            Repr {
+                header: h(7, 3, 0xA1B2_C3D4, 0x0000_1006),
+                body: Body::RmaWrite(RmaWriteRepr {
+                    key: 0x0000_0000_0000_BEEF,
+                    addr: 0x0000_7F00_0000_1000,
+                    op_id: 9,
+                    total_len: 8,
+                    offset: 0,
+                    cq_data: Some(0x55),
+                    payload: &PAYLOAD,
+                }),
+            },
+        ),
+        (
+            "read-req",
+            Repr {
+                header: h(7, 3, 0xA1B2_C3D4, 0x0000_1007),
+                body: Body::ReadReq(ReadReqRepr {
+                    key: 0xBEEF,
+                    addr: 0x0000_7F00_0000_1000,
+                    len: 8,
+                    op_id: 10,
+                }),
+            },
+        ),
+        (
+            "read-resp",
+            Repr {
+                header: h(3, 7, 0x1122_3344, 0x0000_9002),
+                body: Body::ReadResp(ReadRespRepr {
+                    op_id: 10,
+                    status: status::OK,
+                    offset: 0,
+                    payload: &PAYLOAD,
+                }),
+            },
+        ),
+        (
+            "atomic-req",
+            Repr {
+                header: h(7, 3, 0xA1B2_C3D4, 0x0000_1008),
+                body: Body::AtomicReq(AtomicReqRepr {
+                    key: 0xBEEF,
+                    addr: 0x0000_7F00_0000_2000,
+                    op_id: 11,
+                    op: AtomicOp::Cswap,
+                    datatype: AtomicDatatype::U64,
+                    count: 1,
+                    fetch: true,
+                    cq_data: None,
+                    operands: &OPERANDS,
+                }),
+            },
+        ),
+        (
+            "atomic-resp",
+            Repr {
+                header: h(3, 7, 0x1122_3344, 0x0000_9003),
+                body: Body::AtomicResp(AtomicRespRepr {
+                    op_id: 11,
+                    status: status::OK,
+                    payload: &FETCHED,
+                }),
+            },
+        ),
+    ]
+}
+
+fn emit_vec(r: &Repr<'_>) -> Vec<u8> {
+    let mut buf = vec![0u8; r.buffer_len()];
+    let n = r.emit_bytes(&mut buf).expect("emit");
+    assert_eq!(n, buf.len());
+    buf
+}
+
+/// The hex blocks of the spec: ```hex name=NAME ... ``` (text after `#` is a comment).
+fn spec_hex_blocks() -> Vec<(String, Vec<u8>)> {
+    let mut out = Vec::new();
+    let mut lines = SPEC.lines();
+    while let Some(line) = lines.next() {
+        let Some(name) = line.trim().strip_prefix("```hex name=") else {
+            continue;
+        };
+        let mut bytes = Vec::new();
+        for l in lines.by_ref() {
+            if l.trim() == "```" {
+                break;
+            }
+            let data = l.split('#').next().unwrap_or("");
+            for tok in data.split_whitespace() {
+                bytes.push(u8::from_str_radix(tok, 16).expect("hex byte"));
+            }
+        }
+        out.push((String::from(name.trim()), bytes));
+    }
+    out
+}
+
+/// Annotated hex for one example, in the spec's format (used to write the spec).
+fn annotated_hex(r: &Repr<'_>) -> String {
+    use std::fmt::Write;
+    let b = emit_vec(r);
+    let mut s = String::new();
+    let line = |s: &mut String, bytes: &[u8], note: &str| {
+        for chunk in bytes.chunks(8) {
+            let hex: Vec<String> = chunk.iter().map(|x| std::format!("{x:02x}")).collect();
+            let _ = writeln!(s, "{:<24}# {note}", hex.join(" "));
+        }
+    };
+    line(&mut s, &b[0..8], "magic \"ON\", version, type, flags, len");
+    line(&mut s, &b[8..16], "src_ep, dst_ep, session");
+    line(&mut s, &b[16..24], "seq, checksum");
+    let fixed = match r.body {
+        Body::Hello(_) | Body::HelloAck(_) => hdr_len::HELLO,
+        _ => r.body.header_len(),
+    };
+    let hl = r.header_len();
+    let payload_start = hl;
+    let mut pos = 24;
+    let name = std::format!("{:?} header", r.packet_type()).to_uppercase();
+    let fixed_end = 24 + fixed.min(hl - 24);
+    let (fixed_end, tail_note) = match r.body {
+        Body::Msg(_) | Body::Rts(_) | Body::RmaWrite(_) | Body::AtomicReq(_) => {
+            let base = match r.body {
+                Body::Msg(_) => hdr_len::MSG,
+                Body::Rts(_) => hdr_len::RTS,
+                Body::RmaWrite(_) => hdr_len::RMA_WRITE,
+                _ => hdr_len::ATOMIC_REQ,
+            };
+            (24 + base, "optional fields (tag, then cq_data)")
+        }
+        Body::Hello(_) | Body::HelloAck(_) => (fixed_end, "mac"),
+        _ => (fixed_end, ""),
+    };
+    line(&mut s, &b[pos..fixed_end], &name);
+    pos = fixed_end;
+    if pos < payload_start {
+        line(&mut s, &b[pos..payload_start], tail_note);
+        pos = payload_start;
+    }
+    if pos < b.len() {
+        line(&mut s, &b[pos..], "payload");
+    }
+    s
+}
+
+#[test]
+#[ignore = "prints the spec's hex examples; run with --ignored --nocapture to regenerate"]
+fn print_spec_examples() {
+    for (name, r) in examples() {
+        std::println!("```hex name={name}\n{}```\n", annotated_hex(&r));
+    }
+}
+
+#[test]
+fn spec_hex_examples_match() {
+    let blocks = spec_hex_blocks();
+    let ex = examples();
+    assert_eq!(
+        blocks.len(),
+        ex.len(),
+        "every example appears once in the spec"
+    );
+    for (name, repr) in &ex {
+        let (_, bytes) = blocks
+            .iter()
+            .find(|(n, _)| n == name)
+            .unwrap_or_else(|| panic!("spec lacks hex example {name}"));
+        assert_eq!(
+            Repr::parse_bytes(bytes),
+            Ok(*repr),
+            "parse of example {name}"
+        );
+        assert_eq!(&emit_vec(repr), bytes, "emit of example {name}");
+    }
+    // Every v1 packet type has an example.
+    for t in 0..=255u8 {
+        if let Some(t) = PacketType::from_u8(t) {
+            assert!(
+                ex.iter().any(|(_, r)| r.packet_type() == t),
+                "no example for {t:?}"
+            );
+        }
+    }
+}
+
+#[test]
+fn examples_truncations_and_bitflips_never_panic() {
+    for (name, r) in examples() {
+        let b = emit_vec(&r);
+        for n in 0..b.len() {
+            let e = Repr::parse_bytes(&b[..n]);
+            assert!(e.is_err(), "{name} truncated to {n} parsed");
+        }
+        for i in 0..b.len() {
+            for bit in 0..8 {
+                let mut m = b.clone();
+                m[i] ^= 1 << bit;
+                if let Ok(p) = Repr::parse_bytes(&m) {
+                    // Whatever parses re-emits to the same bytes (canonical encoding);
+                    // bytes after `len` are not part of the packet.
+                    let len = Packet::new_unchecked(&m[..]).packet_len() as usize;
+                    assert_eq!(emit_vec(&p), &m[..len], "{name} byte {i} bit {bit}");
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn typed_errors() {
+    let r = examples()[8].1; // msg
+    let b = emit_vec(&r);
+    let mut m = b.clone();
+    m[0] = 0;
+    assert_eq!(Repr::parse_bytes(&m), Err(Error::BadMagic));
+    let mut m = b.clone();
+    m[2] = 2;
+    assert_eq!(Repr::parse_bytes(&m), Err(Error::BadVersion));
+    let mut m = b.clone();
+    m[3] = 0x30;
+    assert_eq!(Repr::parse_bytes(&m), Err(Error::UnknownType));
+    let mut m = b.clone();
+    m[5] |= 0x80;
+    assert_eq!(Repr::parse_bytes(&m), Err(Error::BadFlags));
+    let mut m = b.clone();
+    m[5] |= flags::FETCH as u8;
+    assert_eq!(Repr::parse_bytes(&m), Err(Error::BadFlags));
+    let mut m = b.clone();
+    m[7] = 23;
+    assert_eq!(Repr::parse_bytes(&m), Err(Error::BadLength));
+    assert_eq!(Repr::parse_bytes(&b[..30]), Err(Error::Truncated));
+    assert_eq!(Repr::parse_bytes(&b[..10]), Err(Error::Truncated));
+    let mut m = b.clone();
+    m[23] = 1; // checksum without CRC flag
+    assert_eq!(Repr::parse_bytes(&m), Err(Error::Malformed));
+    // CRC detects payload corruption.
+    let crc = emit_vec(&examples()[9].1);
+    let mut m = crc.clone();
+    *m.last_mut().unwrap() ^= 1;
+    assert_eq!(Repr::parse_bytes(&m), Err(Error::BadChecksum));
+    // Bytes after `len` are ignored.
+    let mut m = b.clone();
+    m.extend_from_slice(&[0xEE; 5]);
+    assert_eq!(Repr::parse_bytes(&m), Ok(r));
+    // Emit refuses a too-small buffer and invalid reprs instead of panicking.
+    let mut small = [0u8; 30];
+    assert_eq!(r.emit_bytes(&mut small), Err(Error::BufferTooSmall));
+    let bad = Repr {
+        header: r.header,
+        body: Body::Msg(MsgRepr {
+            msg_id: 1,
+            total_len: 4,
+            offset: 0,
+            tag: None,
+            cq_data: None,
+            payload: &PAYLOAD,
+        }),
+    };
+    assert_eq!(bad.emit_bytes(&mut [0; 100]), Err(Error::BadLength));
+}
+
+#[test]
+fn packet_view_is_panic_free_on_short_buffers() {
+    let mut short = [0u8; 5];
+    let mut p = Packet::new_unchecked(&mut short[..]);
+    assert_eq!(p.seq(), 0);
+    p.set_seq(5);
+    p.fill_checksum();
+    assert!(p.body().is_empty());
+    assert_eq!(p.check_len(), Err(Error::Truncated));
+    let b = emit_vec(&examples()[8].1);
+    let p = Packet::new_checked(&b[..]).unwrap();
+    assert_eq!(p.packet_type(), Some(PacketType::Msg));
+    assert_eq!(p.session(), 0xA1B2_C3D4);
+    assert_eq!(p.body().len(), hdr_len::MSG + PAYLOAD.len());
+}
+
+// ---- property tests -------------------------------------------------------------------
+
+/// Build a valid representation of type `kind % 17` from arbitrary numbers.
+fn build<'a>(kind: u8, hd: Header, n: &[u64; 8], payload: &'a [u8]) -> Repr<'a> {
+    let opt = |bit: u64, v: u64| if n[7] & bit != 0 { Some(v) } else { None };
+    let mut header = hd;
+    let hello = |ack: bool| HelloRepr {
+        ver_min: if ack { 1 + (n[0] as u8 % 4) } else { 1 },
+        ver_max: 1 + (n[0] as u8 % 4),
+        rx_session: (n[1] as u32).max(1),
+        isn: n[2] as u32,
+        window: (n[3] as u16).max(1),
+        max_pkt: (n[4] as u16).max(MIN_MAX_PKT),
+        credits: n[5] as u32,
+        caps: n[6],
+        nonce: n[7],
+        mac: if n[0] & 0x100 != 0 {
+            Some([n[1] as u8; MAC_LEN])
+        } else {
+            None
+        },
+    };
+    let body = match kind % 17 {
+        0 => {
+            header.session = 0;
+            Body::Hello(hello(false))
+        }
+        1 => {
+            header.session = header.session.max(1);
+            Body::HelloAck(hello(true))
+        }
+        2 => Body::Reject(RejectRepr {
+            reason: n[0] as u16,
+            ver_min: (n[1] as u8).min(n[2] as u8),
+            ver_max: (n[1] as u8).max(n[2] as u8),
+        }),
+        3 => Body::Close(CloseRepr {
+            reason: n[0] as u16,
+        }),
+        4 => Body::Reset(CloseRepr {
+            reason: n[0] as u16,
+        }),
+        5 => Body::KeepAlive(KeepAliveRepr {
+            ts: n[0] as u32,
+            echo_ts: n[1] as u32,
+        }),
+        6 => Body::Ack(AckRepr {
+            cum_ack: n[0] as u32,
+            credits: n[1] as u32,
+            sack: n[2],
+            ts: n[3] as u32,
+            echo_ts: n[4] as u32,
+        }),
+        7 | 8 => {
+            let offset = (n[0] as u32) % (u32::MAX - payload.len() as u32);
+            let total = offset + payload.len() as u32;
+            let total = total.saturating_add(n[1] as u32 % 1000);
+            Body::Msg(MsgRepr {
+                msg_id: n[2] as u32,
+                total_len: total,
+                offset,
+                tag: if kind % 17 == 8 { Some(n[3]) } else { None },
+                cq_data: opt(1, n[4]),
+                payload,
+            })
+        }
+        9 => Body::Rts(RtsRepr {
+            op_id: n[0] as u32,
+            msg_id: n[1] as u32,
+            total_len: n[2],
+            tag: opt(2, n[3]),
+            cq_data: opt(1, n[4]),
+        }),
+        10 => {
+            let status = if n[7] & 4 != 0 { n[0] as u16 } else { 0 };
+            Body::Cts(CtsRepr {
+                rts_op_id: n[1] as u32,
+                rx_op_id: n[2] as u32,
+                offset: n[3],
+                len: if status == 0 { n[4] as u32 } else { 0 },
+                status,
+            })
+        }
+        11 => Body::Data(DataRepr {
+            rx_op_id: n[0] as u32,
+            offset: n[1] % (u64::MAX - 1000),
+            payload,
+        }),
+        12 => {
+            let offset = n[0] % (1 << 40);
+            let total = offset + payload.len() as u64 + n[1] % 1000;
+            Body::RmaWrite(RmaWriteRepr {
+                key: n[2],
+                addr: n[3] % (u64::MAX - total),
+                op_id: n[4] as u32,
+                total_len: total,
+                offset,
+                cq_data: opt(1, n[5]),
+                payload,
+            })
+        }
+        13 => Body::ReadReq(ReadReqRepr {
+            key: n[0],
+            len: n[1] % (1 << 40),
+            addr: n[2] % (1 << 60),
+            op_id: n[3] as u32,
+        }),
+        14 => {
+            let status = if n[7] & 4 != 0 { n[0] as u16 } else { 0 };
+            Body::ReadResp(ReadRespRepr {
+                op_id: n[1] as u32,
+                status,
+                offset: n[2] % (1 << 60),
+                payload: if status == 0 { payload } else { &[] },
+            })
+        }
+        15 => {
+            let op = AtomicOp::from_u8((n[0] % 19) as u8).unwrap();
+            let datatype = AtomicDatatype::from_u8((n[1] % 12) as u8).unwrap();
+            let count = 1 + (n[2] % 4) as u16;
+            let want = count as usize * datatype.size() * op.operand_arrays();
+            // `payload` may be too short; use a static pool of operand bytes instead.
+            static POOL: [u8; 128] = [0x5A; 128];
+            Body::AtomicReq(AtomicReqRepr {
+                key: n[3],
+                addr: n[4] % (1 << 60),
+                op_id: n[5] as u32,
+                op,
+                datatype,
+                count,
+                fetch: op.always_fetches() || n[7] & 8 != 0,
+                cq_data: opt(1, n[6]),
+                operands: &POOL[..want],
+            })
+        }
+        _ => {
+            let status = if n[7] & 4 != 0 { n[0] as u16 } else { 0 };
+            Body::AtomicResp(AtomicRespRepr {
+                op_id: n[1] as u32,
+                status,
+                payload: if status == 0 { payload } else { &[] },
+            })
+        }
+    };
+    Repr { header, body }
+}
+
+fn arb_header() -> impl Strategy<Value = Header> {
+    (
+        any::<u16>(),
+        any::<u16>(),
+        any::<u32>(),
+        any::<u32>(),
+        any::<bool>(),
+        any::<bool>(),
+    )
+        .prop_map(|(src_ep, dst_ep, session, seq, crc, ack_req)| Header {
+            src_ep,
+            dst_ep,
+            session,
+            seq,
+            crc,
+            ack_req,
+        })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+
+    #[test]
+    fn round_trip_every_type(
+        kind in 0u8..17,
+        hd in arb_header(),
+        n in any::<[u64; 8]>(),
+        payload in proptest::collection::vec(any::<u8>(), 0..80),
+    ) {
+        let r = build(kind, hd, &n, &payload);
+        let bytes = emit_vec(&r);
+        prop_assert_eq!(bytes.len(), r.buffer_len());
+        prop_assert_eq!(Repr::parse_bytes(&bytes), Ok(r));
+        prop_assert_eq!(Packet::new_checked(&bytes[..]).map(|p| p.packet_type()), Ok(Some(r.packet_type())));
+        for cut in 0..bytes.len() {
+            prop_assert!(Repr::parse_bytes(&bytes[..cut]).is_err());
+        }
+    }
+
+    #[test]
+    fn mutated_packets_never_panic(
+        kind in 0u8..17,
+        hd in arb_header(),
+        n in any::<[u64; 8]>(),
+        payload in proptest::collection::vec(any::<u8>(), 0..40),
+        edits in proptest::collection::vec((any::<usize>(), any::<u8>()), 1..4),
+    ) {
+        let mut bytes = emit_vec(&build(kind, hd, &n, &payload));
+        for (i, v) in edits {
+            let l = bytes.len();
+            bytes[i % l] = v;
+        }
+        if let Ok(p) = Repr::parse_bytes(&bytes) {
+            let len = Packet::new_unchecked(&bytes[..]).packet_len() as usize;
+            prop_assert_eq!(emit_vec(&p), &bytes[..len]);
+        }
+    }
+
+    #[test]
+    fn random_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..200)) {
+        let _ = Repr::parse_bytes(&bytes);
+        let _ = frame::parse_frame(&bytes, &Default::default());
+        // Also with our magic/version in front, to get past the first checks.
+        let mut b = vec![0x4F, 0x4E, 1];
+        b.extend_from_slice(&bytes);
+        let _ = Repr::parse_bytes(&b);
+    }
+
+    #[test]
+    fn random_frames_never_panic(
+        payload in proptest::collection::vec(any::<u8>(), 0..64),
+        edits in proptest::collection::vec((any::<usize>(), any::<u8>()), 0..4),
+        cut in any::<usize>(),
+    ) {
+        let caps = Default::default();
+        let mut buf = vec![0u8; 200];
+        let n = frame::emit_udp_ipv4_ethernet(&mut buf, &udp_repr(), &payload, &caps).unwrap();
+        buf.truncate(n);
+        for (i, v) in edits {
+            buf[i % n] = v;
+        }
+        let _ = frame::parse_frame(&buf[..cut % (n + 1)], &caps);
+        let _ = frame::parse_frame(&buf, &caps);
+    }
+}
+
+// ---- framing ---------------------------------------------------------------------------
+
+const MAC_A: EthernetAddress = EthernetAddress([0x02, 0, 0, 0, 0, 0x0A]);
+const MAC_B: EthernetAddress = EthernetAddress([0x02, 0, 0, 0, 0, 0x0B]);
+const IP_A: Ipv4Address = Ipv4Address::new(10, 0, 0, 1);
+const IP_B: Ipv4Address = Ipv4Address::new(10, 0, 0, 2);
+
+fn udp_repr() -> UdpFrameRepr {
+    UdpFrameRepr {
+        src_mac: MAC_A,
+        dst_mac: MAC_B,
+        src: UdpAddr::new(IP_A, 4791),
+        dst: UdpAddr::new(IP_B, 4792),
+        ttl: frame::DEFAULT_TTL,
+    }
+}
+
+#[test]
+fn udp_frame_round_trip_and_checksums() {
+    let caps = Capabilities::new(Medium::Ethernet, 1514).checksum_caps();
+    let pkt = emit_vec(&examples()[8].1);
+    let mut buf = [0u8; 1514];
+    let n = frame::emit_udp_ipv4_ethernet(&mut buf, &udp_repr(), &pkt, &caps).unwrap();
+    assert_eq!(n, frame::ETH_IPV4_UDP_HEADER_LEN + pkt.len());
+    let f = frame::parse_eth_ipv4_udp(&buf[..n], &caps).unwrap();
+    assert_eq!(f.repr, udp_repr());
+    assert_eq!(&buf[f.payload.clone()], &pkt[..]);
+    assert!(Repr::parse_bytes(&buf[f.payload.clone()]).is_ok());
+    // Ethernet padding after the IP datagram is ignored.
+    let mut padded = buf[..n].to_vec();
+    padded.extend_from_slice(&[0; 10]);
+    assert_eq!(
+        frame::parse_eth_ipv4_udp(&padded, &caps).unwrap().payload,
+        f.payload
+    );
+
+    // Corrupt payload: UDP checksum fails.
+    let mut bad = buf[..n].to_vec();
+    bad[n - 1] ^= 0x40;
+    assert_eq!(
+        frame::parse_eth_ipv4_udp(&bad, &caps),
+        Err(Error::BadChecksum)
+    );
+    // ... unless the NIC verified it (offload).
+    let mut off = Capabilities::new(Medium::Ethernet, 1514);
+    off.rx_checksum_offload = true;
+    assert!(frame::parse_eth_ipv4_udp(&bad, &off.checksum_caps()).is_ok());
+    // Corrupt IPv4 header (TTL): header checksum fails.
+    let mut bad = buf[..n].to_vec();
+    bad[14 + 8] ^= 1;
+    assert_eq!(
+        frame::parse_eth_ipv4_udp(&bad, &caps),
+        Err(Error::BadChecksum)
+    );
+    // A zero UDP checksum is refused on raw links.
+    let mut bad = buf[..n].to_vec();
+    bad[14 + 20 + 6] = 0;
+    bad[14 + 20 + 7] = 0;
+    assert_eq!(
+        frame::parse_eth_ipv4_udp(&bad, &caps),
+        Err(Error::BadChecksum)
+    );
+    // Not UDP / not IPv4.
+    let mut other = buf[..n].to_vec();
+    other[12] = 0x86;
+    other[13] = 0xDD;
+    assert_eq!(frame::parse_frame(&other, &caps), Err(Error::NotOurs));
+    // Every truncation is an error.
+    for cut in 0..n {
+        assert!(frame::parse_frame(&buf[..cut], &caps).is_err(), "cut {cut}");
+    }
+    // Tx offload leaves checksums zero.
+    let mut tx_off = Capabilities::new(Medium::Ethernet, 1514);
+    tx_off.tx_checksum_offload = true;
+    let mut buf2 = [0u8; 1514];
+    let n2 = frame::emit_udp_ipv4_ethernet(&mut buf2, &udp_repr(), &pkt, &tx_off.checksum_caps())
+        .unwrap();
+    assert_eq!(&buf2[14 + 10..14 + 12], &[0, 0]);
+    assert_eq!(&buf2[14 + 20 + 6..14 + 20 + 8], &[0, 0]);
+    assert_eq!(n2, n);
+    assert_eq!(
+        frame::emit_udp_ipv4_ethernet(&mut buf2[..40], &udp_repr(), &pkt, &caps),
+        Err(Error::BufferTooSmall)
+    );
+}
+
+#[test]
+fn arp_request_reply() {
+    let mut buf = [0u8; 64];
+    let n = frame::emit_arp_request(&mut buf, MAC_A, IP_A, IP_B).unwrap();
+    assert_eq!(n, frame::ARP_FRAME_LEN);
+    assert_eq!(&buf[..6], &[0xFF; 6]);
+    let req = match frame::parse_frame(&buf[..n], &Default::default()).unwrap() {
+        frame::ParsedFrame::Arp(a) => a,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(req.operation, ArpOperation::Request);
+    assert_eq!(
+        (req.sender_mac, req.sender_ip, req.target_ip),
+        (MAC_A, IP_A, IP_B)
+    );
+    let mut rbuf = [0u8; 64];
+    let n = frame::emit_arp_reply(&mut rbuf, MAC_B, IP_B, &req).unwrap();
+    assert_eq!(&rbuf[..6], &MAC_A.0);
+    let rep = frame::parse_arp(&rbuf[..n]).unwrap();
+    assert_eq!(rep.operation, ArpOperation::Reply);
+    assert_eq!((rep.sender_mac, rep.sender_ip), (MAC_B, IP_B));
+    assert_eq!((rep.target_mac, rep.target_ip), (MAC_A, IP_A));
+    for cut in 0..n {
+        assert!(frame::parse_arp(&rbuf[..cut]).is_err());
+    }
+    let mut bad = rbuf;
+    bad[14 + 7] = 9; // unknown operation
+    assert_eq!(frame::parse_arp(&bad[..n]), Err(Error::Malformed));
+    assert_eq!(
+        frame::emit_arp_request(&mut [0; 41], MAC_A, IP_A, IP_B),
+        Err(Error::BufferTooSmall)
+    );
+}
+
+// ---- loopback --------------------------------------------------------------------------
+
+#[test]
+fn loopback_looped_send_receive_and_backpressure() {
+    let me = UdpAddr::new(IP_A, 4791);
+    let mut l: Loopback<4, 256> = Loopback::new_looped(Medium::Udp, Some(me));
+    assert!(l.receive().is_none());
+    for i in 0..4u8 {
+        let tok = l.transmit().expect("room");
+        tok.consume(3, |b| b.copy_from_slice(&[i, i, i]));
+    }
+    assert!(l.transmit().is_none(), "full queue applies back-pressure");
+    let tok = l.receive().unwrap();
+    assert_eq!(tok.meta().src, Some(me));
+    assert_eq!(tok.consume(|b| b.to_vec()), vec![0, 0, 0]);
+    let mut got = Vec::new();
+    let n = l.receive_burst(10, |m, b| got.push((m.src, b.to_vec())));
+    assert_eq!(n, 3);
+    assert_eq!(got[2], (Some(me), vec![3, 3, 3]));
+    // A zero-length or oversized send is dropped.
+    l.transmit()
+        .unwrap()
+        .consume_with(100, |_| (TxMeta::len(0), ()));
+    l.transmit()
+        .unwrap()
+        .consume_with(100, |_| (TxMeta::len(101), ()));
+    assert_eq!(l.rx_len(), 0);
+    // consume() beyond the MTU lends at most MTU bytes.
+    l.transmit()
+        .unwrap()
+        .consume(1000, |b| assert_eq!(b.len(), 256));
+    assert_eq!(l.rx_len(), 1);
+}
+
+#[test]
+fn loopback_pair_with_bursts_and_protocol_packets() {
+    let a_addr = UdpAddr::new(IP_A, 1);
+    let b_addr = UdpAddr::new(IP_B, 2);
+    let mut a: Loopback<8, 1500> = Loopback::new(Medium::Udp, Some(a_addr));
+    let mut b: Loopback<8, 1500> = Loopback::new(Medium::Udp, Some(b_addr));
+    let ex = examples();
+    let mut it = ex.iter();
+    let sent = a.transmit_burst(16, |buf| {
+        let (_, r) = it.next()?;
+        let n = r.emit_bytes(buf).ok()?;
+        Some(TxMeta::to(n, b_addr))
+    });
+    assert_eq!(sent, 8, "burst limited by queue capacity");
+    assert_eq!(a.pop_tx(|dst, _| dst), Some(Some(b_addr)));
+    assert_eq!(a.transfer_to(&mut b), 7);
+    let mut parsed = 0;
+    b.receive_burst(8, |m, buf| {
+        assert_eq!(m.src, Some(a_addr));
+        let r = Repr::parse_bytes(buf).unwrap();
+        assert_eq!(r, ex[parsed + 1].1);
+        parsed += 1;
+    });
+    assert_eq!(parsed, 7);
+    assert!(b.inject(&[1, 2, 3], None));
+    assert_eq!(b.rx_len(), 1);
+    let zero: Loopback<0, 64> = Loopback::new(Medium::Ethernet, None);
+    let mut zero = zero;
+    assert!(zero.transmit().is_none());
+    assert!(zero.receive().is_none());
+}
