@@ -304,3 +304,212 @@ impl Cntr {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::time::Duration;
+
+    fn waitable() -> Cntr {
+        Cntr::new(&CntrAttr {
+            wait_obj: WaitObj::Unspec,
+            ..CntrAttr::default()
+        })
+        .unwrap()
+    }
+
+    #[test]
+    fn attributes() {
+        assert_eq!(CntrEvents::Comp as i32, 0);
+        assert_eq!(CntrEvents::from_raw(0), Ok(CntrEvents::Comp));
+        assert_eq!(CntrEvents::from_raw(1), Err(Errno::EINVAL));
+        let flags = CntrAttr {
+            flags: 1,
+            ..CntrAttr::default()
+        };
+        assert!(matches!(Cntr::new(&flags), Err(Errno::EINVAL)));
+        let set = CntrAttr {
+            wait_obj: WaitObj::Set,
+            ..CntrAttr::default()
+        };
+        assert!(matches!(Cntr::new(&set), Err(Errno::EINVAL)));
+        let set = CntrAttr {
+            wait_obj: WaitObj::Set,
+            wait_set: 0x10,
+            ..CntrAttr::default()
+        };
+        assert_eq!(Cntr::new(&set).unwrap().attr().wait_set, 0x10);
+    }
+
+    #[test]
+    fn values_and_updates() {
+        let mut c = Cntr::new(&CntrAttr::default()).unwrap();
+        assert_eq!((c.read(), c.readerr()), (0, 0));
+        c.inc();
+        c.inc();
+        c.add(10).unwrap();
+        assert_eq!(c.read(), 12);
+        c.inc_err();
+        c.adderr(4).unwrap();
+        assert_eq!(c.readerr(), 5);
+        assert_eq!(c.read(), 12, "errors do not touch the success count");
+        c.set(3).unwrap();
+        c.seterr(0).unwrap();
+        assert_eq!((c.read(), c.readerr()), (3, 0));
+        c.set(u64::MAX).unwrap();
+        c.inc();
+        assert_eq!(c.value(), 0, "wraps like a 64-bit atomic");
+        c.set_ops_flags(Flags::TRANSMIT_COMPLETE);
+        assert_eq!(c.ops_flags(), Flags::TRANSMIT_COMPLETE);
+    }
+
+    #[test]
+    fn wait_needs_a_usable_wait_object() {
+        let c = Cntr::new(&CntrAttr::default()).unwrap();
+        assert_eq!(c.check_wait(), Err(Errno::ENOSYS));
+        assert_eq!(c.wait_begin(1, None), Err(Errno::ENOSYS));
+        let set = Cntr::new(&CntrAttr {
+            wait_obj: WaitObj::Set,
+            wait_set: 1,
+            ..CntrAttr::default()
+        })
+        .unwrap();
+        assert_eq!(set.check_wait(), Err(Errno::ENOSYS));
+        for w in [
+            WaitObj::Unspec,
+            WaitObj::Fd,
+            WaitObj::MutexCond,
+            WaitObj::Yield,
+            WaitObj::PollFd,
+        ] {
+            let c = Cntr::new(&CntrAttr {
+                wait_obj: w,
+                ..CntrAttr::default()
+            })
+            .unwrap();
+            assert_eq!(c.check_wait(), Ok(()));
+        }
+    }
+
+    #[test]
+    fn threshold_is_reached() {
+        let mut c = waitable();
+        let now = Instant::from_millis(1);
+        c.add(2).unwrap();
+        let w = c.wait_begin(3, None).unwrap();
+        assert_eq!(c.reached(&w, now), Ok(false));
+        c.inc();
+        assert_eq!(c.reached(&w, now), Ok(true));
+        c.inc();
+        assert_eq!(c.reached(&w, now), Ok(true), "greater or equal");
+        let w0 = c.wait_begin(0, None).unwrap();
+        assert_eq!(c.reached(&w0, now), Ok(true));
+    }
+
+    #[test]
+    fn error_change_during_wait_is_eavail() {
+        let mut c = waitable();
+        let now = Instant::ZERO;
+        // Errors from before the wait do not end it.
+        c.adderr(3).unwrap();
+        let w = c.wait_begin(5, None).unwrap();
+        assert_eq!(c.reached(&w, now), Ok(false));
+        c.inc_err();
+        assert_eq!(c.reached(&w, now), Err(Errno::EAVAIL));
+        assert_eq!(Errno::EAVAIL.code(), 259);
+        // The threshold is checked first.
+        c.add(5).unwrap();
+        assert_eq!(c.reached(&w, now), Ok(true));
+
+        // Any change of the error value counts, even one that lowers it...
+        let mut c = waitable();
+        c.seterr(4).unwrap();
+        let w = c.wait_begin(1, None).unwrap();
+        c.seterr(0).unwrap();
+        assert_eq!(c.reached(&w, now), Err(Errno::EAVAIL));
+        // ...and even one that is later undone.
+        let w = c.wait_begin(1, None).unwrap();
+        c.adderr(1).unwrap();
+        c.seterr(0).unwrap();
+        assert_eq!(c.reached(&w, now), Err(Errno::EAVAIL));
+        // Setting the same value, or adding 0, is no change.
+        let w = c.wait_begin(1, None).unwrap();
+        c.seterr(0).unwrap();
+        c.adderr(0).unwrap();
+        assert_eq!(c.reached(&w, now), Ok(false));
+    }
+
+    #[test]
+    fn timeout_is_etimedout() {
+        let mut c = waitable();
+        let start = Instant::from_millis(100);
+        let w = c
+            .wait_begin(1, Some(start + Duration::from_millis(10)))
+            .unwrap();
+        assert_eq!(c.reached(&w, start), Ok(false));
+        assert_eq!(c.reached(&w, Instant::from_millis(109)), Ok(false));
+        assert_eq!(
+            c.reached(&w, Instant::from_millis(110)),
+            Err(Errno::ETIMEDOUT)
+        );
+        assert_eq!(c.readerr(), 0, "a timeout leaves the error value unchanged");
+        // No deadline: never times out.
+        let forever = c.wait_begin(1, None).unwrap();
+        assert_eq!(
+            c.reached(&forever, Instant::from_micros(u64::MAX)),
+            Ok(false)
+        );
+        c.inc();
+        assert_eq!(c.reached(&w, Instant::from_millis(500)), Ok(true));
+    }
+
+    #[test]
+    fn armed_wait_wakes_on_threshold_or_error() {
+        let mut c = waitable();
+        let w = c.wait_begin(3, None).unwrap();
+        c.arm(&w);
+        c.inc();
+        c.inc();
+        assert!(!c.take_wakeup());
+        c.inc();
+        assert!(c.take_wakeup());
+        assert!(!c.take_wakeup());
+
+        let w = c.wait_begin(100, None).unwrap();
+        c.arm(&w);
+        c.inc();
+        assert!(!c.take_wakeup());
+        c.inc_err();
+        assert!(c.take_wakeup());
+    }
+
+    #[test]
+    fn trywait_reports_unread_changes() {
+        let mut c = Cntr::new(&CntrAttr::default()).unwrap();
+        assert_eq!(c.trywait(), Err(Errno::EINVAL));
+
+        let mut c = waitable();
+        assert_eq!(c.trywait(), Ok(()));
+        let g = c.generation();
+        c.inc();
+        assert!(c.take_wakeup());
+        assert_ne!(c.generation(), g);
+        assert_eq!(c.trywait(), Err(Errno::EAGAIN));
+        c.read();
+        assert_eq!(c.trywait(), Ok(()));
+        c.inc_err();
+        assert!(c.take_wakeup());
+        assert_eq!(c.trywait(), Err(Errno::EAGAIN));
+        c.readerr();
+        assert_eq!(c.trywait(), Ok(()));
+    }
+
+    #[test]
+    fn close_is_refused_while_bound() {
+        let mut c = waitable();
+        c.bind_ref();
+        assert_eq!(c.check_close(), Err(Errno::EBUSY));
+        c.unbind_ref();
+        assert_eq!(c.check_close(), Ok(()));
+    }
+}
