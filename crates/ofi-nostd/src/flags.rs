@@ -119,25 +119,32 @@ impl Flags {
     /// FI_TRANSMIT, libfabric's alias of FI_SEND.
     pub const TRANSMIT: Flags = Flags::SEND;
 
-    /// The primary capabilities: an application must ask for them to get them.
+    /// The primary capabilities of fi_getinfo(3) 1.17: a provider grants only those the
+    /// application asked for. The man page calls bit 44 `FI_XPU`; the 1.17 header names
+    /// it `FI_XPU_TRIGGER`.
     pub const PRIMARY_CAPS: Flags = Flags::MSG
         .union(Flags::RMA)
         .union(Flags::TAGGED)
         .union(Flags::ATOMIC)
         .union(Flags::MULTICAST)
-        .union(Flags::COLLECTIVE)
         .union(Flags::NAMED_RX_CTX)
         .union(Flags::DIRECTED_RECV)
         .union(Flags::VARIABLE_MSG)
         .union(Flags::HMEM)
-        .union(Flags::READ)
+        .union(Flags::COLLECTIVE)
+        .union(Flags::XPU_TRIGGER);
+
+    /// The primary modifiers of fi_getinfo(3) 1.17: they narrow a primary capability
+    /// (send-only, RMA target only, ...); when none is given, all relevant ones are meant.
+    pub const PRIMARY_MODIFIERS: Flags = Flags::READ
         .union(Flags::WRITE)
-        .union(Flags::SEND)
         .union(Flags::RECV)
+        .union(Flags::SEND)
         .union(Flags::REMOTE_READ)
         .union(Flags::REMOTE_WRITE);
 
-    /// The secondary capabilities: a provider may grant them unasked.
+    /// The secondary capabilities of fi_getinfo(3) 1.17: a provider must honour them when
+    /// asked and may grant them unasked when that costs nothing.
     pub const SECONDARY_CAPS: Flags = Flags::MULTI_RECV
         .union(Flags::SOURCE)
         .union(Flags::RMA_EVENT)
@@ -148,6 +155,48 @@ impl Flags {
         .union(Flags::REMOTE_COMM)
         .union(Flags::SOURCE_ERR)
         .union(Flags::RMA_PMEM);
+
+    /// The capabilities that apply to a transmit context (fi_endpoint(3) `fi_tx_attr::caps`).
+    pub const TX_CAPS: Flags = Flags::MSG
+        .union(Flags::RMA)
+        .union(Flags::TAGGED)
+        .union(Flags::ATOMIC)
+        .union(Flags::READ)
+        .union(Flags::WRITE)
+        .union(Flags::SEND)
+        .union(Flags::HMEM)
+        .union(Flags::TRIGGER)
+        .union(Flags::FENCE)
+        .union(Flags::MULTICAST)
+        .union(Flags::RMA_PMEM)
+        .union(Flags::NAMED_RX_CTX)
+        .union(Flags::COLLECTIVE)
+        .union(Flags::XPU_TRIGGER);
+
+    /// The capabilities that apply to a receive context (fi_endpoint(3) `fi_rx_attr::caps`).
+    pub const RX_CAPS: Flags = Flags::MSG
+        .union(Flags::RMA)
+        .union(Flags::TAGGED)
+        .union(Flags::ATOMIC)
+        .union(Flags::REMOTE_READ)
+        .union(Flags::REMOTE_WRITE)
+        .union(Flags::RECV)
+        .union(Flags::HMEM)
+        .union(Flags::TRIGGER)
+        .union(Flags::RMA_PMEM)
+        .union(Flags::DIRECTED_RECV)
+        .union(Flags::VARIABLE_MSG)
+        .union(Flags::MULTI_RECV)
+        .union(Flags::SOURCE)
+        .union(Flags::RMA_EVENT)
+        .union(Flags::SOURCE_ERR)
+        .union(Flags::COLLECTIVE)
+        .union(Flags::XPU_TRIGGER);
+
+    /// The domain capabilities (fi_domain(3) `fi_domain_attr::caps`), all secondary.
+    pub const DOMAIN_CAPS: Flags = Flags::LOCAL_COMM
+        .union(Flags::REMOTE_COMM)
+        .union(Flags::SHARED_AV);
 }
 
 bitflags! {
@@ -299,5 +348,19 @@ mod tests {
         assert_eq!(Order::STRICT.bits(), 0x1FF);
         assert!(Flags::PRIMARY_CAPS.contains(Flags::TAGGED));
         assert!(!Flags::PRIMARY_CAPS.intersects(Flags::SECONDARY_CAPS));
+        assert!(!Flags::PRIMARY_CAPS.intersects(Flags::PRIMARY_MODIFIERS));
+        assert!(!Flags::SECONDARY_CAPS.intersects(Flags::PRIMARY_MODIFIERS));
+        // fi_getinfo(3) 1.17 lists exactly eleven primary caps, six modifiers, ten
+        // secondary caps.
+        assert_eq!(Flags::PRIMARY_CAPS.bits().count_ones(), 11);
+        assert_eq!(Flags::PRIMARY_MODIFIERS.bits().count_ones(), 6);
+        assert_eq!(Flags::SECONDARY_CAPS.bits().count_ones(), 10);
+        assert!(
+            Flags::DOMAIN_CAPS
+                .difference(Flags::SECONDARY_CAPS)
+                .is_empty()
+        );
+        assert!(Flags::TX_CAPS.contains(Flags::SEND) && !Flags::TX_CAPS.contains(Flags::RECV));
+        assert!(Flags::RX_CAPS.contains(Flags::SOURCE) && !Flags::RX_CAPS.contains(Flags::SEND));
     }
 }

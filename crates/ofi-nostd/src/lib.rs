@@ -16,6 +16,7 @@ pub mod cq;
 pub mod eq;
 pub mod errno;
 pub mod flags;
+pub mod info;
 pub mod matching;
 pub mod mem;
 pub mod pool;
