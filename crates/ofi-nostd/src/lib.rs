@@ -19,6 +19,7 @@ pub mod flags;
 pub mod info;
 pub mod matching;
 pub mod mem;
+pub mod mr;
 pub mod pool;
 pub mod ring;
 pub mod time;
