@@ -538,12 +538,10 @@ where
         flags: Flags,
         sync_err: Option<&mut [i32]>,
     ) -> Result<usize> {
+        self.check_insert_flags(flags)?;
         let count = addrs.count()?;
         let mut errs = None;
         if flags.contains(FI_SYNC_ERR) {
-            if self.flags.contains(FI_EVENT) {
-                return Err(Errno::EINVAL);
-            }
             let e = sync_err
                 .ok_or(Errno::EINVAL)?
                 .get_mut(..count)
@@ -1084,6 +1082,12 @@ mod tests {
         assert_eq!(
             ev.insertsvc("10.0.0.1", Some("1"), None, Flags::empty(), None),
             Err(Errno::ENOEQ)
+        );
+        let mut e0 = [0; 1];
+        assert_eq!(
+            ev.insert(AvAddrs::Ep(&one), None, FI_SYNC_ERR, Some(&mut e0)),
+            Err(Errno::ENOEQ),
+            "no EQ is reported first"
         );
         assert_eq!(
             ev.bind_eq(7, Flags::SEND),
