@@ -2,12 +2,15 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use wire::frame::{self, ChecksumCapabilities, ParsedFrame};
 use wire::Repr;
+use wire::frame::{self, ChecksumCapabilities, ParsedFrame};
 
 fuzz_target!(|data: &[u8]| {
     // Checksums verified (the normal case) and offloaded (so corrupt frames get further).
-    for caps in [ChecksumCapabilities::default(), ChecksumCapabilities::ignored()] {
+    for caps in [
+        ChecksumCapabilities::default(),
+        ChecksumCapabilities::ignored(),
+    ] {
         match frame::parse_frame(data, &caps) {
             Ok(ParsedFrame::Udp(f)) => {
                 let payload = data.get(f.payload.clone()).expect("payload range in frame");

@@ -4,11 +4,13 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use wire::packet::{Packet, PacketType, MAGIC, VERSION, flags};
 use wire::Repr;
+use wire::packet::{MAGIC, Packet, PacketType, VERSION, flags};
 
 fuzz_target!(|data: &[u8]| {
-    let Some((&sel, body)) = data.split_first() else { return };
+    let Some((&sel, body)) = data.split_first() else {
+        return;
+    };
     let ptype = match sel % 3 {
         0 => PacketType::Hello,
         1 => PacketType::HelloAck,

@@ -2,8 +2,8 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use wire::packet::Packet;
 use wire::Repr;
+use wire::packet::Packet;
 
 fuzz_target!(|data: &[u8]| {
     let view = Packet::new_unchecked(data);
