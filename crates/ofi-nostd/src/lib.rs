@@ -23,5 +23,6 @@ pub mod mr;
 pub mod pool;
 pub mod ring;
 pub mod time;
+pub mod tostr;
 
 pub use errno::{Errno, Result};
