@@ -24,8 +24,21 @@ pub enum Toolchain {
 }
 
 impl Toolchain {
+    /// `XTASK_FUZZ_TOOLCHAIN` (`nightly` or `stable`) if set; otherwise a nightly if one
+    /// is installed or can be installed (minimal profile), else stable.
+    pub fn choose() -> Result<Self> {
+        match std::env::var("XTASK_FUZZ_TOOLCHAIN").as_deref() {
+            Ok("nightly") => Ok(Toolchain::Nightly),
+            Ok("stable") => Ok(Toolchain::StableBootstrap),
+            Ok(other) => Err(format!(
+                "XTASK_FUZZ_TOOLCHAIN is `{other}`; use `nightly` or `stable`"
+            )),
+            Err(_) => Ok(Self::detect()),
+        }
+    }
+
     /// A nightly if one is installed or can be installed (minimal profile), else stable.
-    pub fn choose() -> Self {
+    fn detect() -> Self {
         if has_nightly() {
             return Toolchain::Nightly;
         }
@@ -73,7 +86,7 @@ pub fn run(ws: &Workspace, secs: u64, targets: &[String]) -> Result {
         return Ok(());
     }
     prereq::ensure_cargo_fuzz()?;
-    let toolchain = Toolchain::choose();
+    let toolchain = Toolchain::choose()?;
     println!("    fuzz toolchain: {toolchain:?}");
     let chosen = select_targets(list_targets(ws, toolchain)?, targets)?;
     if chosen.is_empty() {

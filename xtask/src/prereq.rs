@@ -103,7 +103,8 @@ pub fn ensure_for_test(ws: &Workspace) -> Result {
     if ws.has_fuzz_crate() {
         ensure_cargo_fuzz()?;
     }
-    ensure_debian_packages(&missing_packages(ws, DEBIAN_PACKAGES))?;
+    let can_install = cmd::is_root() && cmd::on_path("apt-get");
+    ensure_debian_packages(&missing_packages(ws, DEBIAN_PACKAGES), can_install)?;
     report_test_runner();
     Ok(())
 }
@@ -177,8 +178,9 @@ pub fn missing_packages(ws: &Workspace, list: &[DebianPackage]) -> Vec<DebianPac
         .collect()
 }
 
-/// Installs `missing` with apt-get as root; otherwise fails saying what to install.
-pub fn ensure_debian_packages(missing: &[DebianPackage]) -> Result {
+/// Installs `missing` with apt-get when `can_install` (root with apt-get); otherwise
+/// fails saying what to install.
+pub fn ensure_debian_packages(missing: &[DebianPackage], can_install: bool) -> Result {
     if missing.is_empty() {
         println!("    Debian packages: nothing missing");
         return Ok(());
@@ -189,7 +191,7 @@ pub fn ensure_debian_packages(missing: &[DebianPackage]) -> Result {
         .map(|p| format!("{} for {}", p.package, p.needed_by))
         .collect();
     println!("    missing Debian packages: {}", why.join(", "));
-    if !cmd::is_root() || !cmd::on_path("apt-get") {
+    if !can_install {
         return Err(format!(
             "missing Debian packages; as root run `apt-get install -y {}` (or rerun xtask as root)",
             names.join(" ")
@@ -264,10 +266,11 @@ mod tests {
                 needed: |_| true,
             },
         ];
-        let missing: Vec<&str> = missing_packages(&ws, &list)
-            .iter()
-            .map(|p| p.package)
-            .collect();
-        assert_eq!(missing, ["absent-needed"]);
+        let missing = missing_packages(&ws, &list);
+        let names: Vec<&str> = missing.iter().map(|p| p.package).collect();
+        assert_eq!(names, ["absent-needed"]);
+        let err = ensure_debian_packages(&missing, false).unwrap_err();
+        assert!(err.contains("apt-get install -y absent-needed"), "{err}");
+        assert!(ensure_debian_packages(&[], false).is_ok());
     }
 }
