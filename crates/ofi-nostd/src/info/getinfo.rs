@@ -531,10 +531,13 @@ pub fn getinfo(
                         None => continue,
                     },
                     None => {
-                        if let Some((m, _)) =
+                        if let Some((m, local_mr)) =
                             match_mr_mode(version, &Info::default(), info.caps, cfg)
                         {
                             info.domain_attr.mr_mode = m;
+                            if local_mr {
+                                info.mode |= Mode::LOCAL_MR;
+                            }
                         }
                     }
                 }
