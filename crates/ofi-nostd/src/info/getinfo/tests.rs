@@ -885,6 +885,22 @@ fn mr_mode_matching() {
         (r[0].domain_attr.mr_mode, r[0].mode),
         (MrMode::SCALABLE, Mode::LOCAL_MR)
     );
+    // NULL hints from a pre-1.5 application: the legacy value, with FI_LOCAL_MR.
+    let n = getinfo(
+        fi_version(1, 4),
+        None,
+        None,
+        Flags::empty(),
+        None,
+        &zc,
+        &mut o,
+    )
+    .unwrap();
+    assert!(
+        o[..n]
+            .iter()
+            .all(|i| i.domain_attr.mr_mode == MrMode::SCALABLE && i.mode == Mode::LOCAL_MR)
+    );
 }
 
 #[test]
