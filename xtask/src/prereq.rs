@@ -193,7 +193,8 @@ pub fn ensure_debian_packages(missing: &[DebianPackage], can_install: bool) -> R
     println!("    missing Debian packages: {}", why.join(", "));
     if !can_install {
         return Err(format!(
-            "missing Debian packages; as root run `apt-get install -y {}` (or rerun xtask as root)",
+            "missing Debian packages ({}); install them with `sudo apt-get install -y {}` or run xtask as root",
+            why.join(", "),
             names.join(" ")
         ));
     }
@@ -203,7 +204,14 @@ pub fn ensure_debian_packages(missing: &[DebianPackage], can_install: bool) -> R
         c
     };
     cmd::run(&mut apt(&["update"]))?;
-    cmd::run(apt(&["install", "-y", "--no-install-recommends"]).args(&names))
+    cmd::run(apt(&["install", "-y", "--no-install-recommends"]).args(&names))?;
+    match missing.iter().find(|p| !p.probe.present()) {
+        Some(p) => Err(format!(
+            "installed {} but {:?} is still missing",
+            p.package, p.probe
+        )),
+        None => Ok(()),
+    }
 }
 
 /// True when `cargo nextest` is installed (it is used then, never installed).
