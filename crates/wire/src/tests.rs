@@ -358,14 +358,6 @@ fn annotated_hex(r: &Repr<'_>) -> String {
 }
 
 #[test]
-#[ignore = "prints the spec's hex examples; run with --ignored --nocapture to regenerate"]
-fn print_spec_examples() {
-    for (name, r) in examples() {
-        std::println!("```hex name={name}\n{}```\n", annotated_hex(&r));
-    }
-}
-
-#[test]
 fn spec_hex_examples_match() {
     let blocks = spec_hex_blocks();
     let ex = examples();
@@ -375,16 +367,23 @@ fn spec_hex_examples_match() {
         "every example appears once in the spec"
     );
     for (name, repr) in &ex {
-        let (_, bytes) = blocks
-            .iter()
-            .find(|(n, _)| n == name)
-            .unwrap_or_else(|| panic!("spec lacks hex example {name}"));
+        let (_, bytes) = blocks.iter().find(|(n, _)| n == name).unwrap_or_else(|| {
+            panic!(
+                "spec lacks hex example {name}; it should read:\n```hex name={name}\n{}```",
+                annotated_hex(repr)
+            )
+        });
         assert_eq!(
             Repr::parse_bytes(bytes),
             Ok(*repr),
             "parse of example {name}"
         );
-        assert_eq!(&emit_vec(repr), bytes, "emit of example {name}");
+        assert_eq!(
+            &emit_vec(repr),
+            bytes,
+            "emit of example {name}; the spec should read:\n```hex name={name}\n{}```",
+            annotated_hex(repr)
+        );
     }
     // Every v1 packet type has an example.
     for t in 0..=255u8 {
