@@ -1,9 +1,9 @@
 //! Packets of the ofi-nostd reliable-datagram protocol, version 1.
 //!
 //! Layout: a 24-byte [`BaseHeader`], then a fixed per-type header (one `zerocopy` struct
-//! per type, all fields network byte order, no padding), then optional 64-bit fields
-//! selected by flags (tag, remote CQ data), then the payload up to the base header's
-//! `len`. `docs/wire-protocol.md` is the normative description; this module is checked
+//! per type, all fields network byte order, no padding; DGRAM, the unreliable
+//! FI_EP_DGRAM type, has none), then optional 64-bit fields selected by flags (tag,
+//! remote CQ data), then the payload up to the base header's `len`. `docs/wire-protocol.md` is the normative description; this module is checked
 //! against it by the crate's tests.
 //!
 //! Two levels, as in `smoltcp::wire`:
@@ -40,7 +40,8 @@ pub const AUTH_HMAC_SHA256: u8 = 1;
 pub mod flags {
     /// The `checksum` field holds a CRC32C of the packet (the field itself as zero).
     pub const CRC: u16 = 0x0001;
-    /// A 64-bit remote CQ data field follows the type header (and the tag, if any).
+    /// A 64-bit remote CQ data field follows the type header (and the tag, if any); on
+    /// DGRAM, which has no type header, it follows the base header directly.
     pub const CQ_DATA: u16 = 0x0002;
     /// RTS only: a 64-bit tag follows the RTS header (a tagged rendezvous).
     pub const TAGGED: u16 = 0x0004;
@@ -150,6 +151,9 @@ pub enum PacketType {
     Cts = 0x13,
     /// Rendezvous data.
     Data = 0x14,
+    /// Unreliable datagram of an FI_EP_DGRAM endpoint (no session, unsequenced, one
+    /// packet per message).
+    Dgram = 0x15,
     /// RMA write (segment).
     RmaWrite = 0x20,
     /// RMA read request.
@@ -192,6 +196,7 @@ impl PacketType {
             0x12 => Rts,
             0x13 => Cts,
             0x14 => Data,
+            0x15 => Dgram,
             0x20 => RmaWrite,
             0x21 => ReadReq,
             0x22 => ReadResp,
@@ -202,7 +207,8 @@ impl PacketType {
     }
 
     /// Whether packets of this type consume a sequence number (are acked and
-    /// retransmitted). The others carry the sender's next sequence number, unacked.
+    /// retransmitted). The others carry the sender's next sequence number, unacked
+    /// (DGRAM: the sender's datagram counter, informative only).
     pub const fn is_sequenced(self) -> bool {
         !matches!(
             self,
@@ -212,13 +218,16 @@ impl PacketType {
                 | PacketType::Reset
                 | PacketType::KeepAlive
                 | PacketType::Ack
+                | PacketType::Dgram
         )
     }
 
     /// Flag bits allowed on this type beyond `CRC` and `ACK_REQ`.
     const fn extra_flags(self) -> u16 {
         match self {
-            PacketType::Msg | PacketType::Tagged | PacketType::RmaWrite => flags::CQ_DATA,
+            PacketType::Msg | PacketType::Tagged | PacketType::RmaWrite | PacketType::Dgram => {
+                flags::CQ_DATA
+            }
             PacketType::Rts => flags::CQ_DATA | flags::TAGGED,
             PacketType::AtomicReq => flags::CQ_DATA | flags::FETCH,
             _ => 0,
@@ -363,9 +372,10 @@ wire_struct!(
         src_ep: U16,
         /// Receiver's endpoint id.
         dst_ep: U16,
-        /// The receiver's session id for this peer (0 only in HELLO).
+        /// The receiver's session id for this peer (0 only in HELLO and DGRAM).
         session: U32,
-        /// Sequence number (sequenced types) or the sender's next sequence number.
+        /// Sequence number (sequenced types), the sender's next sequence number (other
+        /// session types) or the sender's datagram counter (DGRAM, informative).
         seq: U32,
         /// CRC32C when the `CRC` flag is set, else 0.
         checksum: U32,
@@ -607,6 +617,8 @@ pub mod hdr_len {
     pub const ATOMIC_REQ: usize = size_of::<AtomicReqHeader>();
     /// ATOMIC_RESP.
     pub const ATOMIC_RESP: usize = size_of::<AtomicRespHeader>();
+    /// DGRAM: no type header (CQ data, if any, follows the base header).
+    pub const DGRAM: usize = 0;
 }
 
 const _: () = {
@@ -622,6 +634,7 @@ const _: () = {
     assert!(hdr_len::READ_RESP == 16);
     assert!(hdr_len::ATOMIC_REQ == 24);
     assert!(hdr_len::ATOMIC_RESP == 8);
+    assert!(hdr_len::DGRAM == 0);
 };
 
 /// Largest eager MSG/TAGGED payload in a packet of at most `max_pkt` bytes.
@@ -643,6 +656,13 @@ pub const fn max_rma_write_payload(max_pkt: usize, cq_data: bool) -> usize {
 /// Largest READ_RESP payload in a packet of at most `max_pkt` bytes.
 pub const fn max_read_resp_payload(max_pkt: usize) -> usize {
     max_pkt.saturating_sub(BASE_LEN + hdr_len::READ_RESP)
+}
+
+/// Largest DGRAM payload in a packet of at most `max_pkt` bytes. DGRAM is never
+/// segmented, so this is also the largest message an FI_EP_DGRAM endpoint can send on a
+/// path whose packets are limited to `max_pkt` bytes.
+pub const fn max_dgram_payload(max_pkt: usize, cq_data: bool) -> usize {
+    max_pkt.saturating_sub(BASE_LEN + hdr_len::DGRAM + if cq_data { 8 } else { 0 })
 }
 
 // ---------------------------------------------------------------------------------------
@@ -878,9 +898,9 @@ pub struct Header {
     pub src_ep: u16,
     /// Receiver's endpoint id.
     pub dst_ep: u16,
-    /// Receiver's session id (0 in HELLO).
+    /// Receiver's session id (0 in HELLO and DGRAM).
     pub session: u32,
-    /// Sequence number.
+    /// Sequence number (DGRAM: the sender's datagram counter, informative only).
     pub seq: u32,
     /// Protect the packet with CRC32C.
     pub crc: bool,
@@ -1092,6 +1112,16 @@ pub struct AtomicRespRepr<'a> {
     pub payload: &'a [u8],
 }
 
+/// DGRAM: one unreliable datagram of an FI_EP_DGRAM endpoint (the whole message; the
+/// base header's `session` must be 0).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct DgramRepr<'a> {
+    /// Remote CQ data.
+    pub cq_data: Option<u64>,
+    /// The message.
+    pub payload: &'a [u8],
+}
+
 /// The type-specific part of a [`Repr`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[allow(missing_docs)] // each variant is the packet type of the same name
@@ -1113,6 +1143,7 @@ pub enum Body<'a> {
     ReadResp(ReadRespRepr<'a>),
     AtomicReq(AtomicReqRepr<'a>),
     AtomicResp(AtomicRespRepr<'a>),
+    Dgram(DgramRepr<'a>),
 }
 
 /// A validated packet: base-header fields plus a typed body. Payloads borrow from the
@@ -1217,6 +1248,7 @@ impl<'a> Body<'a> {
             Body::ReadResp(_) => PacketType::ReadResp,
             Body::AtomicReq(_) => PacketType::AtomicReq,
             Body::AtomicResp(_) => PacketType::AtomicResp,
+            Body::Dgram(_) => PacketType::Dgram,
         }
     }
 
@@ -1230,6 +1262,7 @@ impl<'a> Body<'a> {
             Body::Rts(r) => cq(&r.cq_data) | if r.tag.is_some() { flags::TAGGED } else { 0 },
             Body::RmaWrite(w) => cq(&w.cq_data),
             Body::AtomicReq(a) => cq(&a.cq_data) | if a.fetch { flags::FETCH } else { 0 },
+            Body::Dgram(d) => cq(&d.cq_data),
             _ => 0,
         }
     }
@@ -1256,6 +1289,7 @@ impl<'a> Body<'a> {
             Body::ReadResp(_) => hdr_len::READ_RESP,
             Body::AtomicReq(a) => hdr_len::ATOMIC_REQ + o(&a.cq_data),
             Body::AtomicResp(_) => hdr_len::ATOMIC_RESP,
+            Body::Dgram(d) => hdr_len::DGRAM + o(&d.cq_data),
         }
     }
 
@@ -1268,6 +1302,7 @@ impl<'a> Body<'a> {
             Body::ReadResp(r) => r.payload,
             Body::AtomicReq(a) => a.operands,
             Body::AtomicResp(a) => a.payload,
+            Body::Dgram(d) => d.payload,
             _ => &[],
         }
     }
@@ -1327,6 +1362,7 @@ impl<'a> Body<'a> {
                 a.addr.checked_add(span).is_some()
             }
             Body::AtomicResp(a) => a.status == status::OK || a.payload.is_empty(),
+            Body::Dgram(_) => header.session == 0,
         };
         if ok { Ok(()) } else { Err(Error::Malformed) }
     }
@@ -1570,6 +1606,13 @@ impl<'a> Repr<'a> {
                     payload: r.buf,
                 })
             }
+            PacketType::Dgram => {
+                let cq_data = r.opt_u64(cq)?;
+                Body::Dgram(DgramRepr {
+                    cq_data,
+                    payload: r.buf,
+                })
+            }
         };
         body.validate(&header)?;
         Ok(Repr { header, body })
@@ -1739,6 +1782,10 @@ impl<'a> Repr<'a> {
                     status: x.status.into(),
                     reserved: 0.into(),
                 })?;
+                w.put(x.payload)?;
+            }
+            Body::Dgram(x) => {
+                w.opt_u64(x.cq_data)?;
                 w.put(x.payload)?;
             }
         }

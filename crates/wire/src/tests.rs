@@ -48,6 +48,8 @@ fn examples() -> Vec<(&'static str, Repr<'static>)> {
     crc.crc = true;
     let mut ackreq = h(7, 3, 0xA1B2_C3D4, 0x0000_1005);
     ackreq.ack_req = true;
+    let mut dgram_crc = h(7, 3, 0, 6);
+    dgram_crc.crc = true;
     vec![
         (
             "hello",
@@ -276,6 +278,26 @@ fn examples() -> Vec<(&'static str, Repr<'static>)> {
                 }),
             },
         ),
+        (
+            "dgram",
+            Repr {
+                header: h(7, 3, 0, 5),
+                body: Body::Dgram(DgramRepr {
+                    cq_data: None,
+                    payload: &PAYLOAD,
+                }),
+            },
+        ),
+        (
+            "dgram-cq",
+            Repr {
+                header: dgram_crc,
+                body: Body::Dgram(DgramRepr {
+                    cq_data: Some(0x1122_3344_5566_7788),
+                    payload: &PAYLOAD,
+                }),
+            },
+        ),
     ]
 }
 
@@ -333,11 +355,12 @@ fn annotated_hex(r: &Repr<'_>) -> String {
     let name = std::format!("{:?} header", r.packet_type()).to_uppercase();
     let fixed_end = 24 + fixed.min(hl - 24);
     let (fixed_end, tail_note) = match r.body {
-        Body::Msg(_) | Body::Rts(_) | Body::RmaWrite(_) | Body::AtomicReq(_) => {
+        Body::Msg(_) | Body::Rts(_) | Body::RmaWrite(_) | Body::AtomicReq(_) | Body::Dgram(_) => {
             let base = match r.body {
                 Body::Msg(_) => hdr_len::MSG,
                 Body::Rts(_) => hdr_len::RTS,
                 Body::RmaWrite(_) => hdr_len::RMA_WRITE,
+                Body::Dgram(_) => hdr_len::DGRAM,
                 _ => hdr_len::ATOMIC_REQ,
             };
             (24 + base, "optional fields (tag, then cq_data)")
@@ -488,9 +511,64 @@ fn packet_view_is_panic_free_on_short_buffers() {
     assert_eq!(p.body().len(), hdr_len::MSG + PAYLOAD.len());
 }
 
+#[test]
+fn dgram_rules() {
+    let ex = examples();
+    let (_, r) = ex.iter().find(|(n, _)| *n == "dgram").unwrap();
+    let (_, rc) = ex.iter().find(|(n, _)| *n == "dgram-cq").unwrap();
+    assert!(!PacketType::Dgram.is_sequenced());
+    assert_eq!(PacketType::from_u8(0x15), Some(PacketType::Dgram));
+    let b = emit_vec(r);
+    assert_eq!(b.len(), BASE_LEN + PAYLOAD.len(), "no type header");
+    assert_eq!(r.header_len(), BASE_LEN + hdr_len::DGRAM);
+    assert_eq!(rc.header_len(), BASE_LEN + 8);
+    // A nonzero session is Malformed, on parse and on emit.
+    let mut m = b.clone();
+    m[15] = 1;
+    assert_eq!(Repr::parse_bytes(&m), Err(Error::Malformed));
+    let mut bad = *r;
+    bad.header.session = 0xA1B2_C3D4;
+    assert_eq!(bad.emit_bytes(&mut [0; 100]), Err(Error::Malformed));
+    // Flags other than CRC, CQ_DATA and ACK_REQ are BadFlags.
+    for f in [flags::TAGGED, flags::FETCH, 0x0020] {
+        let mut m = b.clone();
+        m[4..6].copy_from_slice(&f.to_be_bytes());
+        assert_eq!(Repr::parse_bytes(&m), Err(Error::BadFlags), "flag {f:#x}");
+    }
+    // CQ_DATA without room for it is Truncated; an empty datagram is valid.
+    let mut m = b[..BASE_LEN + 4].to_vec();
+    m[5] = flags::CQ_DATA as u8;
+    m[7] = (BASE_LEN + 4) as u8;
+    assert_eq!(Repr::parse_bytes(&m), Err(Error::Truncated));
+    let empty = Repr {
+        header: r.header,
+        body: Body::Dgram(DgramRepr {
+            cq_data: None,
+            payload: &[],
+        }),
+    };
+    assert_eq!(emit_vec(&empty).len(), BASE_LEN);
+    assert_eq!(Repr::parse_bytes(&emit_vec(&empty)), Ok(empty));
+    // The largest datagram fits max_pkt exactly.
+    for cq in [false, true] {
+        let max = max_dgram_payload(1472, cq);
+        assert_eq!(max, 1472 - BASE_LEN - if cq { 8 } else { 0 });
+        let big = [0x42u8; 1472];
+        let r = Repr {
+            header: r.header,
+            body: Body::Dgram(DgramRepr {
+                cq_data: cq.then_some(7),
+                payload: &big[..max],
+            }),
+        };
+        assert_eq!(r.buffer_len(), 1472);
+    }
+    assert_eq!(max_dgram_payload(10, false), 0);
+}
+
 // ---- property tests -------------------------------------------------------------------
 
-/// Build a valid representation of type `kind % 17` from arbitrary numbers.
+/// Build a valid representation of type `kind % 18` from arbitrary numbers.
 fn build<'a>(kind: u8, hd: Header, n: &[u64; 8], payload: &'a [u8]) -> Repr<'a> {
     let opt = |bit: u64, v: u64| if n[7] & bit != 0 { Some(v) } else { None };
     let mut header = hd;
@@ -510,7 +588,7 @@ fn build<'a>(kind: u8, hd: Header, n: &[u64; 8], payload: &'a [u8]) -> Repr<'a> 
             None
         },
     };
-    let body = match kind % 17 {
+    let body = match kind % 18 {
         0 => {
             header.session = 0;
             Body::Hello(hello(false))
@@ -549,7 +627,7 @@ fn build<'a>(kind: u8, hd: Header, n: &[u64; 8], payload: &'a [u8]) -> Repr<'a> 
                 msg_id: n[2] as u32,
                 total_len: total,
                 offset,
-                tag: if kind % 17 == 8 { Some(n[3]) } else { None },
+                tag: if kind % 18 == 8 { Some(n[3]) } else { None },
                 cq_data: opt(1, n[4]),
                 payload,
             })
@@ -623,12 +701,19 @@ fn build<'a>(kind: u8, hd: Header, n: &[u64; 8], payload: &'a [u8]) -> Repr<'a> 
                 operands: &POOL[..want],
             })
         }
-        _ => {
+        16 => {
             let status = if n[7] & 4 != 0 { n[0] as u16 } else { 0 };
             Body::AtomicResp(AtomicRespRepr {
                 op_id: n[1] as u32,
                 status,
                 payload: if status == 0 { payload } else { &[] },
+            })
+        }
+        _ => {
+            header.session = 0;
+            Body::Dgram(DgramRepr {
+                cq_data: opt(1, n[0]),
+                payload,
             })
         }
     };
@@ -659,7 +744,7 @@ proptest! {
 
     #[test]
     fn round_trip_every_type(
-        kind in 0u8..17,
+        kind in 0u8..18,
         hd in arb_header(),
         n in any::<[u64; 8]>(),
         payload in proptest::collection::vec(any::<u8>(), 0..80),
@@ -676,7 +761,7 @@ proptest! {
 
     #[test]
     fn mutated_packets_never_panic(
-        kind in 0u8..17,
+        kind in 0u8..18,
         hd in arb_header(),
         n in any::<[u64; 8]>(),
         payload in proptest::collection::vec(any::<u8>(), 0..40),
