@@ -76,5 +76,7 @@ pub fn bench(_ws: &Workspace) -> Result {
 /// The error of a workflow that a later issue implements.
 fn not_implemented(name: &str, what: &str, issue: &str) -> Result {
     println!("{name}: {what}.");
-    Err(format!("{name}: not implemented yet (issue: {issue})"))
+    Err(format!(
+        "{name}: not implemented yet (issue: {issue}; the hook is in xtask/src/hooks.rs)"
+    ))
 }
