@@ -77,6 +77,6 @@ pub fn bench(_ws: &Workspace) -> Result {
 fn not_implemented(name: &str, what: &str, issue: &str) -> Result {
     println!("{name}: {what}.");
     Err(format!(
-        "{name}: not implemented yet (issue: {issue}; the hook is in xtask/src/hooks.rs)"
+        "not implemented yet (issue: {issue}; the hook is in xtask/src/hooks.rs)"
     ))
 }
