@@ -20,6 +20,7 @@ pub mod info;
 pub mod matching;
 pub mod mem;
 pub mod mr;
+pub mod net;
 pub mod pool;
 pub mod ring;
 pub mod time;

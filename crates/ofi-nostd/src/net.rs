@@ -1,0 +1,1188 @@
+//! UDP/IPv4 over a link of either medium, so the endpoint engine only ever says "send
+//! this wire packet to ip:port" and hears "here is a wire packet from ip:port".
+//!
+//! On [`Medium::Udp`] links (kernel sockets) the kernel frames, routes and checksums;
+//! this layer only validates addresses. On [`Medium::Ethernet`] links it frames
+//! Ethernet II / IPv4 / UDP itself (through `wire::frame`, i.e. `smoltcp::wire`),
+//! verifies checksums on receive (unless the NIC did), picks the next hop (the
+//! destination on the local subnet, else the gateway) and resolves it with ARP into a
+//! fixed cache held in caller storage.
+//!
+//! ARP policy (close to Linux's):
+//! * A request for our IP is answered (also RFC 5227 probes with sender 0.0.0.0) and
+//!   its on-subnet sender is learned: it is about to talk to us.
+//! * Any ARP message, request or reply, whatever its target, refreshes the entry of its
+//!   sender IP *if that IP is already in the cache* (this is how gratuitous ARP after a
+//!   failover updates a MAC, and how replies to our requests resolve pending entries).
+//! * Nothing else creates entries: a reply about an IP we never asked about is dropped
+//!   as [`DropReason::ArpUnsolicited`], so unsolicited traffic cannot flood the cache.
+//! * A message from another MAC claiming our own IP is an [`DropReason::ArpConflict`].
+//!
+//! Entries expire [`NetConfig::arp_timeout`] after they were last confirmed. Once an
+//! entry in use is half that old, sends keep using it but queue a unicast ARP request
+//! (rate-limited), so a live peer is re-confirmed before its entry expires and active
+//! flows never stall. When the cache is full, a free slot is taken first, then an
+//! expired entry, then the least recently used one.
+//!
+//! Answering ARP needs the transmit side of the link while the receive buffer is lent
+//! by that same link, which the token API (rightly) forbids, so [`Net::rx`] queues ARP
+//! replies in a tiny fixed queue ([`ARP_TX_QUEUE_LEN`]) and [`Net::poll_tx`] sends them.
+//! The progress loop calls `poll_tx` after each receive batch.
+
+use heapless::Deque;
+use wire::frame::{
+    self, ARP_FRAME_LEN, ArpMessage, ArpOperation, DEFAULT_TTL, ETH_HEADER_LEN,
+    ETH_IPV4_UDP_HEADER_LEN, EthernetAddress, IPV4_HEADER_LEN, Ipv4Address, ParsedFrame,
+    UDP_HEADER_LEN, UdpFrameRepr,
+};
+use wire::link::{Capabilities, Link, Medium, RxMeta, TxMeta, TxToken, UdpAddr};
+
+use crate::errno::{Errno, Result};
+use crate::time::{Duration, Instant};
+
+/// ARP frames (replies and refresh requests) [`Net`] can hold until [`Net::poll_tx`].
+/// More are dropped and counted ([`NetStats::arp_tx_dropped`]); the asker retries.
+pub const ARP_TX_QUEUE_LEN: usize = 4;
+
+/// Largest UDP payload of one IPv4 datagram (65535 minus IPv4 and UDP headers).
+pub const MAX_UDP_PAYLOAD: usize = u16::MAX as usize - IPV4_HEADER_LEN - UDP_HEADER_LEN;
+
+/// Default [`NetConfig::arp_timeout`]: 60 s, like common host stacks.
+pub const DEFAULT_ARP_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Default [`NetConfig::arp_request_interval`]: at most one request per next hop per
+/// 100 ms.
+pub const DEFAULT_ARP_REQUEST_INTERVAL: Duration = Duration::from_millis(100);
+
+const BROADCAST_MAC: [u8; 6] = [0xff; 6];
+const ETHERTYPE_IPV4: u16 = 0x0800;
+const ETHERTYPE_ARP: u16 = 0x0806;
+
+/// How this host appears on the network, and the link facts the framing depends on.
+///
+/// Built with [`NetConfig::new`] from the link's [`Capabilities`], then adjusted field
+/// by field (Ethernet links need at least `local_mac` and `prefix_len`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct NetConfig {
+    /// What the link's buffers contain.
+    pub medium: Medium,
+    /// The link's MTU as in [`Capabilities::mtu`] (frame length without FCS on
+    /// Ethernet, UDP payload length on UDP).
+    pub mtu: usize,
+    /// The NIC verifies received IPv4/UDP checksums (Ethernet only).
+    pub rx_checksum_offload: bool,
+    /// The NIC fills transmitted IPv4/UDP checksums (Ethernet only).
+    pub tx_checksum_offload: bool,
+    /// Our IPv4 address. On UDP links it is informational (the socket's binding).
+    pub local_ip: [u8; 4],
+    /// Our UDP port. On UDP links 0 means "whatever the socket is bound to".
+    pub local_port: u16,
+    /// Our MAC address (Ethernet only; must be unicast and not zero).
+    pub local_mac: [u8; 6],
+    /// Length of the local subnet's prefix (0..=32). Default 32: only the gateway
+    /// reaches anything, so forgetting it fails loudly (`EHOSTUNREACH`).
+    pub prefix_len: u8,
+    /// Next hop for destinations off the local subnet (must be on it).
+    pub gateway: Option<[u8; 4]>,
+    /// IPv4 TTL of emitted datagrams (default 64).
+    pub ttl: u8,
+    /// How long an ARP entry stays valid after it was last confirmed.
+    pub arp_timeout: Duration,
+    /// Minimum time between two ARP requests for the same next hop.
+    pub arp_request_interval: Duration,
+}
+
+impl NetConfig {
+    /// A configuration for a link with capabilities `caps`, at `local_ip:local_port`.
+    /// Defaults: MAC zero (set it for Ethernet), prefix 32, no gateway, TTL 64, ARP
+    /// timeout [`DEFAULT_ARP_TIMEOUT`], request interval [`DEFAULT_ARP_REQUEST_INTERVAL`].
+    pub fn new(caps: &Capabilities, local_ip: [u8; 4], local_port: u16) -> Self {
+        NetConfig {
+            medium: caps.medium,
+            mtu: caps.mtu,
+            rx_checksum_offload: caps.rx_checksum_offload,
+            tx_checksum_offload: caps.tx_checksum_offload,
+            local_ip,
+            local_port,
+            local_mac: [0; 6],
+            prefix_len: 32,
+            gateway: None,
+            ttl: DEFAULT_TTL,
+            arp_timeout: DEFAULT_ARP_TIMEOUT,
+            arp_request_interval: DEFAULT_ARP_REQUEST_INTERVAL,
+        }
+    }
+
+    /// Set the Ethernet addressing in one go: MAC, subnet prefix and gateway.
+    pub fn with_ethernet(mut self, mac: [u8; 6], prefix_len: u8, gateway: Option<[u8; 4]>) -> Self {
+        self.local_mac = mac;
+        self.prefix_len = prefix_len;
+        self.gateway = gateway;
+        self
+    }
+
+    /// The subnet mask `prefix_len` stands for (as a big-endian integer).
+    pub fn netmask(&self) -> u32 {
+        u32::MAX
+            .checked_shl(32u32.saturating_sub(u32::from(self.prefix_len)))
+            .unwrap_or(0)
+    }
+
+    /// Our address as a [`UdpAddr`].
+    pub fn local_addr(&self) -> UdpAddr {
+        UdpAddr::new(Ipv4Address::from(self.local_ip), self.local_port)
+    }
+
+    /// Largest UDP payload (our wire packet) one datagram on this link carries.
+    pub fn max_payload(&self) -> usize {
+        match self.medium {
+            Medium::Ethernet => self.mtu.saturating_sub(ETH_IPV4_UDP_HEADER_LEN),
+            Medium::Udp => self.mtu,
+        }
+        .min(MAX_UDP_PAYLOAD)
+    }
+
+    fn checksum_caps(&self) -> frame::ChecksumCapabilities {
+        let mut caps = Capabilities::new(self.medium, self.mtu);
+        caps.rx_checksum_offload = self.rx_checksum_offload;
+        caps.tx_checksum_offload = self.tx_checksum_offload;
+        caps.checksum_caps()
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+enum ArpState {
+    #[default]
+    Free,
+    /// Asked (or about to ask), no answer yet.
+    Pending,
+    /// MAC known since `confirmed`.
+    Resolved,
+}
+
+/// One slot of the ARP cache. Callers only provide storage (`[ArpEntry::EMPTY; N]`);
+/// the getters are for diagnostics.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ArpEntry {
+    state: ArpState,
+    ip: [u8; 4],
+    mac: [u8; 6],
+    /// When the MAC was last learned or confirmed.
+    confirmed: Instant,
+    /// Last use by a send, for LRU replacement (learn time for learned entries).
+    used: Instant,
+    /// Last ARP request sent for `ip`, for rate limiting.
+    requested: Option<Instant>,
+}
+
+impl ArpEntry {
+    /// An unused slot.
+    pub const EMPTY: ArpEntry = ArpEntry {
+        state: ArpState::Free,
+        ip: [0; 4],
+        mac: [0; 6],
+        confirmed: Instant::ZERO,
+        used: Instant::ZERO,
+        requested: None,
+    };
+
+    /// The IPv4 address this slot is about, unless it is free.
+    pub fn ip(&self) -> Option<[u8; 4]> {
+        (self.state != ArpState::Free).then_some(self.ip)
+    }
+
+    /// The MAC address, once resolved (possibly expired: see [`Net::arp_lookup`]).
+    pub fn mac(&self) -> Option<[u8; 6]> {
+        (self.state == ArpState::Resolved).then_some(self.mac)
+    }
+
+    /// Waiting for an ARP reply.
+    pub fn is_pending(&self) -> bool {
+        self.state == ArpState::Pending
+    }
+
+    fn expired(&self, now: Instant, timeout: Duration) -> bool {
+        match self.state {
+            ArpState::Free => false,
+            ArpState::Pending => now - self.used >= timeout,
+            ArpState::Resolved => now - self.confirmed >= timeout,
+        }
+    }
+}
+
+/// Why [`Net::rx`] dropped a buffer. Each reason has a counter
+/// ([`NetStats::dropped`]); the order follows `docs/wire-protocol.md` section 9.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum DropReason {
+    /// Shorter than its headers, or than a length field says.
+    Truncated,
+    /// Length fields inconsistent with each other.
+    BadLength,
+    /// IPv4 header or UDP checksum wrong, or UDP checksum zero (raw links).
+    BadChecksum,
+    /// A field the specification forbids (UDP destination port 0, unknown ARP opcode).
+    Malformed,
+    /// Not IPv4/UDP nor Ethernet/IPv4 ARP: another EtherType, IP version or protocol.
+    OtherProtocol,
+    /// An IPv4 fragment (v1 never fragments).
+    Fragment,
+    /// Destination MAC or IPv4 address not ours.
+    NotForUs,
+    /// Destination UDP port not ours.
+    WrongPort,
+    /// Source address unusable for a reply (port 0, unspecified, broadcast, multicast,
+    /// or on raw links loopback / our subnet's broadcast / a multicast MAC).
+    BadSource,
+    /// A UDP-medium buffer without a source address in its [`RxMeta`].
+    NoSource,
+    /// A valid ARP message about other hosts (request for another IP, our own request
+    /// looped back) that refreshed nothing.
+    ArpNotForUs,
+    /// An ARP reply about an IP we never asked about.
+    ArpUnsolicited,
+    /// Another MAC claims our IP address.
+    ArpConflict,
+}
+
+impl DropReason {
+    /// Number of reasons.
+    pub const COUNT: usize = 13;
+
+    /// Every reason, in counter order.
+    pub const ALL: [DropReason; Self::COUNT] = [
+        DropReason::Truncated,
+        DropReason::BadLength,
+        DropReason::BadChecksum,
+        DropReason::Malformed,
+        DropReason::OtherProtocol,
+        DropReason::Fragment,
+        DropReason::NotForUs,
+        DropReason::WrongPort,
+        DropReason::BadSource,
+        DropReason::NoSource,
+        DropReason::ArpNotForUs,
+        DropReason::ArpUnsolicited,
+        DropReason::ArpConflict,
+    ];
+
+    /// A short name for statistics output.
+    pub const fn name(self) -> &'static str {
+        match self {
+            DropReason::Truncated => "truncated",
+            DropReason::BadLength => "bad_length",
+            DropReason::BadChecksum => "bad_checksum",
+            DropReason::Malformed => "malformed",
+            DropReason::OtherProtocol => "other_protocol",
+            DropReason::Fragment => "fragment",
+            DropReason::NotForUs => "not_for_us",
+            DropReason::WrongPort => "wrong_port",
+            DropReason::BadSource => "bad_source",
+            DropReason::NoSource => "no_source",
+            DropReason::ArpNotForUs => "arp_not_for_us",
+            DropReason::ArpUnsolicited => "arp_unsolicited",
+            DropReason::ArpConflict => "arp_conflict",
+        }
+    }
+
+    const fn index(self) -> usize {
+        match self {
+            DropReason::Truncated => 0,
+            DropReason::BadLength => 1,
+            DropReason::BadChecksum => 2,
+            DropReason::Malformed => 3,
+            DropReason::OtherProtocol => 4,
+            DropReason::Fragment => 5,
+            DropReason::NotForUs => 6,
+            DropReason::WrongPort => 7,
+            DropReason::BadSource => 8,
+            DropReason::NoSource => 9,
+            DropReason::ArpNotForUs => 10,
+            DropReason::ArpUnsolicited => 11,
+            DropReason::ArpConflict => 12,
+        }
+    }
+
+    fn from_wire(e: wire::Error) -> Self {
+        match e {
+            wire::Error::Truncated => DropReason::Truncated,
+            wire::Error::BadLength => DropReason::BadLength,
+            wire::Error::BadChecksum => DropReason::BadChecksum,
+            wire::Error::NotOurs => DropReason::OtherProtocol,
+            _ => DropReason::Malformed,
+        }
+    }
+}
+
+/// Counters of a [`Net`]. Every [`Net::rx`] call increments exactly one of
+/// `rx_packets`, `rx_arp` or a drop counter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct NetStats {
+    /// UDP datagrams delivered by [`Net::rx`].
+    pub rx_packets: u64,
+    /// ARP messages consumed (answered or learned from).
+    pub rx_arp: u64,
+    /// Datagrams handed to the link by [`Net::send`].
+    pub tx_packets: u64,
+    /// Sends deferred with [`SendOutcome::ArpPending`].
+    pub tx_arp_pending: u64,
+    /// ARP requests handed to the link (resolution and refresh).
+    pub arp_requests_sent: u64,
+    /// ARP replies handed to the link.
+    pub arp_replies_sent: u64,
+    /// ARP frames not sent: the queue was full or the link lent too small a buffer.
+    pub arp_tx_dropped: u64,
+    /// Live (unexpired) ARP entries replaced because the cache was full.
+    pub arp_evictions: u64,
+    dropped: [u64; DropReason::COUNT],
+}
+
+impl NetStats {
+    /// Buffers dropped for `reason`.
+    pub fn dropped(&self, reason: DropReason) -> u64 {
+        self.dropped.get(reason.index()).copied().unwrap_or(0)
+    }
+
+    /// Buffers dropped for any reason.
+    pub fn total_dropped(&self) -> u64 {
+        self.dropped.iter().sum()
+    }
+
+    fn drop(&mut self, reason: DropReason) {
+        if let Some(c) = self.dropped.get_mut(reason.index()) {
+            *c = c.wrapping_add(1);
+        }
+    }
+}
+
+/// What [`Net::rx`] made of a buffer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RxOutcome<'b> {
+    /// A UDP datagram for our address: hand `payload` to the engine.
+    Packet {
+        /// The sender's address (where replies go).
+        src: UdpAddr,
+        /// The UDP payload, inside the received buffer.
+        payload: &'b [u8],
+    },
+    /// An ARP message that was answered (reply queued for [`Net::poll_tx`]) or updated
+    /// the cache.
+    Consumed,
+    /// Dropped and counted.
+    Dropped(DropReason),
+}
+
+/// What [`Net::send`] did with a packet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SendOutcome {
+    /// Handed to the link: `len` bytes of UDP payload.
+    Sent {
+        /// Payload bytes the writer produced.
+        len: usize,
+    },
+    /// The next hop's MAC is not known yet; an ARP request went out (or one did
+    /// recently). The writer was not called: the caller keeps the packet and retries
+    /// (DGRAM callers may treat it as a drop).
+    ArpPending,
+}
+
+#[derive(Debug, Clone, Copy)]
+enum PendingArp {
+    /// Answer this request.
+    Reply(ArpMessage),
+    /// Ask for `target`, unicast to a known MAC (refresh) or broadcast.
+    Request {
+        target: [u8; 4],
+        eth_dst: Option<[u8; 6]>,
+    },
+}
+
+/// The UDP/IPv4 layer of one link, with its ARP cache in storage `A`.
+///
+/// `A` is any slice-like storage of [`ArpEntry`] (`[ArpEntry; N]`, `&mut [ArpEntry]`,
+/// `Box<[ArpEntry]>`); its length is the cache capacity (at least 1 on Ethernet; unused
+/// on UDP links, where an empty array will do).
+#[derive(Debug)]
+pub struct Net<A> {
+    cfg: NetConfig,
+    cache: A,
+    arp_tx: Deque<PendingArp, ARP_TX_QUEUE_LEN>,
+    stats: NetStats,
+}
+
+enum Hop {
+    Mac([u8; 6]),
+    Pending,
+}
+
+fn be16(buf: &[u8], at: usize) -> Option<u16> {
+    let b = buf.get(at..at.checked_add(2)?)?;
+    Some(u16::from_be_bytes([*b.first()?, *b.get(1)?]))
+}
+
+fn mac_at(buf: &[u8], at: usize) -> Option<[u8; 6]> {
+    buf.get(at..at.checked_add(6)?)?.try_into().ok()
+}
+
+fn is_group_mac(mac: [u8; 6]) -> bool {
+    mac[0] & 1 != 0
+}
+
+impl<A: AsRef<[ArpEntry]> + AsMut<[ArpEntry]>> Net<A> {
+    /// A network layer for `cfg` over ARP cache storage `cache` (all slots are reset).
+    ///
+    /// `EINVAL` if the configuration cannot work: prefix longer than 32, TTL 0, an MTU
+    /// leaving no room for a payload; on Ethernet also a zero or group MAC, a local IP
+    /// that is not a usable unicast address, port 0, a gateway off the subnet or equal
+    /// to the local IP, a zero ARP timeout, or an empty cache.
+    pub fn new(cfg: NetConfig, mut cache: A) -> Result<Self> {
+        if cfg.prefix_len > 32 || cfg.ttl == 0 || cfg.max_payload() == 0 {
+            return Err(Errno::EINVAL);
+        }
+        for e in cache.as_mut().iter_mut() {
+            *e = ArpEntry::EMPTY;
+        }
+        let net = Net {
+            cfg,
+            cache,
+            arp_tx: Deque::new(),
+            stats: NetStats::default(),
+        };
+        if cfg.medium == Medium::Ethernet {
+            let ok = cfg.local_mac != [0; 6]
+                && !is_group_mac(cfg.local_mac)
+                && net.usable_unicast(cfg.local_ip)
+                && cfg.local_port != 0
+                && cfg.arp_timeout > Duration::ZERO
+                && !net.cache.as_ref().is_empty()
+                && cfg
+                    .gateway
+                    .is_none_or(|g| g != cfg.local_ip && net.on_subnet(g) && net.usable_unicast(g));
+            if !ok {
+                return Err(Errno::EINVAL);
+            }
+        }
+        Ok(net)
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &NetConfig {
+        &self.cfg
+    }
+
+    /// The counters.
+    pub fn stats(&self) -> &NetStats {
+        &self.stats
+    }
+
+    /// Our address.
+    pub fn local_addr(&self) -> UdpAddr {
+        self.cfg.local_addr()
+    }
+
+    /// Largest wire packet (UDP payload) [`send`](Net::send) accepts: what to announce
+    /// as `max_pkt` in the handshake.
+    pub fn max_payload(&self) -> usize {
+        self.cfg.max_payload()
+    }
+
+    /// The ARP cache slots, for diagnostics.
+    pub fn arp_entries(&self) -> &[ArpEntry] {
+        self.cache.as_ref()
+    }
+
+    /// The MAC of `ip` if the cache holds an unexpired mapping.
+    pub fn arp_lookup(&self, now: Instant, ip: [u8; 4]) -> Option<[u8; 6]> {
+        let e = self.find(ip).and_then(|i| self.cache.as_ref().get(i))?;
+        (e.state == ArpState::Resolved && !e.expired(now, self.cfg.arp_timeout)).then_some(e.mac)
+    }
+
+    /// Forget every ARP entry (e.g. after the link went down).
+    pub fn arp_flush(&mut self) {
+        for e in self.cache.as_mut().iter_mut() {
+            *e = ArpEntry::EMPTY;
+        }
+    }
+
+    /// ARP frames are queued for [`poll_tx`](Net::poll_tx).
+    pub fn has_pending_tx(&self) -> bool {
+        !self.arp_tx.is_empty()
+    }
+
+    fn on_subnet(&self, ip: [u8; 4]) -> bool {
+        let m = self.cfg.netmask();
+        u32::from_be_bytes(ip) & m == u32::from_be_bytes(self.cfg.local_ip) & m
+    }
+
+    /// Whether `ip` can be a datagram's source or a unicast destination on this link.
+    fn usable_unicast(&self, ip: [u8; 4]) -> bool {
+        let a = Ipv4Address::from(ip);
+        if a.is_unspecified() || a.is_broadcast() || a.is_multicast() {
+            return false;
+        }
+        if self.cfg.medium == Medium::Udp {
+            return true; // the kernel routes loopback and knows its broadcasts
+        }
+        let m = self.cfg.netmask();
+        let directed_bcast = self.cfg.prefix_len <= 30
+            && self.on_subnet(ip)
+            && u32::from_be_bytes(ip) | m == u32::MAX;
+        !a.is_loopback() && !directed_bcast
+    }
+
+    fn find(&self, ip: [u8; 4]) -> Option<usize> {
+        self.cache
+            .as_ref()
+            .iter()
+            .position(|e| e.state != ArpState::Free && e.ip == ip)
+    }
+
+    /// The slot to (re)use: free, else expired, else least recently used.
+    fn victim(&mut self, now: Instant) -> Option<usize> {
+        let timeout = self.cfg.arp_timeout;
+        let (idx, class) = self
+            .cache
+            .as_ref()
+            .iter()
+            .enumerate()
+            .map(|(i, e)| {
+                let class = match e.state {
+                    ArpState::Free => 0u8,
+                    _ if e.expired(now, timeout) => 1,
+                    _ => 2,
+                };
+                (i, (class, e.used))
+            })
+            .min_by_key(|&(_, k)| k)?;
+        if class.0 == 2 {
+            self.stats.arp_evictions += 1;
+        }
+        Some(idx)
+    }
+
+    /// Refresh the entry of `ip` if there is one; whether there was.
+    fn arp_update(&mut self, now: Instant, ip: [u8; 4], mac: [u8; 6]) -> bool {
+        let Some(e) = self.find(ip).and_then(|i| self.cache.as_mut().get_mut(i)) else {
+            return false;
+        };
+        e.state = ArpState::Resolved;
+        e.mac = mac;
+        e.confirmed = now;
+        true
+    }
+
+    fn arp_learn(&mut self, now: Instant, ip: [u8; 4], mac: [u8; 6]) {
+        if let Some(e) = self
+            .victim(now)
+            .and_then(|i| self.cache.as_mut().get_mut(i))
+        {
+            *e = ArpEntry {
+                state: ArpState::Resolved,
+                ip,
+                mac,
+                confirmed: now,
+                used: now,
+                requested: None,
+            };
+        }
+    }
+
+    fn queue_arp(&mut self, p: PendingArp) {
+        if self.arp_tx.push_back(p).is_err() {
+            self.stats.arp_tx_dropped += 1;
+        }
+    }
+
+    /// Process one received buffer (a whole Ethernet frame, or a UDP payload with its
+    /// source in `meta.src` on UDP links). Never panics, whatever the bytes.
+    ///
+    /// ARP requests for our IP are answered through a queue: call
+    /// [`poll_tx`](Net::poll_tx) after a receive batch.
+    pub fn rx<'b>(&mut self, now: Instant, meta: RxMeta, buf: &'b [u8]) -> RxOutcome<'b> {
+        let r = match self.cfg.medium {
+            Medium::Udp => self.rx_udp(meta, buf),
+            Medium::Ethernet => self.rx_ethernet(now, buf),
+        };
+        match r {
+            Ok(RxOutcome::Packet { .. }) => self.stats.rx_packets += 1,
+            Ok(_) => self.stats.rx_arp += 1,
+            Err(reason) => self.stats.drop(reason),
+        }
+        r.unwrap_or_else(RxOutcome::Dropped)
+    }
+
+    fn rx_udp<'b>(
+        &self,
+        meta: RxMeta,
+        buf: &'b [u8],
+    ) -> core::result::Result<RxOutcome<'b>, DropReason> {
+        let src = meta.src.ok_or(DropReason::NoSource)?;
+        if src.port == 0 || !self.usable_unicast(src.ip.octets()) {
+            return Err(DropReason::BadSource);
+        }
+        if let Some(d) = meta.dst
+            && self.cfg.local_port != 0
+            && d.port != self.cfg.local_port
+        {
+            return Err(DropReason::WrongPort);
+        }
+        Ok(RxOutcome::Packet { src, payload: buf })
+    }
+
+    fn rx_ethernet<'b>(
+        &mut self,
+        now: Instant,
+        buf: &'b [u8],
+    ) -> core::result::Result<RxOutcome<'b>, DropReason> {
+        let (Some(dst_mac), Some(ethertype)) = (mac_at(buf, 0), be16(buf, 12)) else {
+            return Err(DropReason::Truncated);
+        };
+        match ethertype {
+            ETHERTYPE_ARP => {
+                if dst_mac != self.cfg.local_mac && dst_mac != BROADCAST_MAC {
+                    return Err(DropReason::NotForUs);
+                }
+                let msg = match frame::parse_frame(buf, &self.cfg.checksum_caps()) {
+                    Ok(ParsedFrame::Arp(m)) => m,
+                    Ok(ParsedFrame::Udp(_)) => return Err(DropReason::OtherProtocol),
+                    Err(e) => return Err(DropReason::from_wire(e)),
+                };
+                self.rx_arp(now, &msg).map(|()| RxOutcome::Consumed)
+            }
+            ETHERTYPE_IPV4 => {
+                if dst_mac != self.cfg.local_mac {
+                    return Err(DropReason::NotForUs);
+                }
+                let f = match frame::parse_eth_ipv4_udp(buf, &self.cfg.checksum_caps()) {
+                    Ok(f) => f,
+                    Err(wire::Error::NotOurs) => return Err(classify_ipv4(buf)),
+                    Err(e) => return Err(DropReason::from_wire(e)),
+                };
+                let r = f.repr;
+                if r.dst.ip.octets() != self.cfg.local_ip {
+                    return Err(DropReason::NotForUs);
+                }
+                if r.dst.port != self.cfg.local_port {
+                    return Err(DropReason::WrongPort);
+                }
+                if r.src.port == 0
+                    || is_group_mac(r.src_mac.0)
+                    || !self.usable_unicast(r.src.ip.octets())
+                {
+                    return Err(DropReason::BadSource);
+                }
+                let payload = buf.get(f.payload).ok_or(DropReason::Truncated)?;
+                Ok(RxOutcome::Packet {
+                    src: r.src,
+                    payload,
+                })
+            }
+            _ => Err(DropReason::OtherProtocol),
+        }
+    }
+
+    fn rx_arp(&mut self, now: Instant, msg: &ArpMessage) -> core::result::Result<(), DropReason> {
+        let sender_mac = msg.sender_mac.0;
+        let sender_ip = msg.sender_ip.octets();
+        let local_ip = self.cfg.local_ip;
+        if sender_mac == [0; 6] || is_group_mac(sender_mac) {
+            return Err(DropReason::BadSource);
+        }
+        if sender_ip == local_ip {
+            return Err(if sender_mac == self.cfg.local_mac {
+                DropReason::ArpNotForUs // our own request, looped back
+            } else {
+                DropReason::ArpConflict
+            });
+        }
+        let learnable = self.on_subnet(sender_ip) && self.usable_unicast(sender_ip);
+        let known = learnable && self.arp_update(now, sender_ip, sender_mac);
+        let for_us = msg.target_ip.octets() == local_ip;
+        match msg.operation {
+            ArpOperation::Request if for_us => {
+                if learnable && !known {
+                    self.arp_learn(now, sender_ip, sender_mac);
+                }
+                self.queue_arp(PendingArp::Reply(*msg));
+                Ok(())
+            }
+            _ if known => Ok(()),
+            ArpOperation::Reply if for_us => Err(DropReason::ArpUnsolicited),
+            _ => Err(DropReason::ArpNotForUs),
+        }
+    }
+
+    /// Send queued ARP frames while the link has transmit slots; returns how many went.
+    pub fn poll_tx<L: Link>(&mut self, now: Instant, link: &mut L) -> usize {
+        let _ = now; // ARP frames carry no timestamps; kept for a uniform progress API
+        let mut sent = 0;
+        while let Some(&p) = self.arp_tx.front() {
+            let Some(tok) = link.transmit() else { break };
+            self.arp_tx.pop_front();
+            let (mac, ip) = (
+                EthernetAddress(self.cfg.local_mac),
+                Ipv4Address::from(self.cfg.local_ip),
+            );
+            let ok = tok.consume_with(ARP_FRAME_LEN, |buf| {
+                let r = match p {
+                    PendingArp::Reply(req) => frame::emit_arp_reply(buf, mac, ip, &req),
+                    PendingArp::Request { target, eth_dst } => {
+                        let r = frame::emit_arp_request(buf, mac, ip, Ipv4Address::from(target));
+                        // A refresh goes unicast to the MAC we already know.
+                        if let (Ok(_), Some(d), Some(h)) = (&r, eth_dst, buf.get_mut(..6)) {
+                            h.copy_from_slice(&d);
+                        }
+                        r
+                    }
+                };
+                match r {
+                    Ok(n) => (TxMeta::len(n), true),
+                    Err(_) => (TxMeta::none(), false),
+                }
+            });
+            if !ok {
+                self.stats.arp_tx_dropped += 1;
+                continue;
+            }
+            sent += 1;
+            match p {
+                PendingArp::Reply(_) => self.stats.arp_replies_sent += 1,
+                PendingArp::Request { .. } => self.stats.arp_requests_sent += 1,
+            }
+        }
+        sent
+    }
+
+    /// The next hop for `dst`: itself on the local subnet, else the gateway.
+    fn next_hop(&self, dst: [u8; 4]) -> Result<[u8; 4]> {
+        if self.on_subnet(dst) {
+            Ok(dst)
+        } else {
+            self.cfg.gateway.ok_or(Errno::EHOSTUNREACH)
+        }
+    }
+
+    /// Find the MAC of next hop `hop`, sending or queueing ARP requests as needed.
+    fn resolve<L: Link>(&mut self, now: Instant, link: &mut L, hop: [u8; 4]) -> Result<Hop> {
+        if hop == self.cfg.local_ip {
+            return Ok(Hop::Mac(self.cfg.local_mac));
+        }
+        let (timeout, interval) = (self.cfg.arp_timeout, self.cfg.arp_request_interval);
+        let idx = match self.find(hop) {
+            Some(i) => i,
+            None => {
+                let i = self.victim(now).ok_or(Errno::EHOSTUNREACH)?;
+                if let Some(e) = self.cache.as_mut().get_mut(i) {
+                    *e = ArpEntry {
+                        state: ArpState::Pending,
+                        ip: hop,
+                        used: now,
+                        ..ArpEntry::EMPTY
+                    };
+                }
+                i
+            }
+        };
+        let room = self.arp_tx.len() < ARP_TX_QUEUE_LEN;
+        let Some(e) = self.cache.as_mut().get_mut(idx) else {
+            return Err(Errno::EHOSTUNREACH);
+        };
+        e.used = now;
+        let may_ask = e.requested.is_none_or(|t| now - t >= interval);
+        if e.state == ArpState::Resolved {
+            let age = now - e.confirmed;
+            if age < timeout {
+                let mac = e.mac;
+                let half = Duration::from_micros(timeout.total_micros() / 2);
+                if age >= half && may_ask && room {
+                    e.requested = Some(now);
+                    // Cannot fail: `room` was checked.
+                    let _ = self.arp_tx.push_back(PendingArp::Request {
+                        target: hop,
+                        eth_dst: Some(mac),
+                    });
+                }
+                return Ok(Hop::Mac(mac));
+            }
+            e.state = ArpState::Pending; // expired: resolve afresh
+        }
+        if may_ask {
+            let tok = link.transmit().ok_or(Errno::EAGAIN)?;
+            let (mac, ip) = (
+                EthernetAddress(self.cfg.local_mac),
+                Ipv4Address::from(self.cfg.local_ip),
+            );
+            let ok = tok.consume_with(ARP_FRAME_LEN, |buf| {
+                match frame::emit_arp_request(buf, mac, ip, Ipv4Address::from(hop)) {
+                    Ok(n) => (TxMeta::len(n), true),
+                    Err(_) => (TxMeta::none(), false),
+                }
+            });
+            if ok {
+                e.requested = Some(now);
+                self.stats.arp_requests_sent += 1;
+            } else {
+                self.stats.arp_tx_dropped += 1;
+            }
+        }
+        self.stats.tx_arp_pending += 1;
+        Ok(Hop::Pending)
+    }
+
+    /// Send one wire packet of at most `len_hint` bytes to `dst`.
+    ///
+    /// `write` gets a buffer of exactly `len_hint` bytes inside the link's transmit
+    /// buffer (after the Ethernet/IPv4/UDP headers on raw links), writes the packet at
+    /// its start and returns its length (`1..=len_hint`); headers and checksums are
+    /// filled afterwards (checksums left to the NIC with tx offload). `write` is called
+    /// only when the packet is actually sent.
+    ///
+    /// Errors: `EINVAL` for an unusable `dst` (port 0, unspecified, broadcast, multicast)
+    /// or `len_hint` 0, or when `write` returns 0 or more than `len_hint` (nothing is
+    /// sent); `EMSGSIZE` if `len_hint` exceeds [`max_payload`](Net::max_payload) or the
+    /// link lends a smaller buffer; `EHOSTUNREACH` off the subnet without a gateway (and
+    /// for loopback destinations on raw links); `EAGAIN` when the link has no transmit
+    /// slot (for the packet or for the ARP request it needs).
+    pub fn send<L: Link>(
+        &mut self,
+        now: Instant,
+        link: &mut L,
+        dst: UdpAddr,
+        len_hint: usize,
+        write: impl FnOnce(&mut [u8]) -> usize,
+    ) -> Result<SendOutcome> {
+        let dst_ip = dst.ip.octets();
+        if dst.port == 0 || len_hint == 0 {
+            return Err(Errno::EINVAL);
+        }
+        let a = dst.ip;
+        if a.is_unspecified() || a.is_broadcast() || a.is_multicast() {
+            return Err(Errno::EINVAL);
+        }
+        if len_hint > self.max_payload() {
+            return Err(Errno::EMSGSIZE);
+        }
+        let result = match self.cfg.medium {
+            Medium::Udp => {
+                let tok = link.transmit().ok_or(Errno::EAGAIN)?;
+                tok.consume_with(len_hint, |buf| {
+                    let Some(buf) = buf.get_mut(..len_hint) else {
+                        return (TxMeta::none(), Err(Errno::EMSGSIZE));
+                    };
+                    let n = write(buf);
+                    if n == 0 || n > len_hint {
+                        return (TxMeta::none(), Err(Errno::EINVAL));
+                    }
+                    (TxMeta::to(n, dst), Ok(n))
+                })
+            }
+            Medium::Ethernet => {
+                if a.is_loopback() {
+                    return Err(Errno::EHOSTUNREACH);
+                }
+                if !self.usable_unicast(dst_ip) {
+                    return Err(Errno::EINVAL); // our subnet's broadcast address
+                }
+                let hop = self.next_hop(dst_ip)?;
+                let dst_mac = match self.resolve(now, link, hop)? {
+                    Hop::Mac(m) => m,
+                    Hop::Pending => return Ok(SendOutcome::ArpPending),
+                };
+                let repr = UdpFrameRepr {
+                    src_mac: EthernetAddress(self.cfg.local_mac),
+                    dst_mac: EthernetAddress(dst_mac),
+                    src: self.cfg.local_addr(),
+                    dst,
+                    ttl: self.cfg.ttl,
+                };
+                let caps = self.cfg.checksum_caps();
+                let total = ETH_IPV4_UDP_HEADER_LEN + len_hint;
+                let tok = link.transmit().ok_or(Errno::EAGAIN)?;
+                tok.consume_with(total, |buf| {
+                    let Some(frame) = buf.get_mut(..total) else {
+                        return (TxMeta::none(), Err(Errno::EMSGSIZE));
+                    };
+                    let n = match frame.get_mut(ETH_IPV4_UDP_HEADER_LEN..) {
+                        Some(p) => write(p),
+                        None => 0,
+                    };
+                    if n == 0 || n > len_hint {
+                        return (TxMeta::none(), Err(Errno::EINVAL));
+                    }
+                    // The payload is already in place: emit only headers and checksums.
+                    match repr.emit(frame, n, &caps, |_| {}) {
+                        Ok(len) => (TxMeta::len(len), Ok(n)),
+                        Err(_) => (TxMeta::none(), Err(Errno::EMSGSIZE)),
+                    }
+                })
+            }
+        };
+        let len = result?;
+        self.stats.tx_packets += 1;
+        Ok(SendOutcome::Sent { len })
+    }
+}
+
+/// Why `wire` called an IPv4 frame "not ours": a fragment, or another version/protocol.
+fn classify_ipv4(buf: &[u8]) -> DropReason {
+    let version_ok = buf.get(ETH_HEADER_LEN).is_some_and(|b| b >> 4 == 4);
+    match be16(buf, ETH_HEADER_LEN + 6) {
+        Some(frag) if version_ok && frag & 0x3fff != 0 => DropReason::Fragment,
+        _ => DropReason::OtherProtocol,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    extern crate std;
+
+    use std::boxed::Box;
+    use std::vec;
+    use std::vec::Vec;
+
+    use proptest::prelude::*;
+    use wire::link::{Loopback, RxToken};
+
+    use super::*;
+
+    type Eth = Loopback<8, 1514>;
+    type Cache = [ArpEntry; 4];
+
+    const MAC_A: [u8; 6] = [0x02, 0, 0, 0, 0, 0x0a];
+    const MAC_B: [u8; 6] = [0x02, 0, 0, 0, 0, 0x0b];
+    const MAC_C: [u8; 6] = [0x02, 0, 0, 0, 0, 0x0c];
+    const IP_A: [u8; 4] = [10, 0, 0, 1];
+    const IP_B: [u8; 4] = [10, 0, 0, 2];
+    const IP_C: [u8; 4] = [10, 0, 0, 3];
+    const PORT: u16 = 7000;
+
+    fn addr(ip: [u8; 4], port: u16) -> UdpAddr {
+        UdpAddr::new(Ipv4Address::from(ip), port)
+    }
+
+    fn t(ms: u64) -> Instant {
+        Instant::from_millis(ms)
+    }
+
+    fn eth_cfg(ip: [u8; 4], mac: [u8; 6]) -> NetConfig {
+        NetConfig::new(&Capabilities::new(Medium::Ethernet, 1514), ip, PORT)
+            .with_ethernet(mac, 24, None)
+    }
+
+    fn eth_net(ip: [u8; 4], mac: [u8; 6]) -> Net<Cache> {
+        Net::new(eth_cfg(ip, mac), [ArpEntry::EMPTY; 4]).unwrap()
+    }
+
+    fn link() -> Box<Eth> {
+        Box::new(Eth::new(Medium::Ethernet, None))
+    }
+
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    enum Got {
+        Packet(UdpAddr, Vec<u8>),
+        Consumed,
+        Dropped(DropReason),
+    }
+
+    fn own(o: RxOutcome<'_>) -> Got {
+        match o {
+            RxOutcome::Packet { src, payload } => Got::Packet(src, payload.to_vec()),
+            RxOutcome::Consumed => Got::Consumed,
+            RxOutcome::Dropped(r) => Got::Dropped(r),
+        }
+    }
+
+    fn feed<A: AsRef<[ArpEntry]> + AsMut<[ArpEntry]>>(
+        net: &mut Net<A>,
+        now: Instant,
+        bytes: &[u8],
+    ) -> Got {
+        own(net.rx(now, RxMeta::default(), bytes))
+    }
+
+    /// Receive everything waiting on `link` through `net`.
+    fn pump<A: AsRef<[ArpEntry]> + AsMut<[ArpEntry]>, const N: usize, const M: usize>(
+        net: &mut Net<A>,
+        link: &mut Loopback<N, M>,
+        now: Instant,
+    ) -> Vec<Got> {
+        let mut out = Vec::new();
+        while let Some(tok) = link.receive() {
+            let meta = tok.meta();
+            out.push(tok.consume(|buf| own(net.rx(now, meta, buf))));
+        }
+        out
+    }
+
+    fn send<A: AsRef<[ArpEntry]> + AsMut<[ArpEntry]>, L: Link>(
+        net: &mut Net<A>,
+        now: Instant,
+        link: &mut L,
+        dst: UdpAddr,
+        data: &[u8],
+    ) -> Result<SendOutcome> {
+        net.send(now, link, dst, data.len(), |b| {
+            b[..data.len()].copy_from_slice(data);
+            data.len()
+        })
+    }
+
+    fn pop<const N: usize, const M: usize>(
+        link: &mut Loopback<N, M>,
+    ) -> Option<(Option<UdpAddr>, Vec<u8>)> {
+        link.pop_tx(|a, d| (a, d.to_vec()))
+    }
+
+    fn udp_frame(
+        src_mac: [u8; 6],
+        dst_mac: [u8; 6],
+        src: UdpAddr,
+        dst: UdpAddr,
+        payload: &[u8],
+    ) -> Vec<u8> {
+        let mut buf = vec![0u8; ETH_IPV4_UDP_HEADER_LEN + payload.len()];
+        let repr = UdpFrameRepr {
+            src_mac: EthernetAddress(src_mac),
+            dst_mac: EthernetAddress(dst_mac),
+            src,
+            dst,
+            ttl: 64,
+        };
+        let caps = Capabilities::new(Medium::Ethernet, 1514).checksum_caps();
+        let n = frame::emit_udp_ipv4_ethernet(&mut buf, &repr, payload, &caps).unwrap();
+        assert_eq!(n, buf.len());
+        buf
+    }
+
+    fn arp_request(sender_mac: [u8; 6], sender_ip: [u8; 4], target_ip: [u8; 4]) -> Vec<u8> {
+        let mut buf = vec![0u8; ARP_FRAME_LEN];
+        frame::emit_arp_request(
+            &mut buf,
+            EthernetAddress(sender_mac),
+            Ipv4Address::from(sender_ip),
+            Ipv4Address::from(target_ip),
+        )
+        .unwrap();
+        buf
+    }
+
+    /// An ARP reply from `sender` to `to` (unicast to `to_mac`).
+    fn arp_reply(
+        sender_mac: [u8; 6],
+        sender_ip: [u8; 4],
+        to_mac: [u8; 6],
+        to_ip: [u8; 4],
+    ) -> Vec<u8> {
+        let mut buf = vec![0u8; ARP_FRAME_LEN];
+        let req = ArpMessage {
+            operation: ArpOperation::Request,
+            sender_mac: EthernetAddress(to_mac),
+            sender_ip: Ipv4Address::from(to_ip),
+            target_mac: EthernetAddress([0; 6]),
+            target_ip: Ipv4Address::from(sender_ip),
+        };
+        frame::emit_arp_reply(
+            &mut buf,
+            EthernetAddress(sender_mac),
+            Ipv4Address::from(sender_ip),
+            &req,
+        )
+        .unwrap();
+        buf
+    }
+
+    /// Bring A and B (on links `la`, `lb`) to a state where A knows B's MAC.
+    fn resolve_a_to_b(
+        a: &mut Net<Cache>,
+        la: &mut Eth,
+        b: &mut Net<Cache>,
+        lb: &mut Eth,
+        now: Instant,
+    ) {
+        assert_eq!(
+            send(a, now, la, addr(IP_B, PORT), b"x"),
+            Ok(SendOutcome::ArpPending)
+        );
+        la.transfer_to(lb);
+        assert_eq!(pump(b, lb, now), vec![Got::Consumed]);
+        assert_eq!(b.poll_tx(now, lb), 1);
+        lb.transfer_to(la);
+        assert_eq!(pump(a, la, now), vec![Got::Consumed]);
+    }
+
+    #[test]
+    fn arp_resolution_then_udp_exchange_over_ethernet() {
+        let (mut a, mut b) = (eth_net(IP_A, MAC_A), eth_net(IP_B, MAC_B));
+        let (mut la, mut lb) = (link(), link());
+        let now = t(1);
+
+        // Unknown next hop: a broadcast ARP request goes out, the packet stays with us.
+        let mut called = false;
+        let r = a.send(now, &mut *la, addr(IP_B, PORT), 4, |_| {
+            called = true;
+            4
+        });
+        assert_eq!(r, Ok(SendOutcome::ArpPending));
+        assert!(!called, "the writer runs only when the packet is sent");
+        let (_, req) = pop(&mut la).unwrap();
+        assert_eq!(req, arp_request(MAC_A, IP_A, IP_B));
+        assert_eq!(&req[..6], &[0xff; 6]);
+        // Our own request looped back is ignored (not a conflict).
+        assert!(la.inject(&req, None));
+        assert_eq!(
+            pump(&mut a, &mut la, now),
+            vec![Got::Dropped(DropReason::ArpNotForUs)]
+        );
+        assert!(lb.inject(&req, None));
+
+        // B answers through its queue and learns A from the request.
+        assert_eq!(pump(&mut b, &mut lb, now), vec![Got::Consumed]);
+        assert!(b.has_pending_tx());
+        assert_eq!(b.arp_lookup(now, IP_A), Some(MAC_A));
+        assert_eq!(lb.tx_len(), 0);
+        assert_eq!(b.poll_tx(now, &mut *lb), 1);
+        assert!(!b.has_pending_tx());
+        assert_eq!(b.stats().arp_replies_sent, 1);
+        lb.transfer_to(&mut *la);
+        assert_eq!(pump(&mut a, &mut la, now), vec![Got::Consumed]);
+        assert_eq!(a.arp_lookup(now, IP_B), Some(MAC_B));
+
+        // Now the datagram goes out and arrives with A's address.
+        assert_eq!(
+            send(&mut a, now, &mut *la, addr(IP_B, PORT), b"hello"),
+            Ok(SendOutcome::Sent { len: 5 })
+        );
+        let (meta_dst, frame_bytes) = pop(&mut la).unwrap();
+        assert_eq!(meta_dst, None);
+        assert_eq!(
+            frame_bytes,
+            udp_frame(MAC_A, MAC_B, addr(IP_A, PORT), addr(IP_B, PORT), b"hello")
+        );
+        lb.inject(&frame_bytes, None);
+        assert_eq!(
+            pump(&mut b, &mut lb, now),
+            vec![Got::Packet(addr(IP_A, PORT), b"hello".to_vec())]
+        );
+
+        // B learned A from the request: it answers without ARP.
+        assert_eq!(
+            send(&mut b, now, &mut *lb, addr(IP_A, PORT), b"world"),
+            Ok(SendOutcome::Sent { len: 5 })
+        );
+        lb.transfer_to(&mut *la);
+        assert_eq!(
+            pump(&mut a, &mut la, now),
+            vec![Got::Packet(addr(IP_B, PORT), b"world".to_vec())]
+        );
+
+        assert_eq!(a.stats().arp_requests_sent, 1);
+        assert_eq!(a.stats().tx_arp_pending, 1);
+        assert_eq!(a.stats().tx_packets, 1);
+        assert_eq!(a.stats().rx_packets, 1);
+        assert_eq!(a.stats().rx_arp, 1);
+        assert_eq!(a.stats().dropped(DropReason::ArpNotForUs), 1);
+        assert_eq!(b.stats().arp_requests_sent, 0);
+        assert_eq!(b.stats().rx_packets, 1);
+    }
+}
