@@ -51,30 +51,7 @@ use crate::addr::{self, ADDR_LEN, EpAddr};
 use crate::errno::{Errno, Result};
 use crate::flags::{FI_ADDR_NOTAVAIL, FiAddr, Flags};
 
-/// `enum fi_av_type`, with the C values.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-#[repr(u32)]
-pub enum AvType {
-    /// FI_AV_UNSPEC: the provider chooses.
-    #[default]
-    Unspec = 0,
-    /// FI_AV_MAP: opaque fi_addr values.
-    Map = 1,
-    /// FI_AV_TABLE: fi_addr values are consecutive indices.
-    Table = 2,
-}
-
-impl AvType {
-    /// The type for a C `enum fi_av_type` value; -FI_EINVAL for an unknown one.
-    pub const fn from_raw(v: u32) -> Result<AvType> {
-        match v {
-            0 => Ok(AvType::Unspec),
-            1 => Ok(AvType::Map),
-            2 => Ok(AvType::Table),
-            _ => Err(Errno::EINVAL),
-        }
-    }
-}
+pub use crate::info::AvType;
 
 /// FI_EVENT (`fi_av_attr::flags`): inserts complete asynchronously through the bound EQ.
 /// Same bit as FI_COMPLETION in `<rdma/fabric.h>`.
@@ -922,8 +899,8 @@ mod tests {
             Err(Errno::EINVAL),
             "index must be longer than the slots"
         );
-        assert_eq!(AvType::from_raw(2), Ok(AvType::Table));
-        assert_eq!(AvType::from_raw(3), Err(Errno::EINVAL));
+        assert_eq!(AvType::from_raw(2), Some(AvType::Table));
+        assert_eq!(AvType::from_raw(3), None);
     }
 
     #[test]

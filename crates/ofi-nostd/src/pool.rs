@@ -170,6 +170,12 @@ impl<T, S: AsMut<[Slot<T>]> + AsRef<[Slot<T>]>> Pool<T, S> {
         (slot.generation == h.generation).then_some(slot)
     }
 
+    /// Whether `h` was handed out by this pool (live or not): tells a foreign handle
+    /// (e.g. a CQ of another domain, -FI_EDOMAIN) from a stale one (-FI_EINVAL).
+    pub fn issued(&self, h: Handle<T>) -> bool {
+        h.pool == self.id
+    }
+
     /// Whether `h` names a live object of this pool.
     pub fn contains(&self, h: Handle<T>) -> bool {
         matches!(

@@ -1,0 +1,1320 @@
+//! The domain (fi_domain(3)) and everything opened on it: CQs, counters, AVs, MRs and
+//! endpoints, plus the data path that moves their messages over one link.
+//!
+//! A domain is one NIC queue, UDP socket or TAP device: it owns one local IPv4 address
+//! and UDP port, and its endpoints are told apart by their 16-bit endpoint id (the slot
+//! of the endpoint pool). Objects are addressed by generational handles; a handle of a
+//! closed object is -FI_EINVAL, one of another domain is -FI_EDOMAIN where fi_ep_bind
+//! asks for it. The domain never blocks and never reads a clock: the adapter calls
+//! [`Domain::progress`] with the time, the link and the application's memory.
+
+use wire::link::{Link, Medium, TxMeta, TxToken, UdpAddr};
+use wire::packet::{Body, DgramRepr, Header, Packet, Repr};
+
+use crate::addr::EpAddr;
+use crate::av::{Av, AvAttr, AvSlot};
+use crate::cntr::{Cntr, CntrAttr};
+use crate::cq::{Cq, CqAttr, CqEntry, CqErrEntry, CqSlot, DEFAULT_CQ_SIZE, comp};
+use crate::ep::{
+    CntrBindings, CqBinding, DEFAULT_MIN_MULTI_RECV, EpState, IovList, RecvOp, RecvQueue, TxOp,
+    TxQueue,
+};
+use crate::errno::{Errno, Result};
+use crate::fabric::Fabric;
+use crate::flags::{FI_ADDR_NOTAVAIL, FI_ADDR_UNSPEC, FiAddr, Flags};
+use crate::info::{AvType, EpType, Info, ProviderConfig, ResourceMgmt};
+use crate::matching::{Bucket, PostedQueue};
+use crate::mem::{IoVec, Memory};
+use crate::mr::{MrAttr, MrConfig, MrHandle, MrSlot, MrTable};
+use crate::pool::{Handle, Pool, Slot};
+use crate::storage::Storage;
+use crate::time::Instant;
+
+/// Largest iov count of one memory registration.
+pub const MR_IOV_LIMIT: usize = 4;
+
+/// A CQ in domain storage `S`.
+pub type CqObj<S> = Cq<<S as Storage>::Slice<CqSlot>>;
+/// Handle of a CQ.
+pub type CqHandle<S> = Handle<CqObj<S>>;
+/// Handle of a counter.
+pub type CntrHandle = Handle<Cntr>;
+/// An AV in domain storage `S`.
+pub type AvObj<S> = Av<<S as Storage>::Slice<AvSlot>, <S as Storage>::Slice<u32>>;
+/// Handle of an AV.
+pub type AvHandle<S> = Handle<AvObj<S>>;
+/// The MR table of a domain in storage `S`.
+pub type MrTableOf<S> =
+    MrTable<<S as Storage>::Slice<MrSlot<MR_IOV_LIMIT>>, <S as Storage>::Slice<u32>, MR_IOV_LIMIT>;
+/// An endpoint in domain storage `S`.
+pub type EpObj<S> = crate::ep::Endpoint<S, CqHandle<S>, CntrHandle, AvHandle<S>>;
+/// Handle of an endpoint.
+pub type EpHandle<S> = Handle<EpObj<S>>;
+
+type Objects<S, T> = Pool<T, <S as Storage>::Slice<Slot<T>>>;
+
+/// What the data plane tells the domain when it is opened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DomainConfig {
+    /// Our IPv4 address and UDP port (the endpoint id part is ignored).
+    pub local: EpAddr,
+    /// Largest wire packet (UDP payload) the link carries.
+    pub max_pkt: usize,
+    /// Per-domain secret for provider-chosen MR keys (draw it from a random source).
+    pub key_seed: u64,
+    /// The limits getinfo advertised: pool capacities and queue defaults.
+    pub cfg: ProviderConfig,
+}
+
+/// An object of fi_ep_bind.
+#[derive(Debug)]
+pub enum BindTarget<S: Storage> {
+    /// A completion queue (flags FI_TRANSMIT / FI_RECV / FI_SELECTIVE_COMPLETION).
+    Cq(CqHandle<S>),
+    /// A counter (flags FI_SEND, FI_RECV, FI_READ, FI_WRITE, FI_REMOTE_*).
+    Cntr(CntrHandle),
+    /// The address vector (flags 0).
+    Av(AvHandle<S>),
+    /// An event queue, named by the adapter's token (flags 0).
+    Eq(u64),
+}
+
+/// A message operation's arguments (`struct fi_msg`).
+#[derive(Debug, Clone, Copy)]
+pub struct MsgArgs<'a> {
+    /// The buffers.
+    pub iov: &'a [IoVec],
+    /// Local descriptors (`desc`), checked only under FI_MR_LOCAL.
+    pub desc: &'a [u64],
+    /// Destination (send) or source filter (receive; FI_ADDR_UNSPEC for any).
+    pub addr: FiAddr,
+    /// The application's context.
+    pub context: u64,
+    /// Remote CQ data (sent with FI_REMOTE_CQ_DATA).
+    pub data: u64,
+}
+
+impl<'a> MsgArgs<'a> {
+    /// One buffer to or from `addr`, with `context`.
+    pub fn new(iov: &'a [IoVec], addr: FiAddr, context: u64) -> Self {
+        MsgArgs {
+            iov,
+            desc: &[],
+            addr,
+            context,
+            data: 0,
+        }
+    }
+}
+
+/// Datagrams the domain refused before they reached an endpoint.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DomainStats {
+    /// Not a valid packet of our protocol (every `wire::Error`).
+    pub rx_malformed: u64,
+    /// No open endpoint with the destination id.
+    pub rx_no_endpoint: u64,
+    /// A packet type the destination endpoint does not speak.
+    pub rx_wrong_type: u64,
+    /// Datagrams received without a source address from the link.
+    pub rx_no_source: u64,
+    /// Packets handed to the link.
+    pub tx_packets: u64,
+    /// Packets received and parsed.
+    pub rx_packets: u64,
+}
+
+/// What one call of [`Domain::progress`] did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ProgressReport {
+    /// Datagrams received from the link.
+    pub rx: usize,
+    /// Datagrams handed to the link.
+    pub tx: usize,
+}
+
+/// An open domain.
+pub struct Domain<S: Storage> {
+    store: S,
+    info: Info,
+    context: u64,
+    rm_enabled: bool,
+    local: EpAddr,
+    max_pkt: usize,
+    cfg: ProviderConfig,
+    cqs: Objects<S, CqObj<S>>,
+    cq_ctx: S::Slice<u64>,
+    cntrs: Objects<S, Cntr>,
+    cntr_ctx: S::Slice<u64>,
+    avs: Objects<S, AvObj<S>>,
+    av_ctx: S::Slice<u64>,
+    mrs: MrTableOf<S>,
+    eps: Objects<S, EpObj<S>>,
+    stats: DomainStats,
+}
+
+fn obj<T>(p: Option<T>) -> Result<T> {
+    p.ok_or(Errno::EINVAL)
+}
+
+impl<S: Storage> Domain<S> {
+    /// `fi_domain`: opens the domain described by `info` (as getinfo returned it) on
+    /// `fabric`. Pools are sized from `cfg.cfg` (the counts getinfo advertised).
+    pub fn open(
+        fabric: &mut Fabric<S>,
+        info: &Info,
+        cfg: DomainConfig,
+        mut store: S,
+        context: u64,
+    ) -> Result<Self> {
+        let pc = cfg.cfg;
+        let d = &info.domain_attr;
+        if !info.fabric_attr.name.is_empty() && info.fabric_attr.name != fabric.attr().name {
+            return Err(Errno::EINVAL);
+        }
+        if d.cq_cnt > pc.cq_cnt
+            || d.ep_cnt > pc.ep_cnt
+            || d.cntr_cnt > pc.cntr_cnt
+            || d.mr_cnt > pc.mr_cnt
+        {
+            return Err(Errno::EINVAL);
+        }
+        if !d.auth_key.is_empty() && d.auth_key.len() > pc.max_auth_key_size {
+            return Err(Errno::EINVAL);
+        }
+        if cfg.max_pkt < wire::packet::BASE_LEN + 8 {
+            return Err(Errno::EINVAL);
+        }
+        let mut slots = |n: usize| store.slice(n, || 0u64).ok_or(Errno::ENOMEM);
+        let cq_ctx = slots(pc.cq_cnt)?;
+        let cntr_ctx = slots(pc.cntr_cnt)?;
+        let av_ctx = slots(pc.cq_cnt)?;
+        let cqs = Pool::new(
+            store
+                .slice(pc.cq_cnt, || Slot::VACANT)
+                .ok_or(Errno::ENOMEM)?,
+        );
+        let cntrs = Pool::new(
+            store
+                .slice(pc.cntr_cnt, || Slot::VACANT)
+                .ok_or(Errno::ENOMEM)?,
+        );
+        let avs = Pool::new(
+            store
+                .slice(pc.cq_cnt, || Slot::VACANT)
+                .ok_or(Errno::ENOMEM)?,
+        );
+        let eps = Pool::new(
+            store
+                .slice(pc.ep_cnt.min(u16::MAX as usize), || Slot::VACANT)
+                .ok_or(Errno::ENOMEM)?,
+        );
+        let mr_slots = store
+            .slice(pc.mr_cnt, || MrSlot::VACANT)
+            .ok_or(Errno::ENOMEM)?;
+        let mr_buckets = store
+            .slice(pc.mr_cnt * 2 + 1, || 0u32)
+            .ok_or(Errno::ENOMEM)?;
+        let mrs = MrTable::new(
+            MrConfig {
+                mr_mode: d.mr_mode,
+                hmem: info.caps.contains(Flags::HMEM),
+                key_seed: cfg.key_seed,
+            },
+            mr_slots,
+            mr_buckets,
+        )?;
+        fabric.domain_opened();
+        Ok(Domain {
+            store,
+            info: info.clone(),
+            context,
+            rm_enabled: d.resource_mgmt != ResourceMgmt::Disabled,
+            local: EpAddr {
+                ep_id: 0,
+                ..cfg.local
+            },
+            max_pkt: cfg.max_pkt,
+            cfg: pc,
+            cqs,
+            cq_ctx,
+            cntrs,
+            cntr_ctx,
+            avs,
+            av_ctx,
+            mrs,
+            eps,
+            stats: DomainStats::default(),
+        })
+    }
+
+    /// `fi_close`: gives the domain back with -FI_EBUSY while anything is open on it.
+    // The domain itself is the error payload: fi_close leaves a busy domain open.
+    #[allow(clippy::result_large_err)]
+    pub fn close(self, fabric: &mut Fabric<S>) -> core::result::Result<(), (Self, Errno)> {
+        if !(self.cqs.is_empty()
+            && self.cntrs.is_empty()
+            && self.avs.is_empty()
+            && self.mrs.is_empty()
+            && self.eps.is_empty())
+        {
+            return Err((self, Errno::EBUSY));
+        }
+        fabric.domain_closed();
+        Ok(())
+    }
+
+    /// The info the domain was opened with.
+    pub fn info(&self) -> &Info {
+        &self.info
+    }
+
+    /// The application's context of the domain.
+    pub fn context(&self) -> u64 {
+        self.context
+    }
+
+    /// Refused datagrams and traffic totals.
+    pub fn stats(&self) -> &DomainStats {
+        &self.stats
+    }
+
+    /// The domain's address (endpoint id 0).
+    pub fn local_addr(&self) -> EpAddr {
+        self.local
+    }
+
+    // ---- completion queues ------------------------------------------------------------
+
+    /// `fi_cq_open`. `size` 0 means [`DEFAULT_CQ_SIZE`]; the pool full is -FI_ENOMEM.
+    pub fn cq_open(&mut self, attr: &CqAttr, context: u64) -> Result<CqHandle<S>> {
+        attr.validate()?;
+        if self.cqs.is_full() {
+            return Err(Errno::ENOMEM);
+        }
+        let size = if attr.size == 0 {
+            DEFAULT_CQ_SIZE
+        } else {
+            attr.size
+        };
+        let storage = self
+            .store
+            .slice(size, || CqSlot::EMPTY)
+            .ok_or(Errno::ENOMEM)?;
+        let cq = Cq::new(&CqAttr { size, ..*attr }, self.rm_enabled, storage)?;
+        let h = self.cqs.insert(cq).map_err(|_| Errno::ENOMEM)?;
+        self.cq_ctx.as_mut()[h.index()] = context;
+        Ok(h)
+    }
+
+    /// The CQ `h` names; -FI_EINVAL if closed or not this domain's.
+    pub fn cq(&self, h: CqHandle<S>) -> Result<&CqObj<S>> {
+        obj(self.cqs.get(h))
+    }
+
+    /// The CQ `h` names, mutably (reads, readerr, signal).
+    pub fn cq_mut(&mut self, h: CqHandle<S>) -> Result<&mut CqObj<S>> {
+        obj(self.cqs.get_mut(h))
+    }
+
+    /// The application's context of a CQ.
+    pub fn cq_context(&self, h: CqHandle<S>) -> Result<u64> {
+        self.cq(h)?;
+        Ok(self.cq_ctx.as_ref()[h.index()])
+    }
+
+    /// `fi_close` of a CQ: -FI_EBUSY while an endpoint is bound to it.
+    pub fn cq_close(&mut self, h: CqHandle<S>) -> Result<()> {
+        self.cq(h)?.check_close()?;
+        self.cqs.remove(h);
+        Ok(())
+    }
+
+    // ---- counters ----------------------------------------------------------------------
+
+    /// `fi_cntr_open`.
+    pub fn cntr_open(&mut self, attr: &CntrAttr, context: u64) -> Result<CntrHandle> {
+        let c = Cntr::new(attr)?;
+        let h = self.cntrs.insert(c).map_err(|_| Errno::ENOMEM)?;
+        self.cntr_ctx.as_mut()[h.index()] = context;
+        Ok(h)
+    }
+
+    /// The counter `h` names.
+    pub fn cntr(&self, h: CntrHandle) -> Result<&Cntr> {
+        obj(self.cntrs.get(h))
+    }
+
+    /// The counter `h` names, mutably.
+    pub fn cntr_mut(&mut self, h: CntrHandle) -> Result<&mut Cntr> {
+        obj(self.cntrs.get_mut(h))
+    }
+
+    /// The application's context of a counter.
+    pub fn cntr_context(&self, h: CntrHandle) -> Result<u64> {
+        self.cntr(h)?;
+        Ok(self.cntr_ctx.as_ref()[h.index()])
+    }
+
+    /// `fi_close` of a counter: -FI_EBUSY while bound.
+    pub fn cntr_close(&mut self, h: CntrHandle) -> Result<()> {
+        self.cntr(h)?.check_close()?;
+        self.cntrs.remove(h);
+        Ok(())
+    }
+
+    // ---- address vectors ---------------------------------------------------------------
+
+    /// `fi_av_open`: `count` (or the endpoint limit when 0) sizes the AV. A type other
+    /// than the domain's `av_type` (when that is set) is -FI_EINVAL.
+    pub fn av_open(&mut self, attr: &mut AvAttr<'_>, context: u64) -> Result<AvHandle<S>> {
+        let dom = self.info.domain_attr.av_type;
+        if dom != AvType::Unspec && attr.av_type != AvType::Unspec && attr.av_type != dom {
+            return Err(Errno::EINVAL);
+        }
+        if attr.av_type == AvType::Unspec {
+            attr.av_type = dom;
+        }
+        if self.avs.is_full() {
+            return Err(Errno::ENOMEM);
+        }
+        let count = if attr.count == 0 { 1024 } else { attr.count };
+        let slots = self
+            .store
+            .slice(count, || AvSlot::VACANT)
+            .ok_or(Errno::ENOMEM)?;
+        let buckets = self
+            .store
+            .slice(count * 2 + 1, || 0u32)
+            .ok_or(Errno::ENOMEM)?;
+        let av = Av::new(attr, slots, buckets)?;
+        let h = self.avs.insert(av).map_err(|_| Errno::ENOMEM)?;
+        self.av_ctx.as_mut()[h.index()] = context;
+        Ok(h)
+    }
+
+    /// The AV `h` names.
+    pub fn av(&self, h: AvHandle<S>) -> Result<&AvObj<S>> {
+        obj(self.avs.get(h))
+    }
+
+    /// The AV `h` names, mutably (insert, remove).
+    pub fn av_mut(&mut self, h: AvHandle<S>) -> Result<&mut AvObj<S>> {
+        obj(self.avs.get_mut(h))
+    }
+
+    /// `fi_close` of an AV: -FI_EBUSY while an endpoint is bound to it.
+    pub fn av_close(&mut self, h: AvHandle<S>) -> Result<()> {
+        self.av(h)?.check_close()?;
+        self.avs.remove(h);
+        Ok(())
+    }
+
+    // ---- memory regions ----------------------------------------------------------------
+
+    /// `fi_mr_regattr`.
+    pub fn mr_reg(&mut self, attr: &MrAttr<'_>, flags: Flags) -> Result<MrHandle> {
+        self.mrs.regattr(attr, flags)
+    }
+
+    /// The registration table (key, desc, bind, enable, access checks).
+    pub fn mrs(&self) -> &MrTableOf<S> {
+        &self.mrs
+    }
+
+    /// The registration table, mutably.
+    pub fn mrs_mut(&mut self) -> &mut MrTableOf<S> {
+        &mut self.mrs
+    }
+
+    // ---- endpoints ---------------------------------------------------------------------
+
+    /// `fi_endpoint`: an endpoint with the attributes of `info`, which must be within what
+    /// this domain offers. FI_EP_DGRAM endpoints are supported; FI_EP_RDM arrives with the
+    /// reliability engine (-FI_ENOSYS until then); other types are -FI_EINVAL.
+    pub fn ep_open(&mut self, info: &Info, context: u64) -> Result<EpHandle<S>> {
+        let ep_type = match info.ep_attr.ep_type {
+            EpType::Dgram => EpType::Dgram,
+            EpType::Rdm => return Err(Errno::ENOSYS),
+            _ => return Err(Errno::EINVAL),
+        };
+        let pc = self.cfg;
+        let (ta, ra) = (&info.tx_attr, &info.rx_attr);
+        let tx_size = if ta.size == 0 { pc.tx_size } else { ta.size };
+        let rx_size = if ra.size == 0 { pc.rx_size } else { ra.size };
+        let inject_size = if ta.inject_size == 0 {
+            pc.inject_size
+        } else {
+            ta.inject_size
+        };
+        let max_msg = self.max_pkt.saturating_sub(wire::packet::BASE_LEN + 8);
+        if tx_size > pc.tx_size
+            || rx_size > pc.rx_size
+            || inject_size > pc.inject_size.min(max_msg)
+            || ta.iov_limit > crate::ep::IOV_LIMIT
+            || ra.iov_limit > crate::ep::IOV_LIMIT
+            || (info.ep_attr.max_msg_size != 0 && info.ep_attr.max_msg_size > max_msg)
+            || !info
+                .caps
+                .difference(self.info.caps | Flags::PRIMARY_MODIFIERS)
+                .is_empty()
+        {
+            return Err(Errno::EINVAL);
+        }
+        if self.eps.is_full() {
+            return Err(Errno::ENOMEM);
+        }
+        let tx = TxQueue::new(&mut self.store, tx_size, inject_size)?;
+        let nodes = self
+            .store
+            .slice(rx_size, || Slot::VACANT)
+            .ok_or(Errno::ENOMEM)?;
+        let buckets = self
+            .store
+            .slice(rx_size.next_power_of_two() * 2, || Bucket::EMPTY)
+            .ok_or(Errno::ENOMEM)?;
+        let rx: RecvQueue<S> = PostedQueue::new(nodes, buckets);
+        let caps = if info.caps.is_empty() {
+            self.info.caps
+        } else {
+            info.caps
+        };
+        let ep = crate::ep::Endpoint {
+            ep_type,
+            caps,
+            context,
+            id: 0,
+            state: EpState::Disabled,
+            tx_flags: ta.op_flags,
+            rx_flags: ra.op_flags,
+            tx_cq: None,
+            rx_cq: None,
+            cntrs: CntrBindings::default(),
+            av: None,
+            eq: None,
+            min_multi_recv: DEFAULT_MIN_MULTI_RECV,
+            max_msg_size: if info.ep_attr.max_msg_size == 0 {
+                max_msg
+            } else {
+                info.ep_attr.max_msg_size
+            },
+            inject_size,
+            tx_iov_limit: if ta.iov_limit == 0 {
+                crate::ep::IOV_LIMIT
+            } else {
+                ta.iov_limit
+            },
+            rx_iov_limit: if ra.iov_limit == 0 {
+                crate::ep::IOV_LIMIT
+            } else {
+                ra.iov_limit
+            },
+            tx,
+            rx,
+            tx_seq: 0,
+            stats: Default::default(),
+        };
+        let h = self.eps.insert(ep).map_err(|_| Errno::ENOMEM)?;
+        if let Some(ep) = self.eps.get_mut(h) {
+            ep.id = h.index() as u16;
+        }
+        Ok(h)
+    }
+
+    /// The endpoint `h` names.
+    pub fn ep(&self, h: EpHandle<S>) -> Result<&EpObj<S>> {
+        obj(self.eps.get(h))
+    }
+
+    /// The endpoint `h` names, mutably (options, op flags).
+    pub fn ep_mut(&mut self, h: EpHandle<S>) -> Result<&mut EpObj<S>> {
+        obj(self.eps.get_mut(h))
+    }
+
+    /// `fi_getname`: the endpoint's address.
+    pub fn ep_addr(&self, h: EpHandle<S>) -> Result<EpAddr> {
+        let ep = self.ep(h)?;
+        Ok(EpAddr {
+            ep_id: ep.id,
+            ..self.local
+        })
+    }
+
+    /// `fi_close` of an endpoint: outstanding operations are discarded without
+    /// completions (fi_endpoint(3)), bindings are released.
+    pub fn ep_close(&mut self, h: EpHandle<S>) -> Result<()> {
+        let mut ep = obj(self.eps.remove(h))?;
+        let mut reserved = 0usize;
+        while let Some(op) = ep.tx.pop() {
+            reserved += op.reserved as usize;
+        }
+        if let Some(b) = &ep.tx_cq
+            && let Some(cq) = self.cqs.get_mut(b.cq)
+        {
+            (0..reserved).for_each(|_| cq.release());
+            cq.unbind_ref();
+        }
+        if let Some(b) = &ep.rx_cq
+            && let Some(cq) = self.cqs.get_mut(b.cq)
+        {
+            if self.rm_enabled {
+                (0..ep.rx.len()).for_each(|_| cq.release());
+            }
+            cq.unbind_ref();
+        }
+        for c in ep.cntrs.all() {
+            if let Some(c) = self.cntrs.get_mut(c) {
+                c.unbind_ref();
+            }
+        }
+        if let Some(av) = ep.av.take().and_then(|a| self.avs.get_mut(a)) {
+            av.unbind_ep();
+        }
+        Ok(())
+    }
+
+    /// `fi_ep_bind`. Only before `fi_enable` (-FI_EOPBADSTATE after); one CQ per
+    /// direction, one counter per operation type and one AV (-FI_EINVAL for a second);
+    /// objects of another domain are -FI_EDOMAIN, closed ones -FI_EINVAL; flags that do
+    /// not apply to the object are -FI_EINVAL.
+    pub fn ep_bind(&mut self, h: EpHandle<S>, target: BindTarget<S>, flags: Flags) -> Result<()> {
+        let ep = obj(self.eps.get_mut(h))?;
+        if ep.state != EpState::Disabled {
+            return Err(Errno::EOPBADSTATE);
+        }
+        match target {
+            BindTarget::Cq(cq) => {
+                if !self.cqs.issued(cq) {
+                    return Err(Errno::EDOMAIN);
+                }
+                let c = obj(self.cqs.get_mut(cq))?;
+                let allowed = Flags::TRANSMIT | Flags::RECV | Flags::SELECTIVE_COMPLETION;
+                let (tx, rx) = (flags.contains(Flags::TRANSMIT), flags.contains(Flags::RECV));
+                if !allowed.contains(flags)
+                    || !(tx || rx)
+                    || (tx && ep.tx_cq.is_some())
+                    || (rx && ep.rx_cq.is_some())
+                {
+                    return Err(Errno::EINVAL);
+                }
+                let selective = flags.contains(Flags::SELECTIVE_COMPLETION);
+                if tx {
+                    ep.tx_cq = Some(CqBinding { cq, selective });
+                    c.bind_ref();
+                }
+                if rx {
+                    ep.rx_cq = Some(CqBinding { cq, selective });
+                    c.bind_ref();
+                }
+            }
+            BindTarget::Cntr(ch) => {
+                if !self.cntrs.issued(ch) {
+                    return Err(Errno::EDOMAIN);
+                }
+                let c = obj(self.cntrs.get_mut(ch))?;
+                let all = Flags::SEND
+                    | Flags::RECV
+                    | Flags::READ
+                    | Flags::WRITE
+                    | Flags::REMOTE_READ
+                    | Flags::REMOTE_WRITE;
+                if flags.is_empty() || !all.contains(flags) {
+                    return Err(Errno::EINVAL);
+                }
+                if flags.intersects(Flags::REMOTE_READ | Flags::REMOTE_WRITE)
+                    && !ep.caps.contains(Flags::RMA_EVENT)
+                {
+                    return Err(Errno::EINVAL);
+                }
+                let slots = CntrBindings::<CntrHandle>::FLAGS;
+                if slots
+                    .iter()
+                    .any(|f| flags.contains(*f) && ep.cntrs.slot_mut(*f).is_some())
+                {
+                    return Err(Errno::EINVAL);
+                }
+                for f in slots.iter().filter(|f| flags.contains(**f)) {
+                    *ep.cntrs.slot_mut(*f) = Some(ch);
+                    c.bind_ref();
+                }
+            }
+            BindTarget::Av(ah) => {
+                if !self.avs.issued(ah) {
+                    return Err(Errno::EDOMAIN);
+                }
+                let a = obj(self.avs.get_mut(ah))?;
+                if !flags.is_empty() || ep.av.is_some() {
+                    return Err(Errno::EINVAL);
+                }
+                ep.av = Some(ah);
+                a.bind_ep();
+            }
+            BindTarget::Eq(token) => {
+                if !flags.is_empty() || ep.eq.is_some() {
+                    return Err(Errno::EINVAL);
+                }
+                ep.eq = Some(token);
+            }
+        }
+        Ok(())
+    }
+
+    /// `fi_enable`: an endpoint that can send needs a transmit CQ and one that can
+    /// receive a receive CQ (even when successes are suppressed, so errors can be
+    /// reported): -FI_ENOCQ; a connectionless endpoint needs its AV: -FI_ENOAV. Enabling
+    /// twice is -FI_EOPBADSTATE.
+    pub fn ep_enable(&mut self, h: EpHandle<S>) -> Result<()> {
+        let ep = obj(self.eps.get_mut(h))?;
+        if ep.state == EpState::Enabled {
+            return Err(Errno::EOPBADSTATE);
+        }
+        let dirs = Flags::SEND | Flags::RECV;
+        let both = !ep.caps.intersects(dirs);
+        let sends = both || ep.caps.contains(Flags::SEND);
+        let recvs = both || ep.caps.contains(Flags::RECV);
+        if (sends && ep.tx_cq.is_none()) || (recvs && ep.rx_cq.is_none()) {
+            return Err(Errno::ENOCQ);
+        }
+        if ep.av.is_none() {
+            return Err(Errno::ENOAV);
+        }
+        ep.state = EpState::Enabled;
+        Ok(())
+    }
+
+    /// `fi_cancel`: a receive or a transmit still queued with this `context` completes
+    /// with an FI_ECANCELED error entry; one that already completed is not affected.
+    /// Returns 0 either way ("request submitted").
+    pub fn ep_cancel(&mut self, h: EpHandle<S>, context: u64) -> Result<()> {
+        let ep = obj(self.eps.get_mut(h))?;
+        if let Some(n) = ep.rx.find_by(|op| op.context == context) {
+            if let Some(node) = ep.rx.remove(n) {
+                let op = *node.value();
+                let flags = comp::recv(false, false, false);
+                let mut e = CqErrEntry::new(op.context, flags, Errno::ECANCELED);
+                e.buf = op.iov.as_slice().first().map_or(0, |v| v.addr);
+                e.len = 0;
+                e.olen = 0;
+                if let Some(b) = &ep.rx_cq
+                    && let Some(cq) = self.cqs.get_mut(b.cq)
+                {
+                    let _ = if self.rm_enabled {
+                        cq.write_err_reserved(&e)
+                    } else {
+                        cq.write_err(&e)
+                    };
+                }
+            }
+            return Ok(());
+        }
+        if let Some(op) = ep
+            .tx
+            .iter_mut()
+            .find(|op| !op.canceled && op.context == context)
+        {
+            op.canceled = true;
+        }
+        Ok(())
+    }
+
+    // ---- messages (fi_msg(3)) ----------------------------------------------------------
+
+    /// `fi_sendmsg`: queues one message to `msg.addr`. -FI_EOPBADSTATE before enable,
+    /// -FI_EINVAL for too many iovs or an address not in the AV, -FI_EMSGSIZE beyond
+    /// `max_msg_size` (the link MTU on DGRAM) or, with FI_INJECT, beyond `inject_size`,
+    /// -FI_EAGAIN when the transmit queue or the CQ is full.
+    pub fn sendmsg(
+        &mut self,
+        h: EpHandle<S>,
+        mem: &impl Memory,
+        msg: &MsgArgs<'_>,
+        flags: Flags,
+    ) -> Result<()> {
+        self.post_send(h, mem, msg, flags, false)
+    }
+
+    /// `fi_send`: one buffer, the endpoint's default transmit flags.
+    pub fn send(
+        &mut self,
+        h: EpHandle<S>,
+        mem: &impl Memory,
+        buf: IoVec,
+        dest: FiAddr,
+        context: u64,
+    ) -> Result<()> {
+        let flags = obj(self.eps.get(h))?.tx_flags;
+        self.post_send(h, mem, &MsgArgs::new(&[buf], dest, context), flags, false)
+    }
+
+    /// `fi_sendv`.
+    pub fn sendv(
+        &mut self,
+        h: EpHandle<S>,
+        mem: &impl Memory,
+        iov: &[IoVec],
+        dest: FiAddr,
+        context: u64,
+    ) -> Result<()> {
+        let flags = obj(self.eps.get(h))?.tx_flags;
+        self.post_send(h, mem, &MsgArgs::new(iov, dest, context), flags, false)
+    }
+
+    /// `fi_senddata`: with remote CQ data.
+    pub fn senddata(
+        &mut self,
+        h: EpHandle<S>,
+        mem: &impl Memory,
+        buf: IoVec,
+        data: u64,
+        dest: FiAddr,
+        context: u64,
+    ) -> Result<()> {
+        let flags = obj(self.eps.get(h))?.tx_flags | Flags::REMOTE_CQ_DATA;
+        let iov = [buf];
+        let msg = MsgArgs {
+            data,
+            ..MsgArgs::new(&iov, dest, context)
+        };
+        self.post_send(h, mem, &msg, flags, false)
+    }
+
+    /// `fi_inject`: the buffer is copied before returning and no completion is written
+    /// (fi_msg(3)); the send counter still counts it.
+    pub fn inject(
+        &mut self,
+        h: EpHandle<S>,
+        mem: &impl Memory,
+        buf: IoVec,
+        dest: FiAddr,
+    ) -> Result<()> {
+        let flags = obj(self.eps.get(h))?.tx_flags | Flags::INJECT;
+        self.post_send(h, mem, &MsgArgs::new(&[buf], dest, 0), flags, true)
+    }
+
+    /// `fi_injectdata`.
+    pub fn injectdata(
+        &mut self,
+        h: EpHandle<S>,
+        mem: &impl Memory,
+        buf: IoVec,
+        data: u64,
+        dest: FiAddr,
+    ) -> Result<()> {
+        let flags = obj(self.eps.get(h))?.tx_flags | Flags::INJECT | Flags::REMOTE_CQ_DATA;
+        let iov = [buf];
+        let msg = MsgArgs {
+            data,
+            ..MsgArgs::new(&iov, dest, 0)
+        };
+        self.post_send(h, mem, &msg, flags, true)
+    }
+
+    fn post_send(
+        &mut self,
+        h: EpHandle<S>,
+        mem: &impl Memory,
+        msg: &MsgArgs<'_>,
+        flags: Flags,
+        no_completion: bool,
+    ) -> Result<()> {
+        let ep = obj(self.eps.get_mut(h))?;
+        ep.require_enabled()?;
+        if !ep.caps.contains(Flags::MSG)
+            || (ep.caps.contains(Flags::RECV) && !ep.caps.contains(Flags::SEND))
+        {
+            return Err(Errno::EOPNOTSUPP);
+        }
+        let iov = IovList::new(msg.iov, ep.tx_iov_limit)?;
+        let len = iov.total_len();
+        if len > ep.max_msg_size {
+            return Err(Errno::EMSGSIZE);
+        }
+        let injected = flags.contains(Flags::INJECT);
+        if injected && len > ep.inject_size {
+            return Err(Errno::EMSGSIZE);
+        }
+        if self.mrs.mr_mode().contains(crate::flags::MrMode::LOCAL) && !injected {
+            for (i, v) in iov.as_slice().iter().enumerate() {
+                self.mrs
+                    .check_local(msg.desc.get(i).copied().unwrap_or(0), *v, Flags::SEND)?;
+            }
+        }
+        let av = obj(ep.av.and_then(|a| self.avs.get(a)))?;
+        let (dest_addr, _rx) = av.resolve(msg.addr).map_err(|_| Errno::EINVAL)?;
+        let tx_cq = obj(ep.tx_cq.as_ref())?;
+        let completion = !no_completion && (!tx_cq.selective || flags.contains(Flags::COMPLETION));
+        let cq = obj(self.cqs.get_mut(tx_cq.cq))?;
+        let reserved = self.rm_enabled && !no_completion;
+        if reserved {
+            cq.try_reserve()?;
+        }
+        let op = TxOp {
+            iov,
+            len,
+            context: msg.context,
+            flags,
+            data: flags.contains(Flags::REMOTE_CQ_DATA).then_some(msg.data),
+            dest: msg.addr,
+            dest_addr,
+            injected,
+            completion,
+            reserved,
+            canceled: false,
+        };
+        let pushed = ep.tx.push(op, |bounce| {
+            let mut at = 0;
+            for v in iov.as_slice() {
+                mem.read(v.addr, &mut bounce[at..at + v.len])?;
+                at += v.len;
+            }
+            Ok(())
+        });
+        if let Err(e) = pushed {
+            if reserved {
+                cq.release();
+            }
+            return Err(e);
+        }
+        Ok(())
+    }
+
+    /// `fi_recvmsg`: posts a receive. -FI_EOPBADSTATE before enable, -FI_EINVAL for too
+    /// many iovs, FI_MULTI_RECV with other than one buffer, or a source not in the AV
+    /// (with FI_DIRECTED_RECV), -FI_EAGAIN when the receive queue or the CQ is full.
+    pub fn recvmsg(&mut self, h: EpHandle<S>, msg: &MsgArgs<'_>, flags: Flags) -> Result<()> {
+        let ep = obj(self.eps.get_mut(h))?;
+        ep.require_enabled()?;
+        if !ep.caps.contains(Flags::MSG)
+            || (ep.caps.contains(Flags::SEND) && !ep.caps.contains(Flags::RECV))
+        {
+            return Err(Errno::EOPNOTSUPP);
+        }
+        let iov = IovList::new(msg.iov, ep.rx_iov_limit)?;
+        if flags.contains(Flags::MULTI_RECV)
+            && (iov.as_slice().len() != 1 || !ep.caps.contains(Flags::MULTI_RECV))
+        {
+            return Err(Errno::EINVAL);
+        }
+        if self.mrs.mr_mode().contains(crate::flags::MrMode::LOCAL) {
+            for (i, v) in iov.as_slice().iter().enumerate() {
+                self.mrs
+                    .check_local(msg.desc.get(i).copied().unwrap_or(0), *v, Flags::RECV)?;
+            }
+        }
+        // Without FI_DIRECTED_RECV the source address is ignored (fi_msg(3)).
+        let src = if ep.caps.contains(Flags::DIRECTED_RECV) && msg.addr != FI_ADDR_UNSPEC {
+            let av = obj(ep.av.and_then(|a| self.avs.get(a)))?;
+            av.resolve(msg.addr).map_err(|_| Errno::EINVAL)?;
+            av.split_rx(msg.addr).0
+        } else {
+            FI_ADDR_UNSPEC
+        };
+        let cq = obj(ep.rx_cq.as_ref().and_then(|b| self.cqs.get_mut(b.cq)))?;
+        if self.rm_enabled {
+            cq.try_reserve()?;
+        }
+        let op = RecvOp {
+            iov,
+            context: msg.context,
+            flags,
+            used: 0,
+            src,
+            min_free: ep.min_multi_recv,
+        };
+        if ep.rx.post(src, 0, 0, op).is_err() {
+            if self.rm_enabled {
+                cq.release();
+            }
+            return Err(Errno::EAGAIN);
+        }
+        Ok(())
+    }
+
+    /// `fi_recv`: one buffer, the endpoint's default receive flags.
+    pub fn recv(&mut self, h: EpHandle<S>, buf: IoVec, src: FiAddr, context: u64) -> Result<()> {
+        let flags = obj(self.eps.get(h))?.rx_flags;
+        self.recvmsg(h, &MsgArgs::new(&[buf], src, context), flags)
+    }
+
+    /// `fi_recvv`.
+    pub fn recvv(
+        &mut self,
+        h: EpHandle<S>,
+        iov: &[IoVec],
+        src: FiAddr,
+        context: u64,
+    ) -> Result<()> {
+        let flags = obj(self.eps.get(h))?.rx_flags;
+        self.recvmsg(h, &MsgArgs::new(iov, src, context), flags)
+    }
+
+    // ---- progress ----------------------------------------------------------------------
+
+    /// Moves data: receives what the link has (up to a burst), delivers it to posted
+    /// receives, and transmits queued operations while the link has room. Completions go
+    /// to the bound CQs and counters. Never blocks.
+    pub fn progress<L: Link, M: Memory>(
+        &mut self,
+        _now: Instant,
+        link: &mut L,
+        mem: &mut M,
+    ) -> Result<ProgressReport> {
+        let caps = link.capabilities();
+        if caps.medium != Medium::Udp {
+            // Raw Ethernet links need the `net` layer (ARP, framing); not wired yet.
+            return Err(Errno::ENOSYS);
+        }
+        let mut report = ProgressReport::default();
+        let burst = caps.max_burst.max(1) * 4;
+        report.rx = link.receive_burst(burst, |meta, buf| match meta.src {
+            Some(src) => self.rx_datagram(src, buf, mem),
+            None => self.stats.rx_no_source += 1,
+        });
+        report.tx = self.tx_all(link, mem);
+        Ok(report)
+    }
+
+    fn rx_datagram(&mut self, src: UdpAddr, buf: &[u8], mem: &mut impl Memory) {
+        let repr = match Repr::parse_bytes(buf) {
+            Ok(r) => r,
+            Err(_) => {
+                self.stats.rx_malformed += 1;
+                return;
+            }
+        };
+        self.stats.rx_packets += 1;
+        let Body::Dgram(d) = repr.body else {
+            self.stats.rx_wrong_type += 1;
+            return;
+        };
+        let from = EpAddr {
+            ip: src.ip.octets(),
+            port: src.port,
+            ep_id: repr.header.src_ep,
+        };
+        let Some(ep) = self.eps.get_mut_by_index(repr.header.dst_ep as usize) else {
+            self.stats.rx_no_endpoint += 1;
+            return;
+        };
+        if ep.ep_type != EpType::Dgram || ep.state != EpState::Enabled {
+            self.stats.rx_wrong_type += 1;
+            return;
+        }
+        let (Some(av), Some(bind)) = (ep.av.and_then(|a| self.avs.get(a)), ep.rx_cq.as_ref())
+        else {
+            return;
+        };
+        let Some(cq) = self.cqs.get_mut(bind.cq) else {
+            return;
+        };
+        let src_fi = av.reverse_lookup(&from).unwrap_or(FI_ADDR_NOTAVAIL);
+        let report_src = if ep.caps.contains(Flags::SOURCE) {
+            av.source_addr(&from)
+        } else {
+            FI_ADDR_NOTAVAIL
+        };
+        let cntr = ep.cntrs.recv.and_then(|c| self.cntrs.get_mut(c));
+        deliver(
+            ep,
+            cq,
+            bind.selective,
+            self.rm_enabled,
+            cntr,
+            src_fi,
+            report_src,
+            d,
+            mem,
+        );
+    }
+
+    fn tx_all<L: Link>(&mut self, link: &mut L, mem: &mut impl Memory) -> usize {
+        let max = link.capabilities().mtu.min(self.max_pkt);
+        let mut sent = 0;
+        let local = self.local;
+        for (_, ep) in self.eps.iter_mut() {
+            if ep.state != EpState::Enabled {
+                continue;
+            }
+            while let Some((op, bounce)) = ep.tx.front() {
+                let op = *op;
+                if op.canceled {
+                    ep.tx.pop();
+                    complete_tx(
+                        ep,
+                        &mut self.cqs,
+                        &mut self.cntrs,
+                        &op,
+                        Err(Errno::ECANCELED),
+                    );
+                    continue;
+                }
+                let Some(tok) = link.transmit() else {
+                    return sent;
+                };
+                let header = Header {
+                    src_ep: ep.id,
+                    dst_ep: op.dest_addr.ep_id,
+                    session: 0,
+                    seq: ep.tx_seq,
+                    crc: false,
+                    ack_req: false,
+                };
+                let dst = UdpAddr::new(op.dest_addr.ip.into(), op.dest_addr.port);
+                let result = tok.consume_with(max, |buf| {
+                    match emit_dgram(buf, &header, &op, bounce, mem) {
+                        Ok(n) => (TxMeta::to(n, dst), Ok(())),
+                        Err(e) => (TxMeta::none(), Err(e)),
+                    }
+                });
+                ep.tx.pop();
+                ep.tx_seq = ep.tx_seq.wrapping_add(1);
+                if result.is_ok() {
+                    sent += 1;
+                    ep.stats.tx_msgs += 1;
+                    self.stats.tx_packets += 1;
+                    let _ = local;
+                }
+                complete_tx(ep, &mut self.cqs, &mut self.cntrs, &op, result);
+            }
+        }
+        sent
+    }
+}
+
+/// Writes one DGRAM packet for `op` into `buf`: header, optional CQ data, then the payload
+/// from the bounce buffer (FI_INJECT) or straight from the application's memory.
+fn emit_dgram(
+    buf: &mut [u8],
+    header: &Header,
+    op: &TxOp,
+    bounce: &[u8],
+    mem: &impl Memory,
+) -> Result<usize> {
+    let head = Repr {
+        header: *header,
+        body: Body::Dgram(DgramRepr {
+            cq_data: op.data,
+            payload: &[],
+        }),
+    };
+    let hl = head.buffer_len();
+    let total = hl.checked_add(op.len).ok_or(Errno::EMSGSIZE)?;
+    if total > buf.len() || total > u16::MAX as usize {
+        return Err(Errno::EMSGSIZE);
+    }
+    let mut pkt = Packet::new_unchecked(&mut buf[..total]);
+    head.emit(&mut pkt).map_err(|_| Errno::EMSGSIZE)?;
+    if op.injected {
+        buf[hl..total].copy_from_slice(bounce);
+    } else {
+        let mut at = hl;
+        for v in op.iov.as_slice() {
+            mem.read(v.addr, &mut buf[at..at + v.len])?;
+            at += v.len;
+        }
+    }
+    let mut pkt = Packet::new_unchecked(&mut buf[..total]);
+    pkt.set_packet_len(total as u16);
+    pkt.fill_checksum();
+    Ok(total)
+}
+
+fn complete_tx<S: Storage>(
+    ep: &mut EpObj<S>,
+    cqs: &mut Objects<S, CqObj<S>>,
+    cntrs: &mut Objects<S, Cntr>,
+    op: &TxOp,
+    result: Result<()>,
+) {
+    let flags = comp::SEND_MSG;
+    if let Some(c) = ep.cntrs.send.and_then(|c| cntrs.get_mut(c)) {
+        if result.is_ok() { c.inc() } else { c.inc_err() }
+    }
+    let Some(cq) = ep.tx_cq.as_ref().and_then(|b| cqs.get_mut(b.cq)) else {
+        return;
+    };
+    let ctx = if op.context == 0 {
+        ep.context
+    } else {
+        op.context
+    };
+    let _ = match result {
+        Ok(()) if op.completion => {
+            let e = CqEntry::new(op.context, flags);
+            if op.reserved {
+                cq.write_reserved(&e)
+            } else {
+                cq.write(&e)
+            }
+        }
+        Ok(()) => {
+            if op.reserved {
+                cq.release();
+            }
+            Ok(())
+        }
+        Err(err) => {
+            let e = CqErrEntry::new(ctx, flags, err);
+            if op.reserved {
+                cq.write_err_reserved(&e)
+            } else {
+                cq.write_err(&e)
+            }
+        }
+    };
+}
+
+/// Places one datagram into the endpoint's first matching receive and completes it.
+#[allow(clippy::too_many_arguments)]
+fn deliver<S: Storage>(
+    ep: &mut EpObj<S>,
+    cq: &mut CqObj<S>,
+    selective: bool,
+    rm: bool,
+    mut cntr: Option<&mut Cntr>,
+    src_fi: FiAddr,
+    report_src: FiAddr,
+    d: DgramRepr<'_>,
+    mem: &mut impl Memory,
+) {
+    let len = d.payload.len();
+    loop {
+        let Some(h) = ep.rx.find(src_fi, 0) else {
+            ep.stats.rx_no_buffer += 1;
+            return;
+        };
+        let Some(op) = ep.rx.get(h).map(|n| *n.value()) else {
+            return;
+        };
+        let wants_entry = !selective || op.flags.contains(Flags::COMPLETION);
+        let mut entry = CqEntry::new(op.context, comp::recv(false, d.cq_data.is_some(), false))
+            .with_src_addr(report_src);
+        if let Some(v) = d.cq_data {
+            entry = entry.with_data(v);
+        }
+        if op.flags.contains(Flags::MULTI_RECV) {
+            let buf = op.iov.as_slice()[0];
+            let free = buf.len - op.used;
+            if len > free {
+                // Does not fit: release the buffer (a final, empty FI_MULTI_RECV entry)
+                // and offer the datagram to the next receive.
+                ep.rx.remove(h);
+                let e = CqEntry::new(op.context, comp::MULTI_RECV_RELEASED)
+                    .with_buf(buf.addr + op.used as u64);
+                let _ = if rm {
+                    cq.write_reserved(&e)
+                } else {
+                    cq.write(&e)
+                };
+                continue;
+            }
+            let last = free - len < op.min_free;
+            // An intermediate completion needs a CQ slot of its own.
+            let need_slot = !last && wants_entry;
+            if need_slot && rm && cq.try_reserve().is_err() {
+                ep.stats.rx_cq_full += 1;
+                return;
+            }
+            let at = buf.addr + op.used as u64;
+            let placed = mem.write(at, d.payload);
+            entry = entry.with_buf(at).with_len(len);
+            if last {
+                ep.rx.remove(h);
+                entry.flags |= Flags::MULTI_RECV;
+            } else if let Some(n) = ep.rx.get_mut(h) {
+                n.value_mut().used += len;
+            }
+            finish_rx(
+                cq,
+                &mut cntr,
+                rm,
+                &entry,
+                placed,
+                0,
+                last || wants_entry,
+                need_slot || last,
+            );
+            ep.stats.rx_msgs += 1;
+            return;
+        }
+        ep.rx.remove(h);
+        let mut placed = Ok(());
+        let mut at = 0;
+        for v in op.iov.as_slice() {
+            if at >= len {
+                break;
+            }
+            let n = v.len.min(len - at);
+            if let Err(e) = mem.write(v.addr, &d.payload[at..at + n]) {
+                placed = Err(e);
+                break;
+            }
+            at += n;
+        }
+        entry = entry
+            .with_len(at)
+            .with_buf(op.iov.as_slice().first().map_or(0, |v| v.addr));
+        finish_rx(
+            cq,
+            &mut cntr,
+            rm,
+            &entry,
+            placed,
+            len - at,
+            wants_entry,
+            true,
+        );
+        ep.stats.rx_msgs += 1;
+        return;
+    }
+}
+
+/// Writes a receive completion: success, FI_ETRUNC when `olen` bytes did not fit, or the
+/// error of placing the data. `reserved` says whether a CQ slot was set aside for it.
+#[allow(clippy::too_many_arguments)]
+fn finish_rx<C: AsRef<[CqSlot]> + AsMut<[CqSlot]>>(
+    cq: &mut Cq<C>,
+    cntr: &mut Option<&mut Cntr>,
+    rm: bool,
+    entry: &CqEntry,
+    placed: Result<()>,
+    olen: usize,
+    wants_entry: bool,
+    reserved: bool,
+) {
+    let reserved = rm && reserved;
+    let err = match placed {
+        Err(e) => Some(CqErrEntry::from_entry(entry, e)),
+        Ok(()) if olen > 0 => Some(CqErrEntry::truncated(entry, olen)),
+        Ok(()) => None,
+    };
+    if let Some(c) = cntr.as_deref_mut() {
+        if err.is_some() { c.inc_err() } else { c.inc() }
+    }
+    let _ = match (err, wants_entry) {
+        (Some(e), _) => {
+            if reserved {
+                cq.write_err_reserved(&e)
+            } else {
+                cq.write_err(&e)
+            }
+        }
+        (None, true) => {
+            if reserved {
+                cq.write_reserved(entry)
+            } else {
+                cq.write(entry)
+            }
+        }
+        (None, false) => {
+            if reserved {
+                cq.release();
+            }
+            Ok(())
+        }
+    };
+}
+
+#[cfg(test)]
+#[path = "domain_tests.rs"]
+mod tests;

@@ -1,0 +1,798 @@
+//! Domain, endpoint and DGRAM data-path tests: two domains on in-memory UDP links.
+
+extern crate std;
+
+use std::boxed::Box;
+use std::vec;
+use std::vec::Vec;
+
+use wire::link::{Loopback, Medium, UdpAddr};
+
+use super::*;
+use crate::av::{AvAddrs, AvAttr};
+use crate::cntr::CntrAttr;
+use crate::cq::{CqContextEntry, CqDataEntry, CqFormat, CqMsgEntry, CqTaggedEntry};
+use crate::ep::{EpOpt, FI_OPT_ENDPOINT};
+use crate::info::default_info;
+use crate::info::{FabricAttr, ProviderConfig};
+use crate::mem::SliceMemory;
+use crate::storage::test_storage::VecStorage;
+
+const MTU: usize = 1472;
+type Link = Loopback<32, MTU>;
+
+struct Host {
+    _fabric: Fabric<VecStorage>,
+    dom: Domain<VecStorage>,
+    link: Box<Link>,
+    mem: Vec<u8>,
+    ep: EpHandle<VecStorage>,
+    tx_cq: CqHandle<VecStorage>,
+    rx_cq: CqHandle<VecStorage>,
+    av: AvHandle<VecStorage>,
+    send_cntr: CntrHandle,
+    recv_cntr: CntrHandle,
+}
+
+const BASE: u64 = 0x10_000;
+
+fn cfg() -> ProviderConfig {
+    ProviderConfig {
+        tx_size: 8,
+        rx_size: 8,
+        ep_cnt: 4,
+        cq_cnt: 4,
+        cntr_cnt: 4,
+        mr_cnt: 4,
+        inject_size: 64,
+        ..ProviderConfig::DEFAULT
+    }
+}
+
+fn dgram_info() -> Info {
+    let mut info = default_info(EpType::Dgram, None, &cfg());
+    info.caps |= Flags::SOURCE;
+    info
+}
+
+fn open_domain(ip: [u8; 4]) -> (Fabric<VecStorage>, Domain<VecStorage>) {
+    let info = dgram_info();
+    let mut fabric = Fabric::open(&FabricAttr::default(), 1, VecStorage, 2).unwrap();
+    let dc = DomainConfig {
+        local: EpAddr::new(ip, 7000, 0),
+        max_pkt: MTU,
+        key_seed: 9,
+        cfg: cfg(),
+    };
+    let dom = Domain::open(&mut fabric, &info, dc, VecStorage, 2).unwrap();
+    (fabric, dom)
+}
+
+fn host(ip: [u8; 4], format: CqFormat, selective: bool) -> Host {
+    let (fabric, mut dom) = open_domain(ip);
+    let cq_attr = CqAttr {
+        format,
+        size: 16,
+        ..CqAttr::default()
+    };
+    let tx_cq = dom.cq_open(&cq_attr, 10).unwrap();
+    let rx_cq = dom.cq_open(&cq_attr, 11).unwrap();
+    let av = dom
+        .av_open(
+            &mut AvAttr {
+                count: 8,
+                ..AvAttr::default()
+            },
+            12,
+        )
+        .unwrap();
+    let send_cntr = dom.cntr_open(&CntrAttr::default(), 13).unwrap();
+    let recv_cntr = dom.cntr_open(&CntrAttr::default(), 14).unwrap();
+    let ep = dom.ep_open(&dgram_info(), 15).unwrap();
+    let sel = if selective {
+        Flags::SELECTIVE_COMPLETION
+    } else {
+        Flags::empty()
+    };
+    dom.ep_bind(ep, BindTarget::Cq(tx_cq), Flags::TRANSMIT | sel)
+        .unwrap();
+    dom.ep_bind(ep, BindTarget::Cq(rx_cq), Flags::RECV | sel)
+        .unwrap();
+    dom.ep_bind(ep, BindTarget::Av(av), Flags::empty()).unwrap();
+    dom.ep_bind(ep, BindTarget::Cntr(send_cntr), Flags::SEND)
+        .unwrap();
+    dom.ep_bind(ep, BindTarget::Cntr(recv_cntr), Flags::RECV)
+        .unwrap();
+    dom.ep_enable(ep).unwrap();
+    let link = Box::new(Link::new(Medium::Udp, Some(UdpAddr::new(ip.into(), 7000))));
+    Host {
+        _fabric: fabric,
+        dom,
+        link,
+        mem: vec![0; 4096],
+        ep,
+        tx_cq,
+        rx_cq,
+        av,
+        send_cntr,
+        recv_cntr,
+    }
+}
+
+impl Host {
+    fn insert(&mut self, peer: &Host) -> FiAddr {
+        let addr = peer.dom.ep_addr(peer.ep).unwrap();
+        let mut out = [0; 1];
+        let n = self
+            .dom
+            .av_mut(self.av)
+            .unwrap()
+            .insert(AvAddrs::Ep(&[addr]), Some(&mut out), Flags::empty(), None)
+            .unwrap();
+        assert_eq!(n, 1);
+        out[0]
+    }
+
+    fn progress(&mut self) -> ProgressReport {
+        let mut mem = SliceMemory::new(BASE, &mut self.mem);
+        self.dom
+            .progress(Instant::ZERO, &mut *self.link, &mut mem)
+            .unwrap()
+    }
+
+    fn put(&mut self, off: u64, data: &[u8]) {
+        self.mem[off as usize..off as usize + data.len()].copy_from_slice(data);
+    }
+
+    fn get(&self, off: u64, len: usize) -> &[u8] {
+        &self.mem[off as usize..off as usize + len]
+    }
+}
+
+/// Moves everything `a` transmitted to `b` and lets `b` process it.
+fn pump(a: &mut Host, b: &mut Host) {
+    a.progress();
+    a.link.transfer_to(&mut *b.link);
+    b.progress();
+}
+
+fn pair(format: CqFormat) -> (Host, Host, FiAddr, FiAddr) {
+    let mut a = host([10, 0, 0, 1], format, false);
+    let mut b = host([10, 0, 0, 2], format, false);
+    let b_at_a = a.insert(&b);
+    let a_at_b = b.insert(&a);
+    (a, b, b_at_a, a_at_b)
+}
+
+#[test]
+fn dgram_exchange_with_every_cq_format_and_counters() {
+    for format in [
+        CqFormat::Context,
+        CqFormat::Msg,
+        CqFormat::Data,
+        CqFormat::Tagged,
+    ] {
+        let (mut a, mut b, b_at_a, a_at_b) = pair(format);
+        b.dom
+            .recv(b.ep, IoVec::new(BASE + 100, 64), FI_ADDR_UNSPEC, 0xB0)
+            .unwrap();
+        a.put(0, b"hello, dgram");
+        let mem = SliceMemory::new(BASE, &mut a.mem);
+        a.dom
+            .senddata(a.ep, &mem, IoVec::new(BASE, 12), 0xfeed, b_at_a, 0xA0)
+            .unwrap();
+        pump(&mut a, &mut b);
+        assert_eq!(b.get(100, 12), b"hello, dgram");
+        let rx = b.dom.cq_mut(b.rx_cq).unwrap();
+        let recv_flags = (Flags::RECV | Flags::MSG | Flags::REMOTE_CQ_DATA).bits();
+        match format {
+            CqFormat::Context => {
+                let mut e = [CqContextEntry::default(); 2];
+                assert_eq!(rx.read(&mut e), Ok(1));
+                assert_eq!(e[0].op_context, 0xB0);
+            }
+            CqFormat::Msg => {
+                let mut e = [CqMsgEntry::default(); 2];
+                assert_eq!(rx.read(&mut e), Ok(1));
+                assert_eq!(
+                    (e[0].op_context, e[0].flags, e[0].len),
+                    (0xB0, recv_flags, 12)
+                );
+            }
+            CqFormat::Data => {
+                let mut e = [CqDataEntry::default(); 2];
+                let mut src = [0; 2];
+                assert_eq!(rx.readfrom(&mut e, &mut src), Ok(1));
+                assert_eq!(
+                    (e[0].op_context, e[0].flags, e[0].len, e[0].data),
+                    (0xB0, recv_flags, 12, 0xfeed)
+                );
+                assert_eq!(src[0], a_at_b, "FI_SOURCE names the sender's AV entry");
+            }
+            _ => {
+                let mut e = [CqTaggedEntry::default(); 2];
+                assert_eq!(rx.read(&mut e), Ok(1));
+                assert_eq!((e[0].op_context, e[0].len, e[0].data), (0xB0, 12, 0xfeed));
+            }
+        }
+        assert_eq!(
+            rx.read(&mut [CqContextEntry::default()])
+                .err()
+                .filter(|_| format == CqFormat::Context),
+            match format {
+                CqFormat::Context => Some(Errno::EAGAIN),
+                _ => None,
+            }
+        );
+        let mut e = [CqContextEntry::default(); 1];
+        if format == CqFormat::Context {
+            assert_eq!(a.dom.cq_mut(a.tx_cq).unwrap().read(&mut e), Ok(1));
+            assert_eq!(e[0].op_context, 0xA0);
+        } else {
+            assert_eq!(
+                a.dom.cq_mut(a.tx_cq).unwrap().read(&mut e),
+                Err(Errno::EINVAL),
+                "wrong struct for the format"
+            );
+        }
+        assert_eq!(a.dom.cntr(a.send_cntr).unwrap().value(), 1);
+        assert_eq!(b.dom.cntr(b.recv_cntr).unwrap().value(), 1);
+        assert_eq!(b.dom.ep(b.ep).unwrap().stats().rx_msgs, 1);
+    }
+}
+
+#[test]
+fn sendv_recvv_scatter_gather() {
+    let (mut a, mut b, b_at_a, _) = pair(CqFormat::Msg);
+    b.dom
+        .recvv(
+            b.ep,
+            &[IoVec::new(BASE + 200, 3), IoVec::new(BASE + 300, 10)],
+            FI_ADDR_UNSPEC,
+            1,
+        )
+        .unwrap();
+    a.put(0, b"abc");
+    a.put(50, b"defgh");
+    let mem = SliceMemory::new(BASE, &mut a.mem);
+    a.dom
+        .sendv(
+            a.ep,
+            &mem,
+            &[IoVec::new(BASE, 3), IoVec::new(BASE + 50, 5)],
+            b_at_a,
+            2,
+        )
+        .unwrap();
+    pump(&mut a, &mut b);
+    assert_eq!(b.get(200, 3), b"abc");
+    assert_eq!(b.get(300, 5), b"defgh");
+    let mut e = [CqMsgEntry::default(); 1];
+    assert_eq!(b.dom.cq_mut(b.rx_cq).unwrap().read(&mut e), Ok(1));
+    assert_eq!(e[0].len, 8);
+}
+
+#[test]
+fn inject_copies_at_post_and_writes_no_completion() {
+    let (mut a, mut b, b_at_a, _) = pair(CqFormat::Msg);
+    b.dom
+        .recv(b.ep, IoVec::new(BASE, 64), FI_ADDR_UNSPEC, 1)
+        .unwrap();
+    b.dom
+        .recv(b.ep, IoVec::new(BASE + 64, 64), FI_ADDR_UNSPEC, 2)
+        .unwrap();
+    a.put(0, b"first");
+    let mem = SliceMemory::new(BASE, &mut a.mem);
+    a.dom
+        .inject(a.ep, &mem, IoVec::new(BASE, 5), b_at_a)
+        .unwrap();
+    a.put(0, b"later");
+    let mem = SliceMemory::new(BASE, &mut a.mem);
+    a.dom
+        .injectdata(a.ep, &mem, IoVec::new(BASE, 5), 77, b_at_a)
+        .unwrap();
+    assert_eq!(
+        a.dom.inject(a.ep, &mem, IoVec::new(BASE, 65), b_at_a),
+        Err(Errno::EMSGSIZE),
+        "beyond inject_size"
+    );
+    pump(&mut a, &mut b);
+    assert_eq!(b.get(0, 5), b"first", "data was taken when inject returned");
+    assert_eq!(b.get(64, 5), b"later");
+    assert_eq!(
+        a.dom
+            .cq_mut(a.tx_cq)
+            .unwrap()
+            .read(&mut [CqMsgEntry::default(); 4]),
+        Err(Errno::EAGAIN)
+    );
+    assert_eq!(
+        a.dom.cntr(a.send_cntr).unwrap().value(),
+        2,
+        "counters still count injects"
+    );
+    let mut e = [CqMsgEntry::default(); 4];
+    assert_eq!(b.dom.cq_mut(b.rx_cq).unwrap().read(&mut e), Ok(2));
+    assert_eq!(
+        e[1].flags,
+        (Flags::RECV | Flags::MSG | Flags::REMOTE_CQ_DATA).bits()
+    );
+}
+
+#[test]
+fn selective_completion_and_counters() {
+    let mut a = host([10, 0, 0, 1], CqFormat::Msg, true);
+    let mut b = host([10, 0, 0, 2], CqFormat::Msg, true);
+    let b_at_a = a.insert(&b);
+    b.dom
+        .recv(b.ep, IoVec::new(BASE, 16), FI_ADDR_UNSPEC, 1)
+        .unwrap();
+    let buf = [IoVec::new(BASE, 16)];
+    b.dom
+        .recvmsg(
+            b.ep,
+            &MsgArgs::new(&buf, FI_ADDR_UNSPEC, 2),
+            Flags::COMPLETION,
+        )
+        .unwrap();
+    let mem = SliceMemory::new(BASE, &mut a.mem);
+    a.dom
+        .send(a.ep, &mem, IoVec::new(BASE, 4), b_at_a, 3)
+        .unwrap();
+    let one = [IoVec::new(BASE, 4)];
+    a.dom
+        .sendmsg(
+            a.ep,
+            &mem,
+            &MsgArgs::new(&one, b_at_a, 4),
+            Flags::COMPLETION,
+        )
+        .unwrap();
+    pump(&mut a, &mut b);
+    let mut e = [CqMsgEntry::default(); 4];
+    assert_eq!(a.dom.cq_mut(a.tx_cq).unwrap().read(&mut e), Ok(1));
+    assert_eq!(e[0].op_context, 4, "only the FI_COMPLETION send reports");
+    assert_eq!(b.dom.cq_mut(b.rx_cq).unwrap().read(&mut e), Ok(1));
+    assert_eq!(e[0].op_context, 2);
+    assert_eq!(a.dom.cntr(a.send_cntr).unwrap().value(), 2);
+    assert_eq!(b.dom.cntr(b.recv_cntr).unwrap().value(), 2);
+}
+
+#[test]
+fn multi_recv_packs_messages_and_releases_the_buffer() {
+    let (mut a, mut b, b_at_a, _) = pair(CqFormat::Data);
+    b.dom
+        .ep_mut(b.ep)
+        .unwrap()
+        .setopt(FI_OPT_ENDPOINT, EpOpt::MinMultiRecv, 64)
+        .unwrap();
+    let buf = [IoVec::new(BASE + 1000, 256)];
+    b.dom
+        .recvmsg(
+            b.ep,
+            &MsgArgs::new(&buf, FI_ADDR_UNSPEC, 9),
+            Flags::MULTI_RECV,
+        )
+        .unwrap();
+    for i in 0..4u8 {
+        a.put(i as u64 * 60, &[i; 60]);
+        let mem = SliceMemory::new(BASE, &mut a.mem);
+        a.dom
+            .send(
+                a.ep,
+                &mem,
+                IoVec::new(BASE + i as u64 * 60, 60),
+                b_at_a,
+                100 + i as u64,
+            )
+            .unwrap();
+    }
+    pump(&mut a, &mut b);
+    let mut e = [CqDataEntry::default(); 8];
+    assert_eq!(b.dom.cq_mut(b.rx_cq).unwrap().read(&mut e), Ok(4));
+    for (i, x) in e[..4].iter().enumerate() {
+        assert_eq!(x.op_context, 9);
+        assert_eq!(x.len, 60);
+        assert_eq!(
+            x.buf,
+            BASE + 1000 + 60 * i as u64,
+            "messages packed back to back"
+        );
+        let last = i == 3;
+        assert_eq!(
+            x.flags & Flags::MULTI_RECV.bits() != 0,
+            last,
+            "only the release carries FI_MULTI_RECV"
+        );
+        assert_eq!(b.get(1000 + 60 * i as u64, 60), &[i as u8; 60]);
+    }
+    assert_eq!(b.dom.ep(b.ep).unwrap().rx_size_left(), 8, "buffer released");
+}
+
+#[test]
+fn multi_recv_release_when_next_message_does_not_fit() {
+    let (mut a, mut b, b_at_a, _) = pair(CqFormat::Data);
+    b.dom
+        .ep_mut(b.ep)
+        .unwrap()
+        .setopt(FI_OPT_ENDPOINT, EpOpt::MinMultiRecv, 8)
+        .unwrap();
+    let buf = [IoVec::new(BASE + 1000, 100)];
+    b.dom
+        .recvmsg(
+            b.ep,
+            &MsgArgs::new(&buf, FI_ADDR_UNSPEC, 9),
+            Flags::MULTI_RECV,
+        )
+        .unwrap();
+    b.dom
+        .recv(b.ep, IoVec::new(BASE + 2000, 100), FI_ADDR_UNSPEC, 10)
+        .unwrap();
+    let mem = SliceMemory::new(BASE, &mut a.mem);
+    a.dom
+        .send(a.ep, &mem, IoVec::new(BASE, 60), b_at_a, 1)
+        .unwrap();
+    a.dom
+        .send(a.ep, &mem, IoVec::new(BASE, 60), b_at_a, 2)
+        .unwrap();
+    pump(&mut a, &mut b);
+    let mut e = [CqDataEntry::default(); 8];
+    assert_eq!(b.dom.cq_mut(b.rx_cq).unwrap().read(&mut e), Ok(3));
+    assert_eq!((e[0].op_context, e[0].len), (9, 60));
+    assert_eq!(
+        (e[1].op_context, e[1].flags, e[1].len),
+        (9, Flags::MULTI_RECV.bits(), 0),
+        "release entry"
+    );
+    assert_eq!(
+        (e[2].op_context, e[2].len),
+        (10, 60),
+        "the next receive took the message"
+    );
+}
+
+#[test]
+fn truncation_is_an_error_entry() {
+    let (mut a, mut b, b_at_a, _) = pair(CqFormat::Msg);
+    b.dom
+        .recv(b.ep, IoVec::new(BASE, 4), FI_ADDR_UNSPEC, 5)
+        .unwrap();
+    a.put(0, b"0123456789");
+    let mem = SliceMemory::new(BASE, &mut a.mem);
+    a.dom
+        .send(a.ep, &mem, IoVec::new(BASE, 10), b_at_a, 1)
+        .unwrap();
+    pump(&mut a, &mut b);
+    let cq = b.dom.cq_mut(b.rx_cq).unwrap();
+    assert_eq!(cq.read(&mut [CqMsgEntry::default(); 1]), Err(Errno::EAVAIL));
+    let err = cq
+        .readerr(Flags::empty(), crate::info::API_VERSION, &mut [])
+        .unwrap();
+    assert_eq!(
+        (err.err, err.op_context, err.len, err.olen),
+        (Errno::ETRUNC.code(), 5, 4, 6)
+    );
+    assert_eq!(b.get(0, 4), b"0123");
+    assert_eq!(b.get(4, 2), &[0, 0], "nothing written past the buffer");
+    assert_eq!(b.dom.cntr(b.recv_cntr).unwrap().err_value(), 1);
+}
+
+#[test]
+fn cancel_posted_receive() {
+    let (_, mut b, _, _) = pair(CqFormat::Msg);
+    b.dom
+        .recv(b.ep, IoVec::new(BASE, 4), FI_ADDR_UNSPEC, 0x55)
+        .unwrap();
+    b.dom.ep_cancel(b.ep, 0x99).unwrap();
+    assert_eq!(
+        b.dom
+            .cq_mut(b.rx_cq)
+            .unwrap()
+            .read(&mut [CqMsgEntry::default(); 1]),
+        Err(Errno::EAGAIN),
+        "nothing matched"
+    );
+    b.dom.ep_cancel(b.ep, 0x55).unwrap();
+    let cq = b.dom.cq_mut(b.rx_cq).unwrap();
+    let err = cq
+        .readerr(Flags::empty(), crate::info::API_VERSION, &mut [])
+        .unwrap();
+    assert_eq!((err.err, err.op_context), (Errno::ECANCELED.code(), 0x55));
+    assert_eq!(b.dom.ep(b.ep).unwrap().rx_size_left(), 8);
+}
+
+#[test]
+fn cancel_queued_send() {
+    let (mut a, _, b_at_a, _) = pair(CqFormat::Msg);
+    let mem = SliceMemory::new(BASE, &mut a.mem);
+    a.dom
+        .send(a.ep, &mem, IoVec::new(BASE, 4), b_at_a, 0x66)
+        .unwrap();
+    a.dom.ep_cancel(a.ep, 0x66).unwrap();
+    assert_eq!(a.progress().tx, 0);
+    let err = a
+        .dom
+        .cq_mut(a.tx_cq)
+        .unwrap()
+        .readerr(Flags::empty(), crate::info::API_VERSION, &mut [])
+        .unwrap();
+    assert_eq!((err.err, err.op_context), (Errno::ECANCELED.code(), 0x66));
+    assert_eq!(a.dom.cntr(a.send_cntr).unwrap().err_value(), 1);
+}
+
+#[test]
+fn datagrams_without_receive_or_endpoint_are_counted_and_dropped() {
+    let (mut a, mut b, b_at_a, _) = pair(CqFormat::Msg);
+    let mem = SliceMemory::new(BASE, &mut a.mem);
+    a.dom
+        .send(a.ep, &mem, IoVec::new(BASE, 4), b_at_a, 1)
+        .unwrap();
+    pump(&mut a, &mut b);
+    assert_eq!(b.dom.ep(b.ep).unwrap().stats().rx_no_buffer, 1);
+    let src = Some(UdpAddr::new([10, 0, 0, 1].into(), 7000));
+    assert!(b.link.inject(b"garbage that is not a packet", src));
+    let mut pkt = [0u8; 64];
+    let r = Repr {
+        header: Header {
+            src_ep: 0,
+            dst_ep: 3,
+            session: 0,
+            seq: 0,
+            crc: false,
+            ack_req: false,
+        },
+        body: Body::Dgram(DgramRepr {
+            cq_data: None,
+            payload: b"x",
+        }),
+    };
+    let n = r.emit(&mut Packet::new_unchecked(&mut pkt[..])).unwrap();
+    assert!(b.link.inject(&pkt[..n], src));
+    assert!(b.link.inject(&pkt[..n], None));
+    b.progress();
+    let st = b.dom.stats();
+    assert_eq!(
+        (st.rx_malformed, st.rx_no_endpoint, st.rx_no_source),
+        (1, 1, 1)
+    );
+    // Every truncation of a valid datagram is refused without harm.
+    for cut in 0..n {
+        assert!(b.link.inject(&pkt[..cut], src) || cut == 0);
+        b.progress();
+    }
+    assert_eq!(b.dom.ep(b.ep).unwrap().stats().rx_msgs, 0);
+}
+
+#[test]
+fn posting_errors() {
+    let (mut a, _, b_at_a, _) = pair(CqFormat::Msg);
+    let mem = SliceMemory::new(BASE, &mut a.mem);
+    let big = IoVec::new(BASE, MTU);
+    assert_eq!(
+        a.dom.send(a.ep, &mem, big, b_at_a, 1),
+        Err(Errno::EMSGSIZE),
+        "beyond the link MTU"
+    );
+    let max = a.dom.ep(a.ep).unwrap().max_msg_size;
+    assert_eq!(max, MTU - 24 - 8);
+    assert_eq!(
+        a.dom.send(a.ep, &mem, IoVec::new(BASE, 1), 999, 1),
+        Err(Errno::EINVAL),
+        "not in the AV"
+    );
+    let five = [IoVec::new(BASE, 1); 5];
+    assert_eq!(
+        a.dom.sendv(a.ep, &mem, &five, b_at_a, 1),
+        Err(Errno::EINVAL),
+        "iov_limit"
+    );
+    for i in 0..8 {
+        a.dom
+            .send(a.ep, &mem, IoVec::new(BASE, 1), b_at_a, i)
+            .unwrap();
+    }
+    assert_eq!(
+        a.dom.send(a.ep, &mem, IoVec::new(BASE, 1), b_at_a, 9),
+        Err(Errno::EAGAIN),
+        "tx queue full"
+    );
+    assert_eq!(a.dom.ep(a.ep).unwrap().tx_size_left(), 0);
+    let buf = [IoVec::new(BASE, 8), IoVec::new(BASE, 8)];
+    assert_eq!(
+        a.dom.recvmsg(
+            a.ep,
+            &MsgArgs::new(&buf, FI_ADDR_UNSPEC, 1),
+            Flags::MULTI_RECV
+        ),
+        Err(Errno::EINVAL)
+    );
+}
+
+#[test]
+fn cq_full_pushes_back_with_eagain() {
+    let (mut dom_f, mut dom) = open_domain([10, 0, 0, 5]);
+    let cq = dom
+        .cq_open(
+            &CqAttr {
+                size: 2,
+                ..CqAttr::default()
+            },
+            0,
+        )
+        .unwrap();
+    let av = dom.av_open(&mut AvAttr::default(), 0).unwrap();
+    let ep = dom.ep_open(&dgram_info(), 0).unwrap();
+    dom.ep_bind(ep, BindTarget::Cq(cq), Flags::TRANSMIT | Flags::RECV)
+        .unwrap();
+    dom.ep_bind(ep, BindTarget::Av(av), Flags::empty()).unwrap();
+    dom.ep_enable(ep).unwrap();
+    dom.recv(ep, IoVec::new(BASE, 8), FI_ADDR_UNSPEC, 1)
+        .unwrap();
+    dom.recv(ep, IoVec::new(BASE, 8), FI_ADDR_UNSPEC, 2)
+        .unwrap();
+    assert_eq!(
+        dom.recv(ep, IoVec::new(BASE, 8), FI_ADDR_UNSPEC, 3),
+        Err(Errno::EAGAIN),
+        "CQ could not hold its completion"
+    );
+    dom.ep_close(ep).unwrap();
+    assert_eq!(
+        dom.cq(cq).unwrap().reserved(),
+        0,
+        "closing released the reservations"
+    );
+    dom.cq_close(cq).unwrap();
+    dom.av_close(av).unwrap();
+    assert!(dom.close(&mut dom_f).is_ok());
+    dom_f.check_close().unwrap();
+}
+
+#[test]
+fn bind_and_enable_rules() {
+    let (mut fabric, mut dom) = open_domain([10, 0, 0, 1]);
+    let (_f2, mut other) = open_domain([10, 0, 0, 2]);
+    let cq = dom.cq_open(&CqAttr::default(), 0).unwrap();
+    let cq2 = dom.cq_open(&CqAttr::default(), 0).unwrap();
+    let foreign = other.cq_open(&CqAttr::default(), 0).unwrap();
+    let av = dom.av_open(&mut AvAttr::default(), 0).unwrap();
+    let c = dom.cntr_open(&CntrAttr::default(), 0).unwrap();
+    let ep = dom.ep_open(&dgram_info(), 77).unwrap();
+    assert_eq!(
+        dom.ep_bind(ep, BindTarget::Cq(foreign), Flags::TRANSMIT),
+        Err(Errno::EDOMAIN)
+    );
+    assert_eq!(
+        dom.ep_bind(ep, BindTarget::Cq(cq), Flags::SELECTIVE_COMPLETION),
+        Err(Errno::EINVAL)
+    );
+    assert_eq!(
+        dom.ep_bind(ep, BindTarget::Cq(cq), Flags::TRANSMIT | Flags::MSG),
+        Err(Errno::EINVAL)
+    );
+    assert_eq!(dom.ep_enable(ep), Err(Errno::ENOCQ));
+    dom.ep_bind(ep, BindTarget::Cq(cq), Flags::TRANSMIT)
+        .unwrap();
+    assert_eq!(
+        dom.ep_bind(ep, BindTarget::Cq(cq2), Flags::TRANSMIT),
+        Err(Errno::EINVAL),
+        "one TX CQ"
+    );
+    assert_eq!(
+        dom.ep_enable(ep),
+        Err(Errno::ENOCQ),
+        "receive side still unbound"
+    );
+    dom.ep_bind(ep, BindTarget::Cq(cq2), Flags::RECV).unwrap();
+    assert_eq!(dom.ep_enable(ep), Err(Errno::ENOAV));
+    dom.ep_bind(ep, BindTarget::Cntr(c), Flags::SEND | Flags::RECV)
+        .unwrap();
+    assert_eq!(
+        dom.ep_bind(ep, BindTarget::Cntr(c), Flags::SEND),
+        Err(Errno::EINVAL),
+        "one counter per type"
+    );
+    assert_eq!(
+        dom.ep_bind(ep, BindTarget::Cntr(c), Flags::REMOTE_WRITE),
+        Err(Errno::EINVAL),
+        "needs FI_RMA_EVENT"
+    );
+    assert_eq!(
+        dom.ep_bind(ep, BindTarget::Cntr(c), Flags::empty()),
+        Err(Errno::EINVAL)
+    );
+    dom.ep_bind(ep, BindTarget::Av(av), Flags::empty()).unwrap();
+    assert_eq!(
+        dom.ep_bind(ep, BindTarget::Av(av), Flags::empty()),
+        Err(Errno::EINVAL),
+        "one AV"
+    );
+    let mem = SliceMemory::new(0, &mut []);
+    assert_eq!(
+        dom.send(ep, &mem, IoVec::new(0, 0), 0, 0),
+        Err(Errno::EOPBADSTATE)
+    );
+    assert_eq!(
+        dom.recv(ep, IoVec::new(0, 0), 0, 0),
+        Err(Errno::EOPBADSTATE)
+    );
+    dom.ep_enable(ep).unwrap();
+    assert_eq!(dom.ep_enable(ep), Err(Errno::EOPBADSTATE));
+    assert_eq!(
+        dom.ep_bind(ep, BindTarget::Eq(5), Flags::empty()),
+        Err(Errno::EOPBADSTATE),
+        "bindings freeze at enable"
+    );
+    assert_eq!(dom.cq_close(cq), Err(Errno::EBUSY));
+    assert_eq!(dom.av_close(av), Err(Errno::EBUSY));
+    assert_eq!(dom.cntr_close(c), Err(Errno::EBUSY));
+    assert_eq!(fabric.check_close(), Err(Errno::EBUSY));
+    let dom = match dom.close(&mut fabric) {
+        Err((d, e)) => {
+            assert_eq!(e, Errno::EBUSY);
+            d
+        }
+        Ok(()) => panic!("domain closed with objects open"),
+    };
+    let mut dom = dom;
+    dom.ep_close(ep).unwrap();
+    assert_eq!(dom.ep_close(ep), Err(Errno::EINVAL), "stale endpoint");
+    dom.cq_close(cq).unwrap();
+    dom.cq_close(cq2).unwrap();
+    dom.av_close(av).unwrap();
+    dom.cntr_close(c).unwrap();
+    assert_eq!(dom.cq(cq).err(), Some(Errno::EINVAL));
+    assert!(dom.close(&mut fabric).is_ok());
+    fabric.check_close().unwrap();
+}
+
+#[test]
+fn ops_flags_and_options() {
+    let (_, mut b, _, _) = pair(CqFormat::Msg);
+    let ep = b.dom.ep_mut(b.ep).unwrap();
+    assert_eq!(
+        ep.getopsflag(Flags::TRANSMIT | Flags::RECV),
+        Err(Errno::EINVAL)
+    );
+    ep.setopsflag(Flags::TRANSMIT | Flags::INJECT | Flags::COMPLETION)
+        .unwrap();
+    assert_eq!(
+        ep.getopsflag(Flags::TRANSMIT),
+        Ok(Flags::INJECT | Flags::COMPLETION)
+    );
+    assert_eq!(
+        ep.setopsflag(Flags::RECV | Flags::INJECT),
+        Err(Errno::EINVAL),
+        "not a receive flag"
+    );
+    ep.setopsflag(Flags::RECV | Flags::MULTI_RECV).unwrap();
+    assert_eq!(ep.getopsflag(Flags::RECV), Ok(Flags::MULTI_RECV));
+    assert_eq!(
+        ep.getopt(FI_OPT_ENDPOINT, EpOpt::MinMultiRecv),
+        Ok(crate::ep::DEFAULT_MIN_MULTI_RECV)
+    );
+    ep.setopt(FI_OPT_ENDPOINT, EpOpt::MinMultiRecv, 128)
+        .unwrap();
+    assert_eq!(ep.getopt(FI_OPT_ENDPOINT, EpOpt::MinMultiRecv), Ok(128));
+    assert_eq!(ep.getopt(FI_OPT_ENDPOINT, EpOpt::CmDataSize), Ok(0));
+    assert_eq!(
+        ep.setopt(FI_OPT_ENDPOINT, EpOpt::CmDataSize, 8),
+        Err(Errno::EOPNOTSUPP),
+        "read-only"
+    );
+    assert_eq!(ep.getopt(1, EpOpt::MinMultiRecv), Err(Errno::ENOPROTOOPT));
+    assert_eq!(
+        ep.getopt(FI_OPT_ENDPOINT, EpOpt::BufferedLimit),
+        Err(Errno::ENOPROTOOPT)
+    );
+    assert_eq!(b.dom.ep_addr(b.ep).unwrap().ip, [10, 0, 0, 2]);
+}
+
+#[test]
+fn rdm_endpoints_are_not_there_yet() {
+    let (_, mut dom) = open_domain([10, 0, 0, 1]);
+    let info = default_info(EpType::Rdm, None, &cfg());
+    assert_eq!(dom.ep_open(&info, 0).err(), Some(Errno::ENOSYS));
+    let mut info = dgram_info();
+    info.ep_attr.ep_type = EpType::Msg;
+    assert_eq!(dom.ep_open(&info, 0).err(), Some(Errno::EINVAL));
+}
