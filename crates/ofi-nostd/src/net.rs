@@ -839,8 +839,8 @@ impl<A: AsRef<[ArpEntry]> + AsMut<[ArpEntry]>> Net<A> {
     /// filled afterwards (checksums left to the NIC with tx offload). `write` is called
     /// only when the packet is actually sent.
     ///
-    /// Errors: `EINVAL` for an unusable `dst` (port 0, unspecified, broadcast, multicast)
-    /// or `len_hint` 0, or when `write` returns 0 or more than `len_hint` (nothing is
+    /// Errors: `EINVAL` for an unusable `dst` (port 0, unspecified, broadcast, multicast),
+    /// `len_hint` 0, a link of another medium than configured, or when `write` returns 0 or more than `len_hint` (nothing is
     /// sent); `EMSGSIZE` if `len_hint` exceeds [`max_payload`](Net::max_payload) or the
     /// link lends a smaller buffer; `EHOSTUNREACH` off the subnet without a gateway (and
     /// for loopback destinations on raw links); `EAGAIN` when the link has no transmit
@@ -854,7 +854,7 @@ impl<A: AsRef<[ArpEntry]> + AsMut<[ArpEntry]>> Net<A> {
         write: impl FnOnce(&mut [u8]) -> usize,
     ) -> Result<SendOutcome> {
         let dst_ip = dst.ip.octets();
-        if dst.port == 0 || len_hint == 0 {
+        if dst.port == 0 || len_hint == 0 || link.capabilities().medium != self.cfg.medium {
             return Err(Errno::EINVAL);
         }
         let a = dst.ip;
@@ -1670,6 +1670,11 @@ mod tests {
         }
         assert_eq!(
             a.send(t(0), &mut *la, b, 0, |_| unreachable!()),
+            Err(Errno::EINVAL)
+        );
+        let mut udp_link = Box::new(Loopback::<2, 1514>::new(Medium::Udp, None));
+        assert_eq!(
+            send(&mut a, t(0), &mut *udp_link, b, b"x"),
             Err(Errno::EINVAL)
         );
         assert_eq!(
