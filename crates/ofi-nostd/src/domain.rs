@@ -8,7 +8,7 @@
 //! asks for it. The domain never blocks and never reads a clock: the adapter calls
 //! [`Domain::progress`] with the time, the link and the application's memory.
 
-use wire::link::{Link, Medium, TxMeta, TxToken, UdpAddr};
+use wire::link::{Link, UdpAddr};
 use wire::packet::{Body, DgramRepr, Header, Packet, Repr};
 
 use crate::addr::EpAddr;
@@ -26,6 +26,7 @@ use crate::info::{AvType, EpType, Info, ProviderConfig, ResourceMgmt};
 use crate::matching::{Bucket, PostedQueue};
 use crate::mem::{IoVec, Memory};
 use crate::mr::{MrAttr, MrConfig, MrHandle, MrSlot, MrTable};
+use crate::net::{ArpEntry, Net, NetConfig, NetStats, RxOutcome, SendOutcome};
 use crate::pool::{Handle, Pool, Slot};
 use crate::storage::Storage;
 use crate::time::Instant;
@@ -54,12 +55,13 @@ pub type EpHandle<S> = Handle<EpObj<S>>;
 type Objects<S, T> = Pool<T, <S as Storage>::Slice<Slot<T>>>;
 
 /// What the data plane tells the domain when it is opened.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy)]
 pub struct DomainConfig {
-    /// Our IPv4 address and UDP port (the endpoint id part is ignored).
-    pub local: EpAddr,
-    /// Largest wire packet (UDP payload) the link carries.
-    pub max_pkt: usize,
+    /// The link and our place on it: medium, MTU, IPv4 address, UDP port, and on
+    /// Ethernet the MAC, prefix and gateway.
+    pub net: NetConfig,
+    /// ARP cache entries (Ethernet links).
+    pub arp_entries: usize,
     /// Per-domain secret for provider-chosen MR keys (draw it from a random source).
     pub key_seed: u64,
     /// The limits getinfo advertised: pool capacities and queue defaults.
@@ -116,8 +118,6 @@ pub struct DomainStats {
     pub rx_no_endpoint: u64,
     /// A packet type the destination endpoint does not speak.
     pub rx_wrong_type: u64,
-    /// Datagrams received without a source address from the link.
-    pub rx_no_source: u64,
     /// Packets handed to the link.
     pub tx_packets: u64,
     /// Packets received and parsed.
@@ -141,6 +141,7 @@ pub struct Domain<S: Storage> {
     rm_enabled: bool,
     local: EpAddr,
     max_pkt: usize,
+    net: Net<S::Slice<ArpEntry>>,
     cfg: ProviderConfig,
     cqs: Objects<S, CqObj<S>>,
     cq_ctx: S::Slice<u64>,
@@ -182,9 +183,14 @@ impl<S: Storage> Domain<S> {
         if !d.auth_key.is_empty() && d.auth_key.len() > pc.max_auth_key_size {
             return Err(Errno::EINVAL);
         }
-        if cfg.max_pkt < wire::packet::BASE_LEN + 8 {
+        let max_pkt = cfg.net.max_payload().min(u16::MAX as usize);
+        if max_pkt < wire::packet::BASE_LEN + 8 {
             return Err(Errno::EINVAL);
         }
+        let arp = store
+            .slice(cfg.arp_entries, || ArpEntry::EMPTY)
+            .ok_or(Errno::ENOMEM)?;
+        let net = Net::new(cfg.net, arp)?;
         let mut slots = |n: usize| store.slice(n, || 0u64).ok_or(Errno::ENOMEM);
         let cq_ctx = slots(pc.cq_cnt)?;
         let cntr_ctx = slots(pc.cntr_cnt)?;
@@ -230,11 +236,9 @@ impl<S: Storage> Domain<S> {
             info: info.clone(),
             context,
             rm_enabled: d.resource_mgmt != ResourceMgmt::Disabled,
-            local: EpAddr {
-                ep_id: 0,
-                ..cfg.local
-            },
-            max_pkt: cfg.max_pkt,
+            local: EpAddr::new(cfg.net.local_ip, cfg.net.local_port, 0),
+            max_pkt,
+            net,
             cfg: pc,
             cqs,
             cq_ctx,
@@ -282,6 +286,11 @@ impl<S: Storage> Domain<S> {
     /// The domain's address (endpoint id 0).
     pub fn local_addr(&self) -> EpAddr {
         self.local
+    }
+
+    /// What the UDP/IPv4 layer dropped and sent (ARP included).
+    pub fn net_stats(&self) -> &NetStats {
+        self.net.stats()
     }
 
     // ---- completion queues ------------------------------------------------------------
@@ -951,26 +960,24 @@ impl<S: Storage> Domain<S> {
     // ---- progress ----------------------------------------------------------------------
 
     /// Moves data: receives what the link has (up to a burst), delivers it to posted
-    /// receives, and transmits queued operations while the link has room. Completions go
-    /// to the bound CQs and counters. Never blocks.
+    /// receives, answers ARP, and transmits queued operations while the link has room.
+    /// Completions go to the bound CQs and counters. Never blocks.
     pub fn progress<L: Link, M: Memory>(
         &mut self,
-        _now: Instant,
+        now: Instant,
         link: &mut L,
         mem: &mut M,
     ) -> Result<ProgressReport> {
         let caps = link.capabilities();
-        if caps.medium != Medium::Udp {
-            // Raw Ethernet links need the `net` layer (ARP, framing); not wired yet.
-            return Err(Errno::ENOSYS);
-        }
         let mut report = ProgressReport::default();
         let burst = caps.max_burst.max(1) * 4;
-        report.rx = link.receive_burst(burst, |meta, buf| match meta.src {
-            Some(src) => self.rx_datagram(src, buf, mem),
-            None => self.stats.rx_no_source += 1,
+        report.rx = link.receive_burst(burst, |meta, buf| {
+            if let RxOutcome::Packet { src, payload } = self.net.rx(now, meta, buf) {
+                self.rx_datagram(src, payload, mem);
+            }
         });
-        report.tx = self.tx_all(link, mem);
+        self.net.poll_tx(now, link);
+        report.tx = self.tx_all(now, link, mem);
         Ok(report)
     }
 
@@ -1027,10 +1034,8 @@ impl<S: Storage> Domain<S> {
         );
     }
 
-    fn tx_all<L: Link>(&mut self, link: &mut L, mem: &mut impl Memory) -> usize {
-        let max = link.capabilities().mtu.min(self.max_pkt);
+    fn tx_all<L: Link>(&mut self, now: Instant, link: &mut L, mem: &mut impl Memory) -> usize {
         let mut sent = 0;
-        let local = self.local;
         for (_, ep) in self.eps.iter_mut() {
             if ep.state != EpState::Enabled {
                 continue;
@@ -1048,9 +1053,6 @@ impl<S: Storage> Domain<S> {
                     );
                     continue;
                 }
-                let Some(tok) = link.transmit() else {
-                    return sent;
-                };
                 let header = Header {
                     src_ep: ep.id,
                     dst_ep: op.dest_addr.ep_id,
@@ -1060,19 +1062,34 @@ impl<S: Storage> Domain<S> {
                     ack_req: false,
                 };
                 let dst = UdpAddr::new(op.dest_addr.ip.into(), op.dest_addr.port);
-                let result = tok.consume_with(max, |buf| {
+                let len_hint =
+                    op.len + wire::packet::BASE_LEN + if op.data.is_some() { 8 } else { 0 };
+                let mut failed = None;
+                let outcome = self.net.send(now, link, dst, len_hint, |buf| {
                     match emit_dgram(buf, &header, &op, bounce, mem) {
-                        Ok(n) => (TxMeta::to(n, dst), Ok(())),
-                        Err(e) => (TxMeta::none(), Err(e)),
+                        Ok(n) => n,
+                        Err(e) => {
+                            failed = Some(e);
+                            0
+                        }
                     }
                 });
+                let result = match (failed, outcome) {
+                    (Some(e), _) => Err(e),
+                    (None, Ok(SendOutcome::Sent { .. })) => Ok(()),
+                    // The next hop's MAC is being resolved, or the link is full: try
+                    // again on the next progress call.
+                    (None, Ok(SendOutcome::ArpPending)) | (None, Err(Errno::EAGAIN)) => {
+                        return sent;
+                    }
+                    (None, Err(e)) => Err(e),
+                };
                 ep.tx.pop();
                 ep.tx_seq = ep.tx_seq.wrapping_add(1);
                 if result.is_ok() {
                     sent += 1;
                     ep.stats.tx_msgs += 1;
                     self.stats.tx_packets += 1;
-                    let _ = local;
                 }
                 complete_tx(ep, &mut self.cqs, &mut self.cntrs, &op, result);
             }

@@ -16,10 +16,11 @@ use crate::ep::{EpOpt, FI_OPT_ENDPOINT};
 use crate::info::default_info;
 use crate::info::{FabricAttr, ProviderConfig};
 use crate::mem::SliceMemory;
+use crate::net::NetConfig;
 use crate::storage::test_storage::VecStorage;
 
 const MTU: usize = 1472;
-type Link = Loopback<32, MTU>;
+type Link = Loopback<32, { MTU + 42 }>;
 
 struct Host {
     _fabric: Fabric<VecStorage>,
@@ -56,11 +57,26 @@ fn dgram_info() -> Info {
 }
 
 fn open_domain(ip: [u8; 4]) -> (Fabric<VecStorage>, Domain<VecStorage>) {
+    open_domain_on(ip, Medium::Udp)
+}
+
+fn net_config(ip: [u8; 4], medium: Medium) -> NetConfig {
+    match medium {
+        Medium::Udp => NetConfig::new(&wire::link::Capabilities::new(medium, MTU), ip, 7000),
+        Medium::Ethernet => {
+            let caps = wire::link::Capabilities::new(medium, MTU + 42);
+            let mac = [2, 0, 0, 0, 0, ip[3]];
+            NetConfig::new(&caps, ip, 7000).with_ethernet(mac, 24, None)
+        }
+    }
+}
+
+fn open_domain_on(ip: [u8; 4], medium: Medium) -> (Fabric<VecStorage>, Domain<VecStorage>) {
     let info = dgram_info();
     let mut fabric = Fabric::open(&FabricAttr::default(), 1, VecStorage, 2).unwrap();
     let dc = DomainConfig {
-        local: EpAddr::new(ip, 7000, 0),
-        max_pkt: MTU,
+        net: net_config(ip, medium),
+        arp_entries: 4,
         key_seed: 9,
         cfg: cfg(),
     };
@@ -69,7 +85,11 @@ fn open_domain(ip: [u8; 4]) -> (Fabric<VecStorage>, Domain<VecStorage>) {
 }
 
 fn host(ip: [u8; 4], format: CqFormat, selective: bool) -> Host {
-    let (fabric, mut dom) = open_domain(ip);
+    host_on(ip, format, selective, Medium::Udp)
+}
+
+fn host_on(ip: [u8; 4], format: CqFormat, selective: bool, medium: Medium) -> Host {
+    let (fabric, mut dom) = open_domain_on(ip, medium);
     let cq_attr = CqAttr {
         format,
         size: 16,
@@ -104,7 +124,8 @@ fn host(ip: [u8; 4], format: CqFormat, selective: bool) -> Host {
     dom.ep_bind(ep, BindTarget::Cntr(recv_cntr), Flags::RECV)
         .unwrap();
     dom.ep_enable(ep).unwrap();
-    let link = Box::new(Link::new(Medium::Udp, Some(UdpAddr::new(ip.into(), 7000))));
+    let local = (medium == Medium::Udp).then(|| UdpAddr::new(ip.into(), 7000));
+    let link = Box::new(Link::new(medium, local));
     Host {
         _fabric: fabric,
         dom,
@@ -551,10 +572,9 @@ fn datagrams_without_receive_or_endpoint_are_counted_and_dropped() {
     assert!(b.link.inject(&pkt[..n], None));
     b.progress();
     let st = b.dom.stats();
-    assert_eq!(
-        (st.rx_malformed, st.rx_no_endpoint, st.rx_no_source),
-        (1, 1, 1)
-    );
+    assert_eq!((st.rx_malformed, st.rx_no_endpoint), (1, 1));
+    let no_source = crate::net::DropReason::NoSource;
+    assert_eq!(b.dom.net_stats().dropped(no_source), 1);
     // Every truncation of a valid datagram is refused without harm.
     for cut in 0..n {
         assert!(b.link.inject(&pkt[..cut], src) || cut == 0);
@@ -795,4 +815,30 @@ fn rdm_endpoints_are_not_there_yet() {
     let mut info = dgram_info();
     info.ep_attr.ep_type = EpType::Msg;
     assert_eq!(dom.ep_open(&info, 0).err(), Some(Errno::EINVAL));
+}
+
+#[test]
+fn dgram_over_ethernet_resolves_the_peer_with_arp_first() {
+    let mut a = host_on([10, 0, 0, 1], CqFormat::Msg, false, Medium::Ethernet);
+    let mut b = host_on([10, 0, 0, 2], CqFormat::Msg, false, Medium::Ethernet);
+    let b_at_a = a.insert(&b);
+    b.dom
+        .recv(b.ep, IoVec::new(BASE, 64), FI_ADDR_UNSPEC, 1)
+        .unwrap();
+    a.put(0, b"over ethernet");
+    let mem = SliceMemory::new(BASE, &mut a.mem);
+    a.dom
+        .send(a.ep, &mem, IoVec::new(BASE, 13), b_at_a, 2)
+        .unwrap();
+    assert_eq!(a.progress().tx, 0, "waits for ARP");
+    assert_eq!(a.dom.net_stats().arp_requests_sent, 1);
+    pump(&mut a, &mut b);
+    assert_eq!(b.dom.net_stats().arp_replies_sent, 1);
+    pump(&mut b, &mut a);
+    pump(&mut a, &mut b);
+    assert_eq!(b.get(0, 13), b"over ethernet");
+    let mut e = [CqMsgEntry::default(); 2];
+    assert_eq!(b.dom.cq_mut(b.rx_cq).unwrap().read(&mut e), Ok(1));
+    assert_eq!((e[0].op_context, e[0].len), (1, 13));
+    assert_eq!(a.dom.cq_mut(a.tx_cq).unwrap().read(&mut e), Ok(1));
 }
