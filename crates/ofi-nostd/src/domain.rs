@@ -522,6 +522,7 @@ impl<S: Storage> Domain<S> {
             rx,
             tx_seq: 0,
             stats: Default::default(),
+            aliases: 0,
         };
         let h = self.eps.insert(ep).map_err(|_| Errno::ENOMEM)?;
         if let Some(ep) = self.eps.get_mut(h) {
@@ -550,8 +551,12 @@ impl<S: Storage> Domain<S> {
     }
 
     /// `fi_close` of an endpoint: outstanding operations are discarded without
-    /// completions (fi_endpoint(3)), bindings are released.
+    /// completions (fi_endpoint(3)), bindings are released. -FI_EBUSY while aliases of it
+    /// are open.
     pub fn ep_close(&mut self, h: EpHandle<S>) -> Result<()> {
+        if self.ep(h)?.aliases > 0 {
+            return Err(Errno::EBUSY);
+        }
         let mut ep = obj(self.eps.remove(h))?;
         let mut reserved = 0usize;
         while let Some(op) = ep.tx.pop() {

@@ -842,3 +842,28 @@ fn dgram_over_ethernet_resolves_the_peer_with_arp_first() {
     assert_eq!((e[0].op_context, e[0].len), (1, 13));
     assert_eq!(a.dom.cq_mut(a.tx_cq).unwrap().read(&mut e), Ok(1));
 }
+
+#[test]
+fn aliases_carry_their_own_flags_and_pin_the_endpoint() {
+    let (mut a, mut b, b_at_a, _) = pair(CqFormat::Msg);
+    let ep = a.dom.ep_mut(a.ep).unwrap();
+    assert_eq!(ep.alias(Flags::TRANSMIT | Flags::RECV), Err(Errno::EINVAL));
+    assert_eq!(ep.alias(Flags::RECV | Flags::INJECT), Err(Errno::EINVAL));
+    let (tx, rx) = ep.alias(Flags::TRANSMIT | Flags::INJECT).unwrap();
+    assert_eq!((tx, rx), (Flags::INJECT, Flags::empty()));
+    assert_eq!(a.dom.ep_close(a.ep), Err(Errno::EBUSY), "alias open");
+    b.dom
+        .recv(b.ep, IoVec::new(BASE, 8), FI_ADDR_UNSPEC, 1)
+        .unwrap();
+    let mem = SliceMemory::new(BASE, &mut a.mem);
+    let one = [IoVec::new(BASE, 4)];
+    a.dom
+        .sendmsg(a.ep, &mem, &MsgArgs::new(&one, b_at_a, 7), tx)
+        .unwrap();
+    pump(&mut a, &mut b);
+    assert_eq!(b.dom.ep(b.ep).unwrap().stats().rx_msgs, 1);
+    let ep = a.dom.ep_mut(a.ep).unwrap();
+    ep.alias_close().unwrap();
+    assert_eq!(ep.alias_close(), Err(Errno::EINVAL));
+    a.dom.ep_close(a.ep).unwrap();
+}

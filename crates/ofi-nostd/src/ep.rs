@@ -391,6 +391,7 @@ pub struct Endpoint<S: Storage, CqH, CntrH, AvH> {
     pub(crate) rx: RecvQueue<S>,
     pub(crate) tx_seq: u32,
     pub(crate) stats: EpStats,
+    pub(crate) aliases: u32,
 }
 
 /// Default FI_OPT_MIN_MULTI_RECV.
@@ -505,6 +506,28 @@ impl<S: Storage, CqH: Copy, CntrH: Copy, AvH: Copy> Endpoint<S, CqH, CntrH, AvH>
             EpOpt::CmDataSize | EpOpt::TxSize | EpOpt::RxSize => Err(Errno::EOPNOTSUPP),
             _ => Err(Errno::ENOPROTOOPT),
         }
+    }
+
+    /// `fi_ep_alias`: `flags` names FI_TRANSMIT or FI_RECV (exactly one) plus the
+    /// operation flags that side of the alias uses; an alias differs from its endpoint
+    /// only in these defaults. Returns the alias's (transmit, receive) default flags; the
+    /// caller posts through the endpoint with them. The endpoint cannot be closed while
+    /// aliases exist (-FI_EBUSY); release each with [`Endpoint::alias_close`].
+    pub fn alias(&mut self, flags: Flags) -> Result<(Flags, Flags)> {
+        let ops = flags.difference(Flags::TRANSMIT | Flags::RECV);
+        let out = match side(flags)? {
+            Side::Tx if TX_OP_FLAGS.contains(ops) => (ops, self.rx_flags),
+            Side::Rx if RX_OP_FLAGS.contains(ops) => (self.tx_flags, ops),
+            _ => return Err(Errno::EINVAL),
+        };
+        self.aliases += 1;
+        Ok(out)
+    }
+
+    /// Closes one alias made by [`Endpoint::alias`].
+    pub fn alias_close(&mut self) -> Result<()> {
+        self.aliases = self.aliases.checked_sub(1).ok_or(Errno::EINVAL)?;
+        Ok(())
     }
 
     pub(crate) fn require_enabled(&self) -> Result<()> {
