@@ -7,5 +7,7 @@
 #![forbid(unsafe_code)]
 
 pub mod netsim;
+pub mod ofi_info;
+pub mod sysinfo;
 
 pub use ofi_nostd;
