@@ -141,10 +141,39 @@ fn run_target(ws: &Workspace, toolchain: Toolchain, target: &str, secs: u64) -> 
     args.extend(dirs.iter().map(String::as_str));
     args.extend(["--", max_time.as_str()]);
     let started = Instant::now();
-    cmd::run(&mut toolchain.cargo_fuzz(ws, &args))
-        .map_err(|e| format!("fuzz target `{target}`: {e}"))?;
+    // libFuzzer reports every new input; keep that in a log and show its summary, or
+    // its tail when the target fails.
+    let log_dir = ws.path("target/fuzz-logs");
+    std::fs::create_dir_all(&log_dir)
+        .map_err(|e| format!("cannot create {}: {e}", log_dir.display()))?;
+    let log_path = log_dir.join(format!("{target}.log"));
+    let log = std::fs::File::create(&log_path)
+        .map_err(|e| format!("cannot create {}: {e}", log_path.display()))?;
+    let log2 = log
+        .try_clone()
+        .map_err(|e| format!("cannot reuse {}: {e}", log_path.display()))?;
+    let mut command = toolchain.cargo_fuzz(ws, &args);
+    command.stdout(log).stderr(log2);
+    let result = cmd::run(&mut command);
+    let text = std::fs::read_to_string(&log_path).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().collect();
+    if let Err(e) = result {
+        for line in &lines[lines.len().saturating_sub(60)..] {
+            eprintln!("    | {line}");
+        }
+        return Err(format!(
+            "fuzz target `{target}`: {e} (full log: {})",
+            log_path.display()
+        ));
+    }
+    let summary = lines
+        .iter()
+        .rev()
+        .find(|l| l.starts_with("Done "))
+        .copied()
+        .unwrap_or("");
     println!(
-        "    fuzz target {target} ok ({:.1}s)",
+        "    fuzz target {target} ok ({:.1}s) {summary}",
         started.elapsed().as_secs_f64()
     );
     Ok(())
