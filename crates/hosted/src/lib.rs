@@ -6,8 +6,10 @@
 
 #![forbid(unsafe_code)]
 
+pub mod fault;
 pub mod netsim;
 pub mod ofi_info;
+pub mod pcap;
 pub mod sysinfo;
 
 pub use ofi_nostd;
