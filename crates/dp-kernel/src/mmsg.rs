@@ -1,0 +1,438 @@
+//! Fixed rings of preallocated buffers moved in batches by `recvmmsg`/`sendmmsg`,
+//! shared by the UDP and AF_PACKET links.
+//!
+//! A ring owns `n` slots of `size` bytes in one allocation, plus one socket address,
+//! length and flag word per slot, plus the `mmsghdr`/`iovec` arrays the system calls
+//! need. The headers are rebuilt from the ring's own buffers right before each system
+//! call, so they never point at anything stale.
+
+use std::io;
+use std::os::fd::RawFd;
+
+use crate::Stats;
+use crate::sys;
+
+/// Most slots a ring may have: the kernel's `UIO_MAXIOV`, the largest batch
+/// `recvmmsg`/`sendmmsg` accept.
+pub(crate) const MAX_RING: usize = 1024;
+
+/// What a ring stores as each slot's `msg_name`.
+pub(crate) trait Name: Copy {
+    /// The value a slot's name is reset to before a receive.
+    const EMPTY: Self;
+    /// Whether `msg_name` is used at all (otherwise null, length 0).
+    const USED: bool;
+}
+
+impl Name for libc::sockaddr_in {
+    const EMPTY: Self = libc::sockaddr_in {
+        sin_family: 0,
+        sin_port: 0,
+        sin_addr: libc::in_addr { s_addr: 0 },
+        sin_zero: [0; 8],
+    };
+    const USED: bool = true;
+}
+
+impl Name for libc::sockaddr_ll {
+    const EMPTY: Self = libc::sockaddr_ll {
+        sll_family: 0,
+        sll_protocol: 0,
+        sll_ifindex: 0,
+        sll_hatype: 0,
+        sll_pkttype: 0,
+        sll_halen: 0,
+        sll_addr: [0; 8],
+    };
+    const USED: bool = true;
+}
+
+/// No `msg_name` (a bound AF_PACKET socket transmits on its interface).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct NoName;
+
+impl Name for NoName {
+    const EMPTY: Self = NoName;
+    const USED: bool = false;
+}
+
+/// The system-call arrays. Their raw pointers only ever point into the [`Slots`] that
+/// owns them and are rewritten before every system call.
+struct SysVecs {
+    hdrs: Box<[libc::mmsghdr]>,
+    iovs: Box<[libc::iovec]>,
+}
+
+// SAFETY: the raw pointers inside are plain addresses of the owning `Slots`' heap
+// buffers (which move with it between threads) and are dereferenced only by the kernel
+// inside a system call made through `&mut Slots`; no thread-affine state is involved.
+unsafe impl Send for SysVecs {}
+
+/// `n` buffers of `size` bytes with per-slot metadata.
+pub(crate) struct Slots<A: Name> {
+    data: Box<[u8]>,
+    size: usize,
+    lens: Box<[usize]>,
+    names: Box<[A]>,
+    flags: Box<[libc::c_int]>,
+    sys: SysVecs,
+}
+
+impl<A: Name> Slots<A> {
+    /// Allocate a ring: the only allocation a link makes for its data path.
+    pub(crate) fn new(n: usize, size: usize) -> io::Result<Self> {
+        if n == 0 || n > MAX_RING || size == 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("ring of {n} slots of {size} bytes (1..={MAX_RING} slots, size > 0)"),
+            ));
+        }
+        let bytes = n.checked_mul(size).ok_or(io::ErrorKind::InvalidInput)?;
+        Ok(Slots {
+            data: vec![0u8; bytes].into_boxed_slice(),
+            size,
+            lens: vec![0; n].into_boxed_slice(),
+            names: vec![A::EMPTY; n].into_boxed_slice(),
+            flags: vec![0; n].into_boxed_slice(),
+            sys: SysVecs {
+                hdrs: (0..n).map(|_| sys::empty_mmsghdr()).collect(),
+                iovs: (0..n)
+                    .map(|_| libc::iovec {
+                        iov_base: std::ptr::null_mut(),
+                        iov_len: 0,
+                    })
+                    .collect(),
+            },
+        })
+    }
+
+    /// Number of slots.
+    pub(crate) fn n(&self) -> usize {
+        self.lens.len()
+    }
+
+    /// Slot size in bytes.
+    pub(crate) fn size(&self) -> usize {
+        self.size
+    }
+
+    /// The whole buffer of slot `i` (for writing).
+    pub(crate) fn buf_mut(&mut self, i: usize) -> &mut [u8] {
+        let start = i * self.size;
+        self.data
+            .get_mut(start..start + self.size)
+            .unwrap_or(&mut [])
+    }
+
+    /// The filled part of slot `i`, its name and its `msg_flags`.
+    pub(crate) fn get(&self, i: usize) -> (&[u8], A, libc::c_int) {
+        let start = i * self.size;
+        let len = self.lens.get(i).copied().unwrap_or(0).min(self.size);
+        let data = self.data.get(start..start + len).unwrap_or(&[]);
+        let name = self.names.get(i).copied().unwrap_or(A::EMPTY);
+        let flags = self.flags.get(i).copied().unwrap_or(0);
+        (data, name, flags)
+    }
+
+    /// Record what slot `i` holds for transmission.
+    pub(crate) fn set(&mut self, i: usize, len: usize, name: A) {
+        if let (Some(l), Some(a)) = (self.lens.get_mut(i), self.names.get_mut(i)) {
+            *l = len.min(self.size);
+            *a = name;
+        }
+    }
+
+    /// Build headers `0..k` for the slots `slot(0..k)`, with whole buffers (`recv`) or
+    /// their recorded lengths. Returns `k` clamped to the ring size.
+    fn prepare(&mut self, k: usize, slot: impl Fn(usize) -> usize, recv: bool) -> usize {
+        let n = self.n();
+        let k = k.min(n);
+        let size = self.size;
+        if recv {
+            self.names.fill(A::EMPTY);
+            self.flags.fill(0);
+        }
+        // Base pointers are taken once, after the last write through a reference to
+        // each array and before the system call, so they stay valid until it returns.
+        let data = self.data.as_mut_ptr();
+        for (j, iov) in self.sys.iovs.iter_mut().take(k).enumerate() {
+            // `% n` keeps every pointer inside `data` whatever `slot` returns.
+            let i = slot(j) % n;
+            let len = if recv {
+                size
+            } else {
+                self.lens.get(i).copied().unwrap_or(0)
+            };
+            *iov = libc::iovec {
+                iov_base: data.wrapping_add(i * size).cast(),
+                iov_len: len,
+            };
+        }
+        let iovs = self.sys.iovs.as_mut_ptr();
+        let names = self.names.as_mut_ptr();
+        for (j, h) in self.sys.hdrs.iter_mut().take(k).enumerate() {
+            let i = slot(j) % n;
+            *h = sys::empty_mmsghdr();
+            if A::USED {
+                h.msg_hdr.msg_name = names.wrapping_add(i).cast();
+                h.msg_hdr.msg_namelen = std::mem::size_of::<A>() as libc::socklen_t;
+            }
+            h.msg_hdr.msg_iov = iovs.wrapping_add(j);
+            h.msg_hdr.msg_iovlen = 1;
+        }
+        k
+    }
+
+    /// One `recvmmsg` into every slot; returns how many datagrams arrived (slots
+    /// `0..count`, with lengths, names and `msg_flags` recorded).
+    pub(crate) fn recv(&mut self, fd: RawFd) -> io::Result<usize> {
+        let n = self.n();
+        let k = self.prepare(n, |j| j, true);
+        let hdrs = self.sys.hdrs.get_mut(..k).unwrap_or(&mut []);
+        // SAFETY: `prepare` just pointed every header at this ring's own `names` slot
+        // (`size_of::<A>()` bytes), its own `iovs` entry and, through it, its own slot of
+        // `size` bytes inside `data`; all are live heap allocations owned by `self`,
+        // which is exclusively borrowed, so nothing aliases them during the call.
+        let got = unsafe { sys::recvmmsg(fd, hdrs) }?;
+        for (j, h) in self.sys.hdrs.iter().take(got).enumerate() {
+            if let (Some(l), Some(f)) = (self.lens.get_mut(j), self.flags.get_mut(j)) {
+                *l = h.msg_len as usize;
+                *f = h.msg_hdr.msg_flags;
+            }
+        }
+        Ok(got)
+    }
+
+    /// One `sendmmsg` of the `k` slots `slot(0..k)`; returns how many the kernel took.
+    pub(crate) fn send(
+        &mut self,
+        fd: RawFd,
+        k: usize,
+        slot: impl Fn(usize) -> usize,
+    ) -> io::Result<usize> {
+        let k = self.prepare(k, slot, false);
+        let hdrs = self.sys.hdrs.get_mut(..k).unwrap_or(&mut []);
+        // SAFETY: `prepare` just pointed every header at this ring's own `names` slot,
+        // its own `iovs` entry and, through it, at most `size` bytes of its own slot in
+        // `data`; all are live heap allocations owned by `self`, exclusively borrowed, so
+        // nothing writes them during the call.
+        unsafe { sys::sendmmsg(fd, hdrs) }
+    }
+}
+
+/// How a receive ring is consumed: one `recvmmsg` fills it, tokens lend its slots in
+/// order, the next `recvmmsg` happens only once every slot was lent.
+pub(crate) struct RxRing<A: Name> {
+    pub(crate) slots: Slots<A>,
+    filled: usize,
+    next: usize,
+}
+
+impl<A: Name> std::fmt::Debug for RxRing<A> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RxRing")
+            .field("slots", &self.slots.n())
+            .field("size", &self.slots.size())
+            .field("ready", &self.ready())
+            .finish()
+    }
+}
+
+/// Refills tried by one `next` call before it reports "nothing" (a batch may be all
+/// truncated datagrams, or a call may fail with a stale error).
+const MAX_REFILLS: usize = 4;
+
+impl<A: Name> RxRing<A> {
+    pub(crate) fn new(n: usize, size: usize) -> io::Result<Self> {
+        Ok(RxRing {
+            slots: Slots::new(n, size)?,
+            filled: 0,
+            next: 0,
+        })
+    }
+
+    /// Received buffers not yet lent.
+    pub(crate) fn ready(&self) -> usize {
+        self.filled - self.next
+    }
+
+    /// The index of the next received slot that `accept` takes, refilling with
+    /// `recvmmsg` when the ring is used up; `None` when the socket has nothing.
+    /// Truncated buffers and those `accept` refuses are dropped and counted.
+    pub(crate) fn next(
+        &mut self,
+        fd: RawFd,
+        stats: &mut Stats,
+        accept: impl Fn(&A) -> bool,
+    ) -> Option<usize> {
+        let mut refills = 0;
+        loop {
+            while self.next < self.filled {
+                let i = self.next;
+                self.next += 1;
+                let (data, name, flags) = self.slots.get(i);
+                if flags & libc::MSG_TRUNC != 0 {
+                    stats.rx_truncated += 1;
+                } else if !accept(&name) {
+                    stats.rx_filtered += 1;
+                } else {
+                    stats.rx_packets += 1;
+                    stats.rx_bytes += data.len() as u64;
+                    return Some(i);
+                }
+            }
+            if refills == MAX_REFILLS {
+                return None;
+            }
+            refills += 1;
+            self.filled = 0;
+            self.next = 0;
+            match self.slots.recv(fd) {
+                Ok(0) => return None,
+                Ok(k) => {
+                    stats.rx_batches += 1;
+                    self.filled = k;
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return None,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    // E.g. a pending ICMP error on a connected socket, reported (and so
+                    // cleared) by this call: count it and try again.
+                    stats.rx_errors += 1;
+                    stats.last_errno = e.raw_os_error().unwrap_or(0);
+                }
+            }
+        }
+    }
+}
+
+/// A transmit ring: tokens fill slots at the tail, [`TxRing::flush`] hands the queued
+/// ones from the head to the kernel with `sendmmsg`.
+pub(crate) struct TxRing<A: Name> {
+    pub(crate) slots: Slots<A>,
+    head: usize,
+    count: usize,
+}
+
+impl<A: Name> std::fmt::Debug for TxRing<A> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TxRing")
+            .field("slots", &self.slots.n())
+            .field("size", &self.slots.size())
+            .field("queued", &self.queued())
+            .finish()
+    }
+}
+
+/// `EINTR`s one flush tolerates before it leaves the rest for the next flush.
+const MAX_INTERRUPTS: usize = 8;
+
+impl<A: Name> TxRing<A> {
+    pub(crate) fn new(n: usize, size: usize) -> io::Result<Self> {
+        Ok(TxRing {
+            slots: Slots::new(n, size)?,
+            head: 0,
+            count: 0,
+        })
+    }
+
+    /// Slots queued for the kernel.
+    pub(crate) fn queued(&self) -> usize {
+        self.count
+    }
+
+    /// Every slot is queued.
+    pub(crate) fn is_full(&self) -> bool {
+        self.count >= self.slots.n()
+    }
+
+    /// The slot a token may fill next (valid while not full).
+    pub(crate) fn tail(&self) -> usize {
+        (self.head + self.count) % self.slots.n()
+    }
+
+    /// Queue the tail slot, filled with `len` bytes for `name`.
+    pub(crate) fn commit(&mut self, len: usize, name: A) {
+        if self.is_full() {
+            return;
+        }
+        let i = self.tail();
+        self.slots.set(i, len, name);
+        self.count += 1;
+    }
+
+    fn pop(&mut self, k: usize) {
+        let k = k.min(self.count);
+        self.head = (self.head + k) % self.slots.n();
+        self.count -= k;
+    }
+
+    /// Hand every queued slot to the kernel, in order, with as few `sendmmsg` calls as
+    /// it takes. Returns how many stay queued.
+    ///
+    /// * back-pressure (`EAGAIN`, `ENOBUFS`): stop; the rest stays queued, in order;
+    /// * any other error concerns the head datagram, or is a stale error the kernel
+    ///   reports once (`sendmmsg` keeps the error of a partly sent batch for the next
+    ///   call): count it and retry the head once; if the kernel refuses it again, drop
+    ///   it (counted) and go on, so one bad datagram never wedges the ring.
+    pub(crate) fn flush(&mut self, fd: RawFd, stats: &mut Stats) -> usize {
+        let mut failed_once = false;
+        let mut interrupts = 0;
+        while self.count > 0 {
+            let (n, head) = (self.slots.n(), self.head);
+            match self.slots.send(fd, self.count, |j| (head + j) % n) {
+                Ok(0) => {
+                    stats.tx_busy += 1;
+                    break;
+                }
+                Ok(sent) => {
+                    stats.tx_batches += 1;
+                    stats.tx_packets += sent as u64;
+                    for j in 0..sent {
+                        stats.tx_bytes += self.slots.get((head + j) % n).0.len() as u64;
+                    }
+                    self.pop(sent);
+                    failed_once = false;
+                }
+                Err(e) => {
+                    let errno = e.raw_os_error().unwrap_or(0);
+                    if errno == libc::EAGAIN || errno == libc::ENOBUFS {
+                        stats.tx_busy += 1;
+                        break;
+                    }
+                    if errno == libc::EINTR {
+                        interrupts += 1;
+                        if interrupts > MAX_INTERRUPTS {
+                            break;
+                        }
+                        continue;
+                    }
+                    stats.tx_errors += 1;
+                    stats.last_errno = errno;
+                    if failed_once {
+                        stats.tx_dropped += 1;
+                        self.pop(1);
+                        failed_once = false;
+                    } else {
+                        failed_once = true;
+                    }
+                }
+            }
+        }
+        self.count
+    }
+
+    /// Flush, and while the kernel pushes back wait for the socket to drain, for at
+    /// most about `budget_ms` in all (what a link does when it is dropped).
+    pub(crate) fn drain(&mut self, fd: RawFd, stats: &mut Stats, budget_ms: u32) {
+        const STEP_MS: u32 = 10;
+        let mut waited = 0;
+        while self.flush(fd, stats) > 0 && waited < budget_ms {
+            // An error here (EINTR, a closed peer) just means: try the flush again.
+            let _ = sys::poll_writable(fd, STEP_MS as libc::c_int);
+            waited += STEP_MS;
+        }
+        // What is still queued now is lost: count it rather than hide it.
+        stats.tx_dropped += self.count as u64;
+    }
+}
