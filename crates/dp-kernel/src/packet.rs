@@ -113,6 +113,7 @@ impl AfPacketLink {
                 format!("ring of {} slots (1..={MAX_RING})", cfg.ring),
             ));
         }
+        sys::check_ifname(&cfg.ifname)?;
         let ifindex = sys::if_index(&cfg.ifname)?;
         let mac = sys::if_hwaddr(&cfg.ifname)?;
         let ifmtu = sys::if_mtu(&cfg.ifname)?;

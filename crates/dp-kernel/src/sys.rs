@@ -130,8 +130,8 @@ pub(crate) fn attach_filter(fd: RawFd, prog: &[libc::sock_filter]) -> io::Result
     setsockopt(fd, libc::SOL_SOCKET, libc::SO_ATTACH_FILTER, &fprog)
 }
 
-/// An `ifreq` naming interface `name` (at most `IFNAMSIZ - 1` bytes, no NUL).
-fn ifreq_named(name: &str) -> io::Result<libc::ifreq> {
+/// Refuse a name the kernel cannot take: more than `IFNAMSIZ - 1` bytes, or a NUL.
+pub(crate) fn check_ifname(name: &str) -> io::Result<()> {
     let bytes = name.as_bytes();
     if bytes.len() >= libc::IFNAMSIZ || bytes.contains(&0) {
         return Err(io::Error::new(
@@ -139,6 +139,13 @@ fn ifreq_named(name: &str) -> io::Result<libc::ifreq> {
             format!("bad interface name {name:?} (at most 15 bytes, no NUL)"),
         ));
     }
+    Ok(())
+}
+
+/// An `ifreq` naming interface `name` (see [`check_ifname`]).
+fn ifreq_named(name: &str) -> io::Result<libc::ifreq> {
+    check_ifname(name)?;
+    let bytes = name.as_bytes();
     let mut ifr = empty_ifreq();
     for (d, s) in ifr.ifr_name.iter_mut().zip(bytes) {
         *d = *s as libc::c_char;

@@ -49,6 +49,7 @@ impl TapLink {
     /// (`tap0`, `tap1`, ...) when `name` is `None`. Needs `CAP_NET_ADMIN`. The interface
     /// starts down; see [`set_up`](Self::set_up).
     pub fn open(name: Option<&str>) -> io::Result<Self> {
+        sys::check_ifname(name.unwrap_or(""))?;
         let file = OpenOptions::new()
             .read(true)
             .write(true)
