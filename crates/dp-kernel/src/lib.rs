@@ -104,3 +104,15 @@ pub trait KernelLink: Link + AsRawFd {
     /// The link's counters.
     fn stats(&self) -> Stats;
 }
+
+#[cfg(test)]
+mod tests {
+    /// The hosted adapter runs progress on a thread of its own, so links must move.
+    #[test]
+    fn links_are_send() {
+        fn send<T: Send>() {}
+        send::<crate::UdpLink>();
+        send::<crate::TapLink>();
+        send::<crate::AfPacketLink>();
+    }
+}
