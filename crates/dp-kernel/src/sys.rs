@@ -263,8 +263,8 @@ pub(crate) fn if_hwaddr(name: &str) -> io::Result<[u8; 6]> {
 }
 
 /// `TUNSETIFF` on an open `/dev/net/tun`: attach it to interface `name` (empty: let the
-/// kernel pick one from `pattern`-less defaults) with `flags`. Returns the name the
-/// kernel used.
+/// kernel pick the next free `tapN`/`tunN`) with `flags`. Returns the name the kernel
+/// used.
 pub(crate) fn tun_set_iff(fd: RawFd, name: &str, flags: c_int) -> io::Result<String> {
     let mut ifr = ifreq_named(name)?;
     ifr.ifr_ifru.ifru_flags = flags as libc::c_short;
