@@ -1,0 +1,447 @@
+//! `struct fid_av`: address vectors (fi_av(3)).
+//!
+//! Addresses are in the domain's format: packed 16-byte `struct sockaddr_in`s
+//! (FI_SOCKADDR_IN, the native one) or, for an FI_ADDR_STR domain, `char *` strings.
+
+use std::ffi::{c_char, c_int, c_void};
+
+use ofi_nostd::Errno;
+use ofi_nostd::addr::{self, ADDR_LEN, EpAddr};
+use ofi_nostd::av::{AvAddrs, AvAttr, AvType, FI_EVENT, FI_SYNC_ERR};
+use ofi_nostd::domain::{AvHandle, AvObj};
+use ofi_nostd::flags::{FiAddr, Flags};
+use ofi_nostd::info::AddrFormat;
+
+use crate::domain::DomainFid;
+use crate::fid::{FidObject, fi_ops, object, publish, release};
+use crate::heap::Heap;
+use crate::sys;
+use crate::util::{bytes, cstr, neg, put, ret};
+
+/// Longest address string handled (FI_ADDR_STR lookups and straddr).
+const STR_MAX: usize = 128;
+
+/// An open address vector.
+#[repr(C)]
+pub struct AvFid {
+    c: sys::fid_av,
+    domain: *const DomainFid,
+    handle: AvHandle<Heap>,
+}
+
+static AV_FI_OPS: sys::fi_ops = fi_ops(close);
+
+static AV_OPS: sys::fi_ops_av = sys::fi_ops_av {
+    size: size_of::<sys::fi_ops_av>(),
+    insert: Some(insert),
+    insertsvc: Some(insertsvc),
+    insertsym: Some(insertsym),
+    remove: Some(remove),
+    lookup: Some(lookup),
+    straddr: Some(straddr),
+    av_set: Some(av_set),
+};
+
+// SAFETY: #[repr(C)] with the fid_av (fid first) as first field; only `open` makes fids
+// with this class and ops.
+unsafe impl FidObject for AvFid {
+    const CLASS: u32 = sys::FI_CLASS_AV;
+    fn fi_ops() -> *const sys::fi_ops {
+        &raw const AV_FI_OPS
+    }
+}
+
+impl AvFid {
+    fn domain(&self) -> &DomainFid {
+        // SAFETY: a domain outlives its AVs (its fi_close is refused while one is open).
+        unsafe { &*self.domain }
+    }
+
+    fn is_str(&self) -> bool {
+        self.domain().addr_format == AddrFormat::STR
+    }
+
+    /// Runs `f` on the core AV under the domain lock.
+    fn with<R>(&self, f: impl FnOnce(&mut AvObj<Heap>) -> Result<R, Errno>) -> Result<R, Errno> {
+        self.domain().with(|d| f(d.av_mut(self.handle)?))
+    }
+}
+
+/// The AV behind `p`.
+///
+/// # Safety
+///
+/// As [`object`].
+unsafe fn av<'a>(p: *const sys::fid_av) -> Result<&'a AvFid, Errno> {
+    // SAFETY: forwarded contract; the fid is the first field.
+    unsafe { object::<AvFid>(p.cast()) }
+}
+
+/// `fi_av_open`. Named (shared) AVs and FI_EVENT (asynchronous inserts) are -FI_ENOSYS.
+///
+/// # Safety
+///
+/// Called through the application's `fi_av_open` with valid or NULL pointers.
+pub unsafe extern "C" fn open(
+    domain: *mut sys::fid_domain,
+    attr: *mut sys::fi_av_attr,
+    av: *mut *mut sys::fid_av,
+    context: *mut c_void,
+) -> c_int {
+    // SAFETY: forwarded contract.
+    let d = match unsafe { DomainFid::from_c(domain) } {
+        Ok(d) => d,
+        Err(e) => return neg(e),
+    };
+    // SAFETY: NULL or a valid attribute structure (application's contract).
+    let Some(a) = (unsafe { attr.as_ref() }) else {
+        return neg(Errno::EINVAL);
+    };
+    if av.is_null() {
+        return neg(Errno::EINVAL);
+    }
+    // SAFETY: NULL or NUL-terminated (application's contract).
+    let name = match unsafe { cstr(a.name) } {
+        Ok(n) => n,
+        Err(e) => return neg(e),
+    };
+    let Some(av_type) = AvType::from_raw(a.type_) else {
+        return neg(Errno::EINVAL);
+    };
+    let mut attr = AvAttr {
+        av_type,
+        rx_ctx_bits: a.rx_ctx_bits,
+        count: a.count,
+        ep_per_node: a.ep_per_node,
+        name,
+        map_addr: a.map_addr as u64,
+        flags: Flags::from_bits_retain(a.flags),
+    };
+    if attr.flags.contains(FI_EVENT) {
+        return neg(Errno::ENOSYS);
+    }
+    let handle = match d.with(|core| core.av_open(&mut attr, context as u64)) {
+        Ok(h) => h,
+        Err(e) => return neg(e),
+    };
+    let obj = publish(AvFid {
+        c: sys::fid_av {
+            fid: AvFid::header(context),
+            ops: (&raw const AV_OPS).cast_mut(),
+        },
+        domain: std::ptr::from_ref(d),
+        handle,
+    });
+    // SAFETY: checked non-NULL above.
+    ret(unsafe { put(av, obj.cast::<sys::fid_av>()) })
+}
+
+/// `fi_close(av)`: -FI_EBUSY while an endpoint is bound to it.
+unsafe extern "C" fn close(fid: *mut sys::fid) -> c_int {
+    // SAFETY: NULL or a fid (fi_close's contract).
+    let a = match unsafe { object::<AvFid>(fid) } {
+        Ok(a) => a,
+        Err(e) => return neg(e),
+    };
+    if let Err(e) = a.domain().with(|d| d.av_close(a.handle)) {
+        return neg(e);
+    }
+    // SAFETY: published by `open`, closed in the core, given up by the application.
+    unsafe { release(a) };
+    0
+}
+
+/// The shared tail of the insert calls: out-arrays from C, then `f` on the core AV.
+///
+/// # Safety
+///
+/// `fi_addr` is NULL or holds `count` entries; with FI_SYNC_ERR `context` is NULL or
+/// holds `count` ints.
+unsafe fn insert_with(
+    a: &AvFid,
+    count: usize,
+    fi_addr: *mut FiAddr,
+    flags: u64,
+    context: *mut c_void,
+    f: impl FnOnce(&mut AvObj<Heap>, Option<&mut [FiAddr]>, Flags, Option<&mut [i32]>) -> Result<usize, Errno>,
+) -> c_int {
+    let flags = Flags::from_bits_retain(flags);
+    let mut addrs = Vec::new();
+    if !fi_addr.is_null() {
+        if addrs.try_reserve_exact(count).is_err() {
+            return neg(Errno::ENOMEM);
+        }
+        // SAFETY: `fi_addr` holds `count` entries (contract); with FI_AV_USER_ID they
+        // carry the user ids in.
+        addrs.extend((0..count).map(|i| unsafe { fi_addr.add(i).read_unaligned() }));
+    }
+    let mut errs = Vec::new();
+    let sync = flags.contains(FI_SYNC_ERR) && !context.is_null();
+    if sync {
+        if errs.try_reserve_exact(count).is_err() {
+            return neg(Errno::ENOMEM);
+        }
+        errs.resize(count, 0i32);
+    }
+    let r = a.with(|q| {
+        f(
+            q,
+            (!fi_addr.is_null()).then_some(&mut addrs[..]),
+            flags,
+            sync.then_some(&mut errs[..]),
+        )
+    });
+    if !fi_addr.is_null() {
+        for (i, v) in addrs.iter().enumerate() {
+            // SAFETY: as above.
+            unsafe { fi_addr.add(i).write_unaligned(*v) };
+        }
+    }
+    if sync {
+        let out = context.cast::<c_int>();
+        for (i, v) in errs.iter().enumerate() {
+            // SAFETY: with FI_SYNC_ERR the context is an int array of `count` (contract).
+            unsafe { out.add(i).write_unaligned(*v) };
+        }
+    }
+    match r {
+        Ok(n) => c_int::try_from(n).unwrap_or(c_int::MAX),
+        Err(e) => neg(e),
+    }
+}
+
+/// `fi_av_insert`: returns the number of addresses inserted.
+unsafe extern "C" fn insert(
+    av_p: *mut sys::fid_av,
+    addr: *const c_void,
+    count: usize,
+    fi_addr: *mut sys::fi_addr_t,
+    flags: u64,
+    context: *mut c_void,
+) -> c_int {
+    // SAFETY: forwarded contract.
+    let a = match unsafe { av(av_p) } {
+        Ok(a) => a,
+        Err(e) => return neg(e),
+    };
+    if count > 0 && addr.is_null() {
+        return neg(Errno::EINVAL);
+    }
+    if a.is_str() {
+        let mut strs = Vec::new();
+        if strs.try_reserve_exact(count).is_err() {
+            return neg(Errno::ENOMEM);
+        }
+        let ptrs = addr.cast::<*const c_char>();
+        for i in 0..count {
+            // SAFETY: an FI_ADDR_STR insert passes `count` string pointers (contract).
+            match unsafe { cstr(ptrs.add(i).read_unaligned()) } {
+                Ok(Some(s)) => strs.push(s),
+                _ => return neg(Errno::EINVAL),
+            }
+        }
+        // SAFETY: out-arrays as the application passed them.
+        return unsafe {
+            insert_with(a, count, fi_addr, flags, context, |q, out, fl, errs| {
+                q.insert(AvAddrs::Str(&strs), out, fl, errs)
+            })
+        };
+    }
+    let Some(len) = count.checked_mul(ADDR_LEN) else {
+        return neg(Errno::EINVAL);
+    };
+    // SAFETY: `count` sockaddr_in records (contract).
+    let Some(raw) = (unsafe { bytes(addr, len) }) else {
+        return neg(Errno::EINVAL);
+    };
+    // SAFETY: out-arrays as the application passed them.
+    unsafe {
+        insert_with(a, count, fi_addr, flags, context, |q, out, fl, errs| {
+            q.insert(AvAddrs::SockaddrIn(raw), out, fl, errs)
+        })
+    }
+}
+
+/// `fi_av_insertsvc`.
+unsafe extern "C" fn insertsvc(
+    av_p: *mut sys::fid_av,
+    node: *const c_char,
+    service: *const c_char,
+    fi_addr: *mut sys::fi_addr_t,
+    flags: u64,
+    context: *mut c_void,
+) -> c_int {
+    // SAFETY: forwarded contract.
+    unsafe { insertsym(av_p, node, 1, service, 1, fi_addr, flags, context) }
+}
+
+/// `fi_av_insertsym`: `nodecnt` × `svccnt` consecutive addresses.
+#[allow(clippy::too_many_arguments)]
+unsafe extern "C" fn insertsym(
+    av_p: *mut sys::fid_av,
+    node: *const c_char,
+    nodecnt: usize,
+    service: *const c_char,
+    svccnt: usize,
+    fi_addr: *mut sys::fi_addr_t,
+    flags: u64,
+    context: *mut c_void,
+) -> c_int {
+    // SAFETY: forwarded contract.
+    let a = match unsafe { av(av_p) } {
+        Ok(a) => a,
+        Err(e) => return neg(e),
+    };
+    // SAFETY: NULL or NUL-terminated (application's contract).
+    let (node, service) = match unsafe { (cstr(node), cstr(service)) } {
+        (Ok(Some(n)), Ok(s)) => (n, s),
+        _ => return neg(Errno::EINVAL),
+    };
+    let Some(count) = nodecnt.checked_mul(svccnt) else {
+        return neg(Errno::EINVAL);
+    };
+    // SAFETY: out-arrays as the application passed them.
+    unsafe {
+        insert_with(a, count, fi_addr, flags, context, |q, out, fl, errs| {
+            q.insertsym(node, nodecnt, service, svccnt, out, fl, errs)
+        })
+    }
+}
+
+/// `fi_av_remove`.
+unsafe extern "C" fn remove(
+    av_p: *mut sys::fid_av,
+    fi_addr: *mut sys::fi_addr_t,
+    count: usize,
+    flags: u64,
+) -> c_int {
+    // SAFETY: forwarded contract.
+    let a = match unsafe { av(av_p) } {
+        Ok(a) => a,
+        Err(e) => return neg(e),
+    };
+    let Some(len) = count.checked_mul(size_of::<FiAddr>()) else {
+        return neg(Errno::EINVAL);
+    };
+    // SAFETY: `fi_addr` holds `count` values (contract).
+    let Some(raw) = (unsafe { bytes(fi_addr.cast_const().cast(), len) }) else {
+        return neg(Errno::EINVAL);
+    };
+    let list: Vec<FiAddr> = raw
+        .chunks_exact(size_of::<FiAddr>())
+        .map(|c| FiAddr::from_ne_bytes(c.try_into().unwrap_or_default()))
+        .collect();
+    ret(a.with(|q| q.remove(&list, Flags::from_bits_retain(flags))))
+}
+
+/// Copies `data` to the C buffer `addr` of `*addrlen` bytes, sets `*addrlen` to the
+/// size needed; -FI_ETOOSMALL when it did not fit.
+///
+/// # Safety
+///
+/// `addr` is NULL or holds `*addrlen` bytes; `addrlen` is writable.
+unsafe fn give(data: &[u8], addr: *mut c_void, addrlen: *mut usize) -> Result<(), Errno> {
+    // SAFETY: readable and writable (contract).
+    let room = unsafe { addrlen.read_unaligned() };
+    let n = room.min(data.len());
+    if n > 0 {
+        // SAFETY: `addr` holds `room` >= n bytes (checked non-NULL by the caller).
+        unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), addr.cast::<u8>(), n) };
+    }
+    // SAFETY: writable (contract).
+    unsafe { addrlen.write_unaligned(data.len()) };
+    if room < data.len() {
+        Err(Errno::ETOOSMALL)
+    } else {
+        Ok(())
+    }
+}
+
+/// `fi_av_lookup`: the address stored for `fi_addr`; -FI_ETOOSMALL (with the needed
+/// size in `*addrlen`) when the buffer is short.
+unsafe extern "C" fn lookup(
+    av_p: *mut sys::fid_av,
+    fi_addr: sys::fi_addr_t,
+    addr: *mut c_void,
+    addrlen: *mut usize,
+) -> c_int {
+    // SAFETY: forwarded contract.
+    let a = match unsafe { av(av_p) } {
+        Ok(a) => a,
+        Err(e) => return neg(e),
+    };
+    if addrlen.is_null() {
+        return neg(Errno::EINVAL);
+    }
+    // SAFETY: checked non-NULL.
+    if addr.is_null() && unsafe { addrlen.read_unaligned() } > 0 {
+        return neg(Errno::EINVAL);
+    }
+    let ep = match a.with(|q| q.lookup_addr(fi_addr)) {
+        Ok(ep) => ep,
+        Err(e) => return neg(e),
+    };
+    let mut s = [0u8; STR_MAX];
+    let data: &[u8] = if a.is_str() {
+        let n = ep.straddr(&mut s).min(STR_MAX);
+        &s[..n]
+    } else {
+        &ep.to_sockaddr_in()
+    };
+    // SAFETY: buffers checked above or the application's.
+    ret(unsafe { give(data, addr, addrlen) })
+}
+
+/// `fi_av_straddr`: `addr` (in the domain's format) as text in `buf`, truncated to
+/// `*len`; `*len` becomes the size needed. NULL for an address that is not ours.
+unsafe extern "C" fn straddr(
+    av_p: *mut sys::fid_av,
+    addr: *const c_void,
+    buf: *mut c_char,
+    len: *mut usize,
+) -> *const c_char {
+    // SAFETY: forwarded contract.
+    let Ok(a) = (unsafe { av(av_p) }) else {
+        return std::ptr::null();
+    };
+    if addr.is_null() || buf.is_null() || len.is_null() {
+        return std::ptr::null();
+    }
+    // SAFETY: checked non-NULL; the application's size of `buf`.
+    let room = unsafe { len.read_unaligned() }.min(STR_MAX);
+    let mut tmp = [0u8; STR_MAX];
+    let needed = if a.is_str() {
+        // SAFETY: an FI_ADDR_STR address is a NUL-terminated string.
+        match unsafe { cstr(addr.cast()) } {
+            Ok(Some(s)) => addr::straddr_str(s, &mut tmp[..room]),
+            _ => return std::ptr::null(),
+        }
+    } else {
+        // SAFETY: a FI_SOCKADDR_IN address is a 16-byte sockaddr_in.
+        let Some(raw) = (unsafe { bytes(addr, ADDR_LEN) }) else {
+            return std::ptr::null();
+        };
+        match EpAddr::from_sockaddr_in(raw) {
+            Some(ep) => ep.straddr(&mut tmp[..room]),
+            None => return std::ptr::null(),
+        }
+    };
+    if room > 0 {
+        let n = tmp[..room].iter().position(|&b| b == 0).map_or(room, |p| p + 1);
+        // SAFETY: `buf` holds at least `room` bytes (the application's `*len`).
+        unsafe { std::ptr::copy_nonoverlapping(tmp.as_ptr(), buf.cast::<u8>(), n) };
+    }
+    // SAFETY: checked non-NULL.
+    unsafe { len.write_unaligned(needed) };
+    buf
+}
+
+/// `fi_av_set`: AV sets (collectives) are not offered.
+unsafe extern "C" fn av_set(
+    _av: *mut sys::fid_av,
+    _attr: *mut sys::fi_av_set_attr,
+    _av_set: *mut *mut sys::fid_av_set,
+    _context: *mut c_void,
+) -> c_int {
+    neg(Errno::ENOSYS)
+}

@@ -1,0 +1,204 @@
+//! `struct fid_cntr`: counters (fi_cntr(3)).
+
+use std::ffi::{c_int, c_void};
+
+use ofi_nostd::Errno;
+use ofi_nostd::cntr::{Cntr, CntrAttr, CntrEvents};
+use ofi_nostd::domain::CntrHandle;
+use ofi_nostd::eq::WaitObj;
+use ofi_nostd::time::Instant;
+
+use crate::domain::DomainFid;
+use crate::fid::{FidObject, fi_ops, object, poll_until, publish, release};
+use crate::sys;
+use crate::util::{neg, put, ret};
+
+/// An open counter.
+#[repr(C)]
+pub struct CntrFid {
+    c: sys::fid_cntr,
+    domain: *const DomainFid,
+    handle: CntrHandle,
+}
+
+static CNTR_FI_OPS: sys::fi_ops = fi_ops(close);
+
+static CNTR_OPS: sys::fi_ops_cntr = sys::fi_ops_cntr {
+    size: size_of::<sys::fi_ops_cntr>(),
+    read: Some(read),
+    readerr: Some(readerr),
+    add: Some(add),
+    set: Some(set),
+    wait: Some(wait),
+    adderr: Some(adderr),
+    seterr: Some(seterr),
+};
+
+// SAFETY: #[repr(C)] with the fid_cntr (fid first) as first field; only `open` makes
+// fids with this class and ops.
+unsafe impl FidObject for CntrFid {
+    const CLASS: u32 = sys::FI_CLASS_CNTR;
+    fn fi_ops() -> *const sys::fi_ops {
+        &raw const CNTR_FI_OPS
+    }
+}
+
+impl CntrFid {
+    fn domain(&self) -> &DomainFid {
+        // SAFETY: a domain outlives its counters (its fi_close is refused while one is
+        // open).
+        unsafe { &*self.domain }
+    }
+
+    /// Runs `f` on the core counter under the domain lock.
+    fn with<R>(&self, f: impl FnOnce(&mut Cntr) -> Result<R, Errno>) -> Result<R, Errno> {
+        self.domain().with(|d| f(d.cntr_mut(self.handle)?))
+    }
+}
+
+/// Runs `f` on the counter behind `p`.
+///
+/// # Safety
+///
+/// As [`object`].
+unsafe fn with_cntr<R>(
+    p: *const sys::fid_cntr,
+    f: impl FnOnce(&mut Cntr) -> Result<R, Errno>,
+) -> Result<R, Errno> {
+    // SAFETY: forwarded contract; the fid is the first field.
+    unsafe { object::<CntrFid>(p.cast()) }?.with(f)
+}
+
+/// `fi_cntr_open`.
+///
+/// # Safety
+///
+/// Called through the application's `fi_cntr_open` with valid or NULL pointers.
+pub unsafe extern "C" fn open(
+    domain: *mut sys::fid_domain,
+    attr: *mut sys::fi_cntr_attr,
+    cntr: *mut *mut sys::fid_cntr,
+    context: *mut c_void,
+) -> c_int {
+    // SAFETY: forwarded contract.
+    let d = match unsafe { DomainFid::from_c(domain) } {
+        Ok(d) => d,
+        Err(e) => return neg(e),
+    };
+    // SAFETY: NULL or a valid attribute structure (application's contract).
+    let Some(a) = (unsafe { attr.as_ref() }) else {
+        return neg(Errno::EINVAL);
+    };
+    if cntr.is_null() {
+        return neg(Errno::EINVAL);
+    }
+    let r = (|| {
+        let attr = CntrAttr {
+            events: CntrEvents::from_raw(a.events as i32)?,
+            wait_obj: WaitObj::from_raw(a.wait_obj as i32)?,
+            wait_set: a.wait_set as u64,
+            flags: a.flags,
+        };
+        attr.validate()?;
+        crate::cq::supported_wait(attr.wait_obj)?;
+        d.with(|core| core.cntr_open(&attr, context as u64))
+    })();
+    let handle = match r {
+        Ok(h) => h,
+        Err(e) => return neg(e),
+    };
+    let obj = publish(CntrFid {
+        c: sys::fid_cntr {
+            fid: CntrFid::header(context),
+            ops: (&raw const CNTR_OPS).cast_mut(),
+        },
+        domain: std::ptr::from_ref(d),
+        handle,
+    });
+    // SAFETY: checked non-NULL above.
+    ret(unsafe { put(cntr, obj.cast::<sys::fid_cntr>()) })
+}
+
+/// `fi_close(cntr)`: -FI_EBUSY while bound.
+unsafe extern "C" fn close(fid: *mut sys::fid) -> c_int {
+    // SAFETY: NULL or a fid (fi_close's contract).
+    let c = match unsafe { object::<CntrFid>(fid) } {
+        Ok(c) => c,
+        Err(e) => return neg(e),
+    };
+    if let Err(e) = c.domain().with(|d| d.cntr_close(c.handle)) {
+        return neg(e);
+    }
+    // SAFETY: published by `open`, closed in the core, given up by the application.
+    unsafe { release(c) };
+    0
+}
+
+/// `fi_cntr_read` (0 for a pointer that is not a counter: the call has no error
+/// return).
+unsafe extern "C" fn read(cntr: *mut sys::fid_cntr) -> u64 {
+    // SAFETY: forwarded contract.
+    unsafe { with_cntr(cntr, |c| Ok(c.read())) }.unwrap_or(0)
+}
+
+/// `fi_cntr_readerr` (0 for a pointer that is not a counter).
+unsafe extern "C" fn readerr(cntr: *mut sys::fid_cntr) -> u64 {
+    // SAFETY: forwarded contract.
+    unsafe { with_cntr(cntr, |c| Ok(c.readerr())) }.unwrap_or(0)
+}
+
+/// `fi_cntr_add`.
+unsafe extern "C" fn add(cntr: *mut sys::fid_cntr, value: u64) -> c_int {
+    // SAFETY: forwarded contract.
+    ret(unsafe { with_cntr(cntr, |c| c.add(value)) })
+}
+
+/// `fi_cntr_set`.
+unsafe extern "C" fn set(cntr: *mut sys::fid_cntr, value: u64) -> c_int {
+    // SAFETY: forwarded contract.
+    ret(unsafe { with_cntr(cntr, |c| c.set(value)) })
+}
+
+/// `fi_cntr_adderr`.
+unsafe extern "C" fn adderr(cntr: *mut sys::fid_cntr, value: u64) -> c_int {
+    // SAFETY: forwarded contract.
+    ret(unsafe { with_cntr(cntr, |c| c.adderr(value)) })
+}
+
+/// `fi_cntr_seterr`.
+unsafe extern "C" fn seterr(cntr: *mut sys::fid_cntr, value: u64) -> c_int {
+    // SAFETY: forwarded contract.
+    ret(unsafe { with_cntr(cntr, |c| c.seterr(value)) })
+}
+
+/// `fi_cntr_wait`: polls until the counter reaches `threshold` (0), its error value
+/// changes (-FI_EAVAIL) or `timeout` ms pass (-FI_ETIMEDOUT). -FI_ENOSYS without a wait
+/// object.
+unsafe extern "C" fn wait(cntr: *mut sys::fid_cntr, threshold: u64, timeout: c_int) -> c_int {
+    // SAFETY: forwarded contract.
+    let c = match unsafe { object::<CntrFid>(cntr.cast()) } {
+        Ok(c) => c,
+        Err(e) => return neg(e),
+    };
+    let w = match c.with(|k| k.wait_begin(threshold, None)) {
+        Ok(w) => w,
+        Err(e) => return neg(e),
+    };
+    let r = poll_until(timeout, || match c.with(|k| k.reached(&w, Instant::ZERO)) {
+        Ok(false) => None,
+        Ok(true) => Some(Ok(())),
+        Err(e) => Some(Err(e)),
+    });
+    ret(r.unwrap_or(Err(Errno::ETIMEDOUT)))
+}
+
+/// fi_trywait for a counter: `Err` if `f` is not one of our counters.
+///
+/// # Safety
+///
+/// `f` is NULL or a fid.
+pub unsafe fn trywait(f: *mut sys::fid) -> Result<Result<(), Errno>, Errno> {
+    // SAFETY: forwarded contract.
+    let c = unsafe { object::<CntrFid>(f) }?;
+    Ok(c.with(|k| k.trywait()))
+}

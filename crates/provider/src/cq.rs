@@ -1,0 +1,469 @@
+//! `struct fid_cq`: completion queues (fi_cq(3)).
+
+use std::ffi::{c_char, c_int, c_void};
+
+use ofi_nostd::Errno;
+use ofi_nostd::cq::{CqAttr, CqEntry, CqFormat, CqWaitCond, DEFAULT_CQ_FORMAT, ErrDataOut};
+use ofi_nostd::domain::{CqHandle, CqObj};
+use ofi_nostd::eq::WaitObj;
+use ofi_nostd::flags::{FiAddr, Flags};
+
+use crate::domain::DomainFid;
+use crate::fid::{FidObject, fi_ops, object, poll_until, publish, release};
+use crate::heap::Heap;
+use crate::sys;
+use crate::util::{neg, put, ret, ret_len};
+
+/// Completions moved per core read; the C buffer is filled in chunks of this many.
+const CHUNK: usize = 64;
+
+/// An open completion queue.
+#[repr(C)]
+pub struct CqFid {
+    c: sys::fid_cq,
+    domain: *const DomainFid,
+    handle: CqHandle<Heap>,
+    format: CqFormat,
+}
+
+static CQ_FI_OPS: sys::fi_ops = fi_ops(close);
+
+static CQ_OPS: sys::fi_ops_cq = sys::fi_ops_cq {
+    size: size_of::<sys::fi_ops_cq>(),
+    read: Some(read),
+    readfrom: Some(readfrom),
+    readerr: Some(readerr),
+    sread: Some(sread),
+    sreadfrom: Some(sreadfrom),
+    signal: Some(signal),
+    strerror: Some(strerror),
+};
+
+// SAFETY: #[repr(C)] with the fid_cq (fid first) as first field; only `open` makes fids
+// with this class and ops.
+unsafe impl FidObject for CqFid {
+    const CLASS: u32 = sys::FI_CLASS_CQ;
+    fn fi_ops() -> *const sys::fi_ops {
+        &raw const CQ_FI_OPS
+    }
+}
+
+impl CqFid {
+    fn domain(&self) -> &DomainFid {
+        // SAFETY: a domain outlives its CQs (its fi_close is refused while one is open).
+        unsafe { &*self.domain }
+    }
+
+    /// Runs `f` on the core CQ under the domain lock.
+    fn with<R>(&self, f: impl FnOnce(&mut CqObj<Heap>) -> Result<R, Errno>) -> Result<R, Errno> {
+        self.domain().with(|d| f(d.cq_mut(self.handle)?))
+    }
+}
+
+/// The CQ behind `p`.
+///
+/// # Safety
+///
+/// As [`object`].
+unsafe fn cq<'a>(p: *const sys::fid_cq) -> Result<&'a CqFid, Errno> {
+    // SAFETY: forwarded contract; the fid is the first field.
+    unsafe { object::<CqFid>(p.cast()) }
+}
+
+/// The core attributes of a C `fi_cq_attr`; -FI_EINVAL for unknown enum values.
+fn attr_from_c(a: &sys::fi_cq_attr) -> Result<CqAttr, Errno> {
+    Ok(CqAttr {
+        size: a.size,
+        flags: Flags::from_bits_retain(a.flags),
+        format: CqFormat::from_raw(a.format as i32)?,
+        wait_obj: WaitObj::from_raw(a.wait_obj as i32)?,
+        signaling_vector: a.signaling_vector,
+        wait_cond: CqWaitCond::from_raw(a.wait_cond as i32)?,
+        wait_set: a.wait_set as u64,
+    })
+}
+
+/// Wait objects this provider can block on: none, or polling ones. A native object
+/// (FD, mutex/cond) or a wait set is -FI_ENOSYS until they exist.
+pub fn supported_wait(w: WaitObj) -> Result<(), Errno> {
+    match w {
+        WaitObj::None | WaitObj::Unspec | WaitObj::Yield => Ok(()),
+        _ => Err(Errno::ENOSYS),
+    }
+}
+
+/// `fi_cq_open`.
+///
+/// # Safety
+///
+/// Called through the application's `fi_cq_open` with valid or NULL pointers.
+pub unsafe extern "C" fn open(
+    domain: *mut sys::fid_domain,
+    attr: *mut sys::fi_cq_attr,
+    cq: *mut *mut sys::fid_cq,
+    context: *mut c_void,
+) -> c_int {
+    // SAFETY: forwarded contract.
+    let d = match unsafe { DomainFid::from_c(domain) } {
+        Ok(d) => d,
+        Err(e) => return neg(e),
+    };
+    // SAFETY: NULL or a valid attribute structure (application's contract).
+    let Some(a) = (unsafe { attr.as_ref() }) else {
+        return neg(Errno::EINVAL);
+    };
+    if cq.is_null() {
+        return neg(Errno::EINVAL);
+    }
+    let r = attr_from_c(a).and_then(|a| {
+        a.validate()?;
+        supported_wait(a.wait_obj)?;
+        let h = d.with(|core| core.cq_open(&a, context as u64))?;
+        let format = match a.format {
+            CqFormat::Unspec => DEFAULT_CQ_FORMAT,
+            f => f,
+        };
+        Ok((h, format))
+    });
+    let (handle, format) = match r {
+        Ok(v) => v,
+        Err(e) => return neg(e),
+    };
+    let obj = publish(CqFid {
+        c: sys::fid_cq {
+            fid: CqFid::header(context),
+            ops: (&raw const CQ_OPS).cast_mut(),
+        },
+        domain: std::ptr::from_ref(d),
+        handle,
+        format,
+    });
+    // SAFETY: checked non-NULL above.
+    ret(unsafe { put(cq, obj.cast::<sys::fid_cq>()) })
+}
+
+/// `fi_close(cq)`: -FI_EBUSY while an endpoint is bound to it.
+unsafe extern "C" fn close(fid: *mut sys::fid) -> c_int {
+    // SAFETY: NULL or a fid (fi_close's contract).
+    let c = match unsafe { object::<CqFid>(fid) } {
+        Ok(c) => c,
+        Err(e) => return neg(e),
+    };
+    if let Err(e) = c.domain().with(|d| d.cq_close(c.handle)) {
+        return neg(e);
+    }
+    // SAFETY: published by `open`, closed in the core, given up by the application.
+    unsafe { release(c) };
+    0
+}
+
+/// Writes `e` as entry `i` of a C buffer of `format` entries.
+///
+/// # Safety
+///
+/// `buf` holds more than `i` entries of `format`.
+unsafe fn write_entry(buf: *mut c_void, i: usize, format: CqFormat, e: &CqEntry) {
+    let ctx = e.op_context as *mut c_void;
+    let flags = e.flags.bits();
+    let buf_ptr = e.buf as *mut c_void;
+    // SAFETY: (every arm) entry `i` of the format's array is in bounds (contract);
+    // unaligned writes tolerate any buffer.
+    unsafe {
+        match format {
+            CqFormat::Unspec | CqFormat::Context => buf
+                .cast::<sys::fi_cq_entry>()
+                .add(i)
+                .write_unaligned(sys::fi_cq_entry { op_context: ctx }),
+            CqFormat::Msg => buf.cast::<sys::fi_cq_msg_entry>().add(i).write_unaligned(
+                sys::fi_cq_msg_entry {
+                    op_context: ctx,
+                    flags,
+                    len: e.len,
+                },
+            ),
+            CqFormat::Data => buf.cast::<sys::fi_cq_data_entry>().add(i).write_unaligned(
+                sys::fi_cq_data_entry {
+                    op_context: ctx,
+                    flags,
+                    len: e.len,
+                    buf: buf_ptr,
+                    data: e.data,
+                },
+            ),
+            CqFormat::Tagged => buf.cast::<sys::fi_cq_tagged_entry>().add(i).write_unaligned(
+                sys::fi_cq_tagged_entry {
+                    op_context: ctx,
+                    flags,
+                    len: e.len,
+                    buf: buf_ptr,
+                    data: e.data,
+                    tag: e.tag,
+                },
+            ),
+        }
+    }
+}
+
+/// fi_cq_read / fi_cq_readfrom on a locked CQ: up to `count` completions into the C
+/// buffer, in chunks; a later chunk's error ends the read with what was read.
+///
+/// # Safety
+///
+/// `buf` holds `count` entries of `format`; `src` is NULL or holds `count` addresses.
+unsafe fn read_locked(
+    q: &mut CqObj<Heap>,
+    format: CqFormat,
+    buf: *mut c_void,
+    count: usize,
+    src: *mut FiAddr,
+) -> Result<usize, Errno> {
+    let mut entries = [CqEntry::default(); CHUNK];
+    let mut addrs = [0 as FiAddr; CHUNK];
+    let mut total = 0;
+    loop {
+        let n = (count - total).min(CHUNK);
+        let got = if src.is_null() {
+            q.read(&mut entries[..n])
+        } else {
+            q.readfrom(&mut entries[..n], &mut addrs[..n])
+        };
+        let got = match got {
+            Ok(k) => k,
+            Err(_) if total > 0 => return Ok(total),
+            Err(e) => return Err(e),
+        };
+        for (j, e) in entries[..got].iter().enumerate() {
+            // SAFETY: total + j < count entries fit (contract).
+            unsafe { write_entry(buf, total + j, format, e) };
+            if !src.is_null() {
+                // SAFETY: `src` holds `count` addresses (contract).
+                unsafe { src.add(total + j).write_unaligned(addrs[j]) };
+            }
+        }
+        total += got;
+        if got < n || total == count {
+            return Ok(total);
+        }
+    }
+}
+
+/// The shared body of read and readfrom.
+///
+/// # Safety
+///
+/// Pointers as the application passed them.
+unsafe fn do_read(
+    cq_p: *mut sys::fid_cq,
+    buf: *mut c_void,
+    count: usize,
+    src: *mut FiAddr,
+    from: bool,
+) -> isize {
+    // SAFETY: forwarded contract.
+    let c = match unsafe { cq(cq_p) } {
+        Ok(c) => c,
+        Err(e) => return ret_len(Err(e)),
+    };
+    if count > 0 && (buf.is_null() || (from && src.is_null())) {
+        return ret_len(Err(Errno::EINVAL));
+    }
+    // SAFETY: buffers hold `count` entries (application's contract).
+    ret_len(c.with(|q| unsafe { read_locked(q, c.format, buf, count, src) }))
+}
+
+/// `fi_cq_read`.
+unsafe extern "C" fn read(cq: *mut sys::fid_cq, buf: *mut c_void, count: usize) -> isize {
+    // SAFETY: forwarded.
+    unsafe { do_read(cq, buf, count, std::ptr::null_mut(), false) }
+}
+
+/// `fi_cq_readfrom`.
+unsafe extern "C" fn readfrom(
+    cq: *mut sys::fid_cq,
+    buf: *mut c_void,
+    count: usize,
+    src_addr: *mut sys::fi_addr_t,
+) -> isize {
+    // SAFETY: forwarded.
+    unsafe { do_read(cq, buf, count, src_addr, true) }
+}
+
+/// `fi_cq_readerr`: the error entry at the head (returns 1). With API >= 1.5 and an
+/// `err_data_size`, error data is copied to the application's buffer; otherwise
+/// `err_data` points at the CQ's own copy, valid until the next read.
+unsafe extern "C" fn readerr(
+    cq_p: *mut sys::fid_cq,
+    buf: *mut sys::fi_cq_err_entry,
+    flags: u64,
+) -> isize {
+    // SAFETY: forwarded contract.
+    let c = match unsafe { cq(cq_p) } {
+        Ok(c) => c,
+        Err(e) => return ret_len(Err(e)),
+    };
+    if buf.is_null() {
+        return ret_len(Err(Errno::EINVAL));
+    }
+    let api = c.domain().api_version();
+    let new_layout = api >= ofi_nostd::cq::API_VERSION_1_5;
+    // SAFETY: `buf` is the application's entry, of the layout its API version has.
+    let (user_data, user_len) = unsafe {
+        if new_layout {
+            ((*buf).err_data, (*buf).err_data_size)
+        } else {
+            (std::ptr::null_mut(), 0)
+        }
+    };
+    let user_len = if user_data.is_null() { 0 } else { user_len };
+    let mut scratch = [0u8; ofi_nostd::cq::MAX_ERR_DATA];
+    let r = c.with(|q| {
+        let out = q.readerr(
+            Flags::from_bits_retain(flags),
+            api,
+            &mut scratch[..user_len.min(ofi_nostd::cq::MAX_ERR_DATA)],
+        )?;
+        let (data_ptr, data_len) = match out.err_data {
+            ErrDataOut::Copied(n) => {
+                // SAFETY: the application's err_data holds err_data_size >= n bytes.
+                unsafe {
+                    std::ptr::copy_nonoverlapping(scratch.as_ptr(), user_data.cast::<u8>(), n)
+                };
+                (user_data, n)
+            }
+            ErrDataOut::ProviderOwned(0) => (std::ptr::null_mut(), 0),
+            ErrDataOut::ProviderOwned(n) => (q.last_err_data().as_ptr().cast_mut().cast(), n),
+        };
+        // SAFETY: `buf` is writable for its layout; the 1.0 layout has no
+        // err_data_size, so it is only written for API >= 1.5.
+        unsafe {
+            (*buf).op_context = out.op_context as *mut c_void;
+            (*buf).flags = out.flags;
+            (*buf).len = out.len;
+            (*buf).buf = out.buf as *mut c_void;
+            (*buf).data = out.data;
+            (*buf).tag = out.tag;
+            (*buf).olen = out.olen;
+            (*buf).err = out.err;
+            (*buf).prov_errno = out.prov_errno;
+            (*buf).err_data = data_ptr;
+            if new_layout {
+                (*buf).err_data_size = data_len;
+            }
+        }
+        Ok(1)
+    });
+    ret_len(r)
+}
+
+/// The blocking reads: poll until entries (or the FI_CQ_COND_THRESHOLD count), an error,
+/// a signal or the timeout (-FI_EAGAIN). -FI_ENOSYS without a wait object.
+///
+/// # Safety
+///
+/// Pointers as the application passed them.
+unsafe fn do_sread(
+    cq_p: *mut sys::fid_cq,
+    buf: *mut c_void,
+    count: usize,
+    src: *mut FiAddr,
+    cond: *const c_void,
+    timeout: c_int,
+    from: bool,
+) -> isize {
+    // SAFETY: forwarded contract.
+    let c = match unsafe { cq(cq_p) } {
+        Ok(c) => c,
+        Err(e) => return ret_len(Err(e)),
+    };
+    if count > 0 && (buf.is_null() || (from && src.is_null())) {
+        return ret_len(Err(Errno::EINVAL));
+    }
+    let threshold = match c.with(|q| {
+        q.check_sread()?;
+        Ok(q.attr().wait_cond)
+    }) {
+        Ok(CqWaitCond::Threshold) if !cond.is_null() => {
+            // SAFETY: with FI_CQ_COND_THRESHOLD, `cond` points to a size_t.
+            unsafe { cond.cast::<usize>().read_unaligned() }
+        }
+        Ok(_) => 1,
+        Err(e) => return ret_len(Err(e)),
+    };
+    let r = poll_until(timeout, || {
+        let step = c.with(|q| match q.trywait_cond(threshold) {
+            Ok(()) => Ok(None),
+            Err(Errno::EAGAIN) => {
+                // SAFETY: buffers hold `count` entries (application's contract).
+                match unsafe { read_locked(q, c.format, buf, count, src) } {
+                    Err(Errno::EAGAIN) if q.take_signal() => Err(Errno::EAGAIN),
+                    Err(Errno::EAGAIN) => Ok(None),
+                    other => other.map(Some),
+                }
+            }
+            Err(e) => Err(e),
+        });
+        match step {
+            Ok(None) => None,
+            Ok(Some(n)) => Some(Ok(n)),
+            Err(e) => Some(Err(e)),
+        }
+    });
+    ret_len(r.unwrap_or(Err(Errno::EAGAIN)))
+}
+
+/// `fi_cq_sread`.
+unsafe extern "C" fn sread(
+    cq: *mut sys::fid_cq,
+    buf: *mut c_void,
+    count: usize,
+    cond: *const c_void,
+    timeout: c_int,
+) -> isize {
+    // SAFETY: forwarded.
+    unsafe { do_sread(cq, buf, count, std::ptr::null_mut(), cond, timeout, false) }
+}
+
+/// `fi_cq_sreadfrom`.
+unsafe extern "C" fn sreadfrom(
+    cq: *mut sys::fid_cq,
+    buf: *mut c_void,
+    count: usize,
+    src_addr: *mut sys::fi_addr_t,
+    cond: *const c_void,
+    timeout: c_int,
+) -> isize {
+    // SAFETY: forwarded.
+    unsafe { do_sread(cq, buf, count, src_addr, cond, timeout, true) }
+}
+
+/// `fi_cq_signal`: wakes a blocked sread (-FI_ENOSYS without a wait object).
+unsafe extern "C" fn signal(cq_p: *mut sys::fid_cq) -> c_int {
+    // SAFETY: forwarded contract.
+    match unsafe { cq(cq_p) } {
+        Ok(c) => ret(c.with(|q| q.signal())),
+        Err(e) => neg(e),
+    }
+}
+
+/// `fi_cq_strerror`.
+unsafe extern "C" fn strerror(
+    _cq: *mut sys::fid_cq,
+    prov_errno: c_int,
+    _err_data: *const c_void,
+    buf: *mut c_char,
+    len: usize,
+) -> *const c_char {
+    // SAFETY: `buf` is NULL or holds `len` bytes (application's contract).
+    unsafe { crate::util::strerror(prov_errno, buf, len) }
+}
+
+/// fi_trywait for a CQ: `Err` if `f` is not one of our CQs.
+///
+/// # Safety
+///
+/// `f` is NULL or a fid.
+pub unsafe fn trywait(f: *mut sys::fid) -> Result<Result<(), Errno>, Errno> {
+    // SAFETY: forwarded contract.
+    let c = unsafe { object::<CqFid>(f) }?;
+    Ok(c.with(|q| q.trywait()))
+}

@@ -1,0 +1,96 @@
+//! The provider's parameters, registered with libfabric (`fi_param_define`) so that
+//! `fi_info -e` lists them and `FI_NOSTD_<NAME>` sets them.
+
+use std::ffi::{CStr, c_char, c_void};
+
+use crate::sys;
+
+/// One parameter: name (as passed to `fi_param_define`), type, help text.
+#[derive(Debug, Clone, Copy)]
+pub struct Param {
+    /// Name without the `FI_NOSTD_` prefix.
+    pub name: &'static CStr,
+    /// `enum fi_param_type`.
+    pub kind: sys::fi_param_type,
+    /// Help text (shown after `nostd: ` by `fi_info -e`).
+    pub help: &'static CStr,
+}
+
+/// Every parameter of the provider.
+pub const PARAMS: &[Param] = &[
+    Param {
+        name: c"dataplane",
+        kind: sys::fi_param_type_FI_PARAM_STRING,
+        help: c"Data plane that moves frames: udp (kernel UDP sockets), tap, af_packet or dpdk (default: udp)",
+    },
+    Param {
+        name: c"iface",
+        kind: sys::fi_param_type_FI_PARAM_STRING,
+        help: c"Only offer this interface as a domain (default: every IPv4 interface that is up)",
+    },
+    Param {
+        name: c"eager_threshold",
+        kind: sys::fi_param_type_FI_PARAM_SIZE_T,
+        help: c"Messages up to this many bytes are sent eagerly, larger ones by rendezvous (default: 8192)",
+    },
+    Param {
+        name: c"window",
+        kind: sys::fi_param_type_FI_PARAM_SIZE_T,
+        help: c"Packets in flight per peer before waiting for acknowledgements (default: the engine's)",
+    },
+    Param {
+        name: c"loss",
+        kind: sys::fi_param_type_FI_PARAM_STRING,
+        help: c"Fault injection for testing: fraction of frames dropped on receive, 0.0 to 1.0 (default: 0)",
+    },
+];
+
+/// Registers [`PARAMS`] for `provider` (once per load, from `fi_prov_ini`).
+///
+/// # Safety
+///
+/// `provider` is the provider's static `struct fi_provider`, with a valid `name`.
+pub unsafe fn define(provider: *const sys::fi_provider) {
+    for p in PARAMS {
+        // The help text goes through "%s": fi_param_define takes a printf format.
+        // SAFETY: every pointer is a static NUL-terminated string or the static
+        // provider; the variadic argument matches the "%s" conversion.
+        unsafe {
+            sys::fi_param_define(provider, p.name.as_ptr(), p.kind, c"%s".as_ptr(), p.help.as_ptr())
+        };
+    }
+}
+
+/// The value of string parameter `name` (`FI_NOSTD_<NAME>`), if set.
+pub fn get_str(name: &CStr) -> Option<String> {
+    let mut value: *mut c_char = std::ptr::null_mut();
+    // SAFETY: the provider is the static one params were defined for; `value` is a
+    // `char *` out-parameter as FI_PARAM_STRING requires.
+    let r = unsafe {
+        sys::fi_param_get(
+            crate::prov::provider(),
+            name.as_ptr(),
+            (&raw mut value).cast::<c_void>(),
+        )
+    };
+    if r != 0 || value.is_null() {
+        return None;
+    }
+    // SAFETY: libfabric returned a NUL-terminated string (the environment's).
+    let s = unsafe { CStr::from_ptr(value) };
+    Some(s.to_string_lossy().into_owned())
+}
+
+/// The value of `size_t` parameter `name`, if set and valid.
+pub fn get_size(name: &CStr) -> Option<usize> {
+    let mut value: usize = 0;
+    // SAFETY: as in `get_str`, with a `size_t` out-parameter for FI_PARAM_SIZE_T.
+    let r = unsafe {
+        sys::fi_param_get(
+            crate::prov::provider(),
+            name.as_ptr(),
+            (&raw mut value).cast::<c_void>(),
+        )
+    };
+    (r == 0).then_some(value)
+}

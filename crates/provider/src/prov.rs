@@ -1,0 +1,161 @@
+//! `fi_prov_ini` and the `struct fi_provider` it returns: `getinfo`, `fabric`,
+//! `cleanup`.
+
+use std::cell::UnsafeCell;
+use std::ffi::{c_char, c_int, c_void};
+use std::ptr;
+use std::sync::Once;
+
+use hosted::sysinfo::{HostInterface, StdResolver, host_interfaces};
+use ofi_nostd::Errno;
+use ofi_nostd::flags::Flags;
+use ofi_nostd::info::{
+    self, Info, Interface, MAX_ENTRIES_PER_INTERFACE, PROV_VERSION, Provider, ProviderConfig,
+};
+
+use crate::sys;
+use crate::util::{cstr, neg, put};
+
+/// The libfabric API the provider implements: `FI_VERSION(1, 17)`.
+pub const FI_VERSION_1_17: u32 = info::fi_version(1, 17);
+
+/// The provider structure libfabric keeps a pointer to. libfabric writes its own state
+/// into `context`, so it lives in an [`UnsafeCell`].
+struct ProviderCell(UnsafeCell<sys::fi_provider>);
+
+// SAFETY: the fields this library sets are written once, at compile time; only
+// libfabric writes (`context`), under its own initialisation lock.
+unsafe impl Sync for ProviderCell {}
+
+static PROVIDER: ProviderCell = ProviderCell(UnsafeCell::new(sys::fi_provider {
+    version: PROV_VERSION,
+    fi_version: FI_VERSION_1_17,
+    context: sys::fi_context {
+        internal: [ptr::null_mut(); 4],
+    },
+    name: c"nostd".as_ptr(),
+    getinfo: Some(getinfo),
+    fabric: Some(crate::fabric::open),
+    cleanup: Some(cleanup),
+}));
+
+/// The provider structure (for `fi_param_*`).
+pub fn provider() -> *mut sys::fi_provider {
+    PROVIDER.0.get()
+}
+
+/// The entry point libfabric looks up after `dlopen`ing `lib*-fi.so` (`FI_EXT_INI`):
+/// registers the parameters once and returns the provider.
+#[unsafe(no_mangle)]
+pub extern "C" fn fi_prov_ini() -> *mut sys::fi_provider {
+    static PARAMS: Once = Once::new();
+    // SAFETY: the static provider has a valid name; defining parameters only needs it.
+    PARAMS.call_once(|| unsafe { crate::params::define(provider()) });
+    provider()
+}
+
+/// `cleanup`: called by libfabric before it unloads the library. Nothing is global but
+/// the parameters, which libfabric undefines itself.
+extern "C" fn cleanup() {}
+
+/// The limits the provider advertises and sizes its pools with.
+pub fn config() -> ProviderConfig {
+    let mut cfg = ProviderConfig::DEFAULT;
+    if let Some(t) = crate::params::get_size(c"eager_threshold") {
+        cfg.eager_threshold = t;
+    }
+    cfg
+}
+
+/// The host's interfaces the provider offers: every IPv4 interface that is up, or only
+/// the one named (or addressed) by `FI_NOSTD_IFACE`.
+pub fn interfaces() -> Vec<HostInterface> {
+    let mut host = host_interfaces().unwrap_or_default();
+    if let Some(want) = crate::params::get_str(c"iface").filter(|s| !s.is_empty()) {
+        host.retain(|i| i.name == want || i.ip.to_string() == want);
+    }
+    host
+}
+
+/// Runs the core's getinfo against the host.
+fn core_getinfo(
+    version: u32,
+    node: Option<&str>,
+    service: Option<&str>,
+    flags: Flags,
+    hints: Option<&Info>,
+) -> Result<Vec<Info>, Errno> {
+    let host = interfaces();
+    let ifaces: Vec<Interface<'_>> = host.iter().map(HostInterface::as_interface).collect();
+    let prov = Provider {
+        cfg: config(),
+        interfaces: &ifaces,
+        resolver: &StdResolver,
+    };
+    let mut out = vec![Info::default(); (ifaces.len() * MAX_ENTRIES_PER_INTERFACE).max(1)];
+    let n = info::getinfo(version, node, service, flags, hints, &prov, &mut out)?;
+    out.truncate(n);
+    Ok(out)
+}
+
+/// `getinfo` of `struct fi_provider`: the entries matching the hints, as a list of
+/// `malloc`ed `fi_info`s for `fi_freeinfo`. Hints the core cannot represent match
+/// nothing (-FI_ENODATA).
+///
+/// # Safety
+///
+/// Called by libfabric (or an application through it) with valid or NULL pointers.
+pub unsafe extern "C" fn getinfo(
+    version: u32,
+    node: *const c_char,
+    service: *const c_char,
+    flags: u64,
+    hints: *const sys::fi_info,
+    info: *mut *mut sys::fi_info,
+) -> c_int {
+    // SAFETY: `info` is NULL or writable (caller's contract).
+    if unsafe { put(info, ptr::null_mut()) }.is_err() {
+        return neg(Errno::EINVAL);
+    }
+    // A name that is not UTF-8 names nothing we can resolve.
+    // SAFETY: NULL or NUL-terminated (caller's contract).
+    let Ok(node) = (unsafe { cstr(node) }) else {
+        return neg(Errno::ENODATA);
+    };
+    // SAFETY: as above.
+    let Ok(service) = (unsafe { cstr(service) }) else {
+        return neg(Errno::ENODATA);
+    };
+    let hints = if hints.is_null() {
+        None
+    } else {
+        // SAFETY: a non-NULL hints pointer is a valid fi_info (caller's contract).
+        match unsafe { crate::info::from_c(hints) } {
+            Some(h) => Some(h),
+            None => return neg(Errno::ENODATA),
+        }
+    };
+    let infos = match core_getinfo(
+        version,
+        node,
+        service,
+        Flags::from_bits_retain(flags),
+        hints.as_ref(),
+    ) {
+        Ok(v) => v,
+        Err(e) => return neg(e),
+    };
+    match crate::info::to_c(&infos) {
+        Ok(list) => {
+            // SAFETY: checked writable above.
+            unsafe { *info = list };
+            0
+        }
+        Err(e) => neg(e),
+    }
+}
+
+/// Used by the fid modules: the application's `void *context` as the core's `u64`.
+pub fn ctx(context: *mut c_void) -> u64 {
+    context as u64
+}
