@@ -3,6 +3,7 @@
 //! `cargo xtask demo` is the main job and `cargo xtask test` runs every check and test;
 //! both install what they need when it is missing. No shell script is needed besides.
 
+mod bench;
 mod cmd;
 mod demo;
 mod fuzz;
@@ -59,8 +60,13 @@ enum Task {
     Provider,
     /// Build the DPU firmware image and boot it under QEMU (not yet).
     Firmware,
-    /// Latency and bandwidth benchmarks (not yet).
-    Bench,
+    /// Benchmarks, reported in target/bench/report.md: tag matching against queue length
+    /// now; ping-pong latency and bandwidth once the data path exists.
+    Bench {
+        /// Short criterion runs (`--quick`): a smoke check, not numbers to quote.
+        #[arg(long)]
+        quick: bool,
+    },
 }
 
 fn main() -> ExitCode {
@@ -74,7 +80,7 @@ fn main() -> ExitCode {
         Task::TestDpdk => ("test-dpdk", hooks::test_dpdk(&ws)),
         Task::Provider => ("provider", hooks::provider(&ws)),
         Task::Firmware => ("firmware", hooks::firmware(&ws)),
-        Task::Bench => ("bench", hooks::bench(&ws)),
+        Task::Bench { quick } => ("bench", bench::run(&ws, *quick)),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -248,6 +248,8 @@ where
         let mut i = self.head(which, bucket).head;
         while i != NIL {
             let (h, n) = self.nodes.get_by_index(i as usize)?;
+            #[cfg(test)]
+            tests::count_probe();
             if pred(n) {
                 return Some((h, n.seq));
             }
@@ -572,5 +574,89 @@ mod tests {
                 }
             }
         });
+    }
+
+    std::thread_local! {
+        /// Nodes inspected by `Table::first` on this thread (test builds only).
+        static PROBES: core::cell::Cell<usize> = const { core::cell::Cell::new(0) };
+    }
+
+    /// Called by `Table::first` for every node it inspects (test builds only).
+    pub(super) fn count_probe() {
+        PROBES.with(|p| p.set(p.get() + 1));
+    }
+
+    /// Runs `f` and returns its result with the number of nodes it inspected.
+    fn probes<R>(f: impl FnOnce() -> R) -> (R, usize) {
+        let before = PROBES.with(|p| p.get());
+        let r = f();
+        (r, PROBES.with(|p| p.get()) - before)
+    }
+
+    /// The structural half of the "10,000 posted receives cost within 2x of 1"
+    /// (the timing half is `benches/matching.rs`, since timed tests are not allowed here):
+    /// with as many buckets as receives, an exact-tag `find` inspects a bounded number of
+    /// nodes however long the queue is, for directed and any-source receives and for
+    /// several tag layouts (sequential, MPI-style context in the high bits, strided).
+    #[test]
+    fn exact_find_inspects_constant_nodes_at_any_queue_length() {
+        const N: u64 = 10_000;
+        const BOUND: usize = 8;
+        type Layout = (&'static str, fn(u64) -> u64);
+        let layouts: [Layout; 3] = [
+            ("sequential", |i| i),
+            ("high bits", |i| (i << 32) | 7),
+            ("stride 4096", |i| i * 4096),
+        ];
+        for (layout, tag_of) in layouts {
+            for src in [ANY, 5] {
+                let mut q = posted(N as usize, 2 * (N as usize).next_power_of_two());
+                let mut one = posted(1, 2);
+                let first = one.post(src, tag_of(0), 0, 0).unwrap();
+                let (found, alone) = probes(|| one.find(5, tag_of(0)));
+                assert_eq!(found, Some(first));
+                let handles: Vec<_> = (0..N)
+                    .map(|i| q.post(src, tag_of(i), 0, i as u32).unwrap())
+                    .collect();
+                let (mut worst, mut total) = (0, 0);
+                for (i, &h) in handles.iter().enumerate() {
+                    let (found, n) = probes(|| q.find(5, tag_of(i as u64)));
+                    assert_eq!(found, Some(h), "{layout} src {src:#x} tag #{i}");
+                    worst = worst.max(n);
+                    total += n;
+                }
+                let (miss, n) = probes(|| q.find(5, tag_of(N)));
+                assert_eq!(miss, None);
+                worst = worst.max(n);
+                assert!(
+                    worst <= BOUND,
+                    "{layout} src {src:#x}: a find inspected {worst} nodes among {N} (alone: {alone})"
+                );
+                assert!(
+                    total as u64 <= 2 * N,
+                    "{layout} src {src:#x}: {total} nodes inspected by {N} finds"
+                );
+                // find + remove + re-post keeps the bound (the bench's steady state).
+                let mid = (N / 2) as usize;
+                q.remove(handles[mid]).unwrap();
+                let again = q.post(src, tag_of(mid as u64), 0, 0).unwrap();
+                let (found, n) = probes(|| q.find(5, tag_of(mid as u64)));
+                assert_eq!(found, Some(again));
+                assert!(n <= BOUND, "{layout}: re-posted find inspected {n}");
+            }
+        }
+    }
+
+    /// Without hashing (no buckets), the same search is linear: the probe counter does
+    /// see queue length, so the bound above is a property of the buckets.
+    #[test]
+    fn probe_counter_sees_linear_scan_without_buckets() {
+        let mut q = posted(100, 0);
+        for tag in 0..100 {
+            q.post(ANY, tag, 0, 0).unwrap();
+        }
+        let (found, n) = probes(|| q.find(1, 99));
+        assert!(found.is_some());
+        assert_eq!(n, 100);
     }
 }
