@@ -163,7 +163,12 @@ unsafe fn insert_with(
     fi_addr: *mut FiAddr,
     flags: u64,
     context: *mut c_void,
-    f: impl FnOnce(&mut AvObj<Heap>, Option<&mut [FiAddr]>, Flags, Option<&mut [i32]>) -> Result<usize, Errno>,
+    f: impl FnOnce(
+        &mut AvObj<Heap>,
+        Option<&mut [FiAddr]>,
+        Flags,
+        Option<&mut [i32]>,
+    ) -> Result<usize, Errno>,
 ) -> c_int {
     let flags = Flags::from_bits_retain(flags);
     let mut addrs = Vec::new();
@@ -427,7 +432,10 @@ unsafe extern "C" fn straddr(
         }
     };
     if room > 0 {
-        let n = tmp[..room].iter().position(|&b| b == 0).map_or(room, |p| p + 1);
+        let n = tmp[..room]
+            .iter()
+            .position(|&b| b == 0)
+            .map_or(room, |p| p + 1);
         // SAFETY: `buf` holds at least `room` bytes (the application's `*len`).
         unsafe { std::ptr::copy_nonoverlapping(tmp.as_ptr(), buf.cast::<u8>(), n) };
     }

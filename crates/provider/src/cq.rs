@@ -174,32 +174,37 @@ unsafe fn write_entry(buf: *mut c_void, i: usize, format: CqFormat, e: &CqEntry)
                 .cast::<sys::fi_cq_entry>()
                 .add(i)
                 .write_unaligned(sys::fi_cq_entry { op_context: ctx }),
-            CqFormat::Msg => buf.cast::<sys::fi_cq_msg_entry>().add(i).write_unaligned(
-                sys::fi_cq_msg_entry {
-                    op_context: ctx,
-                    flags,
-                    len: e.len,
-                },
-            ),
-            CqFormat::Data => buf.cast::<sys::fi_cq_data_entry>().add(i).write_unaligned(
-                sys::fi_cq_data_entry {
-                    op_context: ctx,
-                    flags,
-                    len: e.len,
-                    buf: buf_ptr,
-                    data: e.data,
-                },
-            ),
-            CqFormat::Tagged => buf.cast::<sys::fi_cq_tagged_entry>().add(i).write_unaligned(
-                sys::fi_cq_tagged_entry {
+            CqFormat::Msg => {
+                buf.cast::<sys::fi_cq_msg_entry>()
+                    .add(i)
+                    .write_unaligned(sys::fi_cq_msg_entry {
+                        op_context: ctx,
+                        flags,
+                        len: e.len,
+                    })
+            }
+            CqFormat::Data => {
+                buf.cast::<sys::fi_cq_data_entry>()
+                    .add(i)
+                    .write_unaligned(sys::fi_cq_data_entry {
+                        op_context: ctx,
+                        flags,
+                        len: e.len,
+                        buf: buf_ptr,
+                        data: e.data,
+                    })
+            }
+            CqFormat::Tagged => buf
+                .cast::<sys::fi_cq_tagged_entry>()
+                .add(i)
+                .write_unaligned(sys::fi_cq_tagged_entry {
                     op_context: ctx,
                     flags,
                     len: e.len,
                     buf: buf_ptr,
                     data: e.data,
                     tag: e.tag,
-                },
-            ),
+                }),
         }
     }
 }

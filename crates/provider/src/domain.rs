@@ -74,7 +74,10 @@ impl DomainFid {
     }
 
     /// Runs `f` on the core domain under the domain's lock.
-    pub fn with<R>(&self, f: impl FnOnce(&mut Domain<Heap>) -> Result<R, Errno>) -> Result<R, Errno> {
+    pub fn with<R>(
+        &self,
+        f: impl FnOnce(&mut Domain<Heap>) -> Result<R, Errno>,
+    ) -> Result<R, Errno> {
         let mut g = self.inner.lock();
         f(g.as_mut().ok_or(Errno::EINVAL)?)
     }
@@ -97,7 +100,11 @@ impl DomainFid {
 fn pick_interface(info: &Info, host: &[HostInterface]) -> Result<HostInterface, Errno> {
     let d = info.domain_attr.name.as_str();
     if !d.is_empty() {
-        return host.iter().find(|i| i.name == d).cloned().ok_or(Errno::EINVAL);
+        return host
+            .iter()
+            .find(|i| i.name == d)
+            .cloned()
+            .ok_or(Errno::EINVAL);
     }
     if let Some(a) = src_addr(info)
         && let Some(i) = host.iter().find(|i| i.ip.octets() == a.ip)

@@ -290,7 +290,11 @@ fn one_to_c(info: &Info) -> Result<*mut sys::fi_info, Errno> {
             auth_key: ptr::null_mut(),
         };
         ep.auth_key = malloc_copy(&e.auth_key)?.cast();
-        ep.auth_key_size = if ep.auth_key.is_null() { 0 } else { e.auth_key.len() };
+        ep.auth_key_size = if ep.auth_key.is_null() {
+            0
+        } else {
+            e.auth_key.len()
+        };
         let d = &info.domain_attr;
         *dom = sys::fi_domain_attr {
             domain: ptr::null_mut(),
@@ -323,7 +327,11 @@ fn one_to_c(info: &Info) -> Result<*mut sys::fi_info, Errno> {
         };
         dom.name = malloc_str(&d.name)?;
         dom.auth_key = malloc_copy(&d.auth_key)?.cast();
-        dom.auth_key_size = if dom.auth_key.is_null() { 0 } else { d.auth_key.len() };
+        dom.auth_key_size = if dom.auth_key.is_null() {
+            0
+        } else {
+            d.auth_key.len()
+        };
         let f = &info.fabric_attr;
         fab.name = malloc_str(&f.name)?;
         fab.prov_version = f.prov_version;
@@ -390,7 +398,10 @@ mod tests {
         unsafe {
             assert!(!(*list).next.is_null());
             assert!((*(*list).next).next.is_null());
-            assert!((*(*list).fabric_attr).prov_name.is_null(), "libfabric sets it");
+            assert!(
+                (*(*list).fabric_attr).prov_name.is_null(),
+                "libfabric sets it"
+            );
             let back = from_c(list).unwrap();
             let mut want = info.clone();
             want.fabric_attr.prov_name = Name::new();

@@ -56,7 +56,13 @@ pub unsafe fn define(provider: *const sys::fi_provider) {
         // SAFETY: every pointer is a static NUL-terminated string or the static
         // provider; the variadic argument matches the "%s" conversion.
         unsafe {
-            sys::fi_param_define(provider, p.name.as_ptr(), p.kind, c"%s".as_ptr(), p.help.as_ptr())
+            sys::fi_param_define(
+                provider,
+                p.name.as_ptr(),
+                p.kind,
+                c"%s".as_ptr(),
+                p.help.as_ptr(),
+            )
         };
     }
 }

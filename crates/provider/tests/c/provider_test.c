@@ -1,0 +1,403 @@
+/*
+ * The nostd provider through the system libfabric, as an application uses it:
+ * fi_getinfo -> fi_fabric -> fi_domain -> CQs of every format, an EQ, an AV, a
+ * counter, memory regions; closes in the wrong order (-FI_EBUSY), then in the
+ * right one; NULLs where an application might pass them (-FI_EINVAL, no crash).
+ *
+ * Run with FI_PROVIDER_PATH=<dir holding libnostd-fi.so> FI_PROVIDER=nostd.
+ * Prints one line per check; exits 0 when every check passed.
+ */
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <rdma/fabric.h>
+#include <rdma/fi_cm.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_eq.h>
+#include <rdma/fi_errno.h>
+
+static int failures;
+static int checks;
+
+#define EXPECT(expr, want)                                                      \
+	do {                                                                    \
+		long long got_ = (long long)(expr);                             \
+		long long want_ = (long long)(want);                            \
+		checks++;                                                       \
+		if (got_ != want_) {                                            \
+			failures++;                                             \
+			printf("FAIL %s:%d: %s = %lld, want %lld (%s)\n",       \
+			       __FILE__, __LINE__, #expr, got_, want_,          \
+			       got_ < 0 ? fi_strerror((int)-got_) : "");        \
+		}                                                               \
+	} while (0)
+
+#define EXPECT_TRUE(cond) EXPECT(!!(cond), 1)
+
+static struct fi_info *getinfo(enum fi_ep_type type)
+{
+	struct fi_info *hints = fi_allocinfo(), *info = NULL;
+
+	hints->fabric_attr->prov_name = strdup("nostd");
+	hints->ep_attr->type = type;
+	EXPECT(fi_getinfo(FI_VERSION(1, 17), NULL, NULL, 0, hints, &info), 0);
+	fi_freeinfo(hints);
+	return info;
+}
+
+static void test_getinfo(void)
+{
+	struct fi_info *hints, *info = NULL, *cur;
+	int n = 0;
+
+	info = getinfo(FI_EP_DGRAM);
+	EXPECT_TRUE(info != NULL);
+	for (cur = info; cur; cur = cur->next) {
+		n++;
+		EXPECT(cur->ep_attr->type, FI_EP_DGRAM);
+		EXPECT(strcmp(cur->fabric_attr->prov_name, "nostd"), 0);
+		EXPECT(strcmp(cur->fabric_attr->name, "nostd"), 0);
+		EXPECT(cur->fabric_attr->prov_version, FI_VERSION(1, 0));
+		EXPECT(cur->fabric_attr->api_version, FI_VERSION(1, 17));
+		EXPECT(cur->addr_format, FI_SOCKADDR_IN);
+		EXPECT(cur->src_addrlen, sizeof(struct sockaddr_in));
+		EXPECT(cur->domain_attr->threading, FI_THREAD_SAFE);
+		EXPECT_TRUE(cur->domain_attr->name != NULL);
+		EXPECT_TRUE(cur->caps & FI_MSG);
+	}
+	EXPECT_TRUE(n > 0);
+	fi_freeinfo(info);
+
+	/* Something we do not offer: no data. */
+	hints = fi_allocinfo();
+	hints->fabric_attr->prov_name = strdup("nostd");
+	hints->caps = FI_RMA;
+	info = NULL;
+	EXPECT(fi_getinfo(FI_VERSION(1, 17), NULL, NULL, 0, hints, &info), -FI_ENODATA);
+	EXPECT_TRUE(info == NULL);
+	/* An enum value the provider cannot know: no data either. */
+	hints->caps = 0;
+	hints->domain_attr->threading = (enum fi_threading)77;
+	EXPECT(fi_getinfo(FI_VERSION(1, 17), NULL, NULL, 0, hints, &info), -FI_ENODATA);
+	fi_freeinfo(hints);
+
+	/* A numeric destination resolves into dest_addr. */
+	hints = fi_allocinfo();
+	hints->fabric_attr->prov_name = strdup("nostd");
+	info = NULL;
+	EXPECT(fi_getinfo(FI_VERSION(1, 17), "127.0.0.1", "4242", 0, hints, &info), 0);
+	if (info) {
+		struct sockaddr_in *sin = info->dest_addr;
+		EXPECT(info->dest_addrlen, sizeof(*sin));
+		EXPECT(ntohs(sin->sin_port), 4242);
+		EXPECT(sin->sin_addr.s_addr, htonl(INADDR_LOOPBACK));
+		fi_freeinfo(info);
+	}
+	fi_freeinfo(hints);
+}
+
+static void test_eq(struct fid_fabric *fabric, struct fid_eq **eq_out)
+{
+	struct fi_eq_attr attr = { .flags = FI_WRITE, .wait_obj = FI_WAIT_UNSPEC };
+	struct fi_eq_entry in = { .context = (void *)0x1234, .data = 99 }, out;
+	struct fi_eq_err_entry err;
+	struct fid_eq *eq = NULL;
+	uint32_t event = 0;
+	char text[64];
+
+	EXPECT(fi_eq_open(fabric, NULL, &eq, NULL), -FI_EINVAL);
+	EXPECT(fi_eq_open(fabric, &attr, NULL, NULL), -FI_EINVAL);
+	attr.wait_obj = FI_WAIT_FD;
+	EXPECT(fi_eq_open(fabric, &attr, &eq, NULL), -FI_ENOSYS);
+	attr.wait_obj = FI_WAIT_UNSPEC;
+	EXPECT(fi_eq_open(fabric, &attr, &eq, (void *)0xe0), 0);
+	EXPECT_TRUE(eq->fid.context == (void *)0xe0);
+	EXPECT_TRUE(eq->fid.fclass == FI_CLASS_EQ);
+
+	EXPECT(fi_eq_write(eq, FI_NOTIFY, &in, sizeof in, 0), sizeof in);
+	EXPECT(fi_eq_read(eq, NULL, &out, sizeof out, 0), -FI_EINVAL);
+	EXPECT(fi_eq_read(eq, &event, NULL, sizeof out, 0), -FI_EINVAL);
+	EXPECT(fi_eq_read(eq, &event, &out, sizeof out, FI_PEEK), sizeof out);
+	EXPECT(fi_eq_read(eq, &event, &out, sizeof out, 0), sizeof out);
+	EXPECT(event, FI_NOTIFY);
+	EXPECT_TRUE(out.context == (void *)0x1234);
+	EXPECT(out.data, 99);
+	EXPECT(fi_eq_read(eq, &event, &out, sizeof out, 0), -FI_EAGAIN);
+	EXPECT(fi_eq_sread(eq, &event, &out, sizeof out, 10, 0), -FI_EAGAIN);
+	EXPECT(fi_eq_write(eq, FI_NOTIFY, NULL, 8, 0), -FI_EINVAL);
+	EXPECT(fi_eq_readerr(eq, NULL, 0), -FI_EINVAL);
+	memset(&err, 0, sizeof err);
+	EXPECT(fi_eq_readerr(eq, &err, 0), -FI_EAGAIN);
+	EXPECT_TRUE(fi_eq_strerror(eq, -FI_EAGAIN, NULL, NULL, 0) != NULL);
+	EXPECT_TRUE(fi_eq_strerror(eq, FI_EAGAIN, NULL, text, sizeof text) == text);
+	EXPECT(strcmp(text, fi_strerror(FI_EAGAIN)), 0);
+	*eq_out = eq;
+}
+
+static void test_cq(struct fid_domain *domain, struct fid_cq **keep)
+{
+	static const enum fi_cq_format formats[] = {
+		FI_CQ_FORMAT_UNSPEC, FI_CQ_FORMAT_CONTEXT, FI_CQ_FORMAT_MSG,
+		FI_CQ_FORMAT_DATA, FI_CQ_FORMAT_TAGGED,
+	};
+	struct fi_cq_tagged_entry buf[4];
+	struct fi_cq_err_entry err;
+	fi_addr_t src[4];
+	struct fid_cq *cq;
+	size_t i;
+
+	for (i = 0; i < sizeof formats / sizeof formats[0]; i++) {
+		struct fi_cq_attr attr = { .size = 16, .format = formats[i] };
+
+		cq = NULL;
+		EXPECT(fi_cq_open(domain, &attr, &cq, (void *)0xc0), 0);
+		if (!cq)
+			continue;
+		EXPECT_TRUE(cq->fid.fclass == FI_CLASS_CQ);
+		EXPECT_TRUE(cq->fid.context == (void *)0xc0);
+		EXPECT(fi_cq_read(cq, buf, 4), -FI_EAGAIN);
+		EXPECT(fi_cq_readfrom(cq, buf, 4, src), -FI_EAGAIN);
+		EXPECT(fi_cq_read(cq, NULL, 4), -FI_EINVAL);
+		EXPECT(fi_cq_readfrom(cq, buf, 4, NULL), -FI_EINVAL);
+		EXPECT(fi_cq_readerr(cq, NULL, 0), -FI_EINVAL);
+		memset(&err, 0, sizeof err);
+		EXPECT(fi_cq_readerr(cq, &err, 0), -FI_EAGAIN);
+		/* No wait object: the blocking calls are invalid. */
+		EXPECT(fi_cq_sread(cq, buf, 1, NULL, 0), -FI_ENOSYS);
+		EXPECT(fi_cq_signal(cq), -FI_ENOSYS);
+		EXPECT(fi_close(&cq->fid), 0);
+	}
+
+	{
+		struct fi_cq_attr attr = { .format = FI_CQ_FORMAT_MSG, .wait_obj = FI_WAIT_UNSPEC };
+		size_t threshold = 2;
+
+		EXPECT(fi_cq_open(domain, NULL, &cq, NULL), -FI_EINVAL);
+		EXPECT(fi_cq_open(domain, &attr, NULL, NULL), -FI_EINVAL);
+		attr.format = (enum fi_cq_format)42;
+		EXPECT(fi_cq_open(domain, &attr, &cq, NULL), -FI_EINVAL);
+		attr.format = FI_CQ_FORMAT_MSG;
+		attr.wait_obj = FI_WAIT_FD;
+		EXPECT(fi_cq_open(domain, &attr, &cq, NULL), -FI_ENOSYS);
+		attr.wait_obj = FI_WAIT_UNSPEC;
+		attr.wait_cond = FI_CQ_COND_THRESHOLD;
+		cq = NULL;
+		EXPECT(fi_cq_open(domain, &attr, &cq, NULL), 0);
+		if (!cq)
+			return;
+		EXPECT(fi_cq_sread(cq, buf, 1, &threshold, 10), -FI_EAGAIN);
+		EXPECT(fi_cq_sreadfrom(cq, buf, 1, src, NULL, 0), -FI_EAGAIN);
+		EXPECT(fi_cq_signal(cq), 0);
+		EXPECT(fi_cq_sread(cq, buf, 1, NULL, -1), -FI_EAGAIN);
+		EXPECT_TRUE(fi_cq_strerror(cq, -FI_ETRUNC, NULL, NULL, 0) != NULL);
+		*keep = cq;
+	}
+}
+
+static void test_av(struct fid_domain *domain, struct fid_av **keep)
+{
+	struct fi_av_attr attr = { .type = FI_AV_TABLE, .count = 8 };
+	struct sockaddr_in sin[2], back;
+	fi_addr_t fa[2] = { FI_ADDR_NOTAVAIL, FI_ADDR_NOTAVAIL }, one;
+	struct fid_av *av = NULL;
+	size_t len;
+	char text[64];
+	const char *s;
+
+	EXPECT(fi_av_open(domain, NULL, &av, NULL), -FI_EINVAL);
+	EXPECT(fi_av_open(domain, &attr, NULL, NULL), -FI_EINVAL);
+	attr.name = "shared";
+	EXPECT(fi_av_open(domain, &attr, &av, NULL), -FI_ENOSYS);
+	attr.name = NULL;
+	EXPECT(fi_av_open(domain, &attr, &av, (void *)0xa0), 0);
+	if (!av)
+		return;
+	EXPECT_TRUE(av->fid.fclass == FI_CLASS_AV);
+
+	memset(sin, 0, sizeof sin);
+	sin[0].sin_family = AF_INET;
+	sin[0].sin_port = htons(5000);
+	sin[0].sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	sin[1].sin_family = AF_INET;
+	sin[1].sin_port = htons(6000);
+	inet_pton(AF_INET, "10.0.0.2", &sin[1].sin_addr);
+	EXPECT(fi_av_insert(av, sin, 2, fa, 0, NULL), 2);
+	EXPECT(fa[0], 0);
+	EXPECT(fa[1], 1);
+	EXPECT(fi_av_insert(av, NULL, 1, fa, 0, NULL), -FI_EINVAL);
+	EXPECT(fi_av_insert(av, sin, 1, NULL, 0, NULL), 1); /* a second use of sin[0] */
+
+	len = sizeof back;
+	EXPECT(fi_av_lookup(av, fa[1], &back, &len), 0);
+	EXPECT(len, sizeof back);
+	EXPECT(back.sin_port, sin[1].sin_port);
+	EXPECT(back.sin_addr.s_addr, sin[1].sin_addr.s_addr);
+	len = 4;
+	EXPECT(fi_av_lookup(av, fa[1], &back, &len), -FI_ETOOSMALL);
+	EXPECT(len, sizeof back);
+	EXPECT(fi_av_lookup(av, fa[1], &back, NULL), -FI_EINVAL);
+	len = sizeof back;
+	EXPECT(fi_av_lookup(av, 1000, &back, &len), -FI_ENOENT);
+
+	len = sizeof text;
+	s = fi_av_straddr(av, &sin[1], text, &len);
+	EXPECT_TRUE(s == text);
+	EXPECT(strcmp(text, "fi_sockaddr_in://10.0.0.2:6000"), 0);
+	EXPECT(len, strlen("fi_sockaddr_in://10.0.0.2:6000") + 1);
+	len = sizeof text;
+	EXPECT_TRUE(fi_av_straddr(av, NULL, text, &len) == NULL);
+	EXPECT_TRUE(fi_av_straddr(av, &sin[1], text, NULL) == NULL);
+
+	EXPECT(fi_av_insertsvc(av, "10.0.0.3", "7000", &one, 0, NULL), 1);
+	len = sizeof back;
+	EXPECT(fi_av_lookup(av, one, &back, &len), 0);
+	EXPECT(ntohs(back.sin_port), 7000);
+	EXPECT(fi_av_insertsvc(av, NULL, "7000", &one, 0, NULL), -FI_EINVAL);
+
+	EXPECT(fi_av_remove(av, &fa[1], 1, 0), 0);
+	len = sizeof back;
+	EXPECT(fi_av_lookup(av, fa[1], &back, &len), -FI_ENOENT);
+	EXPECT(fi_av_remove(av, NULL, 1, 0), -FI_EINVAL);
+	*keep = av;
+}
+
+static void test_cntr(struct fid_domain *domain, struct fid_cntr **keep)
+{
+	struct fi_cntr_attr attr = { .events = FI_CNTR_EVENTS_COMP, .wait_obj = FI_WAIT_UNSPEC };
+	struct fid_cntr *cntr = NULL;
+
+	EXPECT(fi_cntr_open(domain, NULL, &cntr, NULL), -FI_EINVAL);
+	EXPECT(fi_cntr_open(domain, &attr, NULL, NULL), -FI_EINVAL);
+	EXPECT(fi_cntr_open(domain, &attr, &cntr, (void *)0xd0), 0);
+	if (!cntr)
+		return;
+	EXPECT_TRUE(cntr->fid.fclass == FI_CLASS_CNTR);
+	EXPECT(fi_cntr_read(cntr), 0);
+	EXPECT(fi_cntr_add(cntr, 5), 0);
+	EXPECT(fi_cntr_read(cntr), 5);
+	EXPECT(fi_cntr_set(cntr, 7), 0);
+	EXPECT(fi_cntr_read(cntr), 7);
+	EXPECT(fi_cntr_adderr(cntr, 2), 0);
+	EXPECT(fi_cntr_readerr(cntr), 2);
+	EXPECT(fi_cntr_seterr(cntr, 0), 0);
+	EXPECT(fi_cntr_readerr(cntr), 0);
+	EXPECT(fi_cntr_wait(cntr, 7, 100), 0);
+	EXPECT(fi_cntr_wait(cntr, 8, 10), -FI_ETIMEDOUT);
+	*keep = cntr;
+}
+
+static void test_mr(struct fid_domain *domain, struct fid_mr **keep)
+{
+	static char buf[4096];
+	struct iovec iov[2] = { { buf, 100 }, { buf + 200, 100 } };
+	struct fi_mr_attr attr = { .mr_iov = iov, .iov_count = 2, .access = FI_SEND,
+				   .requested_key = 44 };
+	struct fid_mr *mr = NULL, *mr2 = NULL;
+
+	EXPECT(fi_mr_reg(domain, buf, sizeof buf, FI_SEND | FI_RECV, 0, 42, 0, NULL, NULL),
+	       -FI_EINVAL);
+	EXPECT(fi_mr_regattr(domain, NULL, 0, &mr), -FI_EINVAL);
+	EXPECT(fi_mr_regv(domain, NULL, 2, FI_SEND, 0, 43, 0, &mr, NULL), -FI_EINVAL);
+	EXPECT(fi_mr_reg(domain, buf, sizeof buf, FI_SEND | FI_RECV, 0, 42, 0, &mr, (void *)0xf0),
+	       0);
+	if (!mr)
+		return;
+	EXPECT_TRUE(mr->fid.fclass == FI_CLASS_MR);
+	EXPECT_TRUE(mr->fid.context == (void *)0xf0);
+	EXPECT(fi_mr_key(mr), 42);
+	EXPECT_TRUE(fi_mr_desc(mr) != NULL);
+	EXPECT(fi_mr_reg(domain, buf, sizeof buf, FI_SEND, 0, 42, 0, &mr2, NULL), -FI_ENOKEY);
+	EXPECT(fi_mr_regattr(domain, &attr, 0, &mr2), 0);
+	if (mr2) {
+		EXPECT(fi_mr_key(mr2), 44);
+		EXPECT(fi_close(&mr2->fid), 0);
+	}
+	EXPECT(fi_mr_regv(domain, iov, 2, FI_RECV, 0, 45, 0, &mr2, NULL), 0);
+	if (mr2)
+		EXPECT(fi_close(&mr2->fid), 0);
+	*keep = mr;
+}
+
+int main(void)
+{
+	struct fi_info *info;
+	struct fid_fabric *fabric = NULL;
+	struct fid_domain *domain = NULL;
+	struct fid_eq *eq = NULL;
+	struct fid_cq *cq = NULL;
+	struct fid_av *av = NULL;
+	struct fid_cntr *cntr = NULL;
+	struct fid_mr *mr = NULL;
+	struct fid_ep *ep = NULL;
+	struct fid *wrong[1];
+
+	test_getinfo();
+
+	info = getinfo(FI_EP_RDM);
+	if (!info) {
+		printf("FAIL: no RDM info from the nostd provider\n");
+		return 1;
+	}
+	EXPECT(info->ep_attr->type, FI_EP_RDM);
+	EXPECT(fi_fabric(info->fabric_attr, NULL, NULL), -FI_EINVAL);
+	EXPECT(fi_fabric(info->fabric_attr, &fabric, (void *)0xfa), 0);
+	if (!fabric)
+		return 1;
+	EXPECT_TRUE(fabric->fid.fclass == FI_CLASS_FABRIC);
+	EXPECT_TRUE(fabric->fid.context == (void *)0xfa);
+	EXPECT(fabric->api_version, FI_VERSION(1, 17));
+
+	EXPECT(fi_domain(fabric, NULL, &domain, NULL), -FI_EINVAL);
+	EXPECT(fi_domain(fabric, info, NULL, NULL), -FI_EINVAL);
+	EXPECT(fi_domain(fabric, info, &domain, (void *)0xd1), 0);
+	if (!domain)
+		return 1;
+	EXPECT_TRUE(domain->fid.fclass == FI_CLASS_DOMAIN);
+	EXPECT_TRUE(domain->fid.context == (void *)0xd1);
+	EXPECT(fi_endpoint(domain, info, &ep, NULL), -FI_ENOSYS);
+	EXPECT(fi_passive_ep(fabric, info, NULL, NULL), -FI_ENOSYS);
+	EXPECT(fi_wait_open(fabric, NULL, NULL), -FI_ENOSYS);
+
+	test_eq(fabric, &eq);
+	test_cq(domain, &cq);
+	test_av(domain, &av);
+	test_cntr(domain, &cntr);
+	test_mr(domain, &mr);
+
+	/* fi_trywait: a domain is not a waitable object; a wait-less CQ cannot wait. */
+	wrong[0] = &domain->fid;
+	EXPECT(fi_trywait(fabric, wrong, 1), -FI_EINVAL);
+	EXPECT(fi_trywait(fabric, NULL, 1), -FI_EINVAL);
+	if (cq) {
+		wrong[0] = &cq->fid;
+		EXPECT(fi_trywait(fabric, wrong, 1), 0);
+	}
+
+	/* The wrong order: parents first. */
+	EXPECT(fi_close(&fabric->fid), -FI_EBUSY);
+	EXPECT(fi_close(&domain->fid), -FI_EBUSY);
+
+	/* The right order. */
+	if (mr)
+		EXPECT(fi_close(&mr->fid), 0);
+	if (cntr)
+		EXPECT(fi_close(&cntr->fid), 0);
+	if (av)
+		EXPECT(fi_close(&av->fid), 0);
+	EXPECT(fi_close(&fabric->fid), -FI_EBUSY);
+	if (cq)
+		EXPECT(fi_close(&cq->fid), 0);
+	EXPECT(fi_close(&domain->fid), 0);
+	EXPECT(fi_close(&fabric->fid), -FI_EBUSY); /* the EQ */
+	if (eq)
+		EXPECT(fi_close(&eq->fid), 0);
+	EXPECT(fi_close(&fabric->fid), 0);
+	fi_freeinfo(info);
+
+	printf("%d checks, %d failed\n", checks, failures);
+	return failures ? 1 : 0;
+}

@@ -1,0 +1,243 @@
+//! The provider loaded by the system libfabric 1.17, as applications load it:
+//! `fi_info` (libfabric-bin) and a C program (`tests/c/provider_test.c`, built with
+//! `cc ... -lfabric`), with `FI_PROVIDER_PATH` pointing at a directory that holds the
+//! library as `libnostd-fi.so` (libfabric only loads `*-fi.so`).
+//!
+//! The library tested is `$NOSTD_PROVIDER_DIR/libnostd-fi.so` when that variable is set
+//! (`cargo xtask provider` / `cargo xtask test` set it to `target/provider`, the release
+//! build), otherwise the test builds the `cdylib` of its own profile and copies it under
+//! that name.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// The library's file name libfabric looks for.
+const LIB_NAME: &str = "libnostd-fi.so";
+
+/// A scratch directory for one test.
+fn scratch(test: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("nostd-provider-{}-{test}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("create scratch directory");
+    dir
+}
+
+/// The directory holding `libnostd-fi.so` for `test`.
+fn provider_dir(test: &str) -> PathBuf {
+    if let Some(dir) = std::env::var_os("NOSTD_PROVIDER_DIR") {
+        let dir = PathBuf::from(dir);
+        assert!(
+            dir.join(LIB_NAME).is_file(),
+            "NOSTD_PROVIDER_DIR={} has no {LIB_NAME}",
+            dir.display()
+        );
+        return dir;
+    }
+    // Cargo does not build the cdylib for integration tests: build it (the same
+    // profile, so nothing else is rebuilt), then find it in target/<profile>/.
+    let exe = std::env::current_exe().expect("test executable path");
+    let profile_dir = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("test executable lives in target/<profile>/deps");
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let mut build = Command::new(cargo);
+    build.args(["build", "--quiet", "-p", "nostd-provider", "--lib"]);
+    if profile_dir.file_name().is_some_and(|n| n == "release") {
+        build.arg("--release");
+    }
+    let status = build.status().expect("run cargo build");
+    assert!(status.success(), "cargo build -p nostd-provider failed");
+    let built = profile_dir.join("libnostd_fi.so");
+    assert!(built.is_file(), "{} not built", built.display());
+    let dir = scratch(&format!("{test}-lib"));
+    std::fs::copy(&built, dir.join(LIB_NAME)).expect("copy the provider library");
+    dir
+}
+
+/// A command run against our provider only, with no provider settings inherited.
+fn with_provider(program: &str, dir: &Path) -> Command {
+    let mut c = Command::new(program);
+    c.env("FI_PROVIDER_PATH", dir)
+        .env("FI_PROVIDER", "nostd")
+        .env_remove("FI_NOSTD_IFACE")
+        .env_remove("FI_NOSTD_EAGER_THRESHOLD");
+    c
+}
+
+/// Runs `c`; panics with its output unless it exits 0.
+fn run_ok(c: &mut Command) -> String {
+    let out: Output = c
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {c:?}: {e} (fi_info is in libfabric-bin)"));
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{c:?} failed ({}):\n{stdout}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
+
+/// `fi_info -v` output split into entries, each a map `section.key` -> value.
+fn entries(verbose: &str) -> Vec<BTreeMap<String, String>> {
+    let mut all = Vec::new();
+    for doc in verbose.split("---\n").filter(|d| d.contains("fi_info:")) {
+        let mut map = BTreeMap::new();
+        let mut section = String::new();
+        for line in doc.lines() {
+            let indent = line.len() - line.trim_start().len();
+            let Some((k, v)) = line.trim().split_once(':') else {
+                continue;
+            };
+            let v = v.trim();
+            if indent == 4 && v.is_empty() {
+                section = k.to_owned();
+            } else if indent == 4 {
+                section.clear();
+                map.insert(k.to_owned(), v.to_owned());
+            } else if indent == 8 {
+                map.insert(format!("{section}.{k}"), v.to_owned());
+            }
+        }
+        all.push(map);
+    }
+    all
+}
+
+#[test]
+fn fi_info_lists_rdm_and_dgram_like_ofi_info() {
+    let dir = provider_dir("list");
+    let short = run_ok(with_provider("fi_info", &dir).args(["-p", "nostd"]));
+    assert!(short.contains("provider: nostd"), "{short}");
+    assert!(short.contains("type: FI_EP_RDM"), "{short}");
+    assert!(short.contains("type: FI_EP_DGRAM"), "{short}");
+
+    let theirs = entries(&run_ok(
+        with_provider("fi_info", &dir).args(["-p", "nostd", "-v"]),
+    ));
+    let mut ours = Vec::new();
+    let mut err = Vec::new();
+    let status = hosted::ofi_info::run(["ofi-info", "-v"], &mut ours, &mut err);
+    assert_eq!(status, 0, "{}", String::from_utf8_lossy(&err));
+    let ours = entries(&String::from_utf8_lossy(&ours));
+    assert!(!theirs.is_empty());
+    assert_eq!(theirs.len(), ours.len(), "same number of entries");
+    let fields = [
+        "caps",
+        "mode",
+        "addr_format",
+        "src_addr",
+        "fi_tx_attr.inject_size",
+        "fi_tx_attr.size",
+        "fi_rx_attr.caps",
+        "fi_ep_attr.type",
+        "fi_ep_attr.max_msg_size",
+        "fi_ep_attr.mem_tag_format",
+        "fi_domain_attr.name",
+        "fi_domain_attr.threading",
+        "fi_domain_attr.mr_mode",
+        "fi_domain_attr.cq_cnt",
+        "fi_fabric_attr.name",
+        "fi_fabric_attr.prov_name",
+        "fi_fabric_attr.prov_version",
+        "fi_fabric_attr.api_version",
+    ];
+    for (i, (t, o)) in theirs.iter().zip(&ours).enumerate() {
+        for f in fields {
+            assert!(t.contains_key(f), "entry {i}: fi_info shows no {f}");
+            assert_eq!(t.get(f), o.get(f), "entry {i}: {f} (fi_info vs ofi-info)");
+        }
+    }
+    assert!(theirs.iter().any(|e| e["fi_ep_attr.type"] == "FI_EP_RDM"));
+    assert!(theirs.iter().any(|e| e["fi_ep_attr.type"] == "FI_EP_DGRAM"));
+}
+
+#[test]
+fn iface_parameter_restricts_domains() {
+    let dir = provider_dir("iface");
+    let out = run_ok(
+        with_provider("fi_info", &dir)
+            .env("FI_NOSTD_IFACE", "lo")
+            .args(["-p", "nostd"]),
+    );
+    let domains: Vec<&str> = out
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("domain: "))
+        .collect();
+    assert_eq!(domains, ["lo", "lo"], "{out}");
+}
+
+#[test]
+fn fi_info_e_shows_the_parameters() {
+    let dir = provider_dir("params");
+    let out = run_ok(
+        with_provider("fi_info", &dir)
+            .env("FI_NOSTD_EAGER_THRESHOLD", "4096")
+            .arg("-e"),
+    );
+    for (name, kind) in [
+        ("FI_NOSTD_DATAPLANE", "String"),
+        ("FI_NOSTD_IFACE", "String"),
+        ("FI_NOSTD_EAGER_THRESHOLD", "size_t"),
+        ("FI_NOSTD_WINDOW", "size_t"),
+        ("FI_NOSTD_LOSS", "String"),
+    ] {
+        assert!(
+            out.contains(&format!("# {name}: {kind}\n")),
+            "{name} missing:\n{out}"
+        );
+    }
+    assert!(
+        out.contains("# nostd: Data plane that moves frames: udp"),
+        "{out}"
+    );
+    // libfabric 1.17's fi_info prints the value between NUL bytes ("NAME=\04096\0": its
+    // quote character is '\0' unless the value has a space).
+    let value = out
+        .lines()
+        .find_map(|l| l.strip_prefix("FI_NOSTD_EAGER_THRESHOLD="))
+        .map(|v| v.trim_matches(|c: char| c == '\0' || c.is_whitespace()));
+    assert_eq!(value, Some("4096"), "{out}");
+}
+
+/// Compiles `tests/c/provider_test.c` into `dir` (with AddressSanitizer, which also
+/// checks that `fi_freeinfo` frees exactly what getinfo allocated, when the compiler
+/// supports it).
+fn build_c_test(dir: &Path) -> PathBuf {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/c/provider_test.c");
+    let exe = dir.join("provider_test");
+    let cc = |extra: &[&str]| {
+        Command::new("cc")
+            .args(["-std=gnu11", "-Wall", "-Wextra", "-Werror", "-g"])
+            .args(extra)
+            .arg("-o")
+            .arg(&exe)
+            .arg(&src)
+            .arg("-lfabric")
+            .output()
+            .unwrap_or_else(|e| panic!("cannot run cc: {e}"))
+    };
+    let asan = cc(&["-fsanitize=address"]);
+    if !asan.status.success() {
+        let plain = cc(&[]);
+        assert!(
+            plain.status.success(),
+            "cc failed:\n{}",
+            String::from_utf8_lossy(&plain.stderr)
+        );
+    }
+    exe
+}
+
+#[test]
+fn c_program_through_libfabric() {
+    let dir = provider_dir("c");
+    let work = scratch("c-build");
+    let exe = build_c_test(&work);
+    let out = run_ok(&mut with_provider(exe.to_str().expect("UTF-8 path"), &dir));
+    assert!(out.contains(" checks, 0 failed"), "{out}");
+    println!("{out}");
+}
