@@ -33,7 +33,7 @@ pub fn provider_tests(ws: &Workspace) -> Result {
         println!("provider tests: nothing to run yet (no provider crate at {PROVIDER_DIR})");
         return Ok(());
     }
-    provider(ws)
+    crate::provider::test(ws)
 }
 
 /// The firmware step of `cargo xtask test`: boot the image under QEMU.
@@ -45,14 +45,10 @@ pub fn firmware_tests(ws: &Workspace) -> Result {
     firmware(ws)
 }
 
-/// `cargo xtask provider`: build the C ABI provider and run the system libfabric's
-/// `fi_info` and fabtests against it (`FI_PROVIDER_PATH`, `FI_PROVIDER=nostd`).
-pub fn provider(_ws: &Workspace) -> Result {
-    not_implemented(
-        "provider",
-        "builds the C ABI provider library and runs fi_info/fi_pingpong of the system libfabric 1.17 against it",
-        "C ABI provider for unmodified libfabric applications",
-    )
+/// `cargo xtask provider`: build the C ABI provider in release and install it as
+/// `target/provider/libnostd-fi.so` (see [`crate::provider`]).
+pub fn provider(ws: &Workspace) -> Result {
+    crate::provider::run(ws)
 }
 
 /// `cargo xtask firmware`: build the DPU image and boot it under QEMU.

@@ -9,6 +9,7 @@ mod demo;
 mod fuzz;
 mod hooks;
 mod prereq;
+mod provider;
 mod test;
 mod ws;
 
@@ -56,7 +57,8 @@ enum Task {
     TestHosted,
     /// DPDK data-plane tests on virtual devices.
     TestDpdk,
-    /// Build the C ABI provider and test it with the system libfabric (not yet).
+    /// Build the C ABI provider (release) as target/provider/libnostd-fi.so; prints that
+    /// directory (for FI_PROVIDER_PATH) last.
     Provider,
     /// Build the DPU firmware image and boot it under QEMU (not yet).
     Firmware,

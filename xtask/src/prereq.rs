@@ -78,6 +78,18 @@ pub const DEBIAN_PACKAGES: &[DebianPackage] = &[
         needed: |ws| !ws.dpdk_tests().is_empty(),
     },
     DebianPackage {
+        probe: Probe::File("/usr/lib/llvm-14/lib/libclang.so"),
+        package: "libclang-dev",
+        needed_by: "provider (bindgen)",
+        needed: Workspace::has_provider,
+    },
+    DebianPackage {
+        probe: Probe::Command("cc"),
+        package: "gcc",
+        needed_by: "provider tests (the C test program)",
+        needed: Workspace::has_provider,
+    },
+    DebianPackage {
         probe: Probe::Command("fi_info"),
         package: "libfabric-bin",
         needed_by: "provider tests",
@@ -86,7 +98,7 @@ pub const DEBIAN_PACKAGES: &[DebianPackage] = &[
     DebianPackage {
         probe: Probe::File("/usr/include/rdma/fabric.h"),
         package: "libfabric-dev",
-        needed_by: "provider tests",
+        needed_by: "provider (bindgen headers, -lfabric)",
         needed: Workspace::has_provider,
     },
     DebianPackage {

@@ -1,0 +1,94 @@
+//! `cargo xtask provider`: the C ABI provider as libfabric loads it, and its tests.
+//!
+//! libfabric only loads external providers named `lib<name>-fi.so` from the
+//! directories of `FI_PROVIDER_PATH`, while cargo names the cdylib after the crate's
+//! `[lib]` (`libnostd_fi.so`); so the release build is copied to
+//! `target/provider/libnostd-fi.so`, and that directory is what to put in
+//! `FI_PROVIDER_PATH`.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use crate::cmd::{self, Result};
+use crate::ws::{PROVIDER_DIR, Workspace};
+
+/// The provider's cargo package.
+const PACKAGE: &str = "nostd-provider";
+/// What cargo builds.
+const BUILT_NAME: &str = "libnostd_fi.so";
+/// What libfabric loads.
+const LIB_NAME: &str = "libnostd-fi.so";
+
+/// Cargo's target directory: `$CARGO_TARGET_DIR` (relative to the workspace) or
+/// `target`.
+fn target_dir(ws: &Workspace) -> PathBuf {
+    match std::env::var_os("CARGO_TARGET_DIR") {
+        Some(dir) => ws.path(&dir.to_string_lossy()),
+        None => ws.path("target"),
+    }
+}
+
+/// Builds the provider in release and installs it as `target/provider/libnostd-fi.so`;
+/// returns that directory.
+pub fn build(ws: &Workspace) -> Result<PathBuf> {
+    if !ws.has_provider() {
+        return Err(format!("no provider crate at {PROVIDER_DIR}"));
+    }
+    cmd::run(&mut ws.cargo(["build", "--release", "-p", PACKAGE, "--lib"]))?;
+    let target = target_dir(ws);
+    let built = target.join("release").join(BUILT_NAME);
+    let dir = target.join("provider");
+    std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    let lib = dir.join(LIB_NAME);
+    // Write a new file and rename it over the old one: a process that has the old
+    // library mapped keeps its copy intact.
+    let tmp = dir.join(format!(".{LIB_NAME}.tmp"));
+    std::fs::copy(&built, &tmp)
+        .and_then(|_| std::fs::rename(&tmp, &lib))
+        .map_err(|e| {
+            format!(
+                "cannot install {} as {}: {e}",
+                built.display(),
+                lib.display()
+            )
+        })?;
+    Ok(dir)
+}
+
+/// `cargo xtask provider`: builds and installs the provider, checks that the system
+/// libfabric loads it (when `fi_info` is installed), and prints the directory for
+/// `FI_PROVIDER_PATH` as the last line.
+pub fn run(ws: &Workspace) -> Result {
+    let dir = build(ws)?;
+    if cmd::on_path("fi_info") {
+        let mut check = Command::new("fi_info");
+        check
+            .args(["-p", "nostd", "-l"])
+            .env("FI_PROVIDER_PATH", &dir)
+            .env("FI_PROVIDER", "nostd");
+        let listed = cmd::output(&mut check)?;
+        if !listed.lines().any(|l| l.trim() == "nostd:") {
+            return Err(format!(
+                "the system libfabric did not load {} (fi_info -l lists no nostd provider)",
+                dir.join(LIB_NAME).display()
+            ));
+        }
+        println!(
+            "    libfabric loads the provider: FI_PROVIDER_PATH={} FI_PROVIDER=nostd fi_info -p nostd",
+            dir.display()
+        );
+    }
+    println!("{}", dir.display());
+    Ok(())
+}
+
+/// The provider step of `cargo xtask test`: the release library through the system
+/// libfabric (`fi_info` listing and parameters, the C test program of
+/// `crates/provider/tests/c`).
+pub fn test(ws: &Workspace) -> Result {
+    let dir = build(ws)?;
+    cmd::run(
+        ws.cargo(["test", "-p", PACKAGE, "--test", "libfabric"])
+            .env("NOSTD_PROVIDER_DIR", &dir),
+    )
+}
