@@ -181,7 +181,7 @@ impl ProviderConfig {
         cq_cnt: 128,
         cntr_cnt: 128,
         mr_cnt: 1024,
-        mr_iov_limit: 1,
+        mr_iov_limit: crate::domain::MR_IOV_LIMIT,
         mr_key_size: 8,
         cq_data_size: 8,
         max_err_data: 0,
