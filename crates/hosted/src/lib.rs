@@ -10,6 +10,7 @@ pub mod fault;
 pub mod netsim;
 pub mod ofi_info;
 pub mod pcap;
+pub mod simlink;
 pub mod sysinfo;
 
 pub use ofi_nostd;

@@ -28,6 +28,7 @@ use crate::mem::{IoVec, Memory};
 use crate::mr::{MrAttr, MrConfig, MrHandle, MrSlot, MrTable};
 use crate::net::{ArpEntry, Net, NetConfig, NetStats, RxOutcome, SendOutcome};
 use crate::pool::{Handle, Pool, Slot};
+use crate::rdm::{Ctx, Prng, Rdm, RdmConfig, RdmSizes, RecvReq, SendReq, Sent, TxPort};
 use crate::storage::Storage;
 use crate::time::Instant;
 
@@ -52,7 +53,7 @@ pub type EpObj<S> = crate::ep::Endpoint<S, CqHandle<S>, CntrHandle, AvHandle<S>>
 /// Handle of an endpoint.
 pub type EpHandle<S> = Handle<EpObj<S>>;
 
-type Objects<S, T> = Pool<T, <S as Storage>::Slice<Slot<T>>>;
+pub(crate) type Objects<S, T> = Pool<T, <S as Storage>::Slice<Slot<T>>>;
 
 /// What the data plane tells the domain when it is opened.
 #[derive(Debug, Clone, Copy)]
@@ -62,10 +63,26 @@ pub struct DomainConfig {
     pub net: NetConfig,
     /// ARP cache entries (Ethernet links).
     pub arp_entries: usize,
-    /// Per-domain secret for provider-chosen MR keys (draw it from a random source).
+    /// Seed of the domain's pseudo-random generator (draw it from a random source;
+    /// simulations fix it to be reproducible). Everything random comes from that
+    /// generator: the secret behind provider-chosen MR keys, and the session ids,
+    /// initial sequence numbers and nonces of RDM sessions. (The name predates the
+    /// engine; it is kept so existing callers build.)
     pub key_seed: u64,
     /// The limits getinfo advertised: pool capacities and queue defaults.
     pub cfg: ProviderConfig,
+}
+
+impl DomainConfig {
+    /// A configuration with 16 ARP entries.
+    pub fn new(net: NetConfig, cfg: ProviderConfig, seed: u64) -> Self {
+        DomainConfig {
+            net,
+            arp_entries: 16,
+            key_seed: seed,
+            cfg,
+        }
+    }
 }
 
 /// An object of fi_ep_bind.
@@ -109,11 +126,62 @@ impl<'a> MsgArgs<'a> {
     }
 }
 
+/// A message operation's arguments with a tag (`struct fi_msg_tagged`).
+#[derive(Debug, Clone, Copy)]
+pub struct TaggedArgs<'a> {
+    /// The buffers.
+    pub iov: &'a [IoVec],
+    /// Local descriptors (`desc`), checked only under FI_MR_LOCAL.
+    pub desc: &'a [u64],
+    /// Destination (send) or source filter (receive; FI_ADDR_UNSPEC for any).
+    pub addr: FiAddr,
+    /// The tag (send: the message's; receive: the one to match).
+    pub tag: u64,
+    /// Receive: tag bits to ignore when matching (ignored on sends).
+    pub ignore: u64,
+    /// The application's context.
+    pub context: u64,
+    /// Remote CQ data (sent with FI_REMOTE_CQ_DATA).
+    pub data: u64,
+}
+
+impl<'a> TaggedArgs<'a> {
+    /// Buffers `iov` to or from `addr` with `tag` (no ignore bits) and `context`.
+    pub fn new(iov: &'a [IoVec], addr: FiAddr, tag: u64, context: u64) -> Self {
+        TaggedArgs {
+            iov,
+            desc: &[],
+            addr,
+            tag,
+            ignore: 0,
+            context,
+            data: 0,
+        }
+    }
+}
+
 /// Datagrams the domain refused before they reached an endpoint.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct DomainStats {
-    /// Not a valid packet of our protocol (every `wire::Error`).
+    /// Not a valid packet of our protocol (every `wire::Error`; the fields below split
+    /// it by reason).
     pub rx_malformed: u64,
+    /// ... shorter than its headers or its `len` (`Truncated`).
+    pub rx_truncated: u64,
+    /// ... not our magic (`BadMagic`).
+    pub rx_bad_magic: u64,
+    /// ... a protocol version we do not speak (`BadVersion`).
+    pub rx_bad_version: u64,
+    /// ... a reserved or unknown type (`UnknownType`).
+    pub rx_unknown_type: u64,
+    /// ... inconsistent lengths (`BadLength`).
+    pub rx_bad_length: u64,
+    /// ... a wrong CRC32C (`BadChecksum`): corruption.
+    pub rx_bad_checksum: u64,
+    /// ... reserved or misplaced flags (`BadFlags`).
+    pub rx_bad_flags: u64,
+    /// ... a field the specification forbids (`Malformed` and the rest).
+    pub rx_bad_field: u64,
     /// No open endpoint with the destination id.
     pub rx_no_endpoint: u64,
     /// A packet type the destination endpoint does not speak.
@@ -152,6 +220,12 @@ pub struct Domain<S: Storage> {
     mrs: MrTableOf<S>,
     eps: Objects<S, EpObj<S>>,
     stats: DomainStats,
+    rng: Prng,
+    rdm_cfg: RdmConfig,
+    last_now: Instant,
+    /// REJECTs the domain itself owes (HELLO to an endpoint id that does not exist, or
+    /// in a version we do not speak): (to, from endpoint id, session, reason).
+    ctl: [Option<(EpAddr, u16, u32, u16)>; 8],
 }
 
 fn obj<T>(p: Option<T>) -> Result<T> {
@@ -221,11 +295,12 @@ impl<S: Storage> Domain<S> {
         let mr_buckets = store
             .slice(pc.mr_cnt * 2 + 1, || 0u32)
             .ok_or(Errno::ENOMEM)?;
+        let mut rng = Prng::new(cfg.key_seed);
         let mrs = MrTable::new(
             MrConfig {
                 mr_mode: d.mr_mode,
                 hmem: info.caps.contains(Flags::HMEM),
-                key_seed: cfg.key_seed,
+                key_seed: rng.next_u64(),
             },
             mr_slots,
             mr_buckets,
@@ -249,6 +324,13 @@ impl<S: Storage> Domain<S> {
             mrs,
             eps,
             stats: DomainStats::default(),
+            rng,
+            rdm_cfg: RdmConfig {
+                eager_threshold: pc.eager_threshold,
+                ..RdmConfig::DEFAULT
+            },
+            last_now: Instant::ZERO,
+            ctl: [None; 8],
         })
     }
 
@@ -291,6 +373,20 @@ impl<S: Storage> Domain<S> {
     /// What the UDP/IPv4 layer dropped and sent (ARP included).
     pub fn net_stats(&self) -> &NetStats {
         self.net.stats()
+    }
+
+    /// The reliability engine's tunables for RDM endpoints opened from now on (the
+    /// defaults are [`RdmConfig::DEFAULT`] with `ProviderConfig::eager_threshold`).
+    /// -FI_EINVAL for inconsistent values.
+    pub fn set_rdm_config(&mut self, cfg: RdmConfig) -> Result<()> {
+        cfg.validate()?;
+        self.rdm_cfg = cfg;
+        Ok(())
+    }
+
+    /// The tunables RDM endpoints are opened with.
+    pub fn rdm_config(&self) -> &RdmConfig {
+        &self.rdm_cfg
     }
 
     // ---- completion queues ------------------------------------------------------------
@@ -439,14 +535,16 @@ impl<S: Storage> Domain<S> {
     // ---- endpoints ---------------------------------------------------------------------
 
     /// `fi_endpoint`: an endpoint with the attributes of `info`, which must be within what
-    /// this domain offers. FI_EP_DGRAM endpoints are supported; FI_EP_RDM arrives with the
-    /// reliability engine (-FI_ENOSYS until then); other types are -FI_EINVAL.
+    /// this domain offers. FI_EP_DGRAM and FI_EP_RDM endpoints are supported; other types
+    /// are -FI_EINVAL. An RDM endpoint's queues (send operations, posted receives of each
+    /// kind) are `tx_attr.size` / `rx_attr.size` deep, at most 65535.
     pub fn ep_open(&mut self, info: &Info, context: u64) -> Result<EpHandle<S>> {
         let ep_type = match info.ep_attr.ep_type {
             EpType::Dgram => EpType::Dgram,
-            EpType::Rdm => return Err(Errno::ENOSYS),
+            EpType::Rdm => EpType::Rdm,
             _ => return Err(Errno::EINVAL),
         };
+        let rdm = ep_type == EpType::Rdm;
         let pc = self.cfg;
         let (ta, ra) = (&info.tx_attr, &info.rx_attr);
         let tx_size = if ta.size == 0 { pc.tx_size } else { ta.size };
@@ -456,13 +554,29 @@ impl<S: Storage> Domain<S> {
         } else {
             ta.inject_size
         };
-        let max_msg = self.max_pkt.saturating_sub(wire::packet::BASE_LEN + 8);
+        let max_msg = if rdm {
+            pc.max_msg_size
+        } else {
+            self.max_pkt.saturating_sub(wire::packet::BASE_LEN + 8)
+        };
+        let inject_max = if rdm {
+            pc.inject_size.min(self.rdm_cfg.eager_threshold)
+        } else {
+            pc.inject_size.min(max_msg)
+        };
+        let auth_key = if info.ep_attr.auth_key.is_empty() {
+            self.info.domain_attr.auth_key.clone()
+        } else {
+            info.ep_attr.auth_key.clone()
+        };
         if tx_size > pc.tx_size
             || rx_size > pc.rx_size
-            || inject_size > pc.inject_size.min(max_msg)
+            || (rdm && (tx_size > u16::MAX as usize || rx_size > u16::MAX as usize))
+            || inject_size > inject_max
             || ta.iov_limit > crate::ep::IOV_LIMIT
             || ra.iov_limit > crate::ep::IOV_LIMIT
             || (info.ep_attr.max_msg_size != 0 && info.ep_attr.max_msg_size > max_msg)
+            || auth_key.len() > pc.max_auth_key_size
             || !info
                 .caps
                 .difference(self.info.caps | Flags::PRIMARY_MODIFIERS)
@@ -473,16 +587,35 @@ impl<S: Storage> Domain<S> {
         if self.eps.is_full() {
             return Err(Errno::ENOMEM);
         }
-        let tx = TxQueue::new(&mut self.store, tx_size, inject_size)?;
+        let (qtx, qrx) = if rdm { (0, 0) } else { (tx_size, rx_size) };
+        let tx = TxQueue::new(&mut self.store, qtx, inject_size)?;
         let nodes = self
             .store
-            .slice(rx_size, || Slot::VACANT)
+            .slice(qrx, || Slot::VACANT)
             .ok_or(Errno::ENOMEM)?;
         let buckets = self
             .store
-            .slice(rx_size.next_power_of_two() * 2, || Bucket::EMPTY)
+            .slice(qrx.next_power_of_two() * 2, || Bucket::EMPTY)
             .ok_or(Errno::ENOMEM)?;
         let rx: RecvQueue<S> = PostedQueue::new(nodes, buckets);
+        let engine = if rdm {
+            let seed = self.rng.next_u64();
+            Some(Rdm::new(
+                &mut self.store,
+                self.rdm_cfg,
+                RdmSizes {
+                    tx_size,
+                    rx_size,
+                    inject_size,
+                    max_pkt: self.max_pkt,
+                },
+                self.local,
+                auth_key,
+                seed,
+            )?)
+        } else {
+            None
+        };
         let caps = if info.caps.is_empty() {
             self.info.caps
         } else {
@@ -523,10 +656,18 @@ impl<S: Storage> Domain<S> {
             tx_seq: 0,
             stats: Default::default(),
             aliases: 0,
+            rdm: engine,
         };
         let h = self.eps.insert(ep).map_err(|_| Errno::ENOMEM)?;
+        let local = self.local;
         if let Some(ep) = self.eps.get_mut(h) {
             ep.id = h.index() as u16;
+            if let Some(r) = ep.rdm.as_mut() {
+                r.set_local(EpAddr {
+                    ep_id: h.index() as u16,
+                    ..local
+                });
+            }
         }
         Ok(h)
     }
@@ -558,7 +699,8 @@ impl<S: Storage> Domain<S> {
             return Err(Errno::EBUSY);
         }
         let mut ep = obj(self.eps.remove(h))?;
-        let mut reserved = 0usize;
+        let (rdm_tx, rdm_rx) = ep.rdm.as_ref().map_or((0, 0), |r| r.reservations());
+        let mut reserved = rdm_tx;
         while let Some(op) = ep.tx.pop() {
             reserved += op.reserved as usize;
         }
@@ -572,7 +714,7 @@ impl<S: Storage> Domain<S> {
             && let Some(cq) = self.cqs.get_mut(b.cq)
         {
             if self.rm_enabled {
-                (0..ep.rx.len()).for_each(|_| cq.release());
+                (0..ep.rx.len() + rdm_rx).for_each(|_| cq.release());
             }
             cq.unbind_ref();
         }
@@ -701,6 +843,21 @@ impl<S: Storage> Domain<S> {
     /// Returns 0 either way ("request submitted").
     pub fn ep_cancel(&mut self, h: EpHandle<S>, context: u64) -> Result<()> {
         let ep = obj(self.eps.get_mut(h))?;
+        if ep.rdm.is_some() {
+            let mut ctx = rdm_ctx(
+                ep,
+                &mut self.cqs,
+                &mut self.cntrs,
+                &self.avs,
+                self.rm_enabled,
+            );
+            if let Some(r) = ep.rdm.as_mut()
+                && !r.cancel_recv(context, &mut ctx)
+            {
+                r.cancel_send(context, &mut ctx);
+            }
+            return Ok(());
+        }
         if let Some(n) = ep.rx.find_by(|op| op.context == context) {
             if let Some(node) = ep.rx.remove(n) {
                 let op = *node.value();
@@ -831,9 +988,26 @@ impl<S: Storage> Domain<S> {
         flags: Flags,
         no_completion: bool,
     ) -> Result<()> {
+        self.post_any_send(h, mem, msg, None, flags, no_completion)
+    }
+
+    fn post_any_send(
+        &mut self,
+        h: EpHandle<S>,
+        mem: &impl Memory,
+        msg: &MsgArgs<'_>,
+        tag: Option<u64>,
+        flags: Flags,
+        no_completion: bool,
+    ) -> Result<()> {
         let ep = obj(self.eps.get_mut(h))?;
         ep.require_enabled()?;
-        if !ep.caps.contains(Flags::MSG)
+        let cap = if tag.is_some() {
+            Flags::TAGGED
+        } else {
+            Flags::MSG
+        };
+        if !ep.caps.contains(cap)
             || (ep.caps.contains(Flags::RECV) && !ep.caps.contains(Flags::SEND))
         {
             return Err(Errno::EOPNOTSUPP);
@@ -856,18 +1030,51 @@ impl<S: Storage> Domain<S> {
         let av = obj(ep.av.and_then(|a| self.avs.get(a)))?;
         let (dest_addr, _rx) = av.resolve(msg.addr).map_err(|_| Errno::EINVAL)?;
         let tx_cq = obj(ep.tx_cq.as_ref())?;
+        let tx_cq_h = tx_cq.cq;
         let completion = !no_completion && (!tx_cq.selective || flags.contains(Flags::COMPLETION));
-        let cq = obj(self.cqs.get_mut(tx_cq.cq))?;
+        let cq = obj(self.cqs.get_mut(tx_cq_h))?;
         let reserved = self.rm_enabled && !no_completion;
         if reserved {
             cq.try_reserve()?;
+        }
+        let data = flags.contains(Flags::REMOTE_CQ_DATA).then_some(msg.data);
+        if ep.rdm.is_some() {
+            let req = SendReq {
+                iov,
+                len,
+                context: msg.context,
+                tag,
+                data,
+                flags,
+                completion,
+                reserved,
+            };
+            let now = self.last_now;
+            let mut ctx = rdm_ctx(
+                ep,
+                &mut self.cqs,
+                &mut self.cntrs,
+                &self.avs,
+                self.rm_enabled,
+            );
+            let r = match ep.rdm.as_mut() {
+                Some(r) => r.post_send(now, dest_addr, &req, mem, &mut ctx),
+                None => Err(Errno::EINVAL),
+            };
+            if r.is_err()
+                && reserved
+                && let Some(cq) = self.cqs.get_mut(tx_cq_h)
+            {
+                cq.release();
+            }
+            return r;
         }
         let op = TxOp {
             iov,
             len,
             context: msg.context,
             flags,
-            data: flags.contains(Flags::REMOTE_CQ_DATA).then_some(msg.data),
+            data,
             dest: msg.addr,
             dest_addr,
             injected,
@@ -895,21 +1102,49 @@ impl<S: Storage> Domain<S> {
     /// `fi_recvmsg`: posts a receive. -FI_EOPBADSTATE before enable, -FI_EINVAL for too
     /// many iovs, FI_MULTI_RECV with other than one buffer, or a source not in the AV
     /// (with FI_DIRECTED_RECV), -FI_EAGAIN when the receive queue or the CQ is full.
+    /// On RDM endpoints a receive that matches a buffered unexpected message gets its
+    /// data copied by the next [`Domain::progress`].
     pub fn recvmsg(&mut self, h: EpHandle<S>, msg: &MsgArgs<'_>, flags: Flags) -> Result<()> {
+        self.post_any_recv(h, msg, None, flags)
+    }
+
+    fn post_any_recv(
+        &mut self,
+        h: EpHandle<S>,
+        msg: &MsgArgs<'_>,
+        tag: Option<(u64, u64)>,
+        flags: Flags,
+    ) -> Result<()> {
         let ep = obj(self.eps.get_mut(h))?;
         ep.require_enabled()?;
-        if !ep.caps.contains(Flags::MSG)
+        let cap = if tag.is_some() {
+            Flags::TAGGED
+        } else {
+            Flags::MSG
+        };
+        if !ep.caps.contains(cap)
             || (ep.caps.contains(Flags::SEND) && !ep.caps.contains(Flags::RECV))
         {
             return Err(Errno::EOPNOTSUPP);
         }
-        let iov = IovList::new(msg.iov, ep.rx_iov_limit)?;
+        let no_data = flags.intersects(Flags::PEEK | Flags::DISCARD)
+            || (flags.contains(Flags::CLAIM) && flags.contains(Flags::DISCARD));
+        let iov = if no_data {
+            IovList::new(msg.iov, ep.rx_iov_limit).unwrap_or_default()
+        } else {
+            IovList::new(msg.iov, ep.rx_iov_limit)?
+        };
         if flags.contains(Flags::MULTI_RECV)
-            && (iov.as_slice().len() != 1 || !ep.caps.contains(Flags::MULTI_RECV))
+            && (iov.as_slice().len() != 1 || !ep.caps.contains(Flags::MULTI_RECV) || tag.is_some())
         {
             return Err(Errno::EINVAL);
         }
-        if self.mrs.mr_mode().contains(crate::flags::MrMode::LOCAL) {
+        if flags.intersects(Flags::PEEK | Flags::CLAIM | Flags::DISCARD)
+            && (tag.is_none() || ep.rdm.is_none())
+        {
+            return Err(Errno::EINVAL);
+        }
+        if self.mrs.mr_mode().contains(crate::flags::MrMode::LOCAL) && !no_data {
             for (i, v) in iov.as_slice().iter().enumerate() {
                 self.mrs
                     .check_local(msg.desc.get(i).copied().unwrap_or(0), *v, Flags::RECV)?;
@@ -923,9 +1158,41 @@ impl<S: Storage> Domain<S> {
         } else {
             FI_ADDR_UNSPEC
         };
-        let cq = obj(ep.rx_cq.as_ref().and_then(|b| self.cqs.get_mut(b.cq)))?;
+        let rx_cq = obj(ep.rx_cq.as_ref())?;
+        let (rx_cq_h, selective) = (rx_cq.cq, rx_cq.selective);
+        let cq = obj(self.cqs.get_mut(rx_cq_h))?;
         if self.rm_enabled {
             cq.try_reserve()?;
+        }
+        if ep.rdm.is_some() {
+            let req = RecvReq {
+                iov,
+                src,
+                context: msg.context,
+                tag,
+                flags,
+                completion: !selective || flags.contains(Flags::COMPLETION),
+                reserved: self.rm_enabled,
+                min_free: ep.min_multi_recv,
+            };
+            let mut ctx = rdm_ctx(
+                ep,
+                &mut self.cqs,
+                &mut self.cntrs,
+                &self.avs,
+                self.rm_enabled,
+            );
+            let r = match ep.rdm.as_mut() {
+                Some(r) => r.post_recv(&req, &mut ctx),
+                None => Err(Errno::EINVAL),
+            };
+            if r.is_err()
+                && self.rm_enabled
+                && let Some(cq) = self.cqs.get_mut(rx_cq_h)
+            {
+                cq.release();
+            }
+            return r;
         }
         let op = RecvOp {
             iov,
@@ -962,47 +1229,400 @@ impl<S: Storage> Domain<S> {
         self.recvmsg(h, &MsgArgs::new(iov, src, context), flags)
     }
 
+    // ---- tagged messages (fi_tagged(3)) ------------------------------------------------
+
+    /// `fi_tsendmsg`: a tagged send (RDM endpoints with FI_TAGGED; -FI_EOPNOTSUPP
+    /// otherwise). Errors as [`Domain::sendmsg`].
+    pub fn tsendmsg(
+        &mut self,
+        h: EpHandle<S>,
+        mem: &impl Memory,
+        msg: &TaggedArgs<'_>,
+        flags: Flags,
+    ) -> Result<()> {
+        let m = MsgArgs {
+            iov: msg.iov,
+            desc: msg.desc,
+            addr: msg.addr,
+            context: msg.context,
+            data: msg.data,
+        };
+        self.post_any_send(h, mem, &m, Some(msg.tag), flags, false)
+    }
+
+    /// `fi_tsend`.
+    pub fn tsend(
+        &mut self,
+        h: EpHandle<S>,
+        mem: &impl Memory,
+        buf: IoVec,
+        dest: FiAddr,
+        tag: u64,
+        context: u64,
+    ) -> Result<()> {
+        let flags = obj(self.eps.get(h))?.tx_flags;
+        let iov = [buf];
+        self.tsendmsg(h, mem, &TaggedArgs::new(&iov, dest, tag, context), flags)
+    }
+
+    /// `fi_tsendv`.
+    pub fn tsendv(
+        &mut self,
+        h: EpHandle<S>,
+        mem: &impl Memory,
+        iov: &[IoVec],
+        dest: FiAddr,
+        tag: u64,
+        context: u64,
+    ) -> Result<()> {
+        let flags = obj(self.eps.get(h))?.tx_flags;
+        self.tsendmsg(h, mem, &TaggedArgs::new(iov, dest, tag, context), flags)
+    }
+
+    /// `fi_tsenddata`: with remote CQ data.
+    #[allow(clippy::too_many_arguments)]
+    pub fn tsenddata(
+        &mut self,
+        h: EpHandle<S>,
+        mem: &impl Memory,
+        buf: IoVec,
+        data: u64,
+        dest: FiAddr,
+        tag: u64,
+        context: u64,
+    ) -> Result<()> {
+        let flags = obj(self.eps.get(h))?.tx_flags | Flags::REMOTE_CQ_DATA;
+        let iov = [buf];
+        let msg = TaggedArgs {
+            data,
+            ..TaggedArgs::new(&iov, dest, tag, context)
+        };
+        self.tsendmsg(h, mem, &msg, flags)
+    }
+
+    /// `fi_tinject`: copied before returning, no completion on success.
+    pub fn tinject(
+        &mut self,
+        h: EpHandle<S>,
+        mem: &impl Memory,
+        buf: IoVec,
+        dest: FiAddr,
+        tag: u64,
+    ) -> Result<()> {
+        let flags = obj(self.eps.get(h))?.tx_flags | Flags::INJECT;
+        let iov = [buf];
+        let m = MsgArgs::new(&iov, dest, 0);
+        self.post_any_send(h, mem, &m, Some(tag), flags, true)
+    }
+
+    /// `fi_tinjectdata`.
+    pub fn tinjectdata(
+        &mut self,
+        h: EpHandle<S>,
+        mem: &impl Memory,
+        buf: IoVec,
+        data: u64,
+        dest: FiAddr,
+        tag: u64,
+    ) -> Result<()> {
+        let flags = obj(self.eps.get(h))?.tx_flags | Flags::INJECT | Flags::REMOTE_CQ_DATA;
+        let iov = [buf];
+        let m = MsgArgs {
+            data,
+            ..MsgArgs::new(&iov, dest, 0)
+        };
+        self.post_any_send(h, mem, &m, Some(tag), flags, true)
+    }
+
+    /// `fi_trecvmsg`: a tagged receive matching `tag` outside the `ignore` bits, from
+    /// `addr` (with FI_DIRECTED_RECV). FI_PEEK reports (in the CQ) whether a matching
+    /// message has arrived, -FI_ENOMSG as an error entry if not; FI_PEEK | FI_CLAIM also
+    /// reserves it for this context and FI_CLAIM then receives it (-FI_ENOMSG from the
+    /// call if nothing was claimed with this context); FI_DISCARD with either drops it.
+    pub fn trecvmsg(&mut self, h: EpHandle<S>, msg: &TaggedArgs<'_>, flags: Flags) -> Result<()> {
+        let m = MsgArgs {
+            iov: msg.iov,
+            desc: msg.desc,
+            addr: msg.addr,
+            context: msg.context,
+            data: 0,
+        };
+        self.post_any_recv(h, &m, Some((msg.tag, msg.ignore)), flags)
+    }
+
+    /// `fi_trecv`.
+    pub fn trecv(
+        &mut self,
+        h: EpHandle<S>,
+        buf: IoVec,
+        src: FiAddr,
+        tag: u64,
+        ignore: u64,
+        context: u64,
+    ) -> Result<()> {
+        let flags = obj(self.eps.get(h))?.rx_flags;
+        let iov = [buf];
+        let msg = TaggedArgs {
+            ignore,
+            ..TaggedArgs::new(&iov, src, tag, context)
+        };
+        self.trecvmsg(h, &msg, flags)
+    }
+
+    /// `fi_trecvv`.
+    pub fn trecvv(
+        &mut self,
+        h: EpHandle<S>,
+        iov: &[IoVec],
+        src: FiAddr,
+        tag: u64,
+        ignore: u64,
+        context: u64,
+    ) -> Result<()> {
+        let flags = obj(self.eps.get(h))?.rx_flags;
+        let msg = TaggedArgs {
+            ignore,
+            ..TaggedArgs::new(iov, src, tag, context)
+        };
+        self.trecvmsg(h, &msg, flags)
+    }
+
     // ---- progress ----------------------------------------------------------------------
 
     /// Moves data: receives what the link has (up to a burst), delivers it to posted
-    /// receives, answers ARP, and transmits queued operations while the link has room.
-    /// Completions go to the bound CQs and counters. Never blocks.
+    /// receives (DGRAM) or runs it through the reliability engine (RDM), answers ARP,
+    /// runs due timers (retransmissions, delayed acks, handshake retries, probes, peer
+    /// failure) and transmits while the link has room. Completions go to the bound CQs
+    /// and counters. Never blocks. Call it again by [`Domain::poll_timeout`] at the
+    /// latest.
     pub fn progress<L: Link, M: Memory>(
         &mut self,
         now: Instant,
         link: &mut L,
         mem: &mut M,
     ) -> Result<ProgressReport> {
+        self.last_now = now;
         let caps = link.capabilities();
         let mut report = ProgressReport::default();
+        // Work the application made possible since the last call comes first: it is
+        // older than anything the link has now.
+        self.rdm_prepare(now, mem);
         let burst = caps.max_burst.max(1) * 4;
         report.rx = link.receive_burst(burst, |meta, buf| {
             if let RxOutcome::Packet { src, payload } = self.net.rx(now, meta, buf) {
-                self.rx_datagram(src, payload, mem);
+                self.rx_datagram(now, src, payload, mem);
             }
         });
         self.net.poll_tx(now, link);
         report.tx = self.tx_all(now, link, mem);
+        report.tx += self.rdm_tx_all(now, link, mem);
         Ok(report)
     }
 
-    fn rx_datagram(&mut self, src: UdpAddr, buf: &[u8], mem: &mut impl Memory) {
+    /// The latest instant at which [`Domain::progress`] must run again even if nothing
+    /// arrives (retransmission, delayed-ack, handshake, probe and failure timers), or
+    /// `None` when no timer is armed. An instant not after the last `progress` call means
+    /// "as soon as possible" (work is ready, e.g. after posting a send).
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        let mut t: Option<Instant> = None;
+        if self.ctl.iter().any(|c| c.is_some()) {
+            t = Some(self.last_now);
+        }
+        for (_, ep) in self.eps.iter() {
+            if let Some(d) = ep.rdm.as_ref().and_then(|r| r.poll_timeout(self.last_now)) {
+                t = Some(t.map_or(d, |x: Instant| x.min(d)));
+            }
+            if ep.rdm.is_none() && !ep.tx.is_empty() && ep.state == EpState::Enabled {
+                t = Some(self.last_now);
+            }
+        }
+        t
+    }
+
+    fn rdm_prepare<M: Memory>(&mut self, now: Instant, mem: &mut M) {
+        for (_, ep) in self.eps.iter_mut() {
+            if ep.state != EpState::Enabled || ep.rdm.is_none() {
+                continue;
+            }
+            let mut ctx = rdm_ctx(
+                ep,
+                &mut self.cqs,
+                &mut self.cntrs,
+                &self.avs,
+                self.rm_enabled,
+            );
+            if let Some(r) = ep.rdm.as_mut() {
+                r.flush_copies(mem, &mut ctx);
+                r.retry_blocked(now, mem, &mut ctx);
+            }
+        }
+    }
+
+    fn rdm_tx_all<L: Link, M: Memory>(&mut self, now: Instant, link: &mut L, mem: &M) -> usize {
+        let mut port = NetPort {
+            net: &mut self.net,
+            link,
+            now,
+            full: false,
+        };
+        let mut sent = 0;
+        for i in 0..self.ctl.len() {
+            let Some((to, from_ep, session, reason)) = self.ctl[i] else {
+                continue;
+            };
+            let head = Repr {
+                header: Header {
+                    src_ep: from_ep,
+                    dst_ep: to.ep_id,
+                    session,
+                    seq: 0,
+                    crc: false,
+                    ack_req: false,
+                },
+                body: Body::Reject(wire::packet::RejectRepr {
+                    reason,
+                    ver_min: wire::packet::VERSION,
+                    ver_max: wire::packet::VERSION,
+                }),
+            };
+            let len = head.buffer_len();
+            match port.send(&to, len, |b| {
+                b.get_mut(..len)
+                    .and_then(|b| head.emit_bytes(b).ok())
+                    .unwrap_or(0)
+            }) {
+                Sent::LinkFull => return sent,
+                Sent::NotNow => {}
+                Sent::Yes => {
+                    self.ctl[i] = None;
+                    self.stats.tx_packets += 1;
+                    sent += 1;
+                }
+            }
+        }
+        for (_, ep) in self.eps.iter_mut() {
+            if ep.state != EpState::Enabled || ep.rdm.is_none() {
+                continue;
+            }
+            let mut ctx = rdm_ctx(
+                ep,
+                &mut self.cqs,
+                &mut self.cntrs,
+                &self.avs,
+                self.rm_enabled,
+            );
+            if let Some(r) = ep.rdm.as_mut() {
+                let n = r.transmit(now, &mut port, mem, &mut ctx);
+                sent += n;
+                self.stats.tx_packets += n as u64;
+            }
+            if port.full {
+                break;
+            }
+        }
+        sent
+    }
+
+    fn count_malformed(&mut self, e: wire::Error) {
+        let s = &mut self.stats;
+        s.rx_malformed += 1;
+        match e {
+            wire::Error::Truncated => s.rx_truncated += 1,
+            wire::Error::BadMagic => s.rx_bad_magic += 1,
+            wire::Error::BadVersion => s.rx_bad_version += 1,
+            wire::Error::UnknownType => s.rx_unknown_type += 1,
+            wire::Error::BadLength => s.rx_bad_length += 1,
+            wire::Error::BadChecksum => s.rx_bad_checksum += 1,
+            wire::Error::BadFlags => s.rx_bad_flags += 1,
+            _ => s.rx_bad_field += 1,
+        }
+    }
+
+    /// Queues a REJECT the domain owes (no endpoint, or a version we do not speak).
+    fn queue_reject(&mut self, to: EpAddr, from_ep: u16, session: u32, reason: u16) {
+        if let Some(slot) = self.ctl.iter_mut().find(|c| c.is_none()) {
+            *slot = Some((to, from_ep, session, reason));
+        }
+    }
+
+    fn rx_datagram(&mut self, now: Instant, src: UdpAddr, buf: &[u8], mem: &mut impl Memory) {
         let repr = match Repr::parse_bytes(buf) {
             Ok(r) => r,
-            Err(_) => {
-                self.stats.rx_malformed += 1;
+            Err(e) => {
+                self.count_malformed(e);
+                // A HELLO in another version still deserves REJECT(VERSION) (spec 4.4).
+                if e == wire::Error::BadVersion && buf.len() >= 32 && buf[3] == 0x01 {
+                    let be16 = |i: usize| u16::from_be_bytes([buf[i], buf[i + 1]]);
+                    let session = u32::from_be_bytes([buf[28], buf[29], buf[30], buf[31]]);
+                    let to = EpAddr {
+                        ip: src.ip.octets(),
+                        port: src.port,
+                        ep_id: be16(8),
+                    };
+                    let dst_ep = be16(10);
+                    if self
+                        .eps
+                        .get_by_index(dst_ep as usize)
+                        .is_some_and(|(_, ep)| ep.rdm.is_some())
+                    {
+                        self.queue_reject(to, dst_ep, session, wire::packet::reject::VERSION);
+                    }
+                }
                 return;
             }
-        };
-        self.stats.rx_packets += 1;
-        let Body::Dgram(d) = repr.body else {
-            self.stats.rx_wrong_type += 1;
-            return;
         };
         let from = EpAddr {
             ip: src.ip.octets(),
             port: src.port,
             ep_id: repr.header.src_ep,
+        };
+        let is_dgram = matches!(repr.body, Body::Dgram(_));
+        let rdm_ep = self
+            .eps
+            .get_by_index(repr.header.dst_ep as usize)
+            .is_some_and(|(_, ep)| ep.rdm.is_some());
+        if !is_dgram && !rdm_ep {
+            self.stats.rx_packets += 1;
+            if self.eps.get_by_index(repr.header.dst_ep as usize).is_none() {
+                self.stats.rx_no_endpoint += 1;
+                if let Body::Hello(h) = &repr.body {
+                    self.queue_reject(
+                        from,
+                        repr.header.dst_ep,
+                        h.rx_session,
+                        wire::packet::reject::NO_ENDPOINT,
+                    );
+                }
+            } else {
+                self.stats.rx_wrong_type += 1;
+            }
+            return;
+        }
+        if rdm_ep {
+            self.stats.rx_packets += 1;
+            let Some(ep) = self.eps.get_mut_by_index(repr.header.dst_ep as usize) else {
+                return;
+            };
+            if ep.state != EpState::Enabled || is_dgram {
+                self.stats.rx_wrong_type += 1;
+                return;
+            }
+            let mut ctx = rdm_ctx(
+                ep,
+                &mut self.cqs,
+                &mut self.cntrs,
+                &self.avs,
+                self.rm_enabled,
+            );
+            if let Some(r) = ep.rdm.as_mut() {
+                r.on_packet(now, from, &repr, buf, mem, &mut ctx);
+            }
+            return;
+        }
+        self.stats.rx_packets += 1;
+        let Body::Dgram(d) = repr.body else {
+            self.stats.rx_wrong_type += 1;
+            return;
         };
         let Some(ep) = self.eps.get_mut_by_index(repr.header.dst_ep as usize) else {
             self.stats.rx_no_endpoint += 1;
@@ -1335,6 +1955,53 @@ fn finish_rx<C: AsRef<[CqSlot]> + AsMut<[CqSlot]>>(
             Ok(())
         }
     };
+}
+
+/// The endpoint's CQs, counters and AV, lent to its reliability engine.
+fn rdm_ctx<'a, S: Storage>(
+    ep: &EpObj<S>,
+    cqs: &'a mut Objects<S, CqObj<S>>,
+    cntrs: &'a mut Objects<S, Cntr>,
+    avs: &'a Objects<S, AvObj<S>>,
+    rm: bool,
+) -> Ctx<'a, S> {
+    Ctx {
+        cqs,
+        cntrs,
+        av: ep.av.and_then(|a| avs.get(a)),
+        tx_cq: ep.tx_cq.as_ref().map(|b| b.cq),
+        rx_cq: ep.rx_cq.as_ref().map(|b| b.cq),
+        send_cntr: ep.cntrs.send,
+        recv_cntr: ep.cntrs.recv,
+        rm,
+        ep_context: ep.context,
+        source: ep.caps.contains(Flags::SOURCE),
+    }
+}
+
+/// The engine's view of the link: UDP/IPv4 through the net layer.
+struct NetPort<'a, A, L> {
+    net: &'a mut Net<A>,
+    link: &'a mut L,
+    now: Instant,
+    full: bool,
+}
+
+impl<A: AsRef<[ArpEntry]> + AsMut<[ArpEntry]>, L: Link> TxPort for NetPort<'_, A, L> {
+    fn send(&mut self, dst: &EpAddr, len: usize, write: impl FnOnce(&mut [u8]) -> usize) -> Sent {
+        let to = UdpAddr::new(dst.ip.into(), dst.port);
+        match self.net.send(self.now, self.link, to, len, write) {
+            Ok(SendOutcome::Sent { .. }) => Sent::Yes,
+            Ok(SendOutcome::ArpPending) => Sent::NotNow,
+            Err(Errno::EAGAIN) => {
+                self.full = true;
+                Sent::LinkFull
+            }
+            // Unsendable (e.g. no route): counted by the net layer; the reliability
+            // layer sees a lost packet and its timers decide.
+            Err(_) => Sent::Yes,
+        }
+    }
 }
 
 #[cfg(test)]

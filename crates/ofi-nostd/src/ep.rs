@@ -392,6 +392,8 @@ pub struct Endpoint<S: Storage, CqH, CntrH, AvH> {
     pub(crate) tx_seq: u32,
     pub(crate) stats: EpStats,
     pub(crate) aliases: u32,
+    /// The reliability engine (FI_EP_RDM only).
+    pub(crate) rdm: Option<crate::rdm::Rdm<S>>,
 }
 
 /// Default FI_OPT_MIN_MULTI_RECV.
@@ -433,14 +435,37 @@ impl<S: Storage, CqH: Copy, CntrH: Copy, AvH: Copy> Endpoint<S, CqH, CntrH, AvH>
         self.eq
     }
 
-    /// `fi_tx_size_left`: operations that can be posted before -FI_EAGAIN.
-    pub fn tx_size_left(&self) -> usize {
-        self.tx.space()
+    /// The reliability engine of an FI_EP_RDM endpoint (statistics, peer states).
+    pub fn rdm(&self) -> Option<&crate::rdm::Rdm<S>> {
+        self.rdm.as_ref()
     }
 
-    /// `fi_rx_size_left`.
+    /// `fi_tx_size_left`: operations that can be posted before -FI_EAGAIN.
+    pub fn tx_size_left(&self) -> usize {
+        match &self.rdm {
+            Some(r) => r.tx_capacity() - r.tx_in_use(),
+            None => self.tx.space(),
+        }
+    }
+
+    /// `fi_rx_size_left` (RDM: of the untagged queue; tagged has the same capacity).
     pub fn rx_size_left(&self) -> usize {
-        self.rx.capacity() - self.rx.len()
+        match &self.rdm {
+            Some(r) => r.rx_capacity().saturating_sub(r.rx_in_use()),
+            None => self.rx.capacity() - self.rx.len(),
+        }
+    }
+
+    fn tx_capacity(&self) -> usize {
+        self.rdm
+            .as_ref()
+            .map_or(self.tx.capacity(), |r| r.tx_capacity())
+    }
+
+    fn rx_capacity(&self) -> usize {
+        self.rdm
+            .as_ref()
+            .map_or(self.rx.capacity(), |r| r.rx_capacity())
     }
 
     /// FI_GETOPSFLAG: `flags` names FI_TRANSMIT or FI_RECV (exactly one), the default
@@ -486,8 +511,8 @@ impl<S: Storage, CqH: Copy, CntrH: Copy, AvH: Copy> Endpoint<S, CqH, CntrH, AvH>
             EpOpt::MinMultiRecv => Ok(self.min_multi_recv),
             // Connectionless endpoints carry no connection-management data.
             EpOpt::CmDataSize => Ok(0),
-            EpOpt::TxSize => Ok(self.tx.capacity()),
-            EpOpt::RxSize => Ok(self.rx.capacity()),
+            EpOpt::TxSize => Ok(self.tx_capacity()),
+            EpOpt::RxSize => Ok(self.rx_capacity()),
             _ => Err(Errno::ENOPROTOOPT),
         }
     }

@@ -25,6 +25,7 @@ pub mod mem;
 pub mod mr;
 pub mod net;
 pub mod pool;
+pub mod rdm;
 pub mod ring;
 pub mod storage;
 pub mod time;

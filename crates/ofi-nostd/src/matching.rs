@@ -329,6 +329,11 @@ macro_rules! common_api {
                 .min_by_key(|(_, n)| n.seq)
                 .map(|(h, _)| h)
         }
+
+        /// Every queued payload, in storage (not queue) order.
+        pub fn iter_values(&self) -> impl Iterator<Item = &T> {
+            self.t.nodes.iter().map(|(_, n)| &n.value)
+        }
     };
 }
 

@@ -1,0 +1,527 @@
+//! Domains on the network simulator: a [`wire::link::Link`] (UDP medium) over a
+//! [`NetSim`] port, heap storage for the core's pools, and a driver that advances
+//! virtual time from event to event (the next datagram arrival or the earliest
+//! [`Domain::poll_timeout`]).
+//!
+//! Everything is deterministic: the simulator is seeded, every domain is seeded, and
+//! nodes are progressed in a fixed order, so a failing seed replays exactly.
+
+use std::net::{Ipv4Addr, SocketAddrV4};
+
+use ofi_nostd::addr::EpAddr;
+use ofi_nostd::av::{AvAddrs, AvAttr};
+use ofi_nostd::cntr::CntrAttr;
+use ofi_nostd::cq::{API_VERSION_1_5, CqAttr, CqEntry, CqFormat};
+use ofi_nostd::domain::{
+    AvHandle, BindTarget, CntrHandle, CqHandle, Domain, DomainConfig, EpHandle, ProgressReport,
+};
+use ofi_nostd::errno::{Errno, Result};
+use ofi_nostd::fabric::Fabric;
+use ofi_nostd::flags::{FiAddr, Flags};
+use ofi_nostd::info::{EpType, FabricAttr, Info, ProviderConfig, default_info};
+use ofi_nostd::mem::SliceMemory;
+use ofi_nostd::net::NetConfig;
+use ofi_nostd::rdm::RdmConfig;
+use ofi_nostd::storage::Storage;
+use ofi_nostd::time::{Duration, Instant};
+use wire::link::{Capabilities, Link, Medium, RxMeta, RxToken, TxMeta, TxToken, UdpAddr};
+
+use crate::netsim::{Datagram, NetSim, PortId};
+
+/// Storage of boxed slices: every pool of the core lives on the heap.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct HeapStorage;
+
+impl Storage for HeapStorage {
+    type Slice<T> = Box<[T]>;
+
+    fn slice<T>(&mut self, len: usize, init: impl FnMut() -> T) -> Option<Box<[T]>> {
+        Some(std::iter::repeat_with(init).take(len).collect())
+    }
+}
+
+/// The UDP port every simulated domain listens on.
+pub const SIM_UDP_PORT: u16 = 7000;
+
+/// One port of a [`NetSim`], lent to a domain for one progress call.
+pub struct SimPort<'a> {
+    sim: &'a mut NetSim,
+    port: PortId,
+    mtu: usize,
+    scratch: &'a mut Vec<u8>,
+}
+
+impl<'a> SimPort<'a> {
+    /// `port` of `sim`, carrying UDP payloads of up to `mtu` bytes; `scratch` is the
+    /// transmit buffer (kept by the caller so it is allocated once).
+    pub fn new(sim: &'a mut NetSim, port: PortId, mtu: usize, scratch: &'a mut Vec<u8>) -> Self {
+        SimPort {
+            sim,
+            port,
+            mtu,
+            scratch,
+        }
+    }
+}
+
+/// A received datagram, owned until consumed.
+pub struct SimRxToken(Datagram);
+
+impl RxToken for SimRxToken {
+    fn meta(&self) -> RxMeta {
+        RxMeta::from_src(UdpAddr::new(*self.0.src.ip(), self.0.src.port()))
+    }
+
+    fn consume<R, F: FnOnce(&[u8]) -> R>(self, f: F) -> R {
+        f(&self.0.payload)
+    }
+}
+
+/// A transmit slot: the datagram enters the simulator when consumed.
+pub struct SimTxToken<'a> {
+    sim: &'a mut NetSim,
+    port: PortId,
+    mtu: usize,
+    scratch: &'a mut Vec<u8>,
+}
+
+impl TxToken for SimTxToken<'_> {
+    fn consume_with<R, F: FnOnce(&mut [u8]) -> (TxMeta, R)>(self, max_len: usize, f: F) -> R {
+        let n = max_len.min(self.mtu);
+        self.scratch.clear();
+        self.scratch.resize(n, 0);
+        let (meta, r) = f(&mut self.scratch[..]);
+        if meta.len > 0
+            && meta.len <= n
+            && let Some(dst) = meta.dst
+        {
+            let to = SocketAddrV4::new(dst.ip, dst.port);
+            self.sim.send(self.port, to, &self.scratch[..meta.len]);
+        }
+        r
+    }
+}
+
+impl Link for SimPort<'_> {
+    type RxToken<'b>
+        = SimRxToken
+    where
+        Self: 'b;
+    type TxToken<'b>
+        = SimTxToken<'b>
+    where
+        Self: 'b;
+
+    fn capabilities(&self) -> Capabilities {
+        let mut c = Capabilities::new(Medium::Udp, self.mtu);
+        c.max_burst = 64;
+        c
+    }
+
+    fn receive(&mut self) -> Option<SimRxToken> {
+        self.sim.recv(self.port).map(SimRxToken)
+    }
+
+    fn transmit(&mut self) -> Option<SimTxToken<'_>> {
+        Some(SimTxToken {
+            sim: self.sim,
+            port: self.port,
+            mtu: self.mtu,
+            scratch: self.scratch,
+        })
+    }
+}
+
+type S = HeapStorage;
+
+/// How to build a [`Node`].
+#[derive(Debug, Clone)]
+pub struct NodeConfig {
+    /// Provider limits (queue depths, inject size, eager threshold, ...).
+    pub provider: ProviderConfig,
+    /// Engine tunables (`eager_threshold` included).
+    pub rdm: RdmConfig,
+    /// UDP payload MTU of the link.
+    pub mtu: usize,
+    /// Entries of each CQ.
+    pub cq_size: usize,
+    /// Bind the CQs with FI_SELECTIVE_COMPLETION.
+    pub selective: bool,
+    /// The domain's authorization key (empty: none).
+    pub auth_key: Vec<u8>,
+    /// Bytes of application memory the node has (at address [`Node::BASE`]).
+    pub mem_size: usize,
+    /// Seed of the domain's generator.
+    pub seed: u64,
+    /// Default transmit op flags of the endpoint.
+    pub tx_op_flags: Flags,
+    /// CQ format.
+    pub cq_format: CqFormat,
+}
+
+impl Default for NodeConfig {
+    fn default() -> Self {
+        NodeConfig {
+            provider: ProviderConfig {
+                tx_size: 256,
+                rx_size: 256,
+                ep_cnt: 4,
+                cq_cnt: 4,
+                cntr_cnt: 4,
+                mr_cnt: 4,
+                inject_size: 256,
+                max_auth_key_size: 64,
+                ..ProviderConfig::DEFAULT
+            },
+            rdm: RdmConfig {
+                max_peers: 16,
+                reorder_slots: 256,
+                unexp_slots: 256,
+                unexp_msgs: 256,
+                ..RdmConfig::DEFAULT
+            },
+            mtu: 1472,
+            cq_size: 1024,
+            selective: false,
+            auth_key: Vec::new(),
+            mem_size: 1 << 20,
+            seed: 1,
+            tx_op_flags: Flags::empty(),
+            cq_format: CqFormat::Tagged,
+        }
+    }
+}
+
+/// One simulated host: a domain with one RDM endpoint, its CQs, counters, AV and
+/// application memory, attached to one simulator port.
+pub struct Node {
+    /// The fabric the domain belongs to.
+    pub fabric: Fabric<S>,
+    /// The domain.
+    pub dom: Domain<S>,
+    /// Its simulator port.
+    pub port: PortId,
+    /// Application memory, mapped at [`Node::BASE`].
+    pub mem: Vec<u8>,
+    /// The RDM endpoint.
+    pub ep: EpHandle<S>,
+    /// Transmit CQ.
+    pub tx_cq: CqHandle<S>,
+    /// Receive CQ.
+    pub rx_cq: CqHandle<S>,
+    /// The AV.
+    pub av: AvHandle<S>,
+    /// Counter of completed sends.
+    pub send_cntr: CntrHandle,
+    /// Counter of completed receives.
+    pub recv_cntr: CntrHandle,
+    mtu: usize,
+    scratch: Vec<u8>,
+}
+
+/// One completion, success or error, as a test sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Completion {
+    /// `op_context`.
+    pub context: u64,
+    /// Completion flags.
+    pub flags: Flags,
+    /// Received length.
+    pub len: usize,
+    /// Multi-recv landing address.
+    pub buf: u64,
+    /// Remote CQ data.
+    pub data: u64,
+    /// Tag.
+    pub tag: u64,
+    /// Source (fi_cq_readfrom).
+    pub src: FiAddr,
+    /// `Some(err)` for an error entry.
+    pub err: Option<Errno>,
+    /// Truncated bytes (error entries).
+    pub olen: usize,
+}
+
+impl Node {
+    /// Where the node's memory starts.
+    pub const BASE: u64 = 0x1000_0000;
+
+    /// A node at `ip` attached to a new port of `sim`.
+    pub fn new(sim: &mut NetSim, ip: [u8; 4], cfg: &NodeConfig) -> Result<Node> {
+        let port = sim.add_port(SocketAddrV4::new(Ipv4Addr::from(ip), SIM_UDP_PORT));
+        let mut info: Info = default_info(EpType::Rdm, None, &cfg.provider);
+        info.domain_attr.auth_key = cfg
+            .auth_key
+            .as_slice()
+            .try_into()
+            .map_err(|_| Errno::EINVAL)?;
+        info.tx_attr.op_flags = cfg.tx_op_flags;
+        let mut fabric = Fabric::open(&FabricAttr::default(), 0, HeapStorage, 2)?;
+        let caps = Capabilities::new(Medium::Udp, cfg.mtu);
+        let net = NetConfig::new(&caps, ip, SIM_UDP_PORT);
+        let dc = DomainConfig::new(net, cfg.provider, cfg.seed);
+        let mut dom = Domain::open(&mut fabric, &info, dc, HeapStorage, 0)?;
+        dom.set_rdm_config(cfg.rdm)?;
+        let cq_attr = CqAttr {
+            format: cfg.cq_format,
+            size: cfg.cq_size,
+            ..CqAttr::default()
+        };
+        let tx_cq = dom.cq_open(&cq_attr, 0xC0)?;
+        let rx_cq = dom.cq_open(&cq_attr, 0xC1)?;
+        let av = dom.av_open(
+            &mut AvAttr {
+                count: 64,
+                ..AvAttr::default()
+            },
+            0xA0,
+        )?;
+        let send_cntr = dom.cntr_open(&CntrAttr::default(), 0xD0)?;
+        let recv_cntr = dom.cntr_open(&CntrAttr::default(), 0xD1)?;
+        let ep = dom.ep_open(&info, 0xE0)?;
+        let sel = if cfg.selective {
+            Flags::SELECTIVE_COMPLETION
+        } else {
+            Flags::empty()
+        };
+        dom.ep_bind(ep, BindTarget::Cq(tx_cq), Flags::TRANSMIT | sel)?;
+        dom.ep_bind(ep, BindTarget::Cq(rx_cq), Flags::RECV | sel)?;
+        dom.ep_bind(ep, BindTarget::Av(av), Flags::empty())?;
+        dom.ep_bind(ep, BindTarget::Cntr(send_cntr), Flags::SEND)?;
+        dom.ep_bind(ep, BindTarget::Cntr(recv_cntr), Flags::RECV)?;
+        dom.ep_enable(ep)?;
+        Ok(Node {
+            fabric,
+            dom,
+            port,
+            mem: vec![0; cfg.mem_size],
+            ep,
+            tx_cq,
+            rx_cq,
+            av,
+            send_cntr,
+            recv_cntr,
+            mtu: cfg.mtu,
+            scratch: Vec::with_capacity(cfg.mtu),
+        })
+    }
+
+    /// The endpoint's address.
+    pub fn addr(&self) -> EpAddr {
+        self.dom
+            .ep_addr(self.ep)
+            .unwrap_or(EpAddr::new([0; 4], 0, 0))
+    }
+
+    /// Inserts `addr` into the AV.
+    pub fn insert(&mut self, addr: EpAddr) -> Result<FiAddr> {
+        let mut out = [0; 1];
+        self.dom.av_mut(self.av)?.insert(
+            AvAddrs::Ep(&[addr]),
+            Some(&mut out),
+            Flags::empty(),
+            None,
+        )?;
+        Ok(out[0])
+    }
+
+    /// One progress call at the simulator's current time.
+    pub fn progress(&mut self, sim: &mut NetSim) -> ProgressReport {
+        let now = sim.now();
+        let mut link = SimPort::new(sim, self.port, self.mtu, &mut self.scratch);
+        let mut mem = SliceMemory::new(Self::BASE, &mut self.mem);
+        self.dom
+            .progress(now, &mut link, &mut mem)
+            .unwrap_or_default()
+    }
+
+    /// Runs `f` with the domain, the endpoint and the node's memory: how tests post
+    /// operations (`n.op(|d, ep, m| d.send(ep, m, ...))`).
+    pub fn op<R>(
+        &mut self,
+        f: impl FnOnce(&mut Domain<S>, EpHandle<S>, &mut SliceMemory<'_>) -> R,
+    ) -> R {
+        let mut mem = SliceMemory::new(Self::BASE, &mut self.mem);
+        f(&mut self.dom, self.ep, &mut mem)
+    }
+
+    /// Writes `data` at offset `off` of the node's memory; returns its address.
+    pub fn put(&mut self, off: usize, data: &[u8]) -> u64 {
+        self.mem[off..off + data.len()].copy_from_slice(data);
+        Self::BASE + off as u64
+    }
+
+    /// `len` bytes at offset `off` of the node's memory.
+    pub fn get(&self, off: usize, len: usize) -> &[u8] {
+        &self.mem[off..off + len]
+    }
+
+    /// Reads every completion of `cq` (successes and errors, in order).
+    pub fn drain_cq(&mut self, cq: CqHandle<S>, out: &mut Vec<Completion>) {
+        let Ok(q) = self.dom.cq_mut(cq) else {
+            return;
+        };
+        loop {
+            let mut e = [CqEntry::default(); 64];
+            match q.read(&mut e) {
+                Ok(n) => {
+                    for e in &e[..n] {
+                        out.push(Completion {
+                            context: e.op_context,
+                            flags: e.flags,
+                            len: e.len,
+                            buf: e.buf,
+                            data: e.data,
+                            tag: e.tag,
+                            src: e.src_addr,
+                            err: None,
+                            olen: 0,
+                        });
+                    }
+                }
+                Err(Errno::EAVAIL) => {
+                    let Ok(x) = q.readerr(Flags::empty(), API_VERSION_1_5, &mut []) else {
+                        return;
+                    };
+                    out.push(Completion {
+                        context: x.op_context,
+                        flags: Flags::from_bits_retain(x.flags),
+                        len: x.len,
+                        buf: x.buf,
+                        data: x.data,
+                        tag: x.tag,
+                        src: ofi_nostd::flags::FI_ADDR_NOTAVAIL,
+                        err: Errno::from_code(x.err),
+                        olen: x.olen,
+                    });
+                }
+                Err(_) => return,
+            }
+        }
+    }
+
+    /// Every completion of both CQs so far: (transmit, receive).
+    pub fn completions(&mut self) -> (Vec<Completion>, Vec<Completion>) {
+        let mut tx = Vec::new();
+        let mut rx = Vec::new();
+        let (t, r) = (self.tx_cq, self.rx_cq);
+        self.drain_cq(t, &mut tx);
+        self.drain_cq(r, &mut rx);
+        (tx, rx)
+    }
+}
+
+/// A simulator with nodes, and the event-driven clock.
+pub struct Cluster {
+    /// The network.
+    pub sim: NetSim,
+    /// The hosts, progressed in this order.
+    pub nodes: Vec<Node>,
+    /// Driver steps taken.
+    pub steps: u64,
+}
+
+/// Why [`Cluster::run_until`] stopped without the condition holding.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stall {
+    /// No datagram in flight and no timer armed: nothing will ever happen.
+    Idle,
+    /// Virtual time passed the limit.
+    Deadline,
+    /// Too many driver steps.
+    Steps,
+}
+
+impl Cluster {
+    /// `n` nodes at 10.0.0.1 .. 10.0.0.n with `cfg` (seeds `cfg.seed + i`), every node's
+    /// AV holding every node (node `j` is fi_addr `j` everywhere).
+    pub fn new(sim: NetSim, n: usize, cfg: &NodeConfig) -> Result<Cluster> {
+        let mut c = Cluster {
+            sim,
+            nodes: Vec::new(),
+            steps: 0,
+        };
+        for i in 0..n {
+            let node_cfg = NodeConfig {
+                seed: cfg.seed.wrapping_add(i as u64),
+                ..cfg.clone()
+            };
+            let node = Node::new(&mut c.sim, [10, 0, 0, i as u8 + 1], &node_cfg)?;
+            c.nodes.push(node);
+        }
+        let addrs: Vec<EpAddr> = c.nodes.iter().map(|n| n.addr()).collect();
+        for node in &mut c.nodes {
+            for a in &addrs {
+                node.insert(*a)?;
+            }
+        }
+        Ok(c)
+    }
+
+    /// Progresses every node until none receives or sends anything more at this
+    /// instant (bounded).
+    pub fn settle(&mut self) {
+        for _ in 0..64 {
+            let mut busy = false;
+            for node in &mut self.nodes {
+                let r = node.progress(&mut self.sim);
+                busy |= r.rx > 0 || r.tx > 0;
+            }
+            if !busy {
+                return;
+            }
+        }
+    }
+
+    /// The next instant anything happens: a datagram arrives or a timer is due.
+    pub fn next_event(&self) -> Option<Instant> {
+        let mut t = self.sim.next_arrival();
+        for n in &self.nodes {
+            if let Some(d) = n.dom.poll_timeout() {
+                t = Some(t.map_or(d, |x| x.min(d)));
+            }
+        }
+        t
+    }
+
+    /// Runs the network until `done(self)` holds, advancing virtual time from event to
+    /// event; `done` is checked after every settled instant.
+    pub fn run_until(
+        &mut self,
+        max_time: Instant,
+        max_steps: u64,
+        mut done: impl FnMut(&mut Cluster) -> bool,
+    ) -> core::result::Result<(), Stall> {
+        loop {
+            self.settle();
+            if done(self) {
+                return Ok(());
+            }
+            self.steps += 1;
+            if self.steps > max_steps {
+                return Err(Stall::Steps);
+            }
+            let now = self.sim.now();
+            let Some(next) = self.next_event() else {
+                return Err(Stall::Idle);
+            };
+            // "Due now" after settling means work the last progress could not finish;
+            // let time move so timers that are due can fire.
+            let next = next.max(now + Duration::from_micros(1));
+            if next > max_time {
+                return Err(Stall::Deadline);
+            }
+            self.sim.advance_to(next);
+        }
+    }
+
+    /// Lets `d` of virtual time pass with everything running.
+    pub fn run_for(&mut self, d: Duration) {
+        let end = self.sim.now() + d;
+        let _ = self.run_until(end, u64::MAX, |c| c.sim.now() >= end);
+        if self.sim.now() < end {
+            self.sim.advance_to(end);
+            self.settle();
+        }
+    }
+}

@@ -1,0 +1,472 @@
+//! Sessions (spec 4): HELLO / HELLO_ACK with optional HMAC proofs, simultaneous open,
+//! replacement of a session by a new one the peer offers, REJECT and RESET.
+
+use wire::packet::{
+    Body, CloseRepr, Header, HelloRepr, MAC_LEN, RejectRepr, Repr, VERSION, caps as wcaps, close,
+    reject,
+};
+
+use super::peer::{Cand, Params};
+use super::*;
+
+/// Capabilities this engine announces.
+fn our_caps(crc: bool) -> u64 {
+    let mut c = wcaps::MSG | wcaps::TAGGED | wcaps::CQ_DATA | wcaps::RNDV | wcaps::ORDERED;
+    if crc {
+        c |= wcaps::CRC_RX;
+    }
+    c
+}
+
+/// `a` sorts before `b` as (ip, port, endpoint id): its HELLO wins a simultaneous open.
+fn lower(a: &EpAddr, b: &EpAddr) -> bool {
+    (a.ip, a.port, a.ep_id) < (b.ip, b.port, b.ep_id)
+}
+
+/// The handshake packet `raw` without its MAC, and the MAC.
+fn split_mac(raw: &[u8]) -> Option<(&[u8], &[u8])> {
+    let len = wire::Packet::new_unchecked(raw).packet_len() as usize;
+    let raw = raw.get(..len)?;
+    let cut = len.checked_sub(MAC_LEN)?;
+    Some((&raw[..cut], &raw[cut..]))
+}
+
+impl<S: Storage> Rdm<S> {
+    fn auth_ok(&self, raw: &[u8], has_mac: bool, hello_nonce: Option<u64>) -> bool {
+        match (self.auth.is_empty(), has_mac) {
+            (true, false) => true,
+            (false, true) => split_mac(raw)
+                .is_some_and(|(signed, mac)| auth::verify(&self.auth, hello_nonce, signed, mac)),
+            _ => false,
+        }
+    }
+
+    /// Queues an unsessioned reply; dropped when the queue is full (the other side
+    /// retries, so this only delays it).
+    pub(super) fn queue_ctl(&mut self, to: EpAddr, session: u32, kind: CtlKind) {
+        if let Some(slot) = self.ctl.iter_mut().find(|c| c.is_none()) {
+            *slot = Some(CtlReply { to, session, kind });
+            self.tx_ready = true;
+        }
+    }
+
+    /// A RESET(UNKNOWN_SESSION) for a sequenced packet of a session we do not have,
+    /// at most one per 50 µs.
+    pub(super) fn reset_unknown(&mut self, from: EpAddr, session: u32, now: Instant) {
+        if self
+            .last_reset
+            .is_some_and(|t| now.saturating_duration_since(t) < Duration::from_micros(50))
+        {
+            return;
+        }
+        self.last_reset = Some(now);
+        self.queue_ctl(from, session, CtlKind::Reset(close::UNKNOWN_SESSION));
+    }
+
+    /// Sends queued REJECTs and RESETs. `false` when the link is full.
+    pub(super) fn send_ctl_replies<P: TxPort>(&mut self, port: &mut P) -> bool {
+        for i in 0..CTL_QUEUE {
+            let Some(c) = self.ctl[i] else { continue };
+            let header = Header {
+                src_ep: self.local.ep_id,
+                dst_ep: c.to.ep_id,
+                session: c.session,
+                seq: 0,
+                crc: self.cfg.crc,
+                ack_req: false,
+            };
+            let body = match c.kind {
+                CtlKind::Reject(reason) => Body::Reject(RejectRepr {
+                    reason,
+                    ver_min: VERSION,
+                    ver_max: VERSION,
+                }),
+                CtlKind::Reset(reason) => Body::Reset(CloseRepr { reason }),
+            };
+            match self.send_ctl(&c.to, &Repr { header, body }, port) {
+                Sent::LinkFull => return false,
+                Sent::NotNow => continue,
+                Sent::Yes => {
+                    self.ctl[i] = None;
+                    match c.kind {
+                        CtlKind::Reject(_) => self.stats.rejects_sent += 1,
+                        CtlKind::Reset(_) => self.stats.resets_sent += 1,
+                    }
+                }
+            }
+        }
+        true
+    }
+
+    fn hello_body(&self, p: usize, ack: bool, cand: Option<&Cand>) -> (u32, HelloRepr) {
+        let peer = &self.peers.as_ref()[p];
+        let (rx_session, isn, credits, nonce) = match cand {
+            Some(c) => (c.rx_session, c.local_isn, c.credits, c.our_nonce),
+            None => (
+                peer.rx_session,
+                peer.local_isn,
+                if ack {
+                    peer.init_credits
+                } else {
+                    self.credits_for(p)
+                },
+                peer.our_nonce,
+            ),
+        };
+        (
+            isn,
+            HelloRepr {
+                ver_min: VERSION,
+                ver_max: VERSION,
+                rx_session,
+                isn,
+                window: self.cfg.window,
+                max_pkt: self.max_pkt as u16,
+                credits,
+                caps: our_caps(self.cfg.crc),
+                nonce,
+                mac: (!self.auth.is_empty()).then_some([0; MAC_LEN]),
+            },
+        )
+    }
+
+    fn send_handshake<P: TxPort>(
+        &mut self,
+        to: EpAddr,
+        head: Repr<'_>,
+        hello_nonce: Option<u64>,
+        port: &mut P,
+    ) -> Sent {
+        let len = head.buffer_len();
+        let key = &self.auth;
+        let r = port.send(&to, len, |buf| {
+            let Some(b) = buf.get_mut(..len) else {
+                return 0;
+            };
+            if head.emit_bytes(b).is_err() {
+                return 0;
+            }
+            if !key.is_empty() {
+                auth::sign_packet(key, hello_nonce, b);
+            }
+            len
+        });
+        if r == Sent::Yes {
+            self.stats.tx_packets += 1;
+        }
+        r
+    }
+
+    /// Sends our HELLO to peer `p`.
+    pub(super) fn send_hello<P: TxPort>(&mut self, p: usize, _now: Instant, port: &mut P) -> Sent {
+        let (isn, body) = self.hello_body(p, false, None);
+        let peer = &self.peers.as_ref()[p];
+        let header = Header {
+            src_ep: self.local.ep_id,
+            dst_ep: peer.addr.ep_id,
+            session: 0,
+            seq: isn,
+            crc: self.cfg.crc,
+            ack_req: false,
+        };
+        let to = peer.addr;
+        let r = self.send_handshake(
+            to,
+            Repr {
+                header,
+                body: Body::Hello(body),
+            },
+            None,
+            port,
+        );
+        if r == Sent::Yes {
+            self.stats.hellos_sent += 1;
+        }
+        r
+    }
+
+    /// Sends HELLO_ACK for the current session of `p` (or its candidate).
+    pub(super) fn send_hello_ack<P: TxPort>(
+        &mut self,
+        p: usize,
+        cand: bool,
+        _now: Instant,
+        port: &mut P,
+    ) -> Sent {
+        let peer = self.peers.as_ref()[p];
+        let c = if cand { peer.cand } else { None };
+        if cand && c.is_none() {
+            return Sent::Yes;
+        }
+        let (isn, body) = self.hello_body(p, true, c.as_ref());
+        let (session, their_nonce) = match &c {
+            Some(c) => (c.tx_session, c.their_nonce),
+            None => (peer.tx_session, peer.their_nonce),
+        };
+        let header = Header {
+            src_ep: self.local.ep_id,
+            dst_ep: peer.addr.ep_id,
+            session,
+            seq: isn,
+            crc: self.cfg.crc || peer.params.caps & wcaps::CRC_RX != 0,
+            ack_req: false,
+        };
+        self.send_handshake(
+            peer.addr,
+            Repr {
+                header,
+                body: Body::HelloAck(body),
+            },
+            Some(their_nonce),
+            port,
+        )
+    }
+
+    /// A HELLO from `from` to this endpoint.
+    pub(super) fn on_hello(
+        &mut self,
+        from: EpAddr,
+        h: &HelloRepr,
+        raw: &[u8],
+        now: Instant,
+        ctx: &mut Ctx<'_, S>,
+    ) {
+        if !(h.ver_min <= VERSION && VERSION <= h.ver_max) {
+            self.stats.rx_bad_handshake += 1;
+            self.queue_ctl(from, h.rx_session, CtlKind::Reject(reject::VERSION));
+            return;
+        }
+        if !self.auth_ok(raw, h.mac.is_some(), None) {
+            self.stats.auth_failures += 1;
+            self.queue_ctl(from, h.rx_session, CtlKind::Reject(reject::AUTH_FAILED));
+            return;
+        }
+        let params = Params {
+            max_pkt: h.max_pkt,
+            window: h.window,
+            caps: h.caps,
+        };
+        let p = match self.find_peer(&from) {
+            Some(p) => p,
+            None => match self.peer_slot(&from) {
+                Ok(p) => p,
+                Err(_) => {
+                    self.queue_ctl(from, h.rx_session, CtlKind::Reject(reject::NO_RESOURCES));
+                    return;
+                }
+            },
+        };
+        let peer = self.peers.as_ref()[p];
+        match peer.state {
+            PeerState::Established => {
+                if peer.tx_session == h.rx_session {
+                    // Our HELLO_ACK was lost: the same answer again.
+                    self.peers.as_mut()[p].send_hello_ack = true;
+                    self.tx_ready = true;
+                } else if let Some(c) = peer.cand.filter(|c| c.tx_session == h.rx_session) {
+                    let _ = c;
+                    if let Some(c) = self.peers.as_mut()[p].cand.as_mut() {
+                        c.send_ack = true;
+                    }
+                    self.tx_ready = true;
+                } else {
+                    // A new session from a peer we are connected to (it restarted or
+                    // failed us): offer it, switch when its first packet arrives.
+                    let cand = Cand {
+                        rx_session: self.rng.nonzero_u32(),
+                        tx_session: h.rx_session,
+                        local_isn: self.rng.next_u64() as u32,
+                        remote_isn: h.isn,
+                        params,
+                        credits: self.credits_for(p),
+                        our_nonce: self.rng.next_u64(),
+                        their_nonce: h.nonce,
+                        expires: now + self.cfg.handshake_timeout,
+                        send_ack: true,
+                    };
+                    self.peers.as_mut()[p].cand = Some(cand);
+                    self.tx_ready = true;
+                }
+            }
+            PeerState::HelloSent if !lower(&from, &self.local) => {
+                // Simultaneous open and our HELLO wins: the peer will answer it.
+                self.stats.rx_bad_handshake += 1;
+            }
+            PeerState::HelloSent | PeerState::Idle | PeerState::Failed => {
+                // (HelloSent here: simultaneous open that the peer's HELLO wins; our
+                // queued operations move to its session.)
+                let rx_session = if peer.state == PeerState::HelloSent {
+                    peer.rx_session
+                } else {
+                    self.rng.nonzero_u32()
+                };
+                let isn = self.rng.next_u64() as u32;
+                let nonce = self.rng.next_u64();
+                self.install_session(
+                    p,
+                    rx_session,
+                    h.rx_session,
+                    isn,
+                    h.isn,
+                    params,
+                    h.credits,
+                    now,
+                );
+                let credits = self.credits_for(p);
+                let pm = &mut self.peers.as_mut()[p];
+                pm.our_nonce = nonce;
+                pm.their_nonce = h.nonce;
+                pm.init_credits = credits;
+                pm.send_hello_ack = true;
+                let _ = ctx;
+            }
+        }
+    }
+
+    /// A HELLO_ACK: completes our handshake.
+    pub(super) fn on_hello_ack(
+        &mut self,
+        from: EpAddr,
+        header: &Header,
+        h: &HelloRepr,
+        raw: &[u8],
+        now: Instant,
+    ) {
+        let Some(p) = self.find_peer(&from) else {
+            self.stats.rx_bad_handshake += 1;
+            return;
+        };
+        let peer = self.peers.as_ref()[p];
+        if peer.state != PeerState::HelloSent || header.session != peer.rx_session {
+            // A duplicate of the one that established the session, or stray.
+            self.stats.rx_bad_handshake += 1;
+            return;
+        }
+        if h.ver_min != VERSION {
+            self.stats.rx_bad_handshake += 1;
+            return;
+        }
+        if !self.auth_ok(raw, h.mac.is_some(), Some(peer.our_nonce)) {
+            self.stats.auth_failures += 1;
+            return;
+        }
+        let params = Params {
+            max_pkt: h.max_pkt,
+            window: h.window,
+            caps: h.caps,
+        };
+        self.install_session(
+            p,
+            peer.rx_session,
+            h.rx_session,
+            peer.local_isn,
+            h.isn,
+            params,
+            h.credits,
+            now,
+        );
+        let pm = &mut self.peers.as_mut()[p];
+        pm.their_nonce = h.nonce;
+        pm.last_heard_ok();
+    }
+
+    /// If `session` is the candidate session of peer `p`, makes it the session (the
+    /// old one's operations fail with -FI_ECONNRESET). Returns whether it switched.
+    pub(super) fn adopt_candidate(
+        &mut self,
+        p: usize,
+        session: u32,
+        now: Instant,
+        ctx: &mut Ctx<'_, S>,
+    ) -> bool {
+        let Some(c) = self.peers.as_ref()[p]
+            .cand
+            .filter(|c| c.rx_session == session)
+        else {
+            return false;
+        };
+        if self.peers.as_ref()[p].state == PeerState::Established {
+            self.fail_peer(p, Errno::ECONNRESET, true, now, ctx);
+        }
+        self.install_session(
+            p,
+            c.rx_session,
+            c.tx_session,
+            c.local_isn,
+            c.remote_isn,
+            c.params,
+            c.credits,
+            now,
+        );
+        let credits = self.credits_for(p);
+        let pm = &mut self.peers.as_mut()[p];
+        pm.our_nonce = c.our_nonce;
+        pm.their_nonce = c.their_nonce;
+        pm.init_credits = credits;
+        pm.cand = None;
+        true
+    }
+
+    /// A REJECT of our HELLO.
+    pub(super) fn on_reject(
+        &mut self,
+        from: EpAddr,
+        header: &Header,
+        r: &RejectRepr,
+        now: Instant,
+        ctx: &mut Ctx<'_, S>,
+    ) {
+        let Some(p) = self.find_peer(&from) else {
+            self.stats.rx_bad_handshake += 1;
+            return;
+        };
+        let peer = self.peers.as_ref()[p];
+        if peer.state != PeerState::HelloSent || header.session != peer.rx_session {
+            self.stats.rx_bad_handshake += 1;
+            return;
+        }
+        self.stats.resets_received += 1;
+        let err = match r.reason {
+            reject::AUTH_FAILED => Errno::EKEYREJECTED,
+            _ => Errno::ECONNREFUSED,
+        };
+        self.fail_peer(p, err, false, now, ctx);
+    }
+
+    /// A RESET: accepted when it names our receive session, or (UNKNOWN_SESSION, which
+    /// echoes the session of the packet it answers) our transmit session.
+    pub(super) fn on_reset(
+        &mut self,
+        from: EpAddr,
+        header: &Header,
+        r: &CloseRepr,
+        now: Instant,
+        ctx: &mut Ctx<'_, S>,
+    ) {
+        let Some(p) = self.find_peer(&from) else {
+            self.stats.rx_unknown_session += 1;
+            return;
+        };
+        let peer = self.peers.as_ref()[p];
+        let ours = peer.state == PeerState::Established
+            && (header.session == peer.rx_session
+                || (r.reason == close::UNKNOWN_SESSION && header.session == peer.tx_session));
+        if !ours {
+            self.stats.rx_unknown_session += 1;
+            return;
+        }
+        self.stats.resets_received += 1;
+        self.fail_peer(p, Errno::ECONNRESET, true, now, ctx);
+        if self.peers.as_ref()[p].op_head != NIL {
+            // Sends that had not started survive: a new session carries them.
+            self.start_hello(p, now);
+        }
+    }
+}
+
+impl super::peer::Peer {
+    /// Any valid packet from the peer proves it alive.
+    pub(super) fn last_heard_ok(&mut self) {
+        self.timeouts = 0;
+    }
+}

@@ -1,0 +1,1007 @@
+//! The sans-IO reliable-datagram engine of FI_EP_RDM endpoints (docs/wire-protocol.md,
+//! sections 4-6).
+//!
+//! One [`Rdm`] per RDM endpoint. It owns a fixed peer table (one session per remote
+//! endpoint, established lazily by the first operation to it), per-peer send windows of
+//! regenerable packet descriptors (packets are never copied for retransmission: their
+//! bytes are rebuilt from the operation), per-peer receive state (cumulative ack, a
+//! reorder index into one shared pool of held packets, selective acks, credits), the
+//! posted and unexpected queues of untagged and tagged receives, and rendezvous state.
+//!
+//! It never reads a clock and never touches a device: the domain passes `now`, hands it
+//! parsed packets, and lends it a transmit port during [`Domain::progress`]. Every
+//! buffer comes from the domain's [`Storage`]; nothing allocates and no network input
+//! can make it panic.
+//!
+//! [`Domain::progress`]: crate::domain::Domain::progress
+
+mod auth;
+mod handshake;
+mod peer;
+mod rx;
+mod tx;
+
+#[cfg(test)]
+mod tests;
+
+use crate::addr::EpAddr;
+use crate::av::HashIndex;
+use crate::cntr::Cntr;
+use crate::cq::{CqEntry, CqErrEntry};
+use crate::domain::{AvObj, CntrHandle, CqHandle, CqObj};
+use crate::errno::{Errno, Result};
+use crate::flags::{FI_ADDR_NOTAVAIL, FiAddr, Flags};
+use crate::info::AuthKey;
+use crate::matching::{Bucket, EntryHandle, Node, PostedQueue, UnexpectedQueue};
+use crate::mem::{IoVec, Memory};
+use crate::pool::{Pool, Slot};
+use crate::storage::Storage;
+use crate::time::{Duration, Instant};
+
+pub use peer::PeerState;
+use peer::{Peer, WinEntry};
+
+/// Sentinel for "no index" in intrusive links.
+const NIL: u32 = u32::MAX;
+/// Sentinel for "no reorder slot".
+const NO_SLOT: u16 = u16::MAX;
+
+/// Tunables of the reliability engine. Times are microseconds of the caller's clock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RdmConfig {
+    /// Receive window in packets (reorder buffer per peer, announced in the handshake)
+    /// and the sender's in-flight limit per peer. At most 65 is useful: the selective
+    /// ack bitmap covers 64 packets beyond the cumulative ack.
+    pub window: u16,
+    /// Peers per endpoint (the peer table's capacity).
+    pub max_peers: usize,
+    /// Out-of-order packets an endpoint can hold for all its peers (`max_pkt` bytes
+    /// each). Full: further out-of-order packets are dropped unacknowledged.
+    pub reorder_slots: usize,
+    /// Segments of buffered unexpected eager messages (`max_pkt` bytes each).
+    pub unexp_slots: usize,
+    /// Unexpected messages (eager or rendezvous headers) an endpoint queues.
+    pub unexp_msgs: usize,
+    /// Messages that can be claimed (FI_PEEK | FI_CLAIM) at once.
+    pub claimed_msgs: usize,
+    /// Messages up to this many bytes go eagerly, larger ones by rendezvous.
+    pub eager_threshold: usize,
+    /// Retransmission timeout before the first RTT sample (and of the handshake).
+    pub rto_initial: Duration,
+    /// Lower bound of the retransmission timeout.
+    pub rto_min: Duration,
+    /// Upper bound of the retransmission timeout (and of its exponential backoff).
+    pub rto_max: Duration,
+    /// Consecutive retransmission timeouts without any packet from the peer after which
+    /// the session fails (-FI_ETIMEDOUT for every pending operation).
+    pub max_retries: u32,
+    /// HELLOs sent without an answer before the handshake fails (-FI_EHOSTUNREACH).
+    pub hello_retries: u32,
+    /// Delayed-ack timer (spec 5.3: at most 1 ms).
+    pub ack_delay: Duration,
+    /// How long a new session offered by an already-connected peer waits for its first
+    /// packet before it is forgotten (spec 4.5: replayed HELLOs).
+    pub handshake_timeout: Duration,
+    /// Announce CRC_RX: peers protect every packet with CRC32C, and so do we. Needed
+    /// on links whose integrity nothing else protects end to end.
+    pub crc: bool,
+}
+
+impl RdmConfig {
+    /// Defaults for a LAN or a simulator: 64-packet windows, 200 µs..100 ms RTO.
+    pub const DEFAULT: RdmConfig = RdmConfig {
+        window: 64,
+        max_peers: 64,
+        reorder_slots: 512,
+        unexp_slots: 512,
+        unexp_msgs: 1024,
+        claimed_msgs: 64,
+        eager_threshold: 8192,
+        rto_initial: Duration::from_millis(1),
+        rto_min: Duration::from_micros(200),
+        rto_max: Duration::from_millis(100),
+        max_retries: 12,
+        hello_retries: 8,
+        ack_delay: Duration::from_micros(100),
+        handshake_timeout: Duration::from_secs(1),
+        crc: true,
+    };
+
+    /// -FI_EINVAL unless the values are usable.
+    pub fn validate(&self) -> Result<()> {
+        if self.window == 0
+            || self.window > 1024
+            || self.max_peers == 0
+            || self.max_peers > u16::MAX as usize - 1
+            || self.reorder_slots >= NO_SLOT as usize
+            || self.rto_min.total_micros() == 0
+            || self.rto_min > self.rto_max
+        {
+            return Err(Errno::EINVAL);
+        }
+        Ok(())
+    }
+}
+
+impl Default for RdmConfig {
+    fn default() -> Self {
+        RdmConfig::DEFAULT
+    }
+}
+
+/// What an RDM endpoint counted: traffic, recovery, and every packet it refused, by
+/// reason. Nothing here is ever a reason to panic.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RdmStats {
+    /// Packets handed to the link (retransmissions included).
+    pub tx_packets: u64,
+    /// Retransmissions after a timeout.
+    pub tx_timeout_retransmits: u64,
+    /// Fast retransmissions on selective-ack gaps.
+    pub tx_fast_retransmits: u64,
+    /// Retransmission timer expirations.
+    pub rto_expirations: u64,
+    /// Packets the link refused with an error (counted as sent and lost).
+    pub tx_errors: u64,
+    /// ACKs sent.
+    pub acks_sent: u64,
+    /// Session packets received (after parsing).
+    pub rx_packets: u64,
+    /// Sequenced packets already received (dropped, re-acked).
+    pub rx_duplicates: u64,
+    /// Sequenced packets beyond the receive window.
+    pub rx_out_of_window: u64,
+    /// Out-of-order packets held for reordering.
+    pub rx_held: u64,
+    /// Out-of-order packets dropped because no reorder slot was free.
+    pub rx_reorder_full: u64,
+    /// Packets refused for want of receive resources (back-pressure; the sender retries).
+    pub rx_refused: u64,
+    /// Packets for a session this endpoint does not have.
+    pub rx_unknown_session: u64,
+    /// Packets from a peer whose handshake is not finished yet.
+    pub rx_early: u64,
+    /// Packets whose ids, offsets or lengths contradict the session state.
+    pub rx_protocol_errors: u64,
+    /// ACKs older than one already processed, or acknowledging unsent packets.
+    pub rx_bad_acks: u64,
+    /// Packets without CRC from a peer that was asked to send it.
+    pub rx_missing_crc: u64,
+    /// Packet types this endpoint does not serve (RMA, atomics).
+    pub rx_unsupported: u64,
+    /// Handshakes refused or dropped for a missing or wrong authentication proof.
+    pub auth_failures: u64,
+    /// Handshake packets that were malformed for their state (wrong session, version).
+    pub rx_bad_handshake: u64,
+    /// HELLOs sent (retries included).
+    pub hellos_sent: u64,
+    /// Sessions established (as initiator or responder).
+    pub sessions: u64,
+    /// REJECTs sent.
+    pub rejects_sent: u64,
+    /// RESETs sent.
+    pub resets_sent: u64,
+    /// RESETs and REJECTs accepted.
+    pub resets_received: u64,
+    /// Sessions that failed (timeout, reset, reject, handshake timeout).
+    pub peer_failures: u64,
+    /// Unexpected messages queued.
+    pub unexpected: u64,
+    /// Messages delivered to the application.
+    pub rx_msgs: u64,
+    /// Messages whose sends completed.
+    pub tx_msgs: u64,
+}
+
+/// Pool type over storage `S`.
+pub(crate) type PoolOf<S, T> = Pool<T, <S as Storage>::Slice<Slot<T>>>;
+type Posted<S> = PostedQueue<
+    PostedRecv,
+    <S as Storage>::Slice<Slot<Node<PostedRecv>>>,
+    <S as Storage>::Slice<Bucket>,
+>;
+type Unexpected<S> =
+    UnexpectedQueue<UxMsg, <S as Storage>::Slice<Slot<Node<UxMsg>>>, <S as Storage>::Slice<Bucket>>;
+
+/// Completion levels of a send (fi_endpoint(3) op flags).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Level {
+    /// FI_INJECT_COMPLETE with the data copied: complete at once.
+    Inject,
+    /// FI_TRANSMIT_COMPLETE (default): every packet acknowledged (cumulatively or
+    /// selectively) by the target.
+    Transmit,
+    /// FI_DELIVERY_COMPLETE: every packet processed by the target (cumulatively acked:
+    /// placed in the matched buffer or buffered as unexpected).
+    Delivery,
+}
+
+/// One send operation.
+#[derive(Debug, Clone, Copy)]
+struct TxOp {
+    peer: u16,
+    epoch: u32,
+    prev: u32,
+    next: u32,
+    rndv: bool,
+    iov: crate::ep::IovList,
+    len: u64,
+    injected: bool,
+    context: u64,
+    tag: Option<u64>,
+    data: Option<u64>,
+    msg_id: u32,
+    /// Eager: bytes segmented so far. Rendezvous: DATA bytes sent so far.
+    sent: u64,
+    /// The first packet (segment or RTS) has been sent: the operation can no longer
+    /// be cancelled and a reset fails it.
+    started: bool,
+    /// Eager: every segment sent. Rendezvous: RTS sent.
+    initial_done: bool,
+    /// Rendezvous: end of the granted range.
+    granted: u64,
+    /// Rendezvous: where the transfer ends (`len`, or less when the receiver truncates).
+    end: u64,
+    /// Rendezvous: a CTS arrived (the receiver's op id is known).
+    cts_seen: bool,
+    rx_op: u32,
+    unacked: u32,
+    undelivered: u32,
+    level: Level,
+    completion: bool,
+    reserved: bool,
+    /// The completion was written (inject-complete early, or transmit-complete).
+    completed: bool,
+    /// The send failed locally (its buffer could not be read): report this at the end.
+    error: Option<Errno>,
+}
+
+impl TxOp {
+    fn all_sent(&self) -> bool {
+        if self.rndv {
+            self.initial_done && self.cts_seen && self.sent >= self.end
+        } else {
+            self.initial_done
+        }
+    }
+
+    fn has_data_to_send(&self) -> bool {
+        self.rndv && self.cts_seen && self.sent < self.granted.min(self.end)
+    }
+}
+
+/// A posted receive (untagged or tagged; the queue knows which).
+#[derive(Debug, Clone, Copy)]
+struct PostedRecv {
+    iov: crate::ep::IovList,
+    context: u64,
+    reserved: bool,
+    completion: bool,
+    /// FI_MULTI_RECV: the buffer's state in the multi-recv table.
+    multi: Option<crate::pool::Handle<MultiBuf>>,
+}
+
+/// A multi-recv buffer: messages are carved from it until less than `min_free` is left;
+/// it is released (FI_MULTI_RECV completion) once released and nothing carved from it is
+/// still arriving.
+#[derive(Debug, Clone, Copy)]
+struct MultiBuf {
+    context: u64,
+    buf: IoVec,
+    used: usize,
+    min_free: usize,
+    outstanding: u32,
+    released: bool,
+    reserved: bool,
+    posted: Option<EntryHandle<PostedRecv>>,
+}
+
+/// What an unexpected message holds.
+#[derive(Debug, Clone, Copy)]
+enum UxKind {
+    /// Eager: `got` bytes so far in a chain of unexpected segments starting at `first`.
+    Eager { first: u32, got: u32 },
+    /// Rendezvous: only the RTS.
+    Rndv { rts_op: u32 },
+}
+
+/// An unexpected message (arrived before a matching receive).
+#[derive(Debug, Clone, Copy)]
+struct UxMsg {
+    peer: u16,
+    epoch: u32,
+    report_src: FiAddr,
+    tag: u64,
+    tagged: bool,
+    data: Option<u64>,
+    total: u64,
+    kind: UxKind,
+    /// FI_PEEK | FI_CLAIM reserved it for this context.
+    claimed_by: u64,
+}
+
+impl UxMsg {
+    fn complete(&self) -> bool {
+        match self.kind {
+            UxKind::Eager { got, .. } => got as u64 == self.total,
+            UxKind::Rndv { .. } => false,
+        }
+    }
+}
+
+/// Where an unexpected message lives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum UxRef {
+    Untagged(EntryHandle<UxMsg>),
+    Tagged(EntryHandle<UxMsg>),
+    Claimed(crate::pool::Handle<UxMsg>),
+}
+
+/// A matched receive that is still receiving data (multi-segment eager or rendezvous).
+#[derive(Debug, Clone, Copy)]
+struct RxActive {
+    peer: u16,
+    epoch: u32,
+    rndv: bool,
+    rts_op: u32,
+    iov: crate::ep::IovList,
+    context: u64,
+    total: u64,
+    /// Bytes that will be placed: `min(total, buffer length)`.
+    want: u64,
+    /// Bytes arrived so far (in order).
+    got: u64,
+    /// Rendezvous: end of the range granted so far.
+    granted: u64,
+    cts_pending: bool,
+    /// Start of the grant the pending CTS carries.
+    cts_off: u64,
+    /// Truncated rendezvous: a final CTS (len 0 at `want`) must tell the sender where
+    /// the transfer ends.
+    end_pending: bool,
+    /// Unexpected segments holding the first `chain_len` bytes, still to be copied into
+    /// the buffer by the next progress (NIL: none).
+    chain: u32,
+    chain_len: u32,
+    /// Rendezvous being discarded (FI_DISCARD): CTS with status CANCELED, no data.
+    discard: bool,
+    tag: u64,
+    tagged: bool,
+    data: Option<u64>,
+    report_src: FiAddr,
+    multi: Option<crate::pool::Handle<MultiBuf>>,
+    reserved: bool,
+    completion: bool,
+    /// A placement failed (-FI_EFAULT etc.): report it at the end.
+    error: Option<Errno>,
+}
+
+/// Where an in-order eager message being assembled goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum AsmTarget {
+    Active(crate::pool::Handle<RxActive>),
+    Unexpected(UxRef),
+    /// The receive it was going to failed or was discarded: drop the rest.
+    Drop,
+}
+
+/// The in-order eager message of a peer that has more segments to come.
+#[derive(Debug, Clone, Copy)]
+struct Asm {
+    msg_id: u32,
+    total: u32,
+    got: u32,
+    tag: Option<u64>,
+    data: Option<u64>,
+    target: AsmTarget,
+}
+
+/// An unsessioned reply (REJECT, RESET, KEEPALIVE echo) waiting for the link.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct CtlReply {
+    pub(crate) to: EpAddr,
+    pub(crate) session: u32,
+    pub(crate) kind: CtlKind,
+}
+
+/// Which unsessioned reply.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum CtlKind {
+    Reject(u16),
+    Reset(u16),
+}
+
+/// A small, fixed pseudo-random generator (SplitMix64): session ids, ISNs, nonces and
+/// the MR key seed come from it, so a seeded domain is deterministic.
+#[derive(Debug, Clone)]
+pub struct Prng(u64);
+
+impl Prng {
+    /// A generator for `seed`.
+    pub const fn new(seed: u64) -> Self {
+        Prng(seed)
+    }
+
+    /// The next 64 random bits.
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// A nonzero 32-bit value (session ids).
+    pub fn nonzero_u32(&mut self) -> u32 {
+        loop {
+            let v = self.next_u64() as u32;
+            if v != 0 {
+                return v;
+            }
+        }
+    }
+}
+
+/// Where completions go: the domain lends the endpoint's CQs, counters and AV.
+pub(crate) struct Ctx<'a, S: Storage> {
+    pub(crate) cqs: &'a mut PoolOf<S, CqObj<S>>,
+    pub(crate) cntrs: &'a mut PoolOf<S, Cntr>,
+    pub(crate) av: Option<&'a AvObj<S>>,
+    pub(crate) tx_cq: Option<CqHandle<S>>,
+    pub(crate) rx_cq: Option<CqHandle<S>>,
+    pub(crate) send_cntr: Option<CntrHandle>,
+    pub(crate) recv_cntr: Option<CntrHandle>,
+    pub(crate) rm: bool,
+    pub(crate) ep_context: u64,
+    pub(crate) source: bool,
+}
+
+impl<S: Storage> Ctx<'_, S> {
+    /// The fi_addr a message from `addr` matches receives with, and the one reported
+    /// as its source (FI_SOURCE).
+    fn src_of(&self, addr: &EpAddr) -> (FiAddr, FiAddr) {
+        let Some(av) = self.av else {
+            return (FI_ADDR_NOTAVAIL, FI_ADDR_NOTAVAIL);
+        };
+        let m = av.reverse_lookup(addr).unwrap_or(FI_ADDR_NOTAVAIL);
+        let r = if self.source {
+            av.source_addr(addr)
+        } else {
+            FI_ADDR_NOTAVAIL
+        };
+        (m, r)
+    }
+
+    /// Reserves a receive-CQ slot for a completion no posted operation reserved.
+    fn rx_reserve(&mut self) -> bool {
+        if !self.rm {
+            return true;
+        }
+        match self.rx_cq.and_then(|h| self.cqs.get_mut(h)) {
+            Some(cq) => cq.try_reserve().is_ok(),
+            None => false,
+        }
+    }
+
+    fn release(&mut self, tx: bool) {
+        if !self.rm {
+            return;
+        }
+        let h = if tx { self.tx_cq } else { self.rx_cq };
+        if let Some(cq) = h.and_then(|h| self.cqs.get_mut(h)) {
+            cq.release();
+        }
+    }
+
+    /// A send finished: counter, then the CQ entry (success only if asked for).
+    fn tx_done(
+        &mut self,
+        context: u64,
+        tagged: bool,
+        result: Result<()>,
+        completion: bool,
+        reserved: bool,
+    ) {
+        if let Some(c) = self.send_cntr.and_then(|c| self.cntrs.get_mut(c)) {
+            if result.is_ok() { c.inc() } else { c.inc_err() }
+        }
+        let flags = if tagged {
+            crate::cq::comp::SEND_TAGGED
+        } else {
+            crate::cq::comp::SEND_MSG
+        };
+        let rm = self.rm;
+        let ep_ctx = self.ep_context;
+        let Some(cq) = self.tx_cq.and_then(|h| self.cqs.get_mut(h)) else {
+            return;
+        };
+        let reserved = rm && reserved;
+        let _ = match result {
+            Ok(()) if completion => {
+                let e = CqEntry::new(context, flags);
+                if reserved {
+                    cq.write_reserved(&e)
+                } else {
+                    cq.write(&e)
+                }
+            }
+            Ok(()) => {
+                if reserved {
+                    cq.release();
+                }
+                Ok(())
+            }
+            Err(err) => {
+                let ctx = if context == 0 { ep_ctx } else { context };
+                let e = CqErrEntry::new(ctx, flags, err);
+                if reserved {
+                    cq.write_err_reserved(&e)
+                } else {
+                    cq.write_err(&e)
+                }
+            }
+        };
+    }
+
+    /// A receive finished: success, truncation (`olen` bytes dropped) or `err`.
+    fn rx_done(
+        &mut self,
+        entry: &CqEntry,
+        err: Option<Errno>,
+        olen: usize,
+        completion: bool,
+        reserved: bool,
+    ) {
+        let err = match err {
+            Some(e) => Some(CqErrEntry::from_entry(entry, e)),
+            None if olen > 0 => Some(CqErrEntry::truncated(entry, olen)),
+            None => None,
+        };
+        if let Some(c) = self.recv_cntr.and_then(|c| self.cntrs.get_mut(c)) {
+            if err.is_some() { c.inc_err() } else { c.inc() }
+        }
+        let rm = self.rm;
+        let ep_ctx = self.ep_context;
+        let Some(cq) = self.rx_cq.and_then(|h| self.cqs.get_mut(h)) else {
+            return;
+        };
+        let reserved = rm && reserved;
+        let _ = match (err, completion) {
+            (Some(mut e), _) => {
+                if e.op_context == 0 {
+                    e.op_context = ep_ctx;
+                }
+                if reserved {
+                    cq.write_err_reserved(&e)
+                } else {
+                    cq.write_err(&e)
+                }
+            }
+            (None, true) => {
+                if reserved {
+                    cq.write_reserved(entry)
+                } else {
+                    cq.write(entry)
+                }
+            }
+            (None, false) => {
+                if reserved {
+                    cq.release();
+                }
+                Ok(())
+            }
+        };
+    }
+}
+
+/// The arguments of a send the domain has validated.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct SendReq {
+    pub(crate) iov: crate::ep::IovList,
+    pub(crate) len: usize,
+    pub(crate) context: u64,
+    pub(crate) tag: Option<u64>,
+    pub(crate) data: Option<u64>,
+    pub(crate) flags: Flags,
+    /// Whether a success writes a CQ entry (selective completion decided).
+    pub(crate) completion: bool,
+    /// A CQ slot was reserved.
+    pub(crate) reserved: bool,
+}
+
+/// The arguments of a receive the domain has validated.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct RecvReq {
+    pub(crate) iov: crate::ep::IovList,
+    pub(crate) src: FiAddr,
+    pub(crate) context: u64,
+    /// `Some((tag, ignore))` for tagged receives.
+    pub(crate) tag: Option<(u64, u64)>,
+    pub(crate) flags: Flags,
+    pub(crate) completion: bool,
+    pub(crate) reserved: bool,
+    pub(crate) min_free: usize,
+}
+
+/// How the link took a packet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Sent {
+    /// Handed to the link (or refused with an error: counted, treated as lost).
+    Yes,
+    /// Not now for this destination (next hop being resolved): try this peer later.
+    NotNow,
+    /// The link is full: stop transmitting until the next progress call.
+    LinkFull,
+}
+
+/// The transmit side of the link, as the engine needs it.
+pub(crate) trait TxPort {
+    /// Sends one packet of exactly `len` bytes to `dst`; `write` fills it and returns
+    /// its length.
+    fn send(&mut self, dst: &EpAddr, len: usize, write: impl FnOnce(&mut [u8]) -> usize) -> Sent;
+}
+
+/// The reliability engine of one RDM endpoint.
+pub struct Rdm<S: Storage> {
+    cfg: RdmConfig,
+    local: EpAddr,
+    /// Largest packet we accept and send (before the peer's own limit).
+    max_pkt: usize,
+    /// Bytes per unexpected segment slot.
+    useg: usize,
+    inject_size: usize,
+    auth: AuthKey,
+    rng: Prng,
+    epoch: u32,
+    peers: S::Slice<Peer>,
+    peer_index: HashIndex<S::Slice<u32>>,
+    established: u32,
+    win: S::Slice<WinEntry>,
+    reo_idx: S::Slice<u16>,
+    /// Taken out while a held packet is being processed from it.
+    reo_buf: Option<S::Slice<u8>>,
+    reo_len: S::Slice<u16>,
+    reo_free: S::Slice<u16>,
+    reo_nfree: usize,
+    ux_buf: S::Slice<u8>,
+    ux_next: S::Slice<u32>,
+    ux_free: u32,
+    ux_nfree: usize,
+    ops: PoolOf<S, TxOp>,
+    bounce: S::Slice<u8>,
+    posted_msg: Posted<S>,
+    posted_tag: Posted<S>,
+    ux_msg: Unexpected<S>,
+    ux_tag: Unexpected<S>,
+    claimed: PoolOf<S, UxMsg>,
+    active: PoolOf<S, RxActive>,
+    multis: PoolOf<S, MultiBuf>,
+    /// Peers with a refused head packet waiting for receive resources.
+    blocked: u32,
+    /// Something may be ready to send: the next progress should run the transmitter.
+    tx_ready: bool,
+    /// Receives matched to buffered unexpected data wait for a progress call (which has
+    /// the application's memory) to copy it.
+    copies_pending: u32,
+    last_reset: Option<Instant>,
+    /// Unsessioned replies (REJECT, RESET) waiting for the link; full means dropped
+    /// (they are rate-limited and the other side retries).
+    ctl: [Option<CtlReply>; CTL_QUEUE],
+    stats: RdmStats,
+}
+
+/// Unsessioned replies an endpoint can have waiting.
+const CTL_QUEUE: usize = 16;
+
+/// Sizes of an RDM endpoint's queues.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct RdmSizes {
+    pub(crate) tx_size: usize,
+    pub(crate) rx_size: usize,
+    pub(crate) inject_size: usize,
+    pub(crate) max_pkt: usize,
+}
+
+impl<S: Storage> Rdm<S> {
+    /// An engine for the endpoint at `local`, its buffers from `store`.
+    pub(crate) fn new(
+        store: &mut S,
+        cfg: RdmConfig,
+        sizes: RdmSizes,
+        local: EpAddr,
+        auth: AuthKey,
+        seed: u64,
+    ) -> Result<Self> {
+        cfg.validate()?;
+        let max_pkt = sizes.max_pkt.min(u16::MAX as usize);
+        if max_pkt < wire::packet::MIN_MAX_PKT as usize {
+            return Err(Errno::EINVAL);
+        }
+        let w = cfg.window as usize;
+        let np = cfg.max_peers;
+        let mut sl = |n: usize| store.slice(n, || 0u8).ok_or(Errno::ENOMEM);
+        let reo_buf = sl(cfg
+            .reorder_slots
+            .checked_mul(max_pkt)
+            .ok_or(Errno::ENOMEM)?)?;
+        let useg = wire::packet::max_msg_payload(max_pkt, false, false);
+        let ux_buf = sl(cfg.unexp_slots.checked_mul(useg).ok_or(Errno::ENOMEM)?)?;
+        let bounce = sl(sizes
+            .tx_size
+            .checked_mul(sizes.inject_size)
+            .ok_or(Errno::ENOMEM)?)?;
+        let peers = store.slice(np, || Peer::EMPTY).ok_or(Errno::ENOMEM)?;
+        let peer_index = HashIndex::new(store.slice(np * 2 + 1, || 0u32).ok_or(Errno::ENOMEM)?);
+        let win = store
+            .slice(np.checked_mul(w).ok_or(Errno::ENOMEM)?, || WinEntry::EMPTY)
+            .ok_or(Errno::ENOMEM)?;
+        let reo_idx = store.slice(np * w, || NO_SLOT).ok_or(Errno::ENOMEM)?;
+        let reo_len = store
+            .slice(cfg.reorder_slots, || 0u16)
+            .ok_or(Errno::ENOMEM)?;
+        let mut i = 0u16;
+        let reo_free = store
+            .slice(cfg.reorder_slots, || {
+                i += 1;
+                i - 1
+            })
+            .ok_or(Errno::ENOMEM)?;
+        let mut j = 0u32;
+        let n_ux = cfg.unexp_slots;
+        let ux_next = store
+            .slice(n_ux, || {
+                j += 1;
+                if (j as usize) < n_ux { j } else { NIL }
+            })
+            .ok_or(Errno::ENOMEM)?;
+        let ops = Pool::new(
+            store
+                .slice(sizes.tx_size, || Slot::VACANT)
+                .ok_or(Errno::ENOMEM)?,
+        );
+        let queue_buckets = |store: &mut S, n: usize| {
+            store
+                .slice(n.next_power_of_two() * 2, || Bucket::EMPTY)
+                .ok_or(Errno::ENOMEM)
+        };
+        let posted_msg = PostedQueue::new(
+            store
+                .slice(sizes.rx_size, || Slot::VACANT)
+                .ok_or(Errno::ENOMEM)?,
+            queue_buckets(store, sizes.rx_size)?,
+        );
+        let posted_tag = PostedQueue::new(
+            store
+                .slice(sizes.rx_size, || Slot::VACANT)
+                .ok_or(Errno::ENOMEM)?,
+            queue_buckets(store, sizes.rx_size)?,
+        );
+        let ux_msg = UnexpectedQueue::new(
+            store
+                .slice(cfg.unexp_msgs, || Slot::VACANT)
+                .ok_or(Errno::ENOMEM)?,
+            queue_buckets(store, cfg.unexp_msgs)?,
+        );
+        let ux_tag = UnexpectedQueue::new(
+            store
+                .slice(cfg.unexp_msgs, || Slot::VACANT)
+                .ok_or(Errno::ENOMEM)?,
+            queue_buckets(store, cfg.unexp_msgs)?,
+        );
+        let claimed = Pool::new(
+            store
+                .slice(cfg.claimed_msgs, || Slot::VACANT)
+                .ok_or(Errno::ENOMEM)?,
+        );
+        let active = Pool::new(
+            store
+                .slice(sizes.rx_size + np, || Slot::VACANT)
+                .ok_or(Errno::ENOMEM)?,
+        );
+        let multis = Pool::new(
+            store
+                .slice(sizes.rx_size, || Slot::VACANT)
+                .ok_or(Errno::ENOMEM)?,
+        );
+        Ok(Rdm {
+            cfg,
+            local,
+            max_pkt,
+            useg,
+            inject_size: sizes.inject_size,
+            auth,
+            rng: Prng::new(seed),
+            epoch: 0,
+            peers,
+            peer_index,
+            established: 0,
+            win,
+            reo_idx,
+            reo_buf: Some(reo_buf),
+            reo_len,
+            reo_free,
+            reo_nfree: cfg.reorder_slots,
+            ux_buf,
+            ux_next,
+            ux_free: if n_ux > 0 { 0 } else { NIL },
+            ux_nfree: n_ux,
+            ops,
+            bounce,
+            posted_msg,
+            posted_tag,
+            ux_msg,
+            ux_tag,
+            claimed,
+            active,
+            multis,
+            blocked: 0,
+            tx_ready: false,
+            copies_pending: 0,
+            last_reset: None,
+            ctl: [None; CTL_QUEUE],
+            stats: RdmStats::default(),
+        })
+    }
+
+    /// What the engine counted.
+    pub fn stats(&self) -> &RdmStats {
+        &self.stats
+    }
+
+    /// The engine's configuration.
+    pub fn config(&self) -> &RdmConfig {
+        &self.cfg
+    }
+
+    /// The state of the session with `addr`, if the peer table has it.
+    pub fn peer_state(&self, addr: &EpAddr) -> Option<PeerState> {
+        self.find_peer(addr).map(|i| self.peers.as_ref()[i].state)
+    }
+
+    /// Send operations not yet finished (`tx_size` minus this is `fi_tx_size_left`).
+    pub fn tx_in_use(&self) -> usize {
+        self.ops.len()
+    }
+
+    /// Capacity of the send queue.
+    pub fn tx_capacity(&self) -> usize {
+        self.ops.capacity()
+    }
+
+    /// Posted receives (both queues).
+    pub fn rx_in_use(&self) -> usize {
+        self.posted_msg.len() + self.posted_tag.len()
+    }
+
+    /// Capacity of one receive queue.
+    pub fn rx_capacity(&self) -> usize {
+        self.posted_msg.capacity()
+    }
+
+    /// Unexpected messages queued (both queues, claimed ones included).
+    pub fn unexpected_len(&self) -> usize {
+        self.ux_msg.len() + self.ux_tag.len() + self.claimed.len()
+    }
+
+    /// Out-of-order packets held right now.
+    pub fn held_packets(&self) -> usize {
+        self.cfg.reorder_slots - self.reo_nfree
+    }
+
+    /// Free unexpected segment slots.
+    pub fn unexp_slots_free(&self) -> usize {
+        self.ux_nfree
+    }
+
+    /// The earliest time the engine needs `progress` even without traffic.
+    pub fn poll_timeout(&self, now: Instant) -> Option<Instant> {
+        if self.tx_ready {
+            return Some(now);
+        }
+        let mut t: Option<Instant> = None;
+        for p in self.peers.as_ref().iter().filter(|p| p.used) {
+            if let Some(d) = p.deadline() {
+                t = Some(t.map_or(d, |x: Instant| x.min(d)));
+            }
+        }
+        t
+    }
+
+    pub(crate) fn set_local(&mut self, local: EpAddr) {
+        self.local = local;
+    }
+
+    /// CQ reservations held by unfinished operations: (transmit, receive). An endpoint
+    /// closing gives them back.
+    pub(crate) fn reservations(&self) -> (usize, usize) {
+        let tx = self
+            .ops
+            .iter()
+            .filter(|(_, o)| o.reserved && !o.completed)
+            .count();
+        let posted = |r: &PostedRecv| r.reserved && r.multi.is_none();
+        let mut rx = self.posted_msg.iter_values().filter(|r| posted(r)).count()
+            + self.posted_tag.iter_values().filter(|r| posted(r)).count();
+        rx += self.multis.iter().filter(|(_, m)| m.reserved).count();
+        rx += self
+            .active
+            .iter()
+            .filter(|(_, a)| a.reserved && !a.discard)
+            .count();
+        (tx, rx)
+    }
+
+    // ---- small shared helpers ----------------------------------------------------------
+
+    fn next_epoch(&mut self) -> u32 {
+        self.epoch = self.epoch.wrapping_add(1).max(1);
+        self.epoch
+    }
+
+    fn bounce_of(&self, idx: usize, len: usize) -> &[u8] {
+        let start = idx * self.inject_size;
+        self.bounce.as_ref().get(start..start + len).unwrap_or(&[])
+    }
+}
+
+/// Copies `data` into the buffers `iov` starting at message offset `off`; bytes beyond
+/// the buffers are dropped. Returns how many were placed.
+fn iov_write(mem: &mut impl Memory, iov: &[IoVec], off: u64, data: &[u8]) -> Result<usize> {
+    let mut base = 0u64;
+    let mut done = 0usize;
+    for v in iov {
+        let end = base + v.len as u64;
+        let pos = off + done as u64;
+        if done < data.len() && pos < end && pos >= base {
+            let within = (pos - base) as usize;
+            let n = (v.len - within).min(data.len() - done);
+            mem.write(v.addr + within as u64, &data[done..done + n])?;
+            done += n;
+        }
+        base = end;
+        if done == data.len() {
+            break;
+        }
+    }
+    Ok(done)
+}
+
+/// Copies message bytes `off .. off + out.len()` of the buffers `iov` into `out`.
+fn iov_read(mem: &impl Memory, iov: &[IoVec], off: u64, out: &mut [u8]) -> Result<()> {
+    let mut base = 0u64;
+    let mut done = 0usize;
+    for v in iov {
+        let end = base + v.len as u64;
+        let pos = off + done as u64;
+        if done < out.len() && pos < end && pos >= base {
+            let within = (pos - base) as usize;
+            let n = (v.len - within).min(out.len() - done);
+            mem.read(v.addr + within as u64, &mut out[done..done + n])?;
+            done += n;
+        }
+        base = end;
+        if done == out.len() {
+            return Ok(());
+        }
+    }
+    if done == out.len() {
+        Ok(())
+    } else {
+        Err(Errno::EFAULT)
+    }
+}
+
+/// Microseconds of `t`, truncated to 32 bits (the wire's timestamps).
+fn ts32(t: Instant) -> u32 {
+    t.total_micros() as u32
+}
+
+/// A packed 32-bit operation id: slot index in the low half, generation in the high.
+fn op_id(index: usize, generation: u32) -> u32 {
+    ((generation & 0xFFFF) << 16) | (index as u32 & 0xFFFF)
+}
+
+/// The generation part of a handle as [`op_id`] packs it.
+fn gen16<T>(h: crate::pool::Handle<T>) -> u32 {
+    ((h.to_bits() >> 32) as u32) & 0xFFFF
+}

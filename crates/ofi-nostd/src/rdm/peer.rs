@@ -1,0 +1,492 @@
+//! The peer table: one session per remote endpoint, with its send window, receive
+//! state and timers.
+
+use super::*;
+
+/// Where a session with one remote endpoint is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PeerState {
+    /// Known, no session (nothing sent yet).
+    Idle,
+    /// Our HELLO is out; waiting for HELLO_ACK or REJECT.
+    HelloSent,
+    /// Session up: sequenced packets flow both ways.
+    Established,
+    /// The session failed (timeout, reset, reject); the next operation re-handshakes.
+    Failed,
+}
+
+/// What the peer told us in its handshake.
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct Params {
+    pub(super) max_pkt: u16,
+    pub(super) window: u16,
+    pub(super) caps: u64,
+}
+
+/// A new session offered by an already-connected peer (spec 4.2/4.5): it replaces the
+/// current one only when its first packet proves the peer took our HELLO_ACK.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Cand {
+    pub(super) rx_session: u32,
+    pub(super) tx_session: u32,
+    pub(super) local_isn: u32,
+    pub(super) remote_isn: u32,
+    pub(super) params: Params,
+    pub(super) credits: u32,
+    pub(super) our_nonce: u64,
+    pub(super) their_nonce: u64,
+    pub(super) expires: Instant,
+    pub(super) send_ack: bool,
+}
+
+/// RFC 6298 round-trip estimator, in microseconds.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Rtt {
+    pub(super) srtt: u64,
+    pub(super) rttvar: u64,
+    pub(super) rto: u64,
+    pub(super) sampled: bool,
+}
+
+impl Rtt {
+    pub(super) fn new(cfg: &RdmConfig) -> Rtt {
+        Rtt {
+            srtt: 0,
+            rttvar: 0,
+            rto: cfg.rto_initial.total_micros(),
+            sampled: false,
+        }
+    }
+
+    pub(super) fn sample(&mut self, r: u64, cfg: &RdmConfig) {
+        let r = r.max(1);
+        if self.sampled {
+            let d = self.srtt.abs_diff(r);
+            self.rttvar = (3 * self.rttvar + d) / 4;
+            self.srtt = (7 * self.srtt + r) / 8;
+        } else {
+            self.srtt = r;
+            self.rttvar = r / 2;
+            self.sampled = true;
+        }
+        self.rto = (self.srtt + (4 * self.rttvar).max(1))
+            .clamp(cfg.rto_min.total_micros(), cfg.rto_max.total_micros());
+    }
+
+    pub(super) fn backoff(&mut self, cfg: &RdmConfig) {
+        self.rto = self
+            .rto
+            .saturating_mul(2)
+            .min(cfg.rto_max.total_micros())
+            .max(cfg.rto_min.total_micros());
+    }
+}
+
+/// What a sequenced packet in the send window is, so it can be rebuilt for a
+/// retransmission without keeping its bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Regen {
+    /// An eager segment of op `op` (slot index) at `off`, `len` bytes.
+    Seg { op: u32, off: u64, len: u32 },
+    /// The RTS of op `op`.
+    Rts { op: u32 },
+    /// Rendezvous DATA of op `op`.
+    Data { op: u32, off: u64, len: u32 },
+    /// A CTS (no operation of ours behind it).
+    Cts {
+        rts_op: u32,
+        rx_op: u32,
+        off: u64,
+        len: u32,
+        status: u16,
+    },
+}
+
+impl Regen {
+    pub(super) fn op(&self) -> Option<u32> {
+        match *self {
+            Regen::Seg { op, .. } | Regen::Rts { op } | Regen::Data { op, .. } => Some(op),
+            Regen::Cts { .. } => None,
+        }
+    }
+}
+
+/// One sequenced packet in flight.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct WinEntry {
+    pub(super) live: bool,
+    pub(super) seq: u32,
+    pub(super) regen: Regen,
+    pub(super) sent_at: Instant,
+    pub(super) retx: u16,
+    pub(super) sacked: bool,
+    /// Queued for retransmission.
+    pub(super) rtx: bool,
+}
+
+impl WinEntry {
+    pub(crate) const EMPTY: WinEntry = WinEntry {
+        live: false,
+        seq: 0,
+        regen: Regen::Rts { op: 0 },
+        sent_at: Instant::ZERO,
+        retx: 0,
+        sacked: false,
+        rtx: false,
+    };
+}
+
+/// One remote endpoint.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Peer {
+    pub(super) used: bool,
+    pub(super) addr: EpAddr,
+    pub(super) state: PeerState,
+    /// Distinguishes sessions in references held by operations and messages.
+    pub(super) epoch: u32,
+    pub(super) rx_session: u32,
+    pub(super) tx_session: u32,
+    pub(super) local_isn: u32,
+    pub(super) remote_isn: u32,
+    pub(super) our_nonce: u64,
+    pub(super) their_nonce: u64,
+    pub(super) params: Params,
+    pub(super) init_credits: u32,
+    /// We answered a HELLO: (re)send HELLO_ACK for the current session.
+    pub(super) send_hello_ack: bool,
+    pub(super) cand: Option<Cand>,
+    pub(super) hello_at: Instant,
+    pub(super) hello_tries: u32,
+    pub(super) hello_rto: u64,
+    // ---- send side
+    pub(super) next_seq: u32,
+    pub(super) snd_una: u32,
+    pub(super) snd_limit: u32,
+    pub(super) last_ack_ts: u32,
+    pub(super) rtt: Rtt,
+    pub(super) rto_at: Option<Instant>,
+    pub(super) timeouts: u32,
+    pub(super) next_msg_id: u32,
+    pub(super) op_head: u32,
+    pub(super) op_tail: u32,
+    pub(super) cursor: u32,
+    pub(super) rndv_ready: u32,
+    pub(super) cts_pending: u32,
+    pub(super) probe_at: Option<Instant>,
+    pub(super) rtx_pending: u32,
+    // ---- receive side
+    pub(super) rcv_nxt: u32,
+    pub(super) held: u32,
+    pub(super) rx_msg_id: u32,
+    pub(super) asm: Option<Asm>,
+    pub(super) ack_now: bool,
+    pub(super) ack_at: Option<Instant>,
+    pub(super) since_ack: u32,
+    pub(super) ts_recent: u32,
+    pub(super) blocked: bool,
+    pub(super) adv_credits: u32,
+    pub(super) ka_reply: bool,
+}
+
+impl Peer {
+    pub(crate) const EMPTY: Peer = Peer {
+        used: false,
+        addr: EpAddr {
+            ip: [0; 4],
+            port: 0,
+            ep_id: 0,
+        },
+        state: PeerState::Idle,
+        epoch: 0,
+        rx_session: 0,
+        tx_session: 0,
+        local_isn: 0,
+        remote_isn: 0,
+        our_nonce: 0,
+        their_nonce: 0,
+        params: Params {
+            max_pkt: 0,
+            window: 0,
+            caps: 0,
+        },
+        init_credits: 0,
+        send_hello_ack: false,
+        cand: None,
+        hello_at: Instant::ZERO,
+        hello_tries: 0,
+        hello_rto: 0,
+        next_seq: 0,
+        snd_una: 0,
+        snd_limit: 0,
+        last_ack_ts: 0,
+        rtt: Rtt {
+            srtt: 0,
+            rttvar: 0,
+            rto: 0,
+            sampled: false,
+        },
+        rto_at: None,
+        timeouts: 0,
+        next_msg_id: 0,
+        op_head: NIL,
+        op_tail: NIL,
+        cursor: NIL,
+        rndv_ready: 0,
+        cts_pending: 0,
+        probe_at: None,
+        rtx_pending: 0,
+        rcv_nxt: 0,
+        held: 0,
+        rx_msg_id: 0,
+        asm: None,
+        ack_now: false,
+        ack_at: None,
+        since_ack: 0,
+        ts_recent: 0,
+        blocked: false,
+        adv_credits: 0,
+        ka_reply: false,
+    };
+
+    /// The earliest instant this peer needs the engine's attention.
+    pub(super) fn deadline(&self) -> Option<Instant> {
+        let mut t: Option<Instant> = None;
+        let mut add = |d: Option<Instant>| {
+            if let Some(d) = d {
+                t = Some(t.map_or(d, |x: Instant| x.min(d)));
+            }
+        };
+        match self.state {
+            PeerState::HelloSent => add(Some(self.hello_at)),
+            PeerState::Established => {
+                add(self.rto_at);
+                add(self.ack_at);
+                add(self.probe_at);
+                if self.ack_now || self.send_hello_ack || self.ka_reply || self.rtx_pending > 0 {
+                    add(Some(Instant::ZERO));
+                }
+            }
+            _ => {}
+        }
+        if let Some(c) = &self.cand {
+            add(Some(if c.send_ack { Instant::ZERO } else { c.expires }));
+        }
+        t
+    }
+
+    /// Packets in flight (sent, not cumulatively acked).
+    pub(super) fn in_flight(&self) -> u32 {
+        self.next_seq.wrapping_sub(self.snd_una)
+    }
+}
+
+fn addr_key(a: &EpAddr) -> u64 {
+    u64::from_be_bytes([
+        a.ip[0],
+        a.ip[1],
+        a.ip[2],
+        a.ip[3],
+        (a.port >> 8) as u8,
+        a.port as u8,
+        (a.ep_id >> 8) as u8,
+        a.ep_id as u8,
+    ])
+}
+
+impl<S: Storage> Rdm<S> {
+    /// The peer-table slot of `addr`, in O(1).
+    pub(super) fn find_peer(&self, addr: &EpAddr) -> Option<usize> {
+        let peers = self.peers.as_ref();
+        self.peer_index
+            .find(addr_key(addr), |i| {
+                peers
+                    .get(i as usize)
+                    .is_some_and(|p| p.used && p.addr == *addr)
+            })
+            .map(|i| i as usize)
+    }
+
+    /// The slot of `addr`, adding it (evicting an idle peer if the table is full).
+    /// -FI_EAGAIN when every peer is busy.
+    pub(super) fn peer_slot(&mut self, addr: &EpAddr) -> Result<usize> {
+        if let Some(i) = self.find_peer(addr) {
+            return Ok(i);
+        }
+        let free = self.peers.as_ref().iter().position(|p| !p.used);
+        let i = match free {
+            Some(i) => i,
+            None => {
+                let victim = (0..self.peers.as_ref().len()).find(|&i| self.evictable(i));
+                let i = victim.ok_or(Errno::EAGAIN)?;
+                self.evict(i);
+                i
+            }
+        };
+        self.peer_index
+            .insert(addr_key(addr), i as u32)
+            .map_err(|_| Errno::EAGAIN)?;
+        let rtt = Rtt::new(&self.cfg);
+        self.peers.as_mut()[i] = Peer {
+            used: true,
+            addr: *addr,
+            rtt,
+            ..Peer::EMPTY
+        };
+        Ok(i)
+    }
+
+    fn evictable(&self, i: usize) -> bool {
+        let p = &self.peers.as_ref()[i];
+        p.used
+            && matches!(p.state, PeerState::Idle | PeerState::Failed)
+            && p.op_head == NIL
+            && p.cand.is_none()
+            && p.held == 0
+    }
+
+    fn evict(&mut self, i: usize) {
+        let key = addr_key(&self.peers.as_ref()[i].addr);
+        let peers = &self.peers;
+        self.peer_index.remove(key, i as u32, |j| {
+            peers
+                .as_ref()
+                .get(j as usize)
+                .map_or(0, |p| addr_key(&p.addr))
+        });
+        self.peers.as_mut()[i] = Peer::EMPTY;
+    }
+
+    /// The window entry for `seq` of peer `p`.
+    pub(super) fn win_mut(&mut self, p: usize, seq: u32) -> &mut WinEntry {
+        let w = self.cfg.window as usize;
+        &mut self.win.as_mut()[p * w + (seq as usize % w)]
+    }
+
+    pub(super) fn win_get(&self, p: usize, seq: u32) -> &WinEntry {
+        let w = self.cfg.window as usize;
+        &self.win.as_ref()[p * w + (seq as usize % w)]
+    }
+
+    /// Reorder-index entry for `seq` of peer `p`.
+    pub(super) fn reo_mut(&mut self, p: usize, seq: u32) -> &mut u16 {
+        let w = self.cfg.window as usize;
+        &mut self.reo_idx.as_mut()[p * w + (seq as usize % w)]
+    }
+
+    pub(super) fn reo_get(&self, p: usize, seq: u32) -> u16 {
+        let w = self.cfg.window as usize;
+        self.reo_idx.as_ref()[p * w + (seq as usize % w)]
+    }
+
+    /// Credits to grant peer `p`: what the reorder pool can absorb, shared between the
+    /// established peers, at most the window. Zero while its head packet is blocked.
+    pub(super) fn credits_for(&self, p: usize) -> u32 {
+        let peer = &self.peers.as_ref()[p];
+        if peer.blocked {
+            return 0;
+        }
+        let n = self.established.max(1) as usize;
+        let share = self.cfg.reorder_slots / n;
+        let free_share = (self.reo_nfree / n).max(1);
+        (share.min(free_share + peer.held as usize).max(1) as u32).min(self.cfg.window as u32)
+    }
+
+    /// Starts a fresh session attempt with peer `p` as initiator.
+    pub(super) fn start_hello(&mut self, p: usize, now: Instant) {
+        let rx_session = self.rng.nonzero_u32();
+        let isn = self.rng.next_u64() as u32;
+        let nonce = self.rng.next_u64();
+        let epoch = self.next_epoch();
+        let rto = self.cfg.rto_initial.total_micros();
+        let peer = &mut self.peers.as_mut()[p];
+        peer.state = PeerState::HelloSent;
+        peer.epoch = epoch;
+        peer.rx_session = rx_session;
+        peer.tx_session = 0;
+        peer.local_isn = isn;
+        peer.our_nonce = nonce;
+        peer.hello_at = now;
+        peer.hello_tries = 0;
+        peer.hello_rto = rto;
+        peer.send_hello_ack = false;
+        self.tx_ready = true;
+        // Ops already queued belong to the new session.
+        let mut o = peer.op_head;
+        while o != NIL {
+            let Some(op) = self.ops.get_mut_by_index(o as usize) else {
+                break;
+            };
+            op.epoch = epoch;
+            o = op.next;
+        }
+    }
+
+    /// Installs a session: our side `rx_session`/`local_isn`, theirs from the handshake.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn install_session(
+        &mut self,
+        p: usize,
+        rx_session: u32,
+        tx_session: u32,
+        local_isn: u32,
+        remote_isn: u32,
+        params: Params,
+        credits: u32,
+        now: Instant,
+    ) {
+        let was = self.peers.as_ref()[p].state;
+        if was != PeerState::Established {
+            self.established += 1;
+        }
+        let keep_epoch = was == PeerState::HelloSent;
+        let epoch = if keep_epoch {
+            self.peers.as_ref()[p].epoch
+        } else {
+            self.next_epoch()
+        };
+        let window = self.cfg.window;
+        let init_credits = self.credits_for(p);
+        let peer = &mut self.peers.as_mut()[p];
+        peer.state = PeerState::Established;
+        peer.epoch = epoch;
+        peer.rx_session = rx_session;
+        peer.tx_session = tx_session;
+        peer.local_isn = local_isn;
+        peer.remote_isn = remote_isn;
+        peer.params = params;
+        peer.next_seq = local_isn;
+        peer.snd_una = local_isn;
+        let lim = (credits.min(params.window as u32)).min(window as u32);
+        peer.snd_limit = local_isn.wrapping_add(lim);
+        peer.last_ack_ts = 0;
+        peer.rto_at = None;
+        peer.timeouts = 0;
+        peer.next_msg_id = 0;
+        peer.rx_msg_id = 0;
+        peer.rcv_nxt = remote_isn;
+        peer.asm = None;
+        peer.ack_now = false;
+        peer.ack_at = None;
+        peer.since_ack = 0;
+        peer.blocked = false;
+        peer.adv_credits = init_credits;
+        peer.probe_at = None;
+        peer.rtx_pending = 0;
+        peer.cursor = peer.op_head;
+        if !keep_epoch {
+            // Operations queued while no session existed join this one.
+            let mut o = peer.op_head;
+            while o != NIL {
+                let Some(op) = self.ops.get_mut_by_index(o as usize) else {
+                    break;
+                };
+                op.epoch = epoch;
+                o = op.next;
+            }
+        }
+        self.stats.sessions += 1;
+        self.tx_ready = true;
+        let _ = now;
+    }
+}

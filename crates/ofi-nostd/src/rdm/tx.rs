@@ -1,0 +1,1174 @@
+//! The send side: posting, the per-peer transmitter (handshake, acks, retransmissions,
+//! new packets under window and credit limits), acknowledgement processing, RTO timers,
+//! completions, and session failure.
+
+use wire::packet::{
+    AckRepr, Body, CtsRepr, DataRepr, Header, KeepAliveRepr, MsgRepr, Packet, Repr, RtsRepr,
+    caps as wcaps, status,
+};
+use wire::seq::{seq_le, seq_lt};
+
+use super::peer::Regen;
+use super::*;
+
+/// Where a packet's payload comes from.
+#[derive(Clone, Copy)]
+pub(super) enum Payload<'a> {
+    None,
+    /// Message bytes `off .. off + len` of an operation's buffers.
+    Iov(&'a [IoVec], u64, usize),
+    /// Bytes already in hand (an inject bounce buffer).
+    Bytes(&'a [u8]),
+}
+
+impl Payload<'_> {
+    fn len(&self) -> usize {
+        match *self {
+            Payload::None => 0,
+            Payload::Iov(_, _, n) => n,
+            Payload::Bytes(b) => b.len(),
+        }
+    }
+}
+
+/// Writes `head` (whose body carries an empty payload) followed by `payload` into `buf`,
+/// then fixes the length and checksum. Returns the packet length, or 0 if it cannot be
+/// built (the link then sends nothing). A failing read of application memory is
+/// reported through `fault` and the payload is sent zero-filled.
+pub(super) fn write_packet(
+    buf: &mut [u8],
+    head: &Repr<'_>,
+    payload: Payload<'_>,
+    mem: &impl Memory,
+    fault: &mut Option<Errno>,
+) -> usize {
+    let hl = head.buffer_len();
+    let total = hl + payload.len();
+    if total > buf.len() || total > u16::MAX as usize {
+        return 0;
+    }
+    if head.emit_bytes(&mut buf[..total]).is_err() {
+        return 0;
+    }
+    match payload {
+        Payload::None => {}
+        Payload::Bytes(b) => buf[hl..total].copy_from_slice(b),
+        Payload::Iov(iov, off, _) => {
+            if let Err(e) = iov_read(mem, iov, off, &mut buf[hl..total]) {
+                buf[hl..total].fill(0);
+                *fault = Some(e);
+            }
+        }
+    }
+    let mut pkt = Packet::new_unchecked(&mut buf[..total]);
+    pkt.set_packet_len(total as u16);
+    pkt.fill_checksum();
+    total
+}
+
+/// What the transmitter picked to send next.
+#[derive(Clone, Copy)]
+enum Plan {
+    Regen(u32, Regen),
+    New(Regen),
+}
+
+impl<S: Storage> Rdm<S> {
+    // ---- posting ---------------------------------------------------------------------
+
+    /// Queues a send to `dest`. The peer's session is set up lazily. -FI_EAGAIN when the
+    /// send queue or the peer table is full.
+    pub(crate) fn post_send<M: Memory>(
+        &mut self,
+        now: Instant,
+        dest: EpAddr,
+        req: &SendReq,
+        mem: &M,
+        ctx: &mut Ctx<'_, S>,
+    ) -> Result<()> {
+        if self.ops.is_full() {
+            return Err(Errno::EAGAIN);
+        }
+        let p = self.peer_slot(&dest)?;
+        let injected = req.flags.contains(Flags::INJECT);
+        let level = if req.flags.contains(Flags::DELIVERY_COMPLETE) {
+            Level::Delivery
+        } else if injected
+            && (req.flags.contains(Flags::INJECT_COMPLETE)
+                && !req.flags.contains(Flags::TRANSMIT_COMPLETE))
+        {
+            Level::Inject
+        } else {
+            Level::Transmit
+        };
+        let rndv = req.len > self.cfg.eager_threshold;
+        let op = TxOp {
+            peer: p as u16,
+            epoch: self.peers.as_ref()[p].epoch,
+            prev: NIL,
+            next: NIL,
+            rndv,
+            iov: req.iov,
+            len: req.len as u64,
+            injected,
+            context: req.context,
+            tag: req.tag,
+            data: req.data,
+            msg_id: 0,
+            sent: 0,
+            started: false,
+            initial_done: false,
+            granted: 0,
+            end: req.len as u64,
+            cts_seen: false,
+            rx_op: 0,
+            unacked: 0,
+            undelivered: 0,
+            level,
+            completion: req.completion,
+            reserved: req.reserved,
+            completed: false,
+            error: None,
+        };
+        let h = self.ops.insert(op).map_err(|_| Errno::EAGAIN)?;
+        let idx = h.index();
+        if injected {
+            let start = idx * self.inject_size;
+            let fill = self
+                .bounce
+                .as_mut()
+                .get_mut(start..start + req.len)
+                .ok_or(Errno::EMSGSIZE);
+            let r = fill.and_then(|b| iov_read(mem, req.iov.as_slice(), 0, b));
+            if let Err(e) = r {
+                self.ops.remove(h);
+                return Err(e);
+            }
+        }
+        // Append to the peer's FIFO.
+        let peer = &mut self.peers.as_mut()[p];
+        let tail = peer.op_tail;
+        peer.op_tail = idx as u32;
+        if tail == NIL {
+            peer.op_head = idx as u32;
+        }
+        if peer.cursor == NIL {
+            peer.cursor = idx as u32;
+        }
+        if let Some(o) = self.ops.get_mut_by_index(idx) {
+            o.prev = tail;
+        }
+        if tail != NIL
+            && let Some(t) = self.ops.get_mut_by_index(tail as usize)
+        {
+            t.next = idx as u32;
+        }
+        if matches!(
+            self.peers.as_ref()[p].state,
+            PeerState::Idle | PeerState::Failed
+        ) {
+            self.start_hello(p, now);
+        }
+        if level == Level::Inject {
+            ctx.tx_done(
+                req.context,
+                req.tag.is_some(),
+                Ok(()),
+                req.completion,
+                req.reserved,
+            );
+            if let Some(o) = self.ops.get_mut_by_index(idx) {
+                o.completed = true;
+            }
+        }
+        self.tx_ready = true;
+        Ok(())
+    }
+
+    /// fi_cancel of a send that has not sent anything yet: FI_ECANCELED error entry.
+    pub(crate) fn cancel_send(&mut self, context: u64, ctx: &mut Ctx<'_, S>) -> bool {
+        let found = self
+            .ops
+            .iter()
+            .find(|(_, o)| o.context == context && !o.started && !o.completed)
+            .map(|(h, _)| h.index());
+        let Some(idx) = found else {
+            return false;
+        };
+        if let Some(op) = self.unlink_op(idx) {
+            ctx.tx_done(
+                op.context,
+                op.tag.is_some(),
+                Err(Errno::ECANCELED),
+                true,
+                op.reserved,
+            );
+        }
+        true
+    }
+
+    /// Removes op `idx` from its peer's FIFO and the pool.
+    pub(super) fn unlink_op(&mut self, idx: usize) -> Option<TxOp> {
+        let (_, op) = self.ops.get_by_index(idx)?;
+        let op = *op;
+        let p = op.peer as usize;
+        if op.prev != NIL
+            && let Some(o) = self.ops.get_mut_by_index(op.prev as usize)
+        {
+            o.next = op.next;
+        }
+        if op.next != NIL
+            && let Some(o) = self.ops.get_mut_by_index(op.next as usize)
+        {
+            o.prev = op.prev;
+        }
+        if let Some(peer) = self.peers.as_mut().get_mut(p) {
+            if peer.op_head == idx as u32 {
+                peer.op_head = op.next;
+            }
+            if peer.op_tail == idx as u32 {
+                peer.op_tail = op.prev;
+            }
+            if peer.cursor == idx as u32 {
+                peer.cursor = op.next;
+            }
+            if op.has_data_to_send() {
+                peer.rndv_ready = peer.rndv_ready.saturating_sub(1);
+            }
+        }
+        let (h, _) = self.ops.get_by_index(idx)?;
+        self.ops.remove(h)
+    }
+
+    /// Completes op `idx` if its level is reached and frees it once nothing of it is in
+    /// flight any more.
+    pub(super) fn op_progress(&mut self, idx: usize, ctx: &mut Ctx<'_, S>) {
+        let Some(op) = self.ops.get_mut_by_index(idx) else {
+            return;
+        };
+        let sent = op.all_sent();
+        if !op.completed {
+            let done = match op.level {
+                Level::Inject => true,
+                Level::Transmit => sent && op.unacked == 0,
+                Level::Delivery => sent && op.undelivered == 0,
+            };
+            if done {
+                op.completed = true;
+                let (c, t, r, comp, res) = (
+                    op.context,
+                    op.tag.is_some(),
+                    op.error,
+                    op.completion,
+                    op.reserved,
+                );
+                ctx.tx_done(c, t, r.map_or(Ok(()), Err), comp, res);
+                self.stats.tx_msgs += 1;
+            }
+        }
+        let Some(op) = self.ops.get_by_index(idx).map(|(_, o)| *o) else {
+            return;
+        };
+        if op.completed && sent && op.undelivered == 0 {
+            self.unlink_op(idx);
+        }
+    }
+
+    // ---- the transmitter ---------------------------------------------------------------
+
+    /// Runs due timers and sends what every peer has ready, until the link is full.
+    /// Returns the packets sent.
+    pub(crate) fn transmit<P: TxPort, M: Memory>(
+        &mut self,
+        now: Instant,
+        port: &mut P,
+        mem: &M,
+        ctx: &mut Ctx<'_, S>,
+    ) -> usize {
+        self.tx_ready = false;
+        let before = self.stats.tx_packets;
+        if self.ctl.iter().any(|c| c.is_some()) && !self.send_ctl_replies(port) {
+            self.tx_ready = true;
+            return 0;
+        }
+        let n = self.peers.as_ref().len();
+        for p in 0..n {
+            if !self.peers.as_ref()[p].used {
+                continue;
+            }
+            self.run_timers(p, now, ctx);
+            if !self.pump(p, now, port, mem, ctx) {
+                // Link full: come back at once.
+                self.tx_ready = true;
+                break;
+            }
+        }
+        (self.stats.tx_packets - before) as usize
+    }
+
+    fn run_timers(&mut self, p: usize, now: Instant, ctx: &mut Ctx<'_, S>) {
+        let cfg = self.cfg;
+        let peer = self.peers.as_ref()[p];
+        if let Some(c) = peer.cand
+            && !c.send_ack
+            && now >= c.expires
+        {
+            self.peers.as_mut()[p].cand = None;
+        }
+        match peer.state {
+            PeerState::HelloSent
+                if now >= peer.hello_at && peer.hello_tries >= cfg.hello_retries =>
+            {
+                self.fail_peer(p, Errno::EHOSTUNREACH, false, now, ctx);
+            }
+            PeerState::Established => {
+                if let Some(t) = peer.ack_at
+                    && now >= t
+                {
+                    let pm = &mut self.peers.as_mut()[p];
+                    pm.ack_now = true;
+                    pm.ack_at = None;
+                }
+                if let Some(t) = peer.rto_at
+                    && now >= t
+                {
+                    self.on_rto(p, now, ctx);
+                }
+                if let Some(t) = peer.probe_at
+                    && now >= t
+                    && self.peers.as_ref()[p].state == PeerState::Established
+                {
+                    let pm = &mut self.peers.as_mut()[p];
+                    pm.timeouts += 1;
+                    if pm.timeouts > cfg.max_retries {
+                        self.fail_peer(p, Errno::ETIMEDOUT, false, now, ctx);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// The retransmission timer of peer `p` expired: retransmit every unacknowledged
+    /// packet older than one RTO (selectively acked ones are not resent), back off.
+    fn on_rto(&mut self, p: usize, now: Instant, ctx: &mut Ctx<'_, S>) {
+        self.stats.rto_expirations += 1;
+        let cfg = self.cfg;
+        let peer = self.peers.as_ref()[p];
+        if peer.timeouts >= cfg.max_retries {
+            self.fail_peer(p, Errno::ETIMEDOUT, false, now, ctx);
+            return;
+        }
+        let rto = Duration::from_micros(peer.rtt.rto);
+        let mut s = peer.snd_una;
+        let mut marked = 0u32;
+        let mut first = true;
+        while seq_lt(s, peer.next_seq) {
+            let e = self.win_mut(p, s);
+            if e.live && !e.sacked && !e.rtx && (first || e.sent_at + rto <= now) {
+                e.rtx = true;
+                marked += 1;
+            }
+            if e.live && !e.sacked {
+                first = false;
+            }
+            s = s.wrapping_add(1);
+        }
+        let pm = &mut self.peers.as_mut()[p];
+        pm.rtx_pending += marked;
+        pm.timeouts += 1;
+        pm.rtt.backoff(&cfg);
+        pm.rto_at = if pm.in_flight() > 0 {
+            Some(now + Duration::from_micros(pm.rtt.rto))
+        } else {
+            None
+        };
+        self.stats.tx_timeout_retransmits += marked as u64;
+        self.tx_ready = true;
+    }
+
+    /// The base header of a session packet to peer `p`.
+    pub(super) fn header(&self, p: usize, seq: u32, ack_req: bool) -> Header {
+        let peer = &self.peers.as_ref()[p];
+        Header {
+            src_ep: self.local.ep_id,
+            dst_ep: peer.addr.ep_id,
+            session: peer.tx_session,
+            seq,
+            crc: self.cfg.crc || peer.params.caps & wcaps::CRC_RX != 0,
+            ack_req,
+        }
+    }
+
+    /// Largest packet to peer `p`.
+    fn pkt_limit(&self, p: usize) -> usize {
+        let pm = self.peers.as_ref()[p].params.max_pkt as usize;
+        self.max_pkt.min(pm.max(wire::packet::MIN_MAX_PKT as usize))
+    }
+
+    /// Sends the handshake, control and data packets peer `p` has ready. `false` when
+    /// the link is full.
+    fn pump<P: TxPort, M: Memory>(
+        &mut self,
+        p: usize,
+        now: Instant,
+        port: &mut P,
+        mem: &M,
+        ctx: &mut Ctx<'_, S>,
+    ) -> bool {
+        if let Some(c) = self.peers.as_ref()[p].cand
+            && c.send_ack
+        {
+            match self.send_hello_ack(p, true, now, port) {
+                Sent::LinkFull => return false,
+                Sent::Yes => {
+                    if let Some(c) = self.peers.as_mut()[p].cand.as_mut() {
+                        c.send_ack = false;
+                    }
+                }
+                Sent::NotNow => return true,
+            }
+        }
+        match self.peers.as_ref()[p].state {
+            PeerState::HelloSent => {
+                if now >= self.peers.as_ref()[p].hello_at {
+                    match self.send_hello(p, now, port) {
+                        Sent::LinkFull => return false,
+                        Sent::NotNow => return true,
+                        Sent::Yes => {
+                            let cap = self.cfg.rto_max.total_micros();
+                            let pm = &mut self.peers.as_mut()[p];
+                            pm.hello_tries += 1;
+                            pm.hello_at = now + Duration::from_micros(pm.hello_rto);
+                            pm.hello_rto = pm.hello_rto.saturating_mul(2).min(cap);
+                        }
+                    }
+                }
+                true
+            }
+            PeerState::Established => self.pump_session(p, now, port, mem, ctx),
+            _ => true,
+        }
+    }
+
+    fn pump_session<P: TxPort, M: Memory>(
+        &mut self,
+        p: usize,
+        now: Instant,
+        port: &mut P,
+        mem: &M,
+        ctx: &mut Ctx<'_, S>,
+    ) -> bool {
+        macro_rules! try_send {
+            ($e:expr) => {
+                match $e {
+                    Sent::LinkFull => return false,
+                    Sent::NotNow => return true,
+                    Sent::Yes => {}
+                }
+            };
+        }
+        if self.peers.as_ref()[p].send_hello_ack {
+            try_send!(self.send_hello_ack(p, false, now, port));
+            self.peers.as_mut()[p].send_hello_ack = false;
+        }
+        if self.peers.as_ref()[p].ka_reply {
+            try_send!(self.send_keepalive(p, false, now, port));
+            self.peers.as_mut()[p].ka_reply = false;
+        }
+        // A credit update the peer may be waiting for.
+        let credits = self.credits_for(p);
+        {
+            let pm = &mut self.peers.as_mut()[p];
+            if credits > pm.adv_credits && (pm.adv_credits == 0 || credits >= pm.adv_credits * 2) {
+                pm.ack_now = true;
+            }
+        }
+        if self.peers.as_ref()[p].ack_now {
+            try_send!(self.send_ack(p, now, port));
+        }
+        // Retransmissions first: they hold up the receiver's in-order delivery.
+        if self.peers.as_ref()[p].rtx_pending > 0 {
+            let peer = self.peers.as_ref()[p];
+            let mut s = peer.snd_una;
+            while seq_lt(s, self.peers.as_ref()[p].next_seq)
+                && self.peers.as_ref()[p].rtx_pending > 0
+            {
+                let e = *self.win_get(p, s);
+                if e.live && e.rtx {
+                    try_send!(self.send_plan(p, Plan::Regen(s, e.regen), now, port, mem, ctx));
+                }
+                s = s.wrapping_add(1);
+            }
+        }
+        // New packets, within the window and the peer's credits.
+        loop {
+            let peer = &self.peers.as_ref()[p];
+            let wnd = (self.cfg.window as u32).min(peer.params.window.max(1) as u32);
+            let room = peer.in_flight() < wnd && seq_lt(peer.next_seq, peer.snd_limit);
+            let Some(plan) = self.next_new(p) else {
+                self.peers.as_mut()[p].probe_at = None;
+                break;
+            };
+            if !room {
+                // Blocked by credits with nothing in flight: probe so a lost credit
+                // update cannot stall the session.
+                let pm = &mut self.peers.as_mut()[p];
+                if pm.in_flight() == 0 {
+                    match pm.probe_at {
+                        None => pm.probe_at = Some(now + Duration::from_micros(pm.rtt.rto)),
+                        Some(t) if now >= t => {
+                            try_send!(self.send_keepalive(p, true, now, port));
+                            let pm = &mut self.peers.as_mut()[p];
+                            pm.probe_at = Some(now + Duration::from_micros(pm.rtt.rto));
+                        }
+                        Some(_) => {}
+                    }
+                }
+                break;
+            }
+            self.peers.as_mut()[p].probe_at = None;
+            try_send!(self.send_plan(p, Plan::New(plan), now, port, mem, ctx));
+        }
+        true
+    }
+
+    /// The next new sequenced packet of peer `p`: a pending CTS, rendezvous DATA, then
+    /// the next eager segment or RTS in posting order.
+    fn next_new(&self, p: usize) -> Option<Regen> {
+        let peer = &self.peers.as_ref()[p];
+        if peer.cts_pending > 0 {
+            let found = self.active.iter().find(|(_, a)| {
+                a.peer as usize == p && a.epoch == peer.epoch && (a.cts_pending || a.end_pending)
+            });
+            if let Some((h, a)) = found {
+                let (off, len, status) = if a.discard {
+                    (0, 0, status::CANCELED)
+                } else if a.cts_pending {
+                    (a.cts_off, (a.granted - a.cts_off) as u32, status::OK)
+                } else {
+                    // Truncated: tell the sender where the transfer ends.
+                    (a.want, 0, status::OK)
+                };
+                return Some(Regen::Cts {
+                    rts_op: a.rts_op,
+                    rx_op: op_id(h.index(), gen16(h)),
+                    off,
+                    len,
+                    status,
+                });
+            }
+        }
+        let max = self.pkt_limit(p);
+        if peer.rndv_ready > 0 {
+            let mut o = peer.op_head;
+            while o != NIL && o != peer.cursor {
+                let op = self.ops.get_by_index(o as usize)?.1;
+                if op.has_data_to_send() {
+                    let lim = op.granted.min(op.end);
+                    let n = (lim - op.sent).min(wire::packet::max_data_payload(max) as u64);
+                    return Some(Regen::Data {
+                        op: o,
+                        off: op.sent,
+                        len: n as u32,
+                    });
+                }
+                o = op.next;
+            }
+        }
+        if peer.cursor != NIL {
+            let o = peer.cursor;
+            let op = self.ops.get_by_index(o as usize)?.1;
+            if op.rndv {
+                return Some(Regen::Rts { op: o });
+            }
+            let seg = wire::packet::max_msg_payload(max, op.tag.is_some(), op.data.is_some());
+            let n = (op.len - op.sent).min(seg as u64);
+            return Some(Regen::Seg {
+                op: o,
+                off: op.sent,
+                len: n as u32,
+            });
+        }
+        None
+    }
+
+    /// Whether, after `r`, peer `p` would have nothing more to send right away (then
+    /// the packet asks for an immediate ACK).
+    fn last_for_now(&self, p: usize, r: &Regen) -> bool {
+        let peer = &self.peers.as_ref()[p];
+        let wnd = (self.cfg.window as u32).min(peer.params.window.max(1) as u32);
+        if peer.in_flight() + 1 >= wnd || peer.next_seq.wrapping_add(1) == peer.snd_limit {
+            return true;
+        }
+        let more_ops = |o: u32| {
+            self.ops
+                .get_by_index(o as usize)
+                .is_some_and(|(_, op)| op.next != NIL)
+        };
+        match *r {
+            Regen::Seg { op, off, len } => {
+                let rest = self
+                    .ops
+                    .get_by_index(op as usize)
+                    .is_some_and(|(_, o)| off + (len as u64) < o.len);
+                !rest && !more_ops(op) && peer.rndv_ready == 0 && peer.cts_pending == 0
+            }
+            Regen::Rts { op } => !more_ops(op) && peer.rndv_ready == 0 && peer.cts_pending == 0,
+            Regen::Data { op, off, len } => {
+                let rest = self
+                    .ops
+                    .get_by_index(op as usize)
+                    .is_some_and(|(_, o)| off + (len as u64) < o.granted.min(o.end));
+                !rest && peer.rndv_ready <= 1 && peer.cursor == NIL && peer.cts_pending == 0
+            }
+            Regen::Cts { .. } => {
+                peer.cts_pending <= 1 && peer.cursor == NIL && peer.rndv_ready == 0
+            }
+        }
+    }
+
+    /// Builds and sends one sequenced packet; on success records it in the window (new)
+    /// or marks it retransmitted.
+    fn send_plan<P: TxPort, M: Memory>(
+        &mut self,
+        p: usize,
+        plan: Plan,
+        now: Instant,
+        port: &mut P,
+        mem: &M,
+        ctx: &mut Ctx<'_, S>,
+    ) -> Sent {
+        let (seq, regen, retrans) = match plan {
+            Plan::Regen(s, r) => (s, r, true),
+            Plan::New(r) => (self.peers.as_ref()[p].next_seq, r, false),
+        };
+        // A new message takes its id when its first packet leaves (no gaps on cancel).
+        let mut msg_id = 0;
+        if let Some(o) = regen.op()
+            && let Some(op) = self.ops.get_by_index(o as usize).map(|(_, op)| *op)
+        {
+            msg_id = if op.started {
+                op.msg_id
+            } else {
+                self.peers.as_ref()[p].next_msg_id
+            };
+        } else if regen.op().is_some() {
+            return Sent::Yes; // the op vanished: nothing to send
+        }
+        let ack_req = retrans || self.last_for_now(p, &regen);
+        let header = self.header(p, seq, ack_req);
+        let dst = self.peers.as_ref()[p].addr;
+        let mut fault = None;
+        let res = {
+            let this = &*self;
+            let op = regen
+                .op()
+                .and_then(|o| this.ops.get_by_index(o as usize).map(|(_, op)| (o, op)));
+            let (body, payload): (Body<'_>, Payload<'_>) = match (regen, op) {
+                (Regen::Seg { off, len, .. }, Some((o, op))) => {
+                    let pl = if op.injected {
+                        Payload::Bytes(
+                            this.bounce_of(o as usize, op.len as usize)
+                                .get(off as usize..off as usize + len as usize)
+                                .unwrap_or(&[]),
+                        )
+                    } else {
+                        Payload::Iov(op.iov_slice(), off, len as usize)
+                    };
+                    (
+                        Body::Msg(MsgRepr {
+                            msg_id,
+                            total_len: op.len as u32,
+                            offset: off as u32,
+                            tag: op.tag,
+                            cq_data: op.data,
+                            payload: &[],
+                        }),
+                        pl,
+                    )
+                }
+                (Regen::Rts { op: o }, Some((_, op))) => (
+                    Body::Rts(RtsRepr {
+                        op_id: op_id(o as usize, this.op_gen(o)),
+                        msg_id,
+                        total_len: op.len,
+                        tag: op.tag,
+                        cq_data: op.data,
+                    }),
+                    Payload::None,
+                ),
+                (Regen::Data { off, len, .. }, Some((_, op))) => (
+                    Body::Data(DataRepr {
+                        rx_op_id: op.rx_op,
+                        offset: off,
+                        payload: &[],
+                    }),
+                    Payload::Iov(op.iov_slice(), off, len as usize),
+                ),
+                (
+                    Regen::Cts {
+                        rts_op,
+                        rx_op,
+                        off,
+                        len,
+                        status,
+                    },
+                    _,
+                ) => (
+                    Body::Cts(CtsRepr {
+                        rts_op_id: rts_op,
+                        rx_op_id: rx_op,
+                        offset: off,
+                        len,
+                        status,
+                    }),
+                    Payload::None,
+                ),
+                _ => return Sent::Yes,
+            };
+            let head = Repr { header, body };
+            let total = head.buffer_len() + payload.len();
+            port.send(&dst, total, |buf| {
+                write_packet(buf, &head, payload, mem, &mut fault)
+            })
+        };
+        if res != Sent::Yes {
+            return res;
+        }
+        self.stats.tx_packets += 1;
+        if let (Some(e), Some(o)) = (fault, regen.op())
+            && let Some(op) = self.ops.get_mut_by_index(o as usize)
+        {
+            op.error.get_or_insert(e);
+        }
+        if retrans {
+            let e = self.win_mut(p, seq);
+            e.rtx = false;
+            e.retx = e.retx.saturating_add(1);
+            e.sent_at = now;
+            let pm = &mut self.peers.as_mut()[p];
+            pm.rtx_pending = pm.rtx_pending.saturating_sub(1);
+            if pm.rto_at.is_none() {
+                pm.rto_at = Some(now + Duration::from_micros(pm.rtt.rto));
+            }
+            return Sent::Yes;
+        }
+        // Commit a new packet.
+        *self.win_mut(p, seq) = WinEntry {
+            live: true,
+            seq,
+            regen,
+            sent_at: now,
+            retx: 0,
+            sacked: false,
+            rtx: false,
+        };
+        {
+            let pm = &mut self.peers.as_mut()[p];
+            pm.next_seq = seq.wrapping_add(1);
+            if pm.rto_at.is_none() {
+                pm.rto_at = Some(now + Duration::from_micros(pm.rtt.rto));
+            }
+        }
+        match regen {
+            Regen::Cts { rx_op, len, .. } => {
+                let mut finished = None;
+                let mut none_left = true;
+                if let Some(h) = self.active_by_id(rx_op)
+                    && let Some(a) = self.active.get_mut(h)
+                {
+                    if len > 0 {
+                        a.cts_pending = false;
+                    } else {
+                        a.end_pending = false;
+                    }
+                    none_left = !a.cts_pending && !a.end_pending;
+                    if none_left && (a.discard || a.got >= a.want) && a.chain == NIL {
+                        finished = Some(h);
+                    }
+                }
+                if none_left {
+                    let pm = &mut self.peers.as_mut()[p];
+                    pm.cts_pending = pm.cts_pending.saturating_sub(1);
+                }
+                if let Some(h) = finished {
+                    self.finish_active(h, None, ctx);
+                }
+            }
+            Regen::Seg { op: o, len, .. } | Regen::Data { op: o, len, .. } => {
+                let is_data = matches!(regen, Regen::Data { .. });
+                let mut first = false;
+                let mut done_initial = false;
+                let mut data_exhausted = false;
+                if let Some(op) = self.ops.get_mut_by_index(o as usize) {
+                    if !op.started {
+                        op.started = true;
+                        op.msg_id = msg_id;
+                        first = true;
+                    }
+                    let had = op.has_data_to_send();
+                    op.sent += len as u64;
+                    op.unacked += 1;
+                    op.undelivered += 1;
+                    if !is_data && op.sent >= op.len {
+                        op.initial_done = true;
+                        done_initial = true;
+                    }
+                    data_exhausted = is_data && had && !op.has_data_to_send();
+                }
+                let pm = &mut self.peers.as_mut()[p];
+                if first {
+                    pm.next_msg_id = pm.next_msg_id.wrapping_add(1);
+                }
+                if done_initial {
+                    pm.cursor = self
+                        .ops
+                        .get_by_index(o as usize)
+                        .map_or(NIL, |(_, op)| op.next);
+                }
+                if data_exhausted {
+                    pm.rndv_ready = pm.rndv_ready.saturating_sub(1);
+                }
+            }
+            Regen::Rts { op: o } => {
+                if let Some(op) = self.ops.get_mut_by_index(o as usize) {
+                    op.started = true;
+                    op.msg_id = msg_id;
+                    op.initial_done = true;
+                    op.unacked += 1;
+                    op.undelivered += 1;
+                }
+                let next = self
+                    .ops
+                    .get_by_index(o as usize)
+                    .map_or(NIL, |(_, op)| op.next);
+                let pm = &mut self.peers.as_mut()[p];
+                pm.next_msg_id = pm.next_msg_id.wrapping_add(1);
+                pm.cursor = next;
+            }
+        }
+        Sent::Yes
+    }
+
+    fn op_gen(&self, o: u32) -> u32 {
+        self.ops
+            .get_by_index(o as usize)
+            .map_or(0, |(h, _)| gen16(h))
+    }
+
+    /// The op a packed id names, if it is live.
+    pub(super) fn op_by_id(&self, id: u32) -> Option<usize> {
+        let idx = (id & 0xFFFF) as usize;
+        let (h, _) = self.ops.get_by_index(idx)?;
+        (gen16(h) == id >> 16).then_some(idx)
+    }
+
+    /// The active receive a packed id names, if it is live.
+    pub(super) fn active_by_id(&self, id: u32) -> Option<crate::pool::Handle<RxActive>> {
+        let idx = (id & 0xFFFF) as usize;
+        let (h, _) = self.active.get_by_index(idx)?;
+        (gen16(h) == id >> 16).then_some(h)
+    }
+
+    // ---- control packets ---------------------------------------------------------------
+
+    fn send_ack<P: TxPort>(&mut self, p: usize, now: Instant, port: &mut P) -> Sent {
+        let credits = self.credits_for(p);
+        let peer = self.peers.as_ref()[p];
+        let w = self.cfg.window as u32;
+        let mut sack = 0u64;
+        if peer.held > 0 {
+            for i in 0..64u32.min(w.saturating_sub(1)) {
+                let s = peer.rcv_nxt.wrapping_add(1 + i);
+                if self.reo_get(p, s) != NO_SLOT {
+                    sack |= 1 << i;
+                }
+            }
+        }
+        let head = Repr {
+            header: self.header(p, peer.next_seq, false),
+            body: Body::Ack(AckRepr {
+                cum_ack: peer.rcv_nxt,
+                credits,
+                sack,
+                ts: ts32(now),
+                echo_ts: peer.ts_recent,
+            }),
+        };
+        let r = self.send_ctl(&peer.addr, &head, port);
+        if r == Sent::Yes {
+            self.stats.acks_sent += 1;
+            let pm = &mut self.peers.as_mut()[p];
+            pm.ack_now = false;
+            pm.ack_at = None;
+            pm.since_ack = 0;
+            pm.adv_credits = credits;
+        }
+        r
+    }
+
+    pub(super) fn send_keepalive<P: TxPort>(
+        &mut self,
+        p: usize,
+        probe: bool,
+        now: Instant,
+        port: &mut P,
+    ) -> Sent {
+        let peer = self.peers.as_ref()[p];
+        let head = Repr {
+            header: self.header(p, peer.next_seq, probe),
+            body: Body::KeepAlive(KeepAliveRepr {
+                ts: ts32(now),
+                echo_ts: peer.ts_recent,
+            }),
+        };
+        self.send_ctl(&peer.addr, &head, port)
+    }
+
+    /// Sends a packet without payload.
+    pub(super) fn send_ctl<P: TxPort>(
+        &mut self,
+        to: &EpAddr,
+        head: &Repr<'_>,
+        port: &mut P,
+    ) -> Sent {
+        let len = head.buffer_len();
+        let r = port.send(to, len, |buf| {
+            buf.get_mut(..len)
+                .and_then(|b| head.emit_bytes(b).ok())
+                .unwrap_or(0)
+        });
+        if r == Sent::Yes {
+            self.stats.tx_packets += 1;
+        }
+        r
+    }
+
+    // ---- acknowledgements --------------------------------------------------------------
+
+    /// An ACK from peer `p`: cumulative and selective acks, credits, RTT, fast
+    /// retransmit, completions.
+    pub(super) fn on_ack(&mut self, p: usize, a: &AckRepr, now: Instant, ctx: &mut Ctx<'_, S>) {
+        let cfg = self.cfg;
+        let peer = self.peers.as_ref()[p];
+        if seq_lt(peer.next_seq, a.cum_ack) {
+            self.stats.rx_bad_acks += 1;
+            return;
+        }
+        let stale = seq_lt(a.cum_ack, peer.snd_una)
+            || (a.cum_ack == peer.snd_una && seq_lt(a.ts, peer.last_ack_ts));
+        let mut sample: Option<u64> = None;
+        let mut advanced = false;
+        // Cumulative part.
+        let mut s = peer.snd_una;
+        while seq_lt(s, a.cum_ack) {
+            let e = *self.win_get(p, s);
+            if e.live {
+                if e.retx == 0 && !e.sacked {
+                    sample = Some(now.saturating_duration_since(e.sent_at).total_micros());
+                }
+                self.win_mut(p, s).live = false;
+                if e.rtx {
+                    let pm = &mut self.peers.as_mut()[p];
+                    pm.rtx_pending = pm.rtx_pending.saturating_sub(1);
+                }
+                if let Some(o) = e.regen.op() {
+                    if let Some(op) = self.ops.get_mut_by_index(o as usize) {
+                        if !e.sacked {
+                            op.unacked = op.unacked.saturating_sub(1);
+                        }
+                        op.undelivered = op.undelivered.saturating_sub(1);
+                    }
+                    self.op_progress(o as usize, ctx);
+                }
+            }
+            s = s.wrapping_add(1);
+            advanced = true;
+        }
+        if advanced {
+            self.peers.as_mut()[p].snd_una = a.cum_ack;
+        }
+        // Selective part.
+        let snd_una = self.peers.as_ref()[p].snd_una;
+        let next_seq = self.peers.as_ref()[p].next_seq;
+        let mut bits = a.sack;
+        let mut newly_sacked = false;
+        while bits != 0 {
+            let i = bits.trailing_zeros();
+            bits &= bits - 1;
+            let s = a.cum_ack.wrapping_add(1 + i);
+            if !(seq_le(snd_una, s) && seq_lt(s, next_seq)) {
+                continue;
+            }
+            let e = *self.win_get(p, s);
+            if !e.live || e.sacked || e.seq != s {
+                continue;
+            }
+            newly_sacked = true;
+            {
+                let em = self.win_mut(p, s);
+                em.sacked = true;
+                em.rtx = false;
+            }
+            if e.retx == 0 {
+                let r = now.saturating_duration_since(e.sent_at).total_micros();
+                sample = Some(sample.map_or(r, |x| x.min(r)));
+            }
+            if e.rtx {
+                let pm = &mut self.peers.as_mut()[p];
+                pm.rtx_pending = pm.rtx_pending.saturating_sub(1);
+            }
+            if let Some(o) = e.regen.op() {
+                if let Some(op) = self.ops.get_mut_by_index(o as usize) {
+                    op.unacked = op.unacked.saturating_sub(1);
+                }
+                self.op_progress(o as usize, ctx);
+            }
+        }
+        let pm = &mut self.peers.as_mut()[p];
+        if let Some(r) = sample {
+            pm.rtt.sample(r, &cfg);
+        }
+        if !stale {
+            let lim = a
+                .credits
+                .min(pm.params.window.max(1) as u32)
+                .min(cfg.window as u32);
+            pm.snd_limit = a.cum_ack.wrapping_add(lim);
+            pm.last_ack_ts = a.ts;
+        }
+        if advanced || newly_sacked {
+            let unacked_left = pm.in_flight() > 0;
+            pm.rto_at = unacked_left.then(|| now + Duration::from_micros(pm.rtt.rto));
+        }
+        // Fast retransmit: an unacked packet with at least 3 selectively acked packets
+        // above it, at most once per RTT.
+        if a.sack != 0 {
+            let srtt = Duration::from_micros(pm.rtt.srtt.max(cfg.rto_min.total_micros() / 4));
+            let (una, next) = (pm.snd_una, pm.next_seq);
+            let mut above = 0u32;
+            let mut s = next;
+            let mut marked = 0u32;
+            while s != una {
+                s = s.wrapping_sub(1);
+                let e = *self.win_get(p, s);
+                if !e.live {
+                    continue;
+                }
+                if e.sacked {
+                    above += 1;
+                } else if above >= 3 && !e.rtx && e.sent_at + srtt <= now {
+                    self.win_mut(p, s).rtx = true;
+                    marked += 1;
+                }
+            }
+            if marked > 0 {
+                self.peers.as_mut()[p].rtx_pending += marked;
+                self.stats.tx_fast_retransmits += marked as u64;
+            }
+        }
+        self.tx_ready = true;
+    }
+
+    // ---- failure -----------------------------------------------------------------------
+
+    /// The session with peer `p` failed: every pending operation with it completes with
+    /// `err` (except, with `keep_unstarted`, sends that have not sent anything: they
+    /// wait for a new session), held packets and partial messages from it are dropped.
+    pub(super) fn fail_peer(
+        &mut self,
+        p: usize,
+        err: Errno,
+        keep_unstarted: bool,
+        now: Instant,
+        ctx: &mut Ctx<'_, S>,
+    ) {
+        let peer = self.peers.as_ref()[p];
+        let epoch = peer.epoch;
+        self.stats.peer_failures += 1;
+        // Sends.
+        let mut o = peer.op_head;
+        while o != NIL {
+            let Some(op) = self.ops.get_by_index(o as usize).map(|(_, op)| *op) else {
+                break;
+            };
+            let next = op.next;
+            if !keep_unstarted || op.started {
+                self.unlink_op(o as usize);
+                if !op.completed {
+                    ctx.tx_done(op.context, op.tag.is_some(), Err(err), true, op.reserved);
+                }
+            } else if let Some(op) = self.ops.get_mut_by_index(o as usize) {
+                op.epoch = 0;
+            }
+            o = next;
+        }
+        // Window and reorder state.
+        let w = self.cfg.window as usize;
+        for i in 0..w {
+            self.win.as_mut()[p * w + i] = WinEntry::EMPTY;
+            let slot = core::mem::replace(&mut self.reo_idx.as_mut()[p * w + i], NO_SLOT);
+            if slot != NO_SLOT {
+                self.free_reo(slot);
+            }
+        }
+        if peer.blocked {
+            self.blocked = self.blocked.saturating_sub(1);
+        }
+        // Receives matched to messages of this session.
+        let victims = |a: &RxActive| a.peer as usize == p && a.epoch == epoch;
+        loop {
+            let found = self.active.iter().find(|(_, a)| victims(a)).map(|(h, _)| h);
+            let Some(h) = found else { break };
+            self.finish_active(h, Some(err), ctx);
+        }
+        // Unexpected messages of this session that can no longer complete.
+        let partial = |m: &UxMsg| m.peer as usize == p && m.epoch == epoch && !m.complete();
+        while let Some(h) = self.ux_msg.find_by(partial) {
+            self.drop_ux(UxRef::Untagged(h));
+        }
+        while let Some(h) = self.ux_tag.find_by(partial) {
+            self.drop_ux(UxRef::Tagged(h));
+        }
+        loop {
+            let found = self
+                .claimed
+                .iter()
+                .find(|(_, m)| partial(m))
+                .map(|(h, _)| h);
+            let Some(h) = found else { break };
+            self.drop_ux(UxRef::Claimed(h));
+        }
+        if peer.state == PeerState::Established {
+            self.established = self.established.saturating_sub(1);
+        }
+        let pm = &mut self.peers.as_mut()[p];
+        pm.state = PeerState::Failed;
+        pm.tx_session = 0;
+        pm.rx_session = 0;
+        pm.cand = None;
+        pm.asm = None;
+        pm.held = 0;
+        pm.blocked = false;
+        pm.rto_at = None;
+        pm.ack_at = None;
+        pm.ack_now = false;
+        pm.probe_at = None;
+        pm.rtx_pending = 0;
+        pm.rndv_ready = 0;
+        pm.cts_pending = 0;
+        pm.send_hello_ack = false;
+        pm.ka_reply = false;
+        pm.timeouts = 0;
+        pm.cursor = pm.op_head;
+        pm.rtt = super::peer::Rtt::new(&self.cfg);
+        let _ = now;
+    }
+}
+
+impl TxOp {
+    fn iov_slice(&self) -> &[IoVec] {
+        self.iov.as_slice()
+    }
+}
