@@ -525,3 +525,378 @@ impl Cluster {
         }
     }
 }
+
+/// All-to-all traffic with an exact checker: every message is delivered exactly once,
+/// intact, in order per (sender, receiver, kind), and every completion carries the
+/// right context, length, tag and CQ data.
+pub mod traffic {
+    use super::*;
+    use crate::netsim::Rng;
+    use ofi_nostd::domain::TaggedArgs;
+    use ofi_nostd::flags::FI_ADDR_UNSPEC;
+    use ofi_nostd::mem::IoVec;
+
+    /// Size classes of message buffers (bytes) and how many buffers of each class a
+    /// node has for sending and for receiving.
+    const CLASSES: [(usize, usize); 4] = [(256, 256), (16 << 10, 32), (64 << 10, 12), (1 << 20, 3)];
+
+    /// What to send.
+    #[derive(Debug, Clone)]
+    pub struct Plan {
+        /// Messages in total.
+        pub messages: usize,
+        /// Seed of the schedule (sizes, destinations, kinds, tags, data).
+        pub seed: u64,
+        /// Size distribution: `(percent, min, max)` classes; sizes are log-uniform
+        /// inside a class.
+        pub sizes: Vec<(u32, usize, usize)>,
+        /// Sends a node keeps posted at once.
+        pub send_window: usize,
+        /// Receives a node keeps posted per (sender, kind) stream.
+        pub recv_ahead: usize,
+        /// Only node 0 sends, only to node 1 (goodput measurements).
+        pub one_way: bool,
+    }
+
+    impl Plan {
+        /// The mix: 90% up to 256 B, 9% up to 64 KiB, 1% up to 1 MiB, with the
+        /// upper classes log-uniform so the total stays testable.
+        pub fn mixed(messages: usize, seed: u64) -> Plan {
+            Plan {
+                messages,
+                seed,
+                sizes: vec![
+                    (90, 1, 256),
+                    (9, 257, 64 << 10),
+                    (1, (64 << 10) + 1, 1 << 20),
+                ],
+                send_window: 48,
+                recv_ahead: 4,
+                one_way: false,
+            }
+        }
+    }
+
+    /// One scheduled message.
+    #[derive(Debug, Clone, Copy)]
+    struct Msg {
+        src: usize,
+        dst: usize,
+        tagged: bool,
+        len: usize,
+        /// Position in its (src, dst, kind) stream.
+        j: u32,
+        data: Option<u64>,
+        id: u64,
+    }
+
+    fn stream_tag(src: usize, dst: usize) -> u64 {
+        ((src as u64) << 40) | ((dst as u64) << 32)
+    }
+
+    fn fill(id: u64, buf: &mut [u8]) {
+        let mut r = Rng::new(id ^ 0x5151_5151);
+        for chunk in buf.chunks_mut(8) {
+            let v = r.next_u64().to_le_bytes();
+            chunk.copy_from_slice(&v[..chunk.len()]);
+        }
+    }
+
+    /// Buffers of one node, by size class.
+    struct Slab {
+        base: usize,
+        free: Vec<Vec<usize>>,
+    }
+
+    impl Slab {
+        fn new(base: usize) -> (Slab, usize) {
+            let mut off = base;
+            let mut free = Vec::new();
+            for (size, n) in CLASSES {
+                free.push((0..n).map(|i| off + i * size).collect());
+                off += size * n;
+            }
+            (Slab { base, free }, off - base)
+        }
+        fn class(len: usize) -> usize {
+            CLASSES
+                .iter()
+                .position(|(s, _)| len <= *s)
+                .unwrap_or(CLASSES.len() - 1)
+        }
+        fn alloc(&mut self, len: usize) -> Option<usize> {
+            self.free[Self::class(len)].pop()
+        }
+        fn release(&mut self, len: usize, off: usize) {
+            self.free[Self::class(len)].push(off);
+        }
+    }
+
+    /// Bytes of node memory the generator needs.
+    pub fn memory_needed() -> usize {
+        2 * CLASSES.iter().map(|(s, n)| s * n).sum::<usize>()
+    }
+
+    /// Progress counters and results.
+    #[derive(Debug, Clone, Default)]
+    pub struct Report {
+        /// Messages whose receive completed and verified.
+        pub received: usize,
+        /// Sends completed.
+        pub sent: usize,
+        /// Payload bytes delivered.
+        pub bytes: u64,
+        /// Virtual time from the first post to the last completion.
+        pub elapsed: Duration,
+    }
+
+    struct NodeState {
+        send_slab: Slab,
+        recv_slab: Slab,
+        /// Index into `order[src]` of the next message to send.
+        next_send: usize,
+        /// Sends in flight: context -> (msg, buffer offset).
+        in_flight: std::collections::HashMap<u64, (Msg, usize)>,
+        /// Per (src, kind): next message index to post a receive for, and receives
+        /// posted (context -> (msg, offset)).
+        next_recv: Vec<[usize; 2]>,
+        posted: std::collections::HashMap<u64, (Msg, usize)>,
+        /// Per (src, kind): receives completed.
+        expect: Vec<[u32; 2]>,
+    }
+
+    /// Runs `plan` on `c` (whose nodes need [`memory_needed`] bytes of memory) and checks
+    /// every completion; panics with a description on the first violation.
+    pub fn run(c: &mut Cluster, plan: &Plan, max_time: Duration) -> Report {
+        let n = c.nodes.len();
+        let mut rng = Rng::new(plan.seed);
+        let total_pct: u32 = plan.sizes.iter().map(|s| s.0).sum();
+        // The schedule, per sender, and per (src, dst, kind) stream.
+        let mut order: Vec<Vec<Msg>> = vec![Vec::new(); n];
+        let mut streams: Vec<Vec<[Vec<Msg>; 2]>> = (0..n)
+            .map(|_| (0..n).map(|_| [Vec::new(), Vec::new()]).collect())
+            .collect();
+        for id in 0..plan.messages as u64 {
+            let (src, dst) = if plan.one_way {
+                (0, 1)
+            } else {
+                let s = rng.below(n as u64) as usize;
+                let d = (s + 1 + rng.below(n as u64 - 1) as usize) % n;
+                (s, d)
+            };
+            let mut pick = rng.below(total_pct as u64) as u32;
+            let mut class = plan.sizes[0];
+            for s in &plan.sizes {
+                if pick < s.0 {
+                    class = *s;
+                    break;
+                }
+                pick -= s.0;
+            }
+            let (lo, hi) = (class.1.max(1) as f64, class.2 as f64);
+            let u = (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64;
+            let mut len = (lo * (hi / lo).powf(u)) as usize;
+            len = len.clamp(class.1, class.2);
+            let tagged = !plan.one_way && rng.below(2) == 1;
+            let data = (rng.below(3) == 0).then(|| rng.next_u64());
+            let k = tagged as usize;
+            let j = streams[src][dst][k].len() as u32;
+            let m = Msg {
+                src,
+                dst,
+                tagged,
+                len,
+                j,
+                data,
+                id: id + 1,
+            };
+            streams[src][dst][k].push(m);
+            order[src].push(m);
+        }
+        let (probe, half) = Slab::new(0);
+        drop(probe);
+        let mut st: Vec<NodeState> = (0..n)
+            .map(|_| NodeState {
+                send_slab: Slab::new(0).0,
+                recv_slab: Slab::new(half).0,
+                next_send: 0,
+                in_flight: Default::default(),
+                next_recv: vec![[0, 0]; n],
+                posted: Default::default(),
+                expect: vec![[0, 0]; n],
+            })
+            .collect();
+        let _ = st[0].recv_slab.base;
+        let start = c.sim.now();
+        let mut report = Report::default();
+        let mut last_done = start;
+        let deadline = start + max_time;
+        let total = plan.messages;
+        let mut scratch = vec![0u8; 1 << 20];
+        let result = c.run_until(deadline, u64::MAX, |c| {
+            let now = c.sim.now();
+            for i in 0..n {
+                let (tx, rx) = c.nodes[i].completions();
+                for e in tx {
+                    let Some((m, off)) = st[i].in_flight.remove(&e.context) else {
+                        panic!("node {i}: send completion for unknown context {e:?}");
+                    };
+                    assert_eq!(e.err, None, "node {i}: send {m:?} failed: {e:?}");
+                    let want = if m.tagged {
+                        Flags::SEND | Flags::TAGGED
+                    } else {
+                        Flags::SEND | Flags::MSG
+                    };
+                    assert_eq!(e.flags, want, "send completion flags {e:?}");
+                    st[i].send_slab.release(m.len, off);
+                    report.sent += 1;
+                    last_done = now;
+                }
+                for e in rx {
+                    let Some((m, off)) = st[i].posted.remove(&e.context) else {
+                        panic!("node {i}: receive completion for unknown context {e:?}");
+                    };
+                    assert_eq!(e.err, None, "node {i}: receive of {m:?} failed: {e:?}");
+                    // Receive j of a stream was posted for message j: getting any other
+                    // message (length, tag, data or bytes differ) means matching broke
+                    // send order. Completion order may differ (rendezvous finish later).
+                    let k = m.tagged as usize;
+                    st[i].expect[m.src][k] += 1;
+                    assert_eq!(e.len, m.len, "length of {m:?}: {e:?}");
+                    if m.tagged {
+                        assert_eq!(e.tag, stream_tag(m.src, m.dst) | m.j as u64, "tag of {m:?}");
+                    }
+                    assert_eq!(e.src, m.src as u64, "source of {m:?}");
+                    match m.data {
+                        Some(d) => {
+                            assert!(
+                                e.flags.contains(Flags::REMOTE_CQ_DATA),
+                                "flags of {m:?}: {e:?}"
+                            );
+                            assert_eq!(e.data, d, "data of {m:?}");
+                        }
+                        None => assert!(!e.flags.contains(Flags::REMOTE_CQ_DATA), "{e:?}"),
+                    }
+                    fill(m.id, &mut scratch[..m.len]);
+                    assert!(
+                        c.nodes[i].get(off, m.len) == &scratch[..m.len],
+                        "payload of {m:?} corrupted"
+                    );
+                    st[i].recv_slab.release(m.len, off);
+                    report.received += 1;
+                    report.bytes += m.len as u64;
+                    last_done = now;
+                }
+            }
+            if report.received == total && report.sent == total {
+                return true;
+            }
+            // Post receives ahead, then sends.
+            for i in 0..n {
+                for src in 0..n {
+                    for k in 0..2 {
+                        let s = &streams[src][i][k];
+                        loop {
+                            let next = st[i].next_recv[src][k];
+                            if next >= s.len()
+                                || next >= st[i].expect[src][k] as usize + plan.recv_ahead
+                            {
+                                break;
+                            }
+                            let m = s[next];
+                            let Some(off) = st[i].recv_slab.alloc(m.len) else {
+                                break;
+                            };
+                            let ctx = (m.id << 1) | 1;
+                            let iov = [IoVec::new(Node::BASE + off as u64, m.len)];
+                            let r = c.nodes[i].op(|d, ep, _| {
+                                if m.tagged {
+                                    let exact = m.j % 2 == 0;
+                                    let args = TaggedArgs {
+                                        ignore: if exact { 0 } else { 0xFFFF_FFFF },
+                                        ..TaggedArgs::new(
+                                            &iov,
+                                            if m.j % 3 == 0 {
+                                                FI_ADDR_UNSPEC
+                                            } else {
+                                                src as u64
+                                            },
+                                            stream_tag(src, i) | if exact { m.j as u64 } else { 0 },
+                                            ctx,
+                                        )
+                                    };
+                                    d.trecvmsg(ep, &args, Flags::empty())
+                                } else {
+                                    d.recvv(ep, &iov, src as u64, ctx)
+                                }
+                            });
+                            if r.is_err() {
+                                st[i].recv_slab.release(m.len, off);
+                                break;
+                            }
+                            st[i].posted.insert(ctx, (m, off));
+                            st[i].next_recv[src][k] += 1;
+                        }
+                    }
+                }
+                while st[i].in_flight.len() < plan.send_window && st[i].next_send < order[i].len() {
+                    let m = order[i][st[i].next_send];
+                    let Some(off) = st[i].send_slab.alloc(m.len) else {
+                        break;
+                    };
+                    fill(m.id, &mut c.nodes[i].mem[off..off + m.len]);
+                    let ctx = m.id << 1;
+                    let a = Node::BASE + off as u64;
+                    let r = c.nodes[i].op(|d, ep, mem| {
+                        let flags = if m.data.is_some() {
+                            Flags::REMOTE_CQ_DATA
+                        } else {
+                            Flags::empty()
+                        };
+                        let iov = [IoVec::new(a, m.len)];
+                        if m.tagged {
+                            let args = TaggedArgs {
+                                data: m.data.unwrap_or(0),
+                                ..TaggedArgs::new(
+                                    &iov,
+                                    m.dst as u64,
+                                    stream_tag(m.src, m.dst) | m.j as u64,
+                                    ctx,
+                                )
+                            };
+                            d.tsendmsg(ep, mem, &args, flags)
+                        } else {
+                            let args = ofi_nostd::domain::MsgArgs {
+                                data: m.data.unwrap_or(0),
+                                ..ofi_nostd::domain::MsgArgs::new(&iov, m.dst as u64, ctx)
+                            };
+                            d.sendmsg(ep, mem, &args, flags)
+                        }
+                    });
+                    match r {
+                        Ok(()) => {
+                            st[i].in_flight.insert(ctx, (m, off));
+                            st[i].next_send += 1;
+                        }
+                        Err(Errno::EAGAIN) => {
+                            st[i].send_slab.release(m.len, off);
+                            break;
+                        }
+                        Err(e) => panic!("node {i}: posting {m:?}: {e:?}"),
+                    }
+                }
+            }
+            false
+        });
+        if let Err(stall) = result {
+            panic!(
+                "traffic stalled ({stall:?}) at {:?}: {} of {total} received, {} sent",
+                c.sim.now(),
+                report.received,
+                report.sent
+            );
+        }
+        report.elapsed = last_done.saturating_duration_since(start);
+        report
+    }
+}
