@@ -667,6 +667,8 @@ pub mod traffic {
 
     /// Runs `plan` on `c` (whose nodes need [`memory_needed`] bytes of memory) and checks
     /// every completion; panics with a description on the first violation.
+    // Node, stream and kind indices address several tables at once.
+    #[allow(clippy::needless_range_loop)]
     pub fn run(c: &mut Cluster, plan: &Plan, max_time: Duration) -> Report {
         let n = c.nodes.len();
         let mut rng = Rng::new(plan.seed);
@@ -811,12 +813,12 @@ pub mod traffic {
                             let iov = [IoVec::new(Node::BASE + off as u64, m.len)];
                             let r = c.nodes[i].op(|d, ep, _| {
                                 if m.tagged {
-                                    let exact = m.j % 2 == 0;
+                                    let exact = m.j.is_multiple_of(2);
                                     let args = TaggedArgs {
                                         ignore: if exact { 0 } else { 0xFFFF_FFFF },
                                         ..TaggedArgs::new(
                                             &iov,
-                                            if m.j % 3 == 0 {
+                                            if m.j.is_multiple_of(3) {
                                                 FI_ADDR_UNSPEC
                                             } else {
                                                 src as u64
