@@ -119,6 +119,8 @@ pub struct Stats {
     pub reordered: u64,
     /// Payload bytes delivered.
     pub bytes_delivered: u64,
+    /// Dropped because the sending or receiving port was cut off ([`NetSim::set_down`]).
+    pub cut: u64,
 }
 
 struct InFlight {
@@ -148,6 +150,7 @@ impl Ord for InFlight {
 
 struct Port {
     addr: SocketAddrV4,
+    down: bool,
     rx: VecDeque<Datagram>,
     egress_free_at: Instant,
     egress_queued: usize,
@@ -185,6 +188,7 @@ impl NetSim {
     pub fn add_port(&mut self, addr: SocketAddrV4) -> PortId {
         self.ports.push(Port {
             addr,
+            down: false,
             rx: VecDeque::new(),
             egress_free_at: Instant::ZERO,
             egress_queued: 0,
@@ -212,6 +216,21 @@ impl NetSim {
         self.faults = faults;
     }
 
+    /// Cuts `port` off the network (`true`) or reconnects it: while cut, everything it
+    /// sends and everything sent to it, in flight or new, is dropped.
+    pub fn set_down(&mut self, port: PortId, down: bool) {
+        self.ports[port].down = down;
+    }
+
+    /// Removes `port`'s address from the network (a host that went away for good), so
+    /// a new port may take the address.
+    pub fn detach(&mut self, port: PortId) {
+        let p = &mut self.ports[port];
+        p.addr = SocketAddrV4::new(std::net::Ipv4Addr::UNSPECIFIED, 0);
+        p.down = true;
+        p.rx.clear();
+    }
+
     /// Sends `payload` from `port` to `dst` at the current time.
     pub fn send(&mut self, port: PortId, dst: SocketAddrV4, payload: &[u8]) {
         self.stats.sent += 1;
@@ -233,6 +252,10 @@ impl NetSim {
         p.egress_queued += 1;
         let departs = p.egress_free_at;
         let src = p.addr;
+        if p.down {
+            self.stats.cut += 1;
+            return;
+        }
 
         if self.rng.chance(self.faults.loss) {
             self.stats.lost += 1;
@@ -244,7 +267,11 @@ impl NetSim {
         } else {
             1
         };
-        let Some(to) = self.ports.iter().position(|q| q.addr == dst) else {
+        let Some(to) = self
+            .ports
+            .iter()
+            .position(|q| q.addr == dst && !q.addr.ip().is_unspecified())
+        else {
             self.stats.unroutable += 1;
             return;
         };
@@ -288,6 +315,10 @@ impl NetSim {
             let Some(f) = self.in_flight.pop() else { break };
             self.now = f.at.max(self.now);
             let port = &mut self.ports[f.port];
+            if port.down {
+                self.stats.cut += 1;
+                continue;
+            }
             if port.rx.len() >= self.faults.queue_limit {
                 self.stats.queue_drops += 1;
                 continue;
@@ -401,6 +432,30 @@ mod tests {
         assert_eq!(sim.pending(b), 2);
         sim.advance_to(Instant::from_micros(3_000));
         assert_eq!(sim.pending(b), 3);
+    }
+
+    #[test]
+    fn cut_ports_drop_both_ways_and_detached_addresses_move() {
+        let mut sim = NetSim::new(5, Faults::default());
+        let a = sim.add_port(addr(1));
+        let b = sim.add_port(addr(2));
+        sim.send(a, addr(2), b"in flight");
+        sim.set_down(b, true);
+        sim.advance_to(Instant::from_millis(1));
+        sim.send(b, addr(1), b"from a cut port");
+        sim.send(a, addr(2), b"to a cut port");
+        sim.advance_to(Instant::from_millis(2));
+        assert_eq!((sim.pending(a), sim.pending(b)), (0, 0));
+        assert_eq!(sim.stats().cut, 3);
+        sim.set_down(b, false);
+        sim.send(a, addr(2), b"back");
+        sim.advance_to(Instant::from_millis(3));
+        assert_eq!(sim.recv(b).map(|d| d.payload), Some(b"back".to_vec()));
+        sim.detach(b);
+        let c = sim.add_port(addr(2));
+        sim.send(a, addr(2), b"new host");
+        sim.advance_to(Instant::from_millis(4));
+        assert_eq!((sim.pending(b), sim.pending(c)), (0, 1));
     }
 
     #[test]

@@ -468,5 +468,6 @@ impl super::peer::Peer {
     /// Any valid packet from the peer proves it alive.
     pub(super) fn last_heard_ok(&mut self) {
         self.timeouts = 0;
+        self.live_at = None;
     }
 }

@@ -187,6 +187,12 @@ pub(crate) struct Peer {
     pub(super) blocked: bool,
     pub(super) adv_credits: u32,
     pub(super) ka_reply: bool,
+    /// Rendezvous receives of this session still waiting for DATA.
+    pub(super) inbound: u32,
+    /// Liveness probe timer while we wait for the peer's data and send nothing.
+    pub(super) live_at: Option<Instant>,
+    /// Send a KEEPALIVE with ACK_REQ (liveness probe).
+    pub(super) ka_probe: bool,
 }
 
 impl Peer {
@@ -247,6 +253,9 @@ impl Peer {
         blocked: false,
         adv_credits: 0,
         ka_reply: false,
+        inbound: 0,
+        live_at: None,
+        ka_probe: false,
     };
 
     /// The earliest instant this peer needs the engine's attention.
@@ -263,7 +272,13 @@ impl Peer {
                 add(self.rto_at);
                 add(self.ack_at);
                 add(self.probe_at);
-                if self.ack_now || self.send_hello_ack || self.ka_reply || self.rtx_pending > 0 {
+                add(self.live_at);
+                if self.ack_now
+                    || self.send_hello_ack
+                    || self.ka_reply
+                    || self.ka_probe
+                    || self.rtx_pending > 0
+                {
                     add(Some(Instant::ZERO));
                 }
             }
@@ -473,6 +488,9 @@ impl<S: Storage> Rdm<S> {
         peer.adv_credits = init_credits;
         peer.probe_at = None;
         peer.rtx_pending = 0;
+        peer.inbound = 0;
+        peer.live_at = None;
+        peer.ka_probe = false;
         peer.cursor = peer.op_head;
         if !keep_epoch {
             // Operations queued while no session existed join this one.

@@ -746,6 +746,9 @@ impl<S: Storage> Rdm<S> {
             if a.cts_pending || a.end_pending {
                 pm.cts_pending = pm.cts_pending.saturating_sub(1);
             }
+            if a.rndv && !a.discard && a.want > 0 {
+                pm.inbound = pm.inbound.saturating_sub(1);
+            }
             if let Some(asm) = pm.asm
                 && asm.target == AsmTarget::Active(h)
             {
@@ -895,6 +898,9 @@ impl<S: Storage> Rdm<S> {
             Ok(_) => {
                 if let Some(pm) = self.peers.as_mut().get_mut(m.peer as usize) {
                     pm.cts_pending += 1;
+                    if !discard && want > 0 {
+                        pm.inbound += 1;
+                    }
                 }
                 self.tx_ready = true;
             }

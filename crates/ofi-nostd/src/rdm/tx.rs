@@ -344,8 +344,49 @@ impl<S: Storage> Rdm<S> {
                         self.fail_peer(p, Errno::ETIMEDOUT, false, now, ctx);
                     }
                 }
+                self.liveness(p, now, ctx);
             }
             _ => {}
+        }
+    }
+
+    /// While we wait for a peer's data (a rendezvous we granted, the rest of an eager
+    /// message) and have nothing in flight to it, nothing would notice its death: probe
+    /// it with KEEPALIVE | ACK_REQ, backing off, and fail the session after
+    /// `max_retries` unanswered probes.
+    fn liveness(&mut self, p: usize, now: Instant, ctx: &mut Ctx<'_, S>) {
+        let cfg = self.cfg;
+        let peer = self.peers.as_ref()[p];
+        if peer.state != PeerState::Established {
+            return;
+        }
+        let waiting = peer.inbound > 0 || peer.asm.is_some();
+        if !waiting || peer.rto_at.is_some() || peer.probe_at.is_some() {
+            self.peers.as_mut()[p].live_at = None;
+            return;
+        }
+        let interval = |n: u32| {
+            Duration::from_micros(
+                peer.rtt
+                    .rto
+                    .saturating_mul(1 << n.min(16))
+                    .min(cfg.rto_max.total_micros()),
+            )
+        };
+        match peer.live_at {
+            None => self.peers.as_mut()[p].live_at = Some(now + interval(peer.timeouts)),
+            Some(t) if now >= t => {
+                if peer.timeouts >= cfg.max_retries {
+                    self.fail_peer(p, Errno::ETIMEDOUT, false, now, ctx);
+                    return;
+                }
+                let pm = &mut self.peers.as_mut()[p];
+                pm.timeouts += 1;
+                pm.ka_probe = true;
+                pm.live_at = Some(now + interval(pm.timeouts));
+                self.tx_ready = true;
+            }
+            Some(_) => {}
         }
     }
 
@@ -475,6 +516,10 @@ impl<S: Storage> Rdm<S> {
         if self.peers.as_ref()[p].ka_reply {
             try_send!(self.send_keepalive(p, false, now, port));
             self.peers.as_mut()[p].ka_reply = false;
+        }
+        if self.peers.as_ref()[p].ka_probe {
+            try_send!(self.send_keepalive(p, true, now, port));
+            self.peers.as_mut()[p].ka_probe = false;
         }
         // A credit update the peer may be waiting for.
         let credits = self.credits_for(p);
@@ -1160,6 +1205,9 @@ impl<S: Storage> Rdm<S> {
         pm.cts_pending = 0;
         pm.send_hello_ack = false;
         pm.ka_reply = false;
+        pm.ka_probe = false;
+        pm.inbound = 0;
+        pm.live_at = None;
         pm.timeouts = 0;
         pm.cursor = pm.op_head;
         pm.rtt = super::peer::Rtt::new(&self.cfg);
