@@ -2,10 +2,22 @@
 //!
 //! A bare-metal image for `aarch64-unknown-none` (the class of Arm cores on
 //! BlueField-style DPUs) that runs the core's progress loop against a NIC queue. The
-//! image, its virtio-net driver and the QEMU boot arrive with the firmware issue; this
-//! library holds what the image shares with host-side tests.
+//! image itself (boot, MMU, generic timer, defmt over the PL011 UART, panic handling) is
+//! `src/main.rs` and builds only for bare-metal targets; this library holds what does not
+//! depend on the machine and is unit-tested on the host:
+//!
+//! - [`virtio`]: a virtio-net driver for the virtio-mmio transport implementing the
+//!   `wire` link traits (what QEMU's `virt` machine offers; a DPU's NIC queue driver
+//!   implements the same traits);
+//! - [`app`]: the core brought up on static pools with a ping-pong responder.
 
 #![no_std]
-#![forbid(unsafe_code)]
+
+pub mod app;
+pub mod peer;
+pub mod virtio;
+
+#[cfg(test)]
+mod tests;
 
 pub use ofi_nostd;
