@@ -1,0 +1,280 @@
+//! Completion queues and their completions.
+
+use std::fmt;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::sync::Arc;
+use std::time::Duration;
+
+use ofi_nostd::Errno;
+use ofi_nostd::domain::CqHandle;
+use ofi_nostd::flags::{FI_ADDR_NOTAVAIL, FiAddr, Flags};
+
+use super::buf::Buf;
+use super::error::Result;
+use super::shared::{DomainRef, Raw};
+use super::table::{Op, OpId};
+use super::wait::{EventFd, wait_readable};
+use crate::storage::Heap;
+
+/// Why an operation failed (`struct fi_cq_err_entry`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CompletionError {
+    /// The libfabric error (FI_ETRUNC, FI_ECANCELED, ...).
+    pub errno: Errno,
+    /// Bytes that did not fit (FI_ETRUNC).
+    pub olen: usize,
+    /// The provider's own error number.
+    pub prov_errno: i32,
+}
+
+/// A finished operation: what libfabric's completion entry says, plus the application's
+/// context and buffer, handed back.
+pub struct Completion<C> {
+    /// The context the operation was posted with.
+    pub context: C,
+    /// The operation's id (as returned by the post).
+    pub op: OpId,
+    /// The buffer, back in the application's hands. After a receive its length is the
+    /// number of bytes received.
+    pub buf: Buf,
+    /// Completion flags (FI_SEND | FI_MSG, FI_RECV | FI_MSG, FI_REMOTE_CQ_DATA, ...).
+    pub flags: Flags,
+    /// Bytes transferred: received (a receive), or posted (a send).
+    pub len: usize,
+    /// Remote CQ data, when the sender attached some.
+    pub data: Option<u64>,
+    /// The sender's fi_addr (receives on FI_SOURCE endpoints), else FI_ADDR_NOTAVAIL.
+    pub src: FiAddr,
+    /// Set when the operation failed; the buffer comes back all the same.
+    pub error: Option<CompletionError>,
+}
+
+impl<C> Completion<C> {
+    pub(crate) fn new(id: OpId, op: Op<C>, raw: Raw) -> Self {
+        let Op {
+            mut buf,
+            context,
+            posted,
+            ..
+        } = op;
+        let (flags, len, data, src, error) = match raw {
+            Raw::Ok(e) => (e.flags, e.len, e.data, e.src_addr, None),
+            Raw::Err(e) => (
+                Flags::from_bits_retain(e.flags),
+                e.len,
+                e.data,
+                FI_ADDR_NOTAVAIL,
+                Some(CompletionError {
+                    errno: Errno::from_code(e.err).unwrap_or(Errno::EIO),
+                    olen: e.olen,
+                    prov_errno: e.prov_errno,
+                }),
+            ),
+        };
+        let len = if flags.contains(Flags::RECV) {
+            buf.set_len(len.min(buf.capacity()));
+            len
+        } else {
+            // libfabric leaves `len` of a send completion undefined: report what went.
+            posted
+        };
+        Completion {
+            context,
+            op: id,
+            buf,
+            flags,
+            len,
+            data: flags.contains(Flags::REMOTE_CQ_DATA).then_some(data),
+            src,
+            error,
+        }
+    }
+
+    /// The operation's outcome: the bytes transferred, or its error.
+    pub fn result(&self) -> std::result::Result<usize, Errno> {
+        match self.error {
+            None => Ok(self.len),
+            Some(e) => Err(e.errno),
+        }
+    }
+
+    /// Whether this completes a receive.
+    pub fn is_recv(&self) -> bool {
+        self.flags.contains(Flags::RECV)
+    }
+
+    /// Whether this completes a send.
+    pub fn is_send(&self) -> bool {
+        self.flags.contains(Flags::SEND)
+    }
+}
+
+impl<C> fmt::Debug for Completion<C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Completion")
+            .field("op", &self.op)
+            .field("flags", &self.flags)
+            .field("len", &self.len)
+            .field("data", &self.data)
+            .field("src", &self.src)
+            .field("error", &self.error)
+            .field("buf", &self.buf)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A completion queue (fi_cq(3)) whose entries hand back the operations' buffers.
+pub struct Cq<C: Send + 'static = u64> {
+    shared: DomainRef<C>,
+    h: CqHandle<Heap>,
+    event: Arc<EventFd>,
+    wait: Option<OwnedFd>,
+}
+
+impl<C: Send + 'static> Cq<C> {
+    pub(crate) fn new(
+        shared: DomainRef<C>,
+        h: CqHandle<Heap>,
+        event: Arc<EventFd>,
+        wait: Option<OwnedFd>,
+    ) -> Self {
+        Cq {
+            shared,
+            h,
+            event,
+            wait,
+        }
+    }
+
+    pub(crate) fn handle(&self) -> CqHandle<Heap> {
+        self.h
+    }
+
+    pub(crate) fn shared(&self) -> &DomainRef<C> {
+        &self.shared
+    }
+
+    /// `fi_cq_read` of one completion: -FI_EAGAIN when there is none. With manual
+    /// progress it first runs a progress pass, as fi_cq_read does. Failed operations
+    /// are completions too (see [`Completion::error`]): their buffers come back the same
+    /// way.
+    pub fn read(&self) -> Result<Completion<C>> {
+        let mut g = self.shared.lock();
+        if self.shared.manual() {
+            let _ = g.progress();
+        }
+        Ok(g.next_completion(self.h)?)
+    }
+
+    /// Reads up to `max` completions into `out` (no allocation when `out` has room);
+    /// returns how many, -FI_EAGAIN when there were none.
+    pub fn read_into(&self, out: &mut Vec<Completion<C>>, max: usize) -> Result<usize> {
+        let mut g = self.shared.lock();
+        if self.shared.manual() {
+            let _ = g.progress();
+        }
+        let mut n = 0;
+        while n < max {
+            match g.next_completion(self.h) {
+                Ok(c) => out.push(c),
+                Err(Errno::EAGAIN) if n > 0 => break,
+                Err(e) => return Err(e.into()),
+            }
+            n += 1;
+        }
+        Ok(n)
+    }
+
+    /// `fi_cq_sread`: waits up to `timeout` for a completion, driving progress meanwhile
+    /// when it is manual. -FI_EAGAIN when the time runs out or [`Cq::signal`] woke the
+    /// wait with nothing to read; -FI_ENOSYS for a CQ without a wait object.
+    pub fn sread(&self, timeout: Duration) -> Result<Completion<C>> {
+        let Some(wait) = &self.wait else {
+            return Err(Errno::ENOSYS.into());
+        };
+        let deadline = std::time::Instant::now() + timeout;
+        loop {
+            {
+                let mut g = self.shared.lock();
+                if self.shared.manual() {
+                    let _ = g.progress();
+                }
+                match g.next_completion(self.h) {
+                    Err(Errno::EAGAIN) => {}
+                    r => return Ok(r?),
+                }
+                let cq = g.core.cq_mut(self.h)?;
+                if cq.take_signal() {
+                    return Err(Errno::EAGAIN.into());
+                }
+                self.event.drain();
+                match cq.trywait() {
+                    Ok(()) => {}
+                    Err(Errno::EAGAIN) => continue,
+                    Err(e) => return Err(e.into()),
+                }
+            }
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            if left.is_zero() {
+                return Err(Errno::EAGAIN.into());
+            }
+            wait_readable(wait.as_fd(), left);
+        }
+    }
+
+    /// `fi_trywait` for this CQ: -FI_EAGAIN when completions are already there (read
+    /// them first); otherwise Ok, and [`Cq::fd`] becomes readable when one arrives (or,
+    /// with manual progress, when the link has frames for progress to process).
+    pub fn trywait(&self) -> Result<()> {
+        let mut g = self.shared.lock();
+        self.event.drain();
+        if g.has_early(self.h) {
+            return Err(Errno::EAGAIN.into());
+        }
+        Ok(g.core.cq_mut(self.h)?.trywait()?)
+    }
+
+    /// `fi_cq_signal`: wakes a thread blocked in [`Cq::sread`] (it returns -FI_EAGAIN).
+    pub fn signal(&self) -> Result<()> {
+        let mut g = self.shared.lock();
+        g.core.cq_mut(self.h)?.signal()?;
+        g.wake();
+        Ok(())
+    }
+
+    /// The pollable descriptor (FI_WAIT_FD, `fi_control(FI_GETWAIT)`): call
+    /// [`Cq::trywait`] first, then epoll it for readability. `None` without a wait
+    /// object.
+    pub fn fd(&self) -> Option<BorrowedFd<'_>> {
+        self.wait.as_ref().map(|w| w.as_fd())
+    }
+
+    /// Entries queued and not yet read (errors included).
+    pub fn len(&self) -> usize {
+        let mut g = self.shared.lock();
+        let early = g.cq_state(self.h).map_or(0, |s| s.early.len());
+        early + g.core.cq(self.h).map_or(0, |c| c.len())
+    }
+
+    /// Whether nothing is queued.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// `fi_close`: -FI_EBUSY (with the CQ handed back) while an endpoint is bound.
+    pub fn close(self) -> std::result::Result<(), (Self, super::Error)> {
+        let busy = self.shared.lock().core.cq(self.h).map(|c| c.check_close());
+        match busy {
+            Ok(Err(e)) => Err((self, e.into())),
+            _ => Ok(()),
+        }
+    }
+}
+
+impl<C: Send + 'static> Drop for Cq<C> {
+    fn drop(&mut self) {
+        let gone = self.shared.lock().drop_cq(self.h);
+        // Contexts may run code when dropped: never under the domain lock.
+        drop(gone);
+    }
+}

@@ -1,0 +1,287 @@
+//! Endpoints and their data transfers.
+
+use ofi_nostd::Errno;
+use ofi_nostd::addr::EpAddr;
+use ofi_nostd::domain::{BindTarget, EpHandle, MsgArgs};
+use ofi_nostd::flags::{FiAddr, Flags};
+use ofi_nostd::mem::{IoVec, Memory};
+
+use super::av::Av;
+use super::buf::Buf;
+use super::cntr::Counter;
+use super::cq::Cq;
+use super::error::{PostError, Result};
+use super::shared::DomainRef;
+use super::table::{Op, OpId};
+use crate::storage::Heap;
+
+/// An endpoint (fi_endpoint(3)).
+///
+/// Open it with [`Domain::endpoint`](super::Domain::endpoint), bind a CQ for each
+/// direction and an AV, then [`Endpoint::enable`] it. Data operations take `&self`, so
+/// an endpoint can be shared between threads (the domain lock serialises them).
+pub struct Endpoint<C: Send + 'static = u64> {
+    shared: DomainRef<C>,
+    h: EpHandle<Heap>,
+    addr: EpAddr,
+    closed: bool,
+}
+
+enum Kind {
+    Send { data: Option<u64> },
+    Recv,
+}
+
+/// A [`Memory`] over one borrowed slice, for injects (copied before the call returns).
+struct Borrowed<'a> {
+    base: u64,
+    bytes: &'a [u8],
+}
+
+impl Memory for Borrowed<'_> {
+    fn read(&self, addr: u64, out: &mut [u8]) -> ofi_nostd::Result<()> {
+        let off = usize::try_from(addr.checked_sub(self.base).ok_or(Errno::EFAULT)?)
+            .map_err(|_| Errno::EFAULT)?;
+        let src = off
+            .checked_add(out.len())
+            .and_then(|end| self.bytes.get(off..end))
+            .ok_or(Errno::EFAULT)?;
+        out.copy_from_slice(src);
+        Ok(())
+    }
+
+    fn write(&mut self, _addr: u64, _data: &[u8]) -> ofi_nostd::Result<()> {
+        Err(Errno::EFAULT)
+    }
+}
+
+impl<C: Send + 'static> Endpoint<C> {
+    pub(crate) fn new(shared: DomainRef<C>, h: EpHandle<Heap>, addr: EpAddr) -> Self {
+        Endpoint {
+            shared,
+            h,
+            addr,
+            closed: false,
+        }
+    }
+
+    fn same_domain(&self, other: &DomainRef<C>) -> Result<()> {
+        if self.shared.same(other) {
+            Ok(())
+        } else {
+            Err(Errno::EDOMAIN.into())
+        }
+    }
+
+    /// `fi_getname`: the address peers insert into their AVs.
+    pub fn addr(&self) -> EpAddr {
+        self.addr
+    }
+
+    /// `fi_ep_bind` of a CQ with FI_TRANSMIT and/or FI_RECV. Every operation posted
+    /// through this API asks for a completion (that is how its buffer comes back), so
+    /// FI_SELECTIVE_COMPLETION only affects injects (which never complete).
+    pub fn bind_cq(&self, cq: &Cq<C>, flags: Flags) -> Result<()> {
+        self.same_domain(cq.shared())?;
+        let mut g = self.shared.lock();
+        g.core.ep_bind(self.h, BindTarget::Cq(cq.handle()), flags)?;
+        if let Some(e) = g.eps.iter_mut().find(|e| e.h == self.h) {
+            e.cqs.push(cq.handle());
+        }
+        Ok(())
+    }
+
+    /// `fi_ep_bind` of the address vector.
+    pub fn bind_av(&self, av: &Av<C>) -> Result<()> {
+        self.same_domain(av.shared())?;
+        let mut g = self.shared.lock();
+        Ok(g.core
+            .ep_bind(self.h, BindTarget::Av(av.handle()), Flags::empty())?)
+    }
+
+    /// `fi_ep_bind` of a counter for the operation types in `flags` (FI_SEND, FI_RECV,
+    /// ...).
+    pub fn bind_counter(&self, cntr: &Counter<C>, flags: Flags) -> Result<()> {
+        self.same_domain(cntr.shared())?;
+        let mut g = self.shared.lock();
+        Ok(g.core
+            .ep_bind(self.h, BindTarget::Cntr(cntr.handle()), flags)?)
+    }
+
+    /// `fi_enable`: -FI_ENOCQ without the CQs its capabilities need, -FI_ENOAV without
+    /// an AV.
+    pub fn enable(&self) -> Result<()> {
+        Ok(self.shared.lock().core.ep_enable(self.h)?)
+    }
+
+    /// `fi_send`: sends the first `buf.len()` bytes to `dest`. The buffer comes back in
+    /// the completion (or in the error). -FI_EMSGSIZE beyond the endpoint's
+    /// `max_msg_size`, -FI_EAGAIN when the transmit queue or the CQ is full.
+    pub fn send(&self, buf: Buf, dest: FiAddr, context: C) -> Result<OpId, PostError<C>> {
+        self.post(Kind::Send { data: None }, buf, dest, context)
+    }
+
+    /// `fi_senddata`: a send carrying 64 bits of remote CQ data.
+    pub fn senddata(
+        &self,
+        buf: Buf,
+        data: u64,
+        dest: FiAddr,
+        context: C,
+    ) -> Result<OpId, PostError<C>> {
+        self.post(Kind::Send { data: Some(data) }, buf, dest, context)
+    }
+
+    /// `fi_recv`: posts `buf` (its whole capacity) for one message from `src`
+    /// (FI_ADDR_UNSPEC: anyone).
+    pub fn recv(&self, buf: Buf, src: FiAddr, context: C) -> Result<OpId, PostError<C>> {
+        self.post(Kind::Recv, buf, src, context)
+    }
+
+    /// `fi_inject`: sends `data`, copied before the call returns; no completion.
+    /// -FI_EMSGSIZE beyond `inject_size`.
+    pub fn inject(&self, data: &[u8], dest: FiAddr) -> Result<()> {
+        self.inject_inner(data, None, dest)
+    }
+
+    /// `fi_injectdata`: an inject carrying remote CQ data.
+    pub fn injectdata(&self, data: &[u8], cq_data: u64, dest: FiAddr) -> Result<()> {
+        self.inject_inner(data, Some(cq_data), dest)
+    }
+
+    fn inject_inner(&self, data: &[u8], cq_data: Option<u64>, dest: FiAddr) -> Result<()> {
+        let mem = Borrowed {
+            base: data.as_ptr() as u64,
+            bytes: data,
+        };
+        let iov = IoVec::new(mem.base, data.len());
+        let mut g = self.shared.lock();
+        match cq_data {
+            None => g.core.inject(self.h, &mem, iov, dest)?,
+            Some(d) => g.core.injectdata(self.h, &mem, iov, d, dest)?,
+        }
+        self.after_send(&mut g);
+        Ok(())
+    }
+
+    fn post(&self, kind: Kind, buf: Buf, addr: FiAddr, context: C) -> Result<OpId, PostError<C>> {
+        let posted = match kind {
+            Kind::Send { .. } => buf.len(),
+            Kind::Recv => buf.capacity(),
+        };
+        let iov = [IoVec::new(buf.addr(), posted)];
+        let mut g = self.shared.lock();
+        let inner = &mut *g;
+        let id = inner.ops.insert(Op {
+            buf,
+            context,
+            ep: self.h.index(),
+            posted,
+        });
+        let mut args = MsgArgs::new(&iov, addr, id.raw());
+        let r = match kind {
+            Kind::Send { data } => {
+                let mut flags = inner
+                    .core
+                    .ep(self.h)
+                    .and_then(|e| e.getopsflag(Flags::TRANSMIT))
+                    .unwrap_or(Flags::empty())
+                    | Flags::COMPLETION;
+                if let Some(d) = data {
+                    args.data = d;
+                    flags |= Flags::REMOTE_CQ_DATA;
+                }
+                inner.core.sendmsg(self.h, &inner.ops, &args, flags)
+            }
+            Kind::Recv => {
+                let flags = inner
+                    .core
+                    .ep(self.h)
+                    .and_then(|e| e.getopsflag(Flags::RECV))
+                    .unwrap_or(Flags::empty())
+                    | Flags::COMPLETION;
+                inner.core.recvmsg(self.h, &args, flags)
+            }
+        };
+        match r {
+            Ok(()) => {
+                if let Kind::Send { .. } = kind {
+                    self.after_send(inner);
+                }
+                Ok(id)
+            }
+            Err(errno) => {
+                let op = inner
+                    .ops
+                    .remove(id)
+                    .expect("a refused post's buffer is still in the table");
+                Err(PostError {
+                    errno,
+                    buf: op.buf,
+                    context: op.context,
+                })
+            }
+        }
+    }
+
+    /// Pushes a new send to the link now rather than at the next progress pass, and
+    /// wakes the progress thread if the link pushed back.
+    fn after_send(&self, g: &mut super::shared::Inner<C>) {
+        let _ = g.progress();
+        if !self.shared.manual() && g.link.pending_tx() > 0 {
+            self.shared.kick.signal();
+        }
+    }
+
+    /// `fi_cancel`: a queued operation completes with FI_ECANCELED (its buffer comes back
+    /// in that completion); one already done is not affected.
+    pub fn cancel(&self, op: OpId) -> Result<()> {
+        let mut g = self.shared.lock();
+        g.core.ep_cancel(self.h, op.raw())?;
+        g.wake();
+        Ok(())
+    }
+
+    /// `fi_tx_size_left`.
+    pub fn tx_size_left(&self) -> usize {
+        self.shared
+            .lock()
+            .core
+            .ep(self.h)
+            .map_or(0, |e| e.tx_size_left())
+    }
+
+    /// `fi_rx_size_left`.
+    pub fn rx_size_left(&self) -> usize {
+        self.shared
+            .lock()
+            .core
+            .ep(self.h)
+            .map_or(0, |e| e.rx_size_left())
+    }
+
+    /// `fi_close`: discards outstanding operations (no completions, as fi_endpoint(3)
+    /// says) and hands back their buffers and contexts. Completions already queued stay
+    /// in their CQs with their buffers.
+    pub fn close(mut self) -> Vec<(Buf, C)> {
+        self.closed = true;
+        self.close_inner()
+            .into_iter()
+            .map(|op| (op.buf, op.context))
+            .collect()
+    }
+
+    fn close_inner(&self) -> Vec<Op<C>> {
+        self.shared.lock().close_ep(self.h).unwrap_or_default()
+    }
+}
+
+impl<C: Send + 'static> Drop for Endpoint<C> {
+    fn drop(&mut self) {
+        if !self.closed {
+            // Dropped after the lock is released: contexts may run code when dropped.
+            let gone = self.close_inner();
+            drop(gone);
+        }
+    }
+}

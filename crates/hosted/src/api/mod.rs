@@ -1,0 +1,590 @@
+//! The safe Rust API: libfabric's objects as owned Rust values.
+//!
+//! | libfabric | here |
+//! |---|---|
+//! | `fi_fabric` | [`Fabric::open`] |
+//! | `fi_domain` | [`Fabric::domain`] → [`DomainBuilder::open`] |
+//! | `fi_cq_open` / `fi_cntr_open` / `fi_av_open` / `fi_mr_reg` | [`Domain::cq`], [`Domain::counter`], [`Domain::av`], [`Domain::register`] |
+//! | `fi_endpoint`, `fi_ep_bind`, `fi_enable` | [`Domain::endpoint`], [`Endpoint::bind_cq`] ..., [`Endpoint::enable`] |
+//! | `fi_send` / `fi_recv` / `fi_inject` | [`Endpoint::send`], [`Endpoint::recv`], [`Endpoint::inject`] |
+//! | `fi_cq_read` / `fi_cq_sread` / `fi_trywait` | [`Cq::read`], [`Cq::sread`], [`Cq::trywait`] |
+//! | `fi_close` | `close(self)` on each object, or `Drop` |
+//!
+//! Errors are the core's libfabric codes ([`Error::Fabric`] wraps
+//! [`ofi_nostd::Errno`]), so a Rust program sees exactly what a C program would.
+//!
+//! # Buffers: no use-after-free, no data race
+//!
+//! Data moves in [`Buf`]s, owned heap buffers whose address never changes. A post
+//! *moves* the buffer into the domain; the completion hands it back
+//! ([`Completion::buf`]); a refused post hands it back in its [`PostError`]; closing or
+//! dropping an endpoint hands back (or frees) the buffers of operations that will never
+//! complete. While the domain holds a buffer, the application cannot reach it, and the
+//! core can reach only the posted range of buffers the domain holds (every access is
+//! checked; see `table.rs`). Small sends without a buffer go through
+//! [`Endpoint::inject`], which copies before returning.
+//!
+//! # Progress
+//!
+//! [`ProgressMode::Manual`] (the default): progress runs when the application reads a
+//! CQ, waits on a CQ or counter, posts a send, or calls [`Domain::progress`].
+//! [`ProgressMode::Auto`]: a thread per domain runs it (see [`AutoProgress`]). In both,
+//! one mutex per domain guards the core, held for one operation or one progress pass.
+//!
+//! # Example
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! use hosted::api::{Buf, Fabric};
+//! use hosted::ofi_nostd::flags::{FI_ADDR_UNSPEC, Flags};
+//! use hosted::ofi_nostd::info::EpType;
+//!
+//! # fn main() -> Result<(), hosted::api::Error> {
+//! let fabric = Fabric::open()?;
+//! // UDP on 127.0.0.1, ephemeral port, manual progress, default pool sizes.
+//! let domain = fabric.domain().open::<&'static str>()?;
+//! let cq = domain.cq(0)?;
+//! let av = domain.av()?;
+//! let ep = domain.endpoint(EpType::Dgram)?;
+//! ep.bind_cq(&cq, Flags::TRANSMIT | Flags::RECV)?;
+//! ep.bind_av(&av)?;
+//! ep.enable()?;
+//!
+//! let me = av.insert(ep.addr())?;
+//! ep.recv(Buf::zeroed(64), FI_ADDR_UNSPEC, "rx")?;
+//! ep.send(Buf::from(&b"hello"[..]), me, "tx")?;
+//! for _ in 0..2 {
+//!     let c = cq.sread(Duration::from_secs(1))?;
+//!     c.result()?;
+//!     if c.context == "rx" {
+//!         assert_eq!(&*c.buf, b"hello");
+//!     }
+//! }
+//! # Ok(())
+//! # }
+//! ```
+
+use std::net::{Ipv4Addr, SocketAddrV4};
+use std::sync::atomic::AtomicBool;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use dp_kernel::{AfPacketLink, TapLink, UdpConfig, UdpLink};
+use ofi_nostd::addr::EpAddr;
+use ofi_nostd::av::AvAttr;
+use ofi_nostd::cntr::CntrAttr;
+use ofi_nostd::cq::CqAttr;
+use ofi_nostd::domain::{DomainConfig, DomainStats, ProgressReport};
+use ofi_nostd::eq::WaitObj;
+use ofi_nostd::flags::Flags;
+use ofi_nostd::info::{
+    EpType, FabricAttr, Info, Interface, Progress, ProviderConfig, ResourceMgmt, Threading,
+    default_info,
+};
+use ofi_nostd::mem::IoVec;
+use ofi_nostd::mr::MrAttr;
+use ofi_nostd::net::{NetConfig, NetStats};
+use wire::link::{Link, Medium};
+
+mod av;
+mod buf;
+mod cntr;
+mod cq;
+mod ep;
+mod error;
+mod mr;
+mod plane;
+mod progress;
+mod shared;
+mod table;
+mod wait;
+
+pub use av::Av;
+pub use buf::Buf;
+pub use cntr::Counter;
+pub use cq::{Completion, CompletionError, Cq};
+pub use ep::Endpoint;
+pub use error::{Error, PostError, Result};
+pub use mr::Mr;
+pub use plane::{DataPlane, WithFd};
+pub use table::OpId;
+pub use wait::now;
+
+use crate::storage::Heap;
+use shared::{CntrState, CqState, DomainRef, Inner, Shared};
+use wait::EventFd;
+
+pub(crate) type CoreDomain = ofi_nostd::domain::Domain<Heap>;
+pub(crate) type CoreFabric = ofi_nostd::fabric::Fabric<Heap>;
+
+/// Event queues a fabric has room for.
+const MAX_EQS: usize = 16;
+
+/// ARP cache entries of a domain on an Ethernet link.
+const ARP_ENTRIES: usize = 64;
+
+/// An open fabric (fi_fabric(3)): the root every domain is opened from.
+#[derive(Clone)]
+pub struct Fabric {
+    core: Arc<Mutex<CoreFabric>>,
+}
+
+impl Fabric {
+    /// `fi_fabric` for the `nostd` fabric.
+    pub fn open() -> Result<Fabric> {
+        let core = CoreFabric::open(&FabricAttr::default(), 0, Heap, MAX_EQS)?;
+        Ok(Fabric {
+            core: Arc::new(Mutex::new(core)),
+        })
+    }
+
+    /// The fabric's attributes.
+    pub fn attr(&self) -> FabricAttr {
+        self.lock().attr().clone()
+    }
+
+    /// Starts opening a domain: UDP on `127.0.0.1`, an ephemeral port, manual progress
+    /// and [`ProviderConfig::DEFAULT`] pool sizes unless the builder says otherwise.
+    pub fn domain(&self) -> DomainBuilder<'_> {
+        DomainBuilder {
+            fabric: self,
+            cfg: ProviderConfig::DEFAULT,
+            plane: PlaneSpec::Udp(UdpConfig::new(SocketAddrV4::new(Ipv4Addr::LOCALHOST, 0))),
+            progress: ProgressMode::Manual,
+        }
+    }
+
+    /// Domains open on this fabric (a fabric with domains cannot close).
+    pub fn domains(&self) -> usize {
+        self.lock().domains()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, CoreFabric> {
+        self.core.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// How a domain makes progress (fi_domain(3) `data_progress`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ProgressMode {
+    /// FI_PROGRESS_MANUAL: the application's calls drive progress.
+    #[default]
+    Manual,
+    /// FI_PROGRESS_AUTO: a thread of the domain drives it.
+    Auto(AutoProgress),
+}
+
+/// Tuning of the automatic-progress thread.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AutoProgress {
+    /// How long the thread keeps busy-polling after the last frame moved before it
+    /// sleeps in epoll: latency against CPU.
+    pub spin: Duration,
+    /// The longest sleep when the core names no timeout of its own, so time-driven
+    /// work (ARP retries) runs even when no frame arrives.
+    pub tick: Duration,
+}
+
+impl Default for AutoProgress {
+    /// 50 µs of spinning, a 10 ms tick.
+    fn default() -> Self {
+        AutoProgress {
+            spin: Duration::from_micros(50),
+            tick: Duration::from_millis(10),
+        }
+    }
+}
+
+/// Where a domain on an Ethernet link (TAP, AF_PACKET) sits on its network.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ethernet {
+    /// Our IPv4 address.
+    pub ip: Ipv4Addr,
+    /// Our UDP port.
+    pub port: u16,
+    /// The subnet's prefix length.
+    pub prefix_len: u8,
+    /// The next hop off the subnet.
+    pub gateway: Option<Ipv4Addr>,
+    /// Our MAC; `None`: the interface's (AF_PACKET) or a random locally administered
+    /// one (TAP, where the kernel owns the interface's MAC).
+    pub mac: Option<[u8; 6]>,
+}
+
+enum PlaneSpec {
+    Udp(UdpConfig),
+    Tap(String, Ethernet),
+    AfPacket(String, Ethernet),
+    Custom(Box<dyn plane::Driver>, NetConfig, Medium),
+}
+
+/// Options of a domain before it opens; from [`Fabric::domain`].
+pub struct DomainBuilder<'f> {
+    fabric: &'f Fabric,
+    cfg: ProviderConfig,
+    plane: PlaneSpec,
+    progress: ProgressMode,
+}
+
+impl DomainBuilder<'_> {
+    /// Pool capacities and queue defaults (endpoints, CQs, counters, MRs per domain;
+    /// queue depths and inject size per endpoint).
+    pub fn config(mut self, cfg: ProviderConfig) -> Self {
+        self.cfg = cfg;
+        self
+    }
+
+    /// A UDP socket bound to `bind` (port 0: ephemeral) as the data plane.
+    pub fn udp(self, bind: SocketAddrV4) -> Self {
+        self.udp_config(UdpConfig::new(bind))
+    }
+
+    /// A UDP socket built from `cfg` as the data plane.
+    pub fn udp_config(mut self, cfg: UdpConfig) -> Self {
+        self.plane = PlaneSpec::Udp(cfg);
+        self
+    }
+
+    /// The TAP device `name` (created if missing; needs CAP_NET_ADMIN) as the data
+    /// plane, the stack at `eth` on it.
+    pub fn tap(mut self, name: &str, eth: Ethernet) -> Self {
+        self.plane = PlaneSpec::Tap(name.to_owned(), eth);
+        self
+    }
+
+    /// An AF_PACKET socket on interface `ifname` (needs CAP_NET_RAW) as the data plane,
+    /// the stack at `eth` on it.
+    pub fn af_packet(mut self, ifname: &str, eth: Ethernet) -> Self {
+        self.plane = PlaneSpec::AfPacket(ifname.to_owned(), eth);
+        self
+    }
+
+    /// Any link (a simulator's, a test double, a wrapped kernel link), the stack at
+    /// `net` on it.
+    pub fn link<L: DataPlane>(mut self, link: L, net: NetConfig) -> Self {
+        let medium = link.capabilities().medium;
+        self.plane = PlaneSpec::Custom(Box::new(link), net, medium);
+        self
+    }
+
+    /// How the domain makes progress.
+    pub fn progress(mut self, mode: ProgressMode) -> Self {
+        self.progress = mode;
+        self
+    }
+
+    /// Automatic progress with the default tuning.
+    pub fn auto_progress(self) -> Self {
+        self.progress(ProgressMode::Auto(AutoProgress::default()))
+    }
+
+    /// `fi_domain`: opens the data plane and the domain on it. Completions carry
+    /// application contexts of type `C`.
+    pub fn open<C: Send + 'static>(self) -> Result<Domain<C>> {
+        let (driver, net, medium, name): (Box<dyn plane::Driver>, NetConfig, Medium, String) =
+            match self.plane {
+                PlaneSpec::Udp(cfg) => {
+                    let link = UdpLink::new(cfg)?;
+                    let local = link.local_addr();
+                    let net =
+                        NetConfig::new(&link.capabilities(), local.ip().octets(), local.port());
+                    (Box::new(link), net, Medium::Udp, "udp".to_owned())
+                }
+                PlaneSpec::Tap(name, eth) => {
+                    let link = TapLink::open(Some(&name))?;
+                    link.set_up(true)?;
+                    let mac = eth.mac.unwrap_or_else(random_mac);
+                    let net = ethernet(&link.capabilities(), &eth, mac);
+                    (Box::new(link), net, Medium::Ethernet, name)
+                }
+                PlaneSpec::AfPacket(ifname, eth) => {
+                    let link = AfPacketLink::open(&ifname)?;
+                    let mac = eth.mac.unwrap_or(link.mac());
+                    let net = ethernet(&link.capabilities(), &eth, mac);
+                    (Box::new(link), net, Medium::Ethernet, ifname)
+                }
+                PlaneSpec::Custom(driver, net, medium) => (driver, net, medium, "link".to_owned()),
+            };
+        let ip_mtu = match medium {
+            Medium::Udp => net.mtu + 28,
+            Medium::Ethernet => net.mtu.saturating_sub(14),
+        };
+        let mut cfg = self.cfg;
+        cfg.progress_manual = true;
+        cfg.progress_auto = true;
+        cfg.threading = Threading::Safe;
+        let iface = Interface {
+            name: &name,
+            ip: net.local_ip,
+            prefix_len: net.prefix_len,
+            mtu: ip_mtu,
+            loopback: net.local_ip[0] == 127,
+        };
+        // The RDM offer's capabilities contain the DGRAM ones, so both endpoint types
+        // can open on this domain.
+        let mut info = default_info(EpType::Rdm, Some(&iface), &cfg);
+        let progress = match self.progress {
+            ProgressMode::Manual => Progress::Manual,
+            ProgressMode::Auto(_) => Progress::Auto,
+        };
+        info.domain_attr.data_progress = progress;
+        info.domain_attr.control_progress = progress;
+        info.domain_attr.resource_mgmt = ResourceMgmt::Enabled;
+        info.domain_attr.threading = Threading::Safe;
+        let dc = DomainConfig {
+            arp_entries: ARP_ENTRIES,
+            ..DomainConfig::new(net, cfg, random_u64())
+        };
+        let link_fd = driver
+            .wait_fd()
+            .map(|f| f.try_clone_to_owned())
+            .transpose()?;
+        let core = {
+            let mut f = self.fabric.lock();
+            CoreDomain::open(&mut f, &info, dc, Heap, 0)?
+        };
+        let local = core.local_addr();
+        let auto = match self.progress {
+            ProgressMode::Manual => None,
+            ProgressMode::Auto(a) => Some(a),
+        };
+        let shared = Arc::new(Shared {
+            inner: Mutex::new(Inner::new(core, driver)),
+            fabric: self.fabric.core.clone(),
+            auto,
+            link_fd,
+            kick: EventFd::new()?,
+            stop: AtomicBool::new(false),
+            thread: Mutex::new(None),
+            users: std::sync::atomic::AtomicUsize::new(0),
+            info,
+            local,
+        });
+        if let Some(a) = auto {
+            let link = shared.link_fd.as_ref().map(|f| f.try_clone()).transpose()?;
+            let kick = std::os::fd::AsFd::as_fd(&shared.kick).try_clone_to_owned()?;
+            let fds = progress::Fds::new(link, kick)?;
+            let arc = shared.clone();
+            let t = std::thread::Builder::new()
+                .name("ofi-progress".into())
+                .spawn(move || progress::run(arc, a, fds))?;
+            *shared.thread.lock().unwrap_or_else(PoisonError::into_inner) = Some(t);
+        }
+        Ok(Domain {
+            shared: DomainRef::new(shared),
+        })
+    }
+}
+
+fn ethernet(caps: &wire::link::Capabilities, eth: &Ethernet, mac: [u8; 6]) -> NetConfig {
+    NetConfig::new(caps, eth.ip.octets(), eth.port).with_ethernet(
+        mac,
+        eth.prefix_len,
+        eth.gateway.map(|g| g.octets()),
+    )
+}
+
+/// 64 bits from std's per-process random hash keys (key seeds, MAC addresses).
+fn random_u64() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u64(now().total_micros());
+    h.finish()
+}
+
+/// A random unicast, locally administered MAC.
+fn random_mac() -> [u8; 6] {
+    let r = random_u64().to_be_bytes();
+    [(r[0] & 0xfc) | 0x02, r[1], r[2], r[3], r[4], r[5]]
+}
+
+/// An open domain (fi_domain(3)): one link, and every object opened on it.
+///
+/// Cloning gives another handle to the same domain. Objects opened on it keep it alive;
+/// it closes (stopping its progress thread and its link) when the last of them is gone.
+/// `C` is the type of the application contexts its operations carry.
+pub struct Domain<C: Send + 'static = u64> {
+    shared: DomainRef<C>,
+}
+
+impl<C: Send + 'static> Clone for Domain<C> {
+    fn clone(&self) -> Self {
+        Domain {
+            shared: self.shared.clone(),
+        }
+    }
+}
+
+impl<C: Send + 'static> Domain<C> {
+    /// The info the domain was opened with (fi_getinfo's view of it).
+    pub fn info(&self) -> &Info {
+        &self.shared.info
+    }
+
+    /// The domain's address (endpoint id 0): IPv4 address and UDP port.
+    pub fn local_addr(&self) -> EpAddr {
+        self.shared.local
+    }
+
+    /// How the domain makes progress.
+    pub fn progress_mode(&self) -> ProgressMode {
+        match self.shared.auto {
+            None => ProgressMode::Manual,
+            Some(a) => ProgressMode::Auto(a),
+        }
+    }
+
+    /// Runs one progress pass now: receive what the link has, deliver it, transmit
+    /// what is queued. Useful with manual progress when not reading a CQ; harmless
+    /// with automatic progress.
+    pub fn progress(&self) -> Result<ProgressReport> {
+        Ok(self.shared.lock().progress()?)
+    }
+
+    /// Datagrams the domain refused and traffic totals.
+    pub fn stats(&self) -> DomainStats {
+        *self.shared.lock().core.stats()
+    }
+
+    /// What the UDP/IPv4 layer dropped and sent.
+    pub fn net_stats(&self) -> NetStats {
+        *self.shared.lock().core.net_stats()
+    }
+
+    /// Buffers the domain holds for posted or completed-but-unread operations.
+    pub fn buffers_held(&self) -> usize {
+        self.shared.lock().ops.len()
+    }
+
+    /// `fi_cq_open` with `size` entries (0: the default) and an fd wait object, so
+    /// [`Cq::sread`], [`Cq::trywait`] and [`Cq::fd`] work.
+    pub fn cq(&self, size: usize) -> Result<Cq<C>> {
+        self.cq_with(&CqAttr {
+            size,
+            wait_obj: WaitObj::Fd,
+            ..CqAttr::default()
+        })
+    }
+
+    /// `fi_cq_open` with full attributes. With FI_WAIT_NONE the CQ cannot block
+    /// (sread is -FI_ENOSYS, trywait -FI_EINVAL, as fi_cq(3) says).
+    pub fn cq_with(&self, attr: &CqAttr) -> Result<Cq<C>> {
+        let event = Arc::new(EventFd::new()?);
+        let wait = self.wait_set(attr.wait_obj, &event)?;
+        let mut g = self.shared.lock();
+        let h = g.core.cq_open(attr, 0)?;
+        g.cqs.push(CqState {
+            h,
+            event: event.clone(),
+            early: Default::default(),
+        });
+        Ok(Cq::new(self.shared.clone(), h, event, wait))
+    }
+
+    /// `fi_cntr_open` with an fd wait object, so [`Counter::wait`] works.
+    pub fn counter(&self) -> Result<Counter<C>> {
+        self.counter_with(&CntrAttr {
+            wait_obj: WaitObj::Fd,
+            ..CntrAttr::default()
+        })
+    }
+
+    /// `fi_cntr_open` with full attributes.
+    pub fn counter_with(&self, attr: &CntrAttr) -> Result<Counter<C>> {
+        let event = Arc::new(EventFd::new()?);
+        let wait = self.wait_set(attr.wait_obj, &event)?;
+        let mut g = self.shared.lock();
+        let h = g.core.cntr_open(attr, 0)?;
+        g.cntrs.push(CntrState {
+            h,
+            event: event.clone(),
+        });
+        Ok(Counter::new(self.shared.clone(), h, event, wait))
+    }
+
+    /// `fi_av_open` with the defaults (FI_AV_TABLE, 1024 addresses).
+    pub fn av(&self) -> Result<Av<C>> {
+        self.av_with(&mut AvAttr::default())
+    }
+
+    /// `fi_av_open` with full attributes (the resolved type is written back).
+    pub fn av_with(&self, attr: &mut AvAttr<'_>) -> Result<Av<C>> {
+        let h = self.shared.lock().core.av_open(attr, 0)?;
+        Ok(Av::new(self.shared.clone(), h))
+    }
+
+    /// `fi_endpoint` of type `ep_type` with this domain's defaults. FI_EP_DGRAM works;
+    /// FI_EP_RDM is -FI_ENOSYS until the core's reliability engine lands.
+    pub fn endpoint(&self, ep_type: EpType) -> Result<Endpoint<C>> {
+        let mut info = self.shared.info.clone();
+        if ep_type == EpType::Dgram {
+            let iface_caps = info.caps & (Flags::LOCAL_COMM | Flags::REMOTE_COMM);
+            info.caps = Flags::MSG
+                | Flags::SEND
+                | Flags::RECV
+                | Flags::MULTI_RECV
+                | Flags::SOURCE
+                | iface_caps;
+        }
+        info.ep_attr.ep_type = ep_type;
+        info.ep_attr.max_msg_size = 0;
+        info.tx_attr.inject_size = 0;
+        info.tx_attr.size = 0;
+        info.rx_attr.size = 0;
+        self.endpoint_with(&info)
+    }
+
+    /// `fi_endpoint` with full attributes (`info` as getinfo would return it; zero
+    /// sizes take the domain's defaults).
+    pub fn endpoint_with(&self, info: &Info) -> Result<Endpoint<C>> {
+        let mut g = self.shared.lock();
+        let h = g.core.ep_open(info, 0)?;
+        let depth = {
+            let ep = g.core.ep(h)?;
+            ep.tx_size_left() + ep.rx_size_left()
+        };
+        g.ops.reserve(depth);
+        g.eps.push(shared::EpState { h, cqs: Vec::new() });
+        let addr = g.core.ep_addr(h)?;
+        drop(g);
+        Ok(Endpoint::new(self.shared.clone(), h, addr))
+    }
+
+    /// `fi_mr_regattr` of `buf` with `access` (FI_SEND, FI_RECV, FI_READ, FI_WRITE,
+    /// FI_REMOTE_*): the region owns the buffer until [`Mr::close`] gives it back, so
+    /// registered memory can never be freed while registered.
+    pub fn register(&self, buf: Buf, access: Flags) -> Result<Mr<C>, PostError<()>> {
+        let iov = [IoVec::new(buf.addr(), buf.capacity())];
+        let attr = MrAttr {
+            mr_iov: &iov,
+            access,
+            ..MrAttr::default()
+        };
+        let r = self.shared.lock().core.mr_reg(&attr, Flags::empty());
+        match r {
+            Ok(h) => Ok(Mr::new(self.shared.clone(), h, buf)),
+            Err(errno) => Err(PostError {
+                errno,
+                buf,
+                context: (),
+            }),
+        }
+    }
+
+    /// The wait set of a new CQ or counter: an epoll fd over its eventfd and, with
+    /// manual progress, the link's descriptor (so a waiter wakes to drive progress when
+    /// frames arrive). `None` for FI_WAIT_NONE.
+    fn wait_set(&self, obj: WaitObj, event: &EventFd) -> Result<Option<std::os::fd::OwnedFd>> {
+        if obj == WaitObj::None {
+            return Ok(None);
+        }
+        use std::os::fd::AsFd;
+        let mut fds = vec![event.as_fd()];
+        if self.shared.manual()
+            && let Some(l) = &self.shared.link_fd
+        {
+            fds.push(l.as_fd());
+        }
+        Ok(Some(wait::epoll_set(&fds)?))
+    }
+}

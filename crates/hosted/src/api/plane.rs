@@ -1,0 +1,168 @@
+//! Data planes: what a domain moves its frames over.
+
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+
+use dp_kernel::{AfPacketLink, KernelLink, TapLink, UdpLink};
+use ofi_nostd::domain::ProgressReport;
+use ofi_nostd::mem::Memory;
+use ofi_nostd::time::Instant;
+use wire::link::{Capabilities, Link, RxMeta, TxMeta};
+
+use super::CoreDomain;
+
+/// A link a domain can run on: any [`Link`] that can move to the progress thread, plus
+/// what blocking progress needs from it.
+///
+/// Implemented by the kernel data planes of `dp-kernel` ([`UdpLink`], [`TapLink`],
+/// [`AfPacketLink`]); wrap any other link (the simulator's, a test double) in
+/// [`WithFd`].
+pub trait DataPlane: Link + Send + 'static {
+    /// A descriptor that becomes readable when the link may have frames to receive, so
+    /// idle progress can sleep in epoll instead of spinning; `None` if the link has
+    /// none (progress then polls on a short timer).
+    fn wait_fd(&self) -> Option<BorrowedFd<'_>>;
+
+    /// Pushes queued transmissions to the device now; returns how many are still
+    /// queued (the device pushed back). Batched links queue what the core transmits
+    /// until a flush; the adapter flushes after every progress pass.
+    fn flush(&mut self) -> usize {
+        0
+    }
+
+    /// Transmissions queued and not yet accepted by the device.
+    fn pending_tx(&self) -> usize {
+        0
+    }
+}
+
+macro_rules! kernel_plane {
+    ($($t:ty),*) => {$(
+        impl DataPlane for $t {
+            fn wait_fd(&self) -> Option<BorrowedFd<'_>> {
+                Some(self.as_fd())
+            }
+
+            fn flush(&mut self) -> usize {
+                KernelLink::flush(self)
+            }
+
+            fn pending_tx(&self) -> usize {
+                KernelLink::pending_tx(self)
+            }
+        }
+    )*};
+}
+
+kernel_plane!(UdpLink, TapLink, AfPacketLink);
+
+/// Any link, with the descriptor (if any) that signals its receive side: how tests and
+/// the simulator plug their links into a domain.
+#[derive(Debug)]
+pub struct WithFd<L> {
+    link: L,
+    fd: Option<OwnedFd>,
+}
+
+impl<L> WithFd<L> {
+    /// `link`, woken through `fd` (`None`: progress polls on a short timer).
+    pub fn new(link: L, fd: Option<OwnedFd>) -> Self {
+        WithFd { link, fd }
+    }
+
+    /// The link.
+    pub fn get_ref(&self) -> &L {
+        &self.link
+    }
+
+    /// The link, mutably.
+    pub fn get_mut(&mut self) -> &mut L {
+        &mut self.link
+    }
+}
+
+impl<L: Link> Link for WithFd<L> {
+    type RxToken<'a>
+        = L::RxToken<'a>
+    where
+        Self: 'a;
+    type TxToken<'a>
+        = L::TxToken<'a>
+    where
+        Self: 'a;
+
+    fn capabilities(&self) -> Capabilities {
+        self.link.capabilities()
+    }
+
+    fn receive(&mut self) -> Option<Self::RxToken<'_>> {
+        self.link.receive()
+    }
+
+    fn transmit(&mut self) -> Option<Self::TxToken<'_>> {
+        self.link.transmit()
+    }
+
+    fn receive_burst<F: FnMut(RxMeta, &[u8])>(&mut self, max: usize, f: F) -> usize {
+        self.link.receive_burst(max, f)
+    }
+
+    fn transmit_burst<F: FnMut(&mut [u8]) -> Option<TxMeta>>(&mut self, max: usize, f: F) -> usize {
+        self.link.transmit_burst(max, f)
+    }
+}
+
+impl<L: Link + Send + 'static> DataPlane for WithFd<L> {
+    fn wait_fd(&self) -> Option<BorrowedFd<'_>> {
+        self.fd.as_ref().map(|f| f.as_fd())
+    }
+}
+
+/// The object-safe face of a [`DataPlane`] the domain keeps (links have generic
+/// methods, so the domain stores them behind this).
+pub(crate) trait Driver: Send {
+    fn progress(
+        &mut self,
+        core: &mut CoreDomain,
+        now: Instant,
+        mem: &mut dyn Memory,
+    ) -> ofi_nostd::Result<ProgressReport>;
+    fn flush(&mut self) -> usize;
+    fn pending_tx(&self) -> usize;
+    fn wait_fd(&self) -> Option<BorrowedFd<'_>>;
+}
+
+/// A `&mut dyn Memory` as a sized [`Memory`] for the core's generic calls.
+pub(crate) struct DynMem<'a>(pub &'a mut dyn Memory);
+
+impl Memory for DynMem<'_> {
+    fn read(&self, addr: u64, out: &mut [u8]) -> ofi_nostd::Result<()> {
+        self.0.read(addr, out)
+    }
+
+    fn write(&mut self, addr: u64, data: &[u8]) -> ofi_nostd::Result<()> {
+        self.0.write(addr, data)
+    }
+}
+
+impl<L: DataPlane> Driver for L {
+    fn progress(
+        &mut self,
+        core: &mut CoreDomain,
+        now: Instant,
+        mem: &mut dyn Memory,
+    ) -> ofi_nostd::Result<ProgressReport> {
+        core.progress(now, self, &mut DynMem(mem))
+    }
+
+    fn flush(&mut self) -> usize {
+        DataPlane::flush(self)
+    }
+
+    fn pending_tx(&self) -> usize {
+        DataPlane::pending_tx(self)
+    }
+
+    fn wait_fd(&self) -> Option<BorrowedFd<'_>> {
+        DataPlane::wait_fd(self)
+    }
+}

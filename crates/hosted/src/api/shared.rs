@@ -1,0 +1,372 @@
+//! The state behind every object of one domain: the core domain, the link, the table of
+//! posted buffers and the wait objects, under one mutex.
+
+use std::collections::{HashSet, VecDeque};
+use std::ops::{Deref, DerefMut};
+use std::os::fd::OwnedFd;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::thread::JoinHandle;
+
+use ofi_nostd::Errno;
+use ofi_nostd::addr::EpAddr;
+use ofi_nostd::cq::{CqEntry, CqErrOut};
+use ofi_nostd::domain::{AvHandle, CntrHandle, CqHandle, EpHandle, ProgressReport};
+use ofi_nostd::flags::Flags;
+use ofi_nostd::info::{API_VERSION, Info};
+use ofi_nostd::time::Instant;
+
+use super::cq::Completion;
+use super::plane::Driver;
+use super::table::{Op, OpId, OpTable};
+use super::wait::{EventFd, now};
+use super::{AutoProgress, CoreDomain, CoreFabric};
+use crate::storage::Heap;
+
+/// The core domain, present from open until the domain is dropped (then it is taken out
+/// to be closed against its fabric).
+pub(crate) struct Core(Option<CoreDomain>);
+
+impl Deref for Core {
+    type Target = CoreDomain;
+
+    fn deref(&self) -> &CoreDomain {
+        self.0
+            .as_ref()
+            .expect("the core domain lives as long as its Shared")
+    }
+}
+
+impl DerefMut for Core {
+    fn deref_mut(&mut self) -> &mut CoreDomain {
+        self.0
+            .as_mut()
+            .expect("the core domain lives as long as its Shared")
+    }
+}
+
+/// A completion taken out of the core CQ ahead of the application (when an endpoint
+/// closes, so the adapter knows which of its buffers still have completions coming).
+pub(crate) enum Raw {
+    Ok(CqEntry),
+    Err(CqErrOut),
+}
+
+impl Raw {
+    fn context(&self) -> u64 {
+        match self {
+            Raw::Ok(e) => e.op_context,
+            Raw::Err(e) => e.op_context,
+        }
+    }
+}
+
+/// An open CQ's adapter state.
+pub(crate) struct CqState {
+    pub h: CqHandle<Heap>,
+    pub event: Arc<EventFd>,
+    pub early: VecDeque<Raw>,
+}
+
+/// An open counter's adapter state.
+pub(crate) struct CntrState {
+    pub h: CntrHandle,
+    pub event: Arc<EventFd>,
+}
+
+/// An open endpoint's adapter state.
+pub(crate) struct EpState {
+    pub h: EpHandle<Heap>,
+    pub cqs: Vec<CqHandle<Heap>>,
+}
+
+/// An object whose handle was dropped while something was still bound to it; closed
+/// as soon as the core allows.
+pub(crate) enum Zombie {
+    Cq(CqHandle<Heap>),
+    Cntr(CntrHandle),
+    Av(AvHandle<Heap>),
+}
+
+/// Everything the domain mutex guards.
+pub(crate) struct Inner<C> {
+    pub core: Core,
+    pub link: Box<dyn Driver>,
+    pub ops: OpTable<C>,
+    pub cqs: Vec<CqState>,
+    pub cntrs: Vec<CntrState>,
+    pub eps: Vec<EpState>,
+    pub zombies: Vec<Zombie>,
+    /// Completions that named no posted buffer (a failed inject): counted, skipped.
+    pub orphans: u64,
+}
+
+impl<C: Send + 'static> Inner<C> {
+    pub(crate) fn new(core: CoreDomain, link: Box<dyn Driver>) -> Self {
+        Inner {
+            core: Core(Some(core)),
+            link,
+            ops: OpTable::new(),
+            cqs: Vec::new(),
+            cntrs: Vec::new(),
+            eps: Vec::new(),
+            zombies: Vec::new(),
+            orphans: 0,
+        }
+    }
+
+    /// One pass of progress: receive, deliver, transmit, flush the link, then signal
+    /// every wait object whose armed condition now holds.
+    pub(crate) fn progress(&mut self) -> ofi_nostd::Result<ProgressReport> {
+        let r = self.link.progress(
+            &mut self.core,
+            now(),
+            &mut self.ops as &mut dyn ofi_nostd::mem::Memory,
+        );
+        self.link.flush();
+        self.wake();
+        r
+    }
+
+    /// When the core next needs a progress call even if no frame arrives (an instant
+    /// not after the last pass: as soon as possible).
+    pub(crate) fn next_timeout(&self) -> Option<Instant> {
+        self.core.poll_timeout()
+    }
+
+    /// Signals the eventfd of every CQ and counter the core says must wake.
+    pub(crate) fn wake(&mut self) {
+        for c in &self.cqs {
+            if self.core.cq_mut(c.h).is_ok_and(|q| q.take_wakeup()) {
+                c.event.signal();
+            }
+        }
+        for c in &self.cntrs {
+            if self.core.cntr_mut(c.h).is_ok_and(|q| q.take_wakeup()) {
+                c.event.signal();
+            }
+        }
+    }
+
+    pub(crate) fn cq_state(&mut self, h: CqHandle<Heap>) -> ofi_nostd::Result<&mut CqState> {
+        self.cqs.iter_mut().find(|c| c.h == h).ok_or(Errno::EINVAL)
+    }
+
+    /// The next completion of CQ `h` (with its buffer), -FI_EAGAIN when there is none.
+    pub(crate) fn next_completion(
+        &mut self,
+        h: CqHandle<Heap>,
+    ) -> ofi_nostd::Result<Completion<C>> {
+        loop {
+            let raw = match self.cq_state(h)?.early.pop_front() {
+                Some(r) => r,
+                None => read_raw(&mut self.core, h)?,
+            };
+            let id = OpId::from_raw(raw.context());
+            match self.ops.remove(id) {
+                Some(op) => return Ok(Completion::new(id, op, raw)),
+                None => self.orphans += 1,
+            }
+        }
+    }
+
+    /// Whether a read of CQ `h` would find something before the core's queue.
+    pub(crate) fn has_early(&self, h: CqHandle<Heap>) -> bool {
+        self.cqs.iter().any(|c| c.h == h && !c.early.is_empty())
+    }
+
+    /// Closes endpoint `h` in the core and takes back every buffer it will never
+    /// complete (fi_close discards outstanding operations without completions). Buffers
+    /// whose completions are already queued stay until the application reads them.
+    pub(crate) fn close_ep(&mut self, h: EpHandle<Heap>) -> ofi_nostd::Result<Vec<Op<C>>> {
+        self.core.ep_close(h)?;
+        let bound = match self.eps.iter().position(|e| e.h == h) {
+            Some(i) => self.eps.swap_remove(i).cqs,
+            None => Vec::new(),
+        };
+        for cq in bound {
+            let live = self.cqs.iter().any(|c| c.h == cq);
+            loop {
+                match read_raw(&mut self.core, cq) {
+                    Ok(raw) if live => {
+                        if let Ok(s) = self.cq_state(cq) {
+                            s.early.push_back(raw);
+                        }
+                    }
+                    // Nobody can read this CQ any more: its buffers are discarded below.
+                    Ok(_) => {}
+                    Err(_) => break,
+                }
+            }
+        }
+        let completed: HashSet<u64> = self
+            .cqs
+            .iter()
+            .flat_map(|c| c.early.iter().map(Raw::context))
+            .collect();
+        let gone = self
+            .ops
+            .ids_of(h.index())
+            .into_iter()
+            .filter(|id| !completed.contains(&id.raw()))
+            .filter_map(|id| self.ops.remove(id))
+            .collect();
+        self.reap();
+        Ok(gone)
+    }
+
+    /// Closes what was dropped while bound, now that it may be free.
+    pub(crate) fn reap(&mut self) {
+        let core = &mut self.core;
+        self.zombies.retain(|z| match *z {
+            Zombie::Cq(h) => core.cq_close(h).is_err_and(|e| e == Errno::EBUSY),
+            Zombie::Cntr(h) => core.cntr_close(h).is_err_and(|e| e == Errno::EBUSY),
+            Zombie::Av(h) => core.av_close(h).is_err_and(|e| e == Errno::EBUSY),
+        });
+    }
+
+    /// Closes CQ `h` and takes back the buffers of every completion still queued in it,
+    /// deferring the core close while an endpoint is bound.
+    pub(crate) fn drop_cq(&mut self, h: CqHandle<Heap>) -> Vec<Op<C>> {
+        let mut gone = Vec::new();
+        if let Some(i) = self.cqs.iter().position(|c| c.h == h) {
+            let s = self.cqs.swap_remove(i);
+            for raw in s.early {
+                gone.extend(self.ops.remove(OpId::from_raw(raw.context())));
+            }
+        }
+        while let Ok(raw) = read_raw(&mut self.core, h) {
+            gone.extend(self.ops.remove(OpId::from_raw(raw.context())));
+        }
+        if self.core.cq_close(h) == Err(Errno::EBUSY) {
+            self.zombies.push(Zombie::Cq(h));
+        }
+        gone
+    }
+}
+
+/// Reads one raw completion (success or error) from the core CQ `h`.
+fn read_raw(core: &mut CoreDomain, h: CqHandle<Heap>) -> ofi_nostd::Result<Raw> {
+    let cq = core.cq_mut(h)?;
+    let mut e = [CqEntry::default()];
+    match cq.read(&mut e) {
+        Ok(1) => Ok(Raw::Ok(e[0])),
+        Ok(_) => Err(Errno::EAGAIN),
+        Err(Errno::EAVAIL) => Ok(Raw::Err(cq.readerr(
+            Flags::empty(),
+            API_VERSION,
+            &mut [],
+        )?)),
+        Err(e) => Err(e),
+    }
+}
+
+/// What all objects of a domain share.
+pub(crate) struct Shared<C: Send + 'static> {
+    pub inner: Mutex<Inner<C>>,
+    pub fabric: Arc<Mutex<CoreFabric>>,
+    pub auto: Option<AutoProgress>,
+    /// A duplicate of the link's wait descriptor, for wait sets (manual progress) and
+    /// the progress thread's epoll.
+    pub link_fd: Option<OwnedFd>,
+    /// Wakes the progress thread.
+    pub kick: EventFd,
+    pub stop: AtomicBool,
+    pub thread: Mutex<Option<JoinHandle<()>>>,
+    /// Application handles alive ([`DomainRef`]s): the last one to go stops the progress
+    /// thread, on the application's thread.
+    pub users: AtomicUsize,
+    pub info: Info,
+    pub local: EpAddr,
+}
+
+impl<C: Send + 'static> Shared<C> {
+    /// The domain lock. A panic while it was held cannot leave the core inconsistent in
+    /// a way that matters for memory safety (the core has no unsafe code and the table
+    /// only holds owned buffers), so a poisoned lock is taken over.
+    pub(crate) fn lock(&self) -> MutexGuard<'_, Inner<C>> {
+        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Whether the application drives progress (then reads and waits do).
+    pub(crate) fn manual(&self) -> bool {
+        self.auto.is_none()
+    }
+}
+
+impl<C: Send + 'static> Shared<C> {
+    /// Stops the progress thread and waits for it to finish its pass.
+    fn shutdown(&self) {
+        self.stop.store(true, Ordering::Release);
+        self.kick.signal();
+        let thread = self
+            .thread
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        if let Some(t) = thread
+            && t.thread().id() != std::thread::current().id()
+        {
+            let _ = t.join();
+        }
+    }
+}
+
+impl<C: Send + 'static> Drop for Shared<C> {
+    fn drop(&mut self) {
+        self.shutdown();
+        let inner = self.inner.get_mut().unwrap_or_else(PoisonError::into_inner);
+        // Every object handle is gone (each holds this Shared), so only deferred closes
+        // remain; then the domain itself.
+        let eps: Vec<_> = inner.eps.iter().map(|e| e.h).collect();
+        for h in eps {
+            let _ = inner.close_ep(h);
+        }
+        inner.reap();
+        if let Some(core) = inner.core.0.take() {
+            let mut fabric = self.fabric.lock().unwrap_or_else(PoisonError::into_inner);
+            let _ = core.close(&mut fabric);
+        }
+    }
+}
+
+/// An application object's reference to its domain. The progress thread holds a plain
+/// `Arc`; when the last `DomainRef` goes, its drop stops and joins the thread, so the
+/// domain itself is always closed on an application thread, by the time the drop of
+/// the last object returns.
+pub(crate) struct DomainRef<C: Send + 'static>(Arc<Shared<C>>);
+
+impl<C: Send + 'static> DomainRef<C> {
+    /// The first application reference to a new domain.
+    pub(crate) fn new(shared: Arc<Shared<C>>) -> Self {
+        shared.users.fetch_add(1, Ordering::AcqRel);
+        DomainRef(shared)
+    }
+
+    /// Whether both name the same domain.
+    pub(crate) fn same(&self, other: &DomainRef<C>) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl<C: Send + 'static> Clone for DomainRef<C> {
+    fn clone(&self) -> Self {
+        DomainRef::new(self.0.clone())
+    }
+}
+
+impl<C: Send + 'static> Deref for DomainRef<C> {
+    type Target = Shared<C>;
+
+    fn deref(&self) -> &Shared<C> {
+        &self.0
+    }
+}
+
+impl<C: Send + 'static> Drop for DomainRef<C> {
+    fn drop(&mut self) {
+        if self.0.users.fetch_sub(1, Ordering::AcqRel) == 1 {
+            self.0.shutdown();
+        }
+    }
+}

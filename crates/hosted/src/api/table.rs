@@ -1,0 +1,297 @@
+//! The side table of posted buffers, and the [`Memory`] the core copies through.
+//!
+//! # Why the core cannot touch memory it does not own
+//!
+//! The safe API never gives the core a raw pointer to copy through. Every buffer of a
+//! posted operation is *moved* into this table (the application cannot reach it any
+//! more) and stays there until the operation's completion is read, the endpoint is
+//! closed, or the domain is dropped. The core reads and writes application memory only
+//! through [`Memory`], which this table implements by looking up the address among the
+//! buffers it holds: an access is served only when `addr..addr + len` lies entirely
+//! inside the posted range of one buffer in the table, and then by an ordinary safe
+//! slice copy into that `Box<[u8]>`. Anything else is -FI_EFAULT. There is no `unsafe`
+//! here, so a core bug can at worst write the wrong bytes into a buffer that is posted;
+//! it can never reach freed memory or memory the application holds.
+//!
+//! Everything lives in vectors whose capacity is reserved when endpoints open, so
+//! posting and completing in steady state allocates nothing.
+
+use ofi_nostd::Errno;
+use ofi_nostd::mem::Memory;
+
+use super::buf::Buf;
+
+/// An operation's id: what the core carries as the operation context, and what
+/// `Endpoint::cancel` takes. Never 0 (the core substitutes the endpoint's context for a
+/// context of 0).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct OpId(u64);
+
+impl OpId {
+    /// The value the core sees as `op_context`.
+    pub fn raw(self) -> u64 {
+        self.0
+    }
+
+    fn new(slot: u32, generation: u32) -> OpId {
+        OpId((u64::from(generation) << 32) | (u64::from(slot) + 1))
+    }
+
+    fn slot(self) -> Option<usize> {
+        usize::try_from((self.0 & 0xffff_ffff).checked_sub(1)?).ok()
+    }
+
+    fn generation(self) -> u32 {
+        (self.0 >> 32) as u32
+    }
+
+    /// The id the core reported back, if it can be one of ours.
+    pub(crate) fn from_raw(raw: u64) -> OpId {
+        OpId(raw)
+    }
+}
+
+/// One posted operation: the application's buffer and context.
+pub(crate) struct Op<C> {
+    /// The buffer, owned by the table until the completion hands it back.
+    pub buf: Buf,
+    /// The application's context.
+    pub context: C,
+    /// The endpoint that posted it (index of the core's endpoint handle).
+    pub ep: usize,
+    /// Bytes of `buf` the core was given (from its start).
+    pub posted: usize,
+}
+
+struct Slot<C> {
+    generation: u32,
+    op: Option<Op<C>>,
+}
+
+/// A posted range, sorted by start address.
+#[derive(Clone, Copy)]
+struct Range {
+    start: u64,
+    end: u64,
+    slot: u32,
+}
+
+/// The table. See the [module docs](self).
+pub(crate) struct OpTable<C> {
+    slots: Vec<Slot<C>>,
+    free: Vec<u32>,
+    ranges: Vec<Range>,
+}
+
+impl<C> OpTable<C> {
+    pub(crate) fn new() -> Self {
+        OpTable {
+            slots: Vec::new(),
+            free: Vec::new(),
+            ranges: Vec::new(),
+        }
+    }
+
+    /// Makes room for `n` more operations without reallocating on the data path.
+    pub(crate) fn reserve(&mut self, n: usize) {
+        let want = self.slots.len() + n;
+        self.slots.reserve(n);
+        self.free.reserve(want.saturating_sub(self.free.len()));
+        self.ranges.reserve(want.saturating_sub(self.ranges.len()));
+    }
+
+    /// Operations held.
+    pub(crate) fn len(&self) -> usize {
+        self.slots.len() - self.free.len()
+    }
+
+    /// Takes `op` in and returns its id.
+    pub(crate) fn insert(&mut self, op: Op<C>) -> OpId {
+        let (start, end) = (op.buf.addr(), op.buf.addr() + op.posted as u64);
+        let slot = match self.free.pop() {
+            Some(s) => s,
+            None => {
+                self.slots.push(Slot {
+                    generation: 0,
+                    op: None,
+                });
+                (self.slots.len() - 1) as u32
+            }
+        };
+        let s = &mut self.slots[slot as usize];
+        s.op = Some(op);
+        if end > start {
+            let at = self.ranges.partition_point(|r| r.start < start);
+            self.ranges.insert(at, Range { start, end, slot });
+        }
+        OpId::new(slot, s.generation)
+    }
+
+    /// The operation `id`, if it is still here.
+    #[cfg(test)]
+    pub(crate) fn get(&self, id: OpId) -> Option<&Op<C>> {
+        let s = self.slots.get(id.slot()?)?;
+        if s.generation != id.generation() {
+            return None;
+        }
+        s.op.as_ref()
+    }
+
+    /// Takes the operation `id` out: from here on the core can no longer reach its
+    /// buffer.
+    pub(crate) fn remove(&mut self, id: OpId) -> Option<Op<C>> {
+        let slot = id.slot()?;
+        let s = self.slots.get_mut(slot)?;
+        if s.generation != id.generation() {
+            return None;
+        }
+        let op = s.op.take()?;
+        s.generation = s.generation.wrapping_add(1);
+        let start = op.buf.addr();
+        if op.posted > 0 {
+            let at = self.ranges.partition_point(|r| r.start < start);
+            if let Some(i) = (at..self.ranges.len())
+                .take_while(|&i| self.ranges[i].start == start)
+                .find(|&i| self.ranges[i].slot as usize == slot)
+            {
+                self.ranges.remove(i);
+            }
+        }
+        self.free.push(slot as u32);
+        Some(op)
+    }
+
+    /// The ids of every operation of endpoint `ep`.
+    pub(crate) fn ids_of(&self, ep: usize) -> Vec<OpId> {
+        self.slots
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| s.op.as_ref().is_some_and(|o| o.ep == ep))
+            .map(|(i, s)| OpId::new(i as u32, s.generation))
+            .collect()
+    }
+
+    /// Which buffer holds all of `addr..addr + len`: (slot, offset), or -FI_EFAULT.
+    fn locate(&self, addr: u64, len: usize) -> ofi_nostd::Result<(usize, usize)> {
+        let end = addr.checked_add(len as u64).ok_or(Errno::EFAULT)?;
+        let i = self.ranges.partition_point(|r| r.start <= addr);
+        let r = i
+            .checked_sub(1)
+            .map(|i| self.ranges[i])
+            .ok_or(Errno::EFAULT)?;
+        if end > r.end {
+            return Err(Errno::EFAULT);
+        }
+        Ok((r.slot as usize, (addr - r.start) as usize))
+    }
+}
+
+impl<C> Memory for OpTable<C> {
+    fn read(&self, addr: u64, out: &mut [u8]) -> ofi_nostd::Result<()> {
+        if out.is_empty() {
+            return Ok(());
+        }
+        let (slot, off) = self.locate(addr, out.len())?;
+        let op = self.slots[slot].op.as_ref().ok_or(Errno::EFAULT)?;
+        let src = op
+            .buf
+            .storage()
+            .get(off..off + out.len())
+            .ok_or(Errno::EFAULT)?;
+        out.copy_from_slice(src);
+        Ok(())
+    }
+
+    fn write(&mut self, addr: u64, data: &[u8]) -> ofi_nostd::Result<()> {
+        if data.is_empty() {
+            return Ok(());
+        }
+        let (slot, off) = self.locate(addr, data.len())?;
+        let op = self.slots[slot].op.as_mut().ok_or(Errno::EFAULT)?;
+        let dst = op
+            .buf
+            .storage_mut()
+            .get_mut(off..off + data.len())
+            .ok_or(Errno::EFAULT)?;
+        dst.copy_from_slice(data);
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn op(buf: Buf, posted: usize) -> Op<u32> {
+        Op {
+            buf,
+            context: 7,
+            ep: 0,
+            posted,
+        }
+    }
+
+    #[test]
+    fn accesses_stay_inside_posted_ranges() {
+        let mut t = OpTable::new();
+        let a = Buf::zeroed(16);
+        let a_addr = a.addr();
+        let id = t.insert(op(a, 8));
+        t.write(a_addr + 2, &[1, 2, 3]).unwrap();
+        let mut out = [0u8; 4];
+        t.read(a_addr + 1, &mut out).unwrap();
+        assert_eq!(out, [0, 1, 2, 3]);
+        // Past the posted length, though inside the allocation.
+        assert_eq!(t.write(a_addr + 6, &[0; 3]), Err(Errno::EFAULT));
+        assert_eq!(t.read(a_addr - 1, &mut out), Err(Errno::EFAULT));
+        assert_eq!(t.read(u64::MAX, &mut out), Err(Errno::EFAULT));
+        let back = t.remove(id).unwrap();
+        assert_eq!(&back.buf[..5], &[0, 0, 1, 2, 3]);
+        // Gone from the table: the core can no longer reach it.
+        assert_eq!(t.read(a_addr, &mut out), Err(Errno::EFAULT));
+        assert!(t.remove(id).is_none(), "stale id");
+        assert_eq!(t.len(), 0);
+    }
+
+    #[test]
+    fn ids_are_generational_and_nonzero() {
+        let mut t = OpTable::new();
+        let a = t.insert(op(Buf::zeroed(1), 1));
+        assert_ne!(a.raw(), 0);
+        t.remove(a).unwrap();
+        let b = t.insert(op(Buf::zeroed(1), 1));
+        assert_ne!(a, b, "slot reused under a new generation");
+        assert!(t.get(a).is_none());
+        assert_eq!(t.get(b).unwrap().context, 7);
+        assert!(t.get(OpId::from_raw(0)).is_none());
+    }
+
+    #[test]
+    fn many_buffers_and_empty_ones() {
+        let mut t = OpTable::new();
+        let mut ids = Vec::new();
+        let mut addrs = Vec::new();
+        for i in 0..32u8 {
+            let mut b = Buf::zeroed(4);
+            b.copy_from(&[i; 4]);
+            addrs.push(b.addr());
+            ids.push(t.insert(op(b, 4)));
+        }
+        let e = t.insert(op(Buf::zeroed(0), 0));
+        t.write(0, &[]).unwrap();
+        for (i, a) in addrs.iter().enumerate() {
+            let mut out = [0u8; 4];
+            t.read(*a, &mut out).unwrap();
+            assert_eq!(out, [i as u8; 4]);
+        }
+        for id in ids.iter().step_by(2) {
+            t.remove(*id).unwrap();
+        }
+        let mut out = [0u8; 1];
+        assert_eq!(t.read(addrs[0], &mut out), Err(Errno::EFAULT));
+        t.read(addrs[1], &mut out).unwrap();
+        assert_eq!(out, [1]);
+        assert!(t.remove(e).is_some());
+        assert_eq!(t.ids_of(0).len(), 16);
+    }
+}

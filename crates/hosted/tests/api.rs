@@ -1,0 +1,502 @@
+//! The safe API over real UDP loopback sockets (dp-kernel's `UdpLink`): DGRAM exchange
+//! in manual and automatic progress, blocking waits, trywait, buffers, error codes and
+//! drop order.
+
+use std::time::{Duration, Instant};
+
+use hosted::api::{AutoProgress, Buf, Cq, Domain, Endpoint, Fabric, ProgressMode};
+use hosted::ofi_nostd::Errno;
+use hosted::ofi_nostd::flags::{FI_ADDR_UNSPEC, FiAddr, Flags};
+use hosted::ofi_nostd::info::{EpType, ProviderConfig};
+
+const WAIT: Duration = Duration::from_secs(5);
+
+struct Node<C: Send + 'static = u64> {
+    domain: Domain<C>,
+    cq: Cq<C>,
+    ep: Endpoint<C>,
+    av: hosted::api::Av<C>,
+}
+
+fn node_with<C: Send + 'static>(
+    fabric: &Fabric,
+    mode: ProgressMode,
+    cfg: ProviderConfig,
+) -> Node<C> {
+    let domain = fabric
+        .domain()
+        .progress(mode)
+        .config(cfg)
+        .open::<C>()
+        .unwrap();
+    let cq = domain.cq(0).unwrap();
+    let av = domain.av().unwrap();
+    let ep = domain.endpoint(EpType::Dgram).unwrap();
+    ep.bind_cq(&cq, Flags::TRANSMIT | Flags::RECV).unwrap();
+    ep.bind_av(&av).unwrap();
+    ep.enable().unwrap();
+    Node { domain, cq, ep, av }
+}
+
+fn node<C: Send + 'static>(fabric: &Fabric, mode: ProgressMode) -> Node<C> {
+    node_with(fabric, mode, ProviderConfig::DEFAULT)
+}
+
+fn pair<C: Send + 'static>(mode: ProgressMode) -> (Node<C>, Node<C>, FiAddr, FiAddr) {
+    let fabric = Fabric::open().unwrap();
+    let a = node(&fabric, mode);
+    let b = node(&fabric, mode);
+    let a_to_b = a.av.insert(b.ep.addr()).unwrap();
+    let b_to_a = b.av.insert(a.ep.addr()).unwrap();
+    (a, b, a_to_b, b_to_a)
+}
+
+fn exchange(mode: ProgressMode) {
+    let (a, b, a_to_b, _) = pair::<&'static str>(mode);
+    b.ep.recv(Buf::zeroed(256), FI_ADDR_UNSPEC, "b-rx").unwrap();
+    let payload: Vec<u8> = (0..200u8).collect();
+    let id =
+        a.ep.send(Buf::from(payload.clone()), a_to_b, "a-tx")
+            .unwrap();
+
+    let sent = a.cq.sread(WAIT).unwrap();
+    assert_eq!(sent.context, "a-tx");
+    assert_eq!(sent.op, id);
+    assert!(sent.is_send());
+    assert_eq!(sent.result(), Ok(200));
+    assert_eq!(
+        &*sent.buf,
+        &payload[..],
+        "the send buffer comes back intact"
+    );
+
+    let got = b.cq.sread(WAIT).unwrap();
+    assert_eq!(got.context, "b-rx");
+    assert!(got.is_recv());
+    assert_eq!(got.len, 200);
+    assert_eq!(got.buf.capacity(), 256);
+    assert_eq!(
+        &*got.buf,
+        &payload[..],
+        "the receive buffer holds the message"
+    );
+    assert_eq!(got.data, None);
+    assert_eq!(a.domain.buffers_held() + b.domain.buffers_held(), 0);
+}
+
+#[test]
+fn dgram_exchange_manual_progress() {
+    exchange(ProgressMode::Manual);
+}
+
+#[test]
+fn dgram_exchange_auto_progress() {
+    exchange(ProgressMode::Auto(AutoProgress::default()));
+}
+
+#[test]
+fn auto_progress_without_spinning_sleeps_in_epoll() {
+    exchange(ProgressMode::Auto(AutoProgress {
+        spin: Duration::ZERO,
+        tick: Duration::from_millis(50),
+    }));
+}
+
+#[test]
+fn auto_progress_delivers_without_application_calls() {
+    let (a, b, a_to_b, _) = pair::<u64>(ProgressMode::Auto(AutoProgress::default()));
+    b.ep.recv(Buf::zeroed(64), FI_ADDR_UNSPEC, 1).unwrap();
+    a.ep.send(Buf::from(&b"x"[..]), a_to_b, 2).unwrap();
+    let t = Instant::now();
+    // Only non-blocking reads: the thread must do the work.
+    let c = loop {
+        match b.cq.read() {
+            Ok(c) => break c,
+            Err(e) => assert_eq!(e, Errno::EAGAIN),
+        }
+        assert!(t.elapsed() < WAIT, "no completion");
+        std::thread::sleep(Duration::from_millis(1));
+    };
+    assert_eq!(&*c.buf, b"x");
+}
+
+#[test]
+fn remote_cq_data_and_source() {
+    let (a, b, a_to_b, b_to_a) = pair::<u64>(ProgressMode::Manual);
+    b.ep.recv(Buf::zeroed(16), FI_ADDR_UNSPEC, 1).unwrap();
+    a.ep.senddata(Buf::from(&b"hi"[..]), 0xfeed, a_to_b, 2)
+        .unwrap();
+    let c = b.cq.sread(WAIT).unwrap();
+    assert_eq!(c.data, Some(0xfeed));
+    assert!(c.flags.contains(Flags::REMOTE_CQ_DATA));
+    assert_eq!(c.src, b_to_a, "FI_SOURCE names the sender by its fi_addr");
+    a.cq.sread(WAIT).unwrap();
+}
+
+#[test]
+fn inject_needs_no_buffer_and_writes_no_completion() {
+    let (a, b, a_to_b, _) = pair::<u64>(ProgressMode::Manual);
+    b.ep.recv(Buf::zeroed(16), FI_ADDR_UNSPEC, 1).unwrap();
+    let data = *b"inject";
+    a.ep.inject(&data, a_to_b).unwrap();
+    let c = b.cq.sread(WAIT).unwrap();
+    assert_eq!(&*c.buf, b"inject");
+    assert_eq!(a.cq.read().unwrap_err(), Errno::EAGAIN);
+    let big = vec![0u8; 4096];
+    assert_eq!(a.ep.inject(&big, a_to_b).unwrap_err(), Errno::EMSGSIZE);
+}
+
+#[test]
+fn sread_times_out_with_eagain() {
+    for mode in [
+        ProgressMode::Manual,
+        ProgressMode::Auto(AutoProgress::default()),
+    ] {
+        let (a, _b, _, _) = pair::<u64>(mode);
+        a.ep.recv(Buf::zeroed(8), FI_ADDR_UNSPEC, 1).unwrap();
+        let t = Instant::now();
+        let e = a.cq.sread(Duration::from_millis(100)).unwrap_err();
+        let took = t.elapsed();
+        assert_eq!(e, Errno::EAGAIN);
+        assert!(took >= Duration::from_millis(100), "{took:?}");
+        assert!(took < Duration::from_secs(2), "{took:?}");
+    }
+}
+
+#[test]
+fn sread_wakes_when_a_message_arrives() {
+    for mode in [
+        ProgressMode::Manual,
+        ProgressMode::Auto(AutoProgress::default()),
+    ] {
+        let (a, b, a_to_b, _) = pair::<u64>(mode);
+        b.ep.recv(Buf::zeroed(8), FI_ADDR_UNSPEC, 7).unwrap();
+        let t = Instant::now();
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                std::thread::sleep(Duration::from_millis(50));
+                a.ep.send(Buf::from(&b"wake"[..]), a_to_b, 1).unwrap();
+            });
+            let c = b.cq.sread(WAIT).unwrap();
+            assert_eq!(c.context, 7);
+            assert_eq!(&*c.buf, b"wake");
+        });
+        assert!(t.elapsed() < Duration::from_secs(2));
+    }
+}
+
+#[test]
+fn cq_signal_interrupts_sread() {
+    let (a, _b, _, _) = pair::<u64>(ProgressMode::Manual);
+    let t = Instant::now();
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            std::thread::sleep(Duration::from_millis(50));
+            a.cq.signal().unwrap();
+        });
+        assert_eq!(a.cq.sread(WAIT).unwrap_err(), Errno::EAGAIN);
+    });
+    assert!(t.elapsed() < Duration::from_secs(2));
+}
+
+#[test]
+fn trywait_and_fd() {
+    let (a, b, a_to_b, _) = pair::<u64>(ProgressMode::Auto(AutoProgress::default()));
+    let fd = b.cq.fd().expect("fd wait object");
+    assert_eq!(
+        b.cq.trywait().map_err(|e| e.errno()),
+        Ok(()),
+        "nothing queued"
+    );
+    b.ep.recv(Buf::zeroed(8), FI_ADDR_UNSPEC, 1).unwrap();
+    a.ep.send(Buf::from(&b"fd"[..]), a_to_b, 1).unwrap();
+    // The application's own poll on the fd.
+    let mut fds = [rustix_poll(fd)];
+    let n = rustix::event::poll(&mut fds, Some(&ts(WAIT))).unwrap();
+    assert_eq!(n, 1, "fd became readable");
+    // Completions there: trywait refuses to let the caller block.
+    let t = Instant::now();
+    while b.cq.is_empty() {
+        assert!(t.elapsed() < WAIT);
+    }
+    assert_eq!(b.cq.trywait().unwrap_err(), Errno::EAGAIN);
+    let c = b.cq.read().unwrap();
+    assert_eq!(&*c.buf, b"fd");
+    assert!(b.cq.trywait().is_ok());
+}
+
+#[test]
+fn manual_progress_fd_wakes_on_link_traffic() {
+    let (a, b, a_to_b, _) = pair::<u64>(ProgressMode::Manual);
+    b.ep.recv(Buf::zeroed(8), FI_ADDR_UNSPEC, 1).unwrap();
+    assert!(b.cq.trywait().is_ok());
+    a.ep.send(Buf::from(&b"m"[..]), a_to_b, 1).unwrap();
+    // With manual progress nothing completes until b drives progress, but its wait fd
+    // includes the link: it becomes readable so the application knows to read.
+    let mut fds = [rustix_poll(b.cq.fd().unwrap())];
+    assert_eq!(rustix::event::poll(&mut fds, Some(&ts(WAIT))).unwrap(), 1);
+    assert_eq!(&*b.cq.read().unwrap().buf, b"m");
+}
+
+fn rustix_poll(fd: std::os::fd::BorrowedFd<'_>) -> rustix::event::PollFd<'_> {
+    rustix::event::PollFd::from_borrowed_fd(fd, rustix::event::PollFlags::IN)
+}
+
+fn ts(d: Duration) -> rustix::time::Timespec {
+    rustix::time::Timespec::try_from(d).unwrap()
+}
+
+#[test]
+fn counter_wait_threshold_and_timeout() {
+    for mode in [
+        ProgressMode::Manual,
+        ProgressMode::Auto(AutoProgress::default()),
+    ] {
+        let (a, b, _, _) = pair::<u64>(mode);
+        // A second endpoint on b, with a receive counter.
+        let cq = b.domain.cq(0).unwrap();
+        let cntr = b.domain.counter().unwrap();
+        let ep = b.domain.endpoint(EpType::Dgram).unwrap();
+        ep.bind_cq(&cq, Flags::TRANSMIT | Flags::RECV).unwrap();
+        ep.bind_av(&b.av).unwrap();
+        ep.bind_counter(&cntr, Flags::RECV).unwrap();
+        ep.enable().unwrap();
+        let to = a.av.insert(ep.addr()).unwrap();
+        let t = Instant::now();
+        assert_eq!(
+            cntr.wait(1, Duration::from_millis(50)).unwrap_err(),
+            Errno::ETIMEDOUT
+        );
+        assert!(t.elapsed() >= Duration::from_millis(50));
+        for i in 0..3 {
+            ep.recv(Buf::zeroed(8), FI_ADDR_UNSPEC, i).unwrap();
+        }
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                for _ in 0..3 {
+                    std::thread::sleep(Duration::from_millis(10));
+                    a.ep.send(Buf::from(&b"c"[..]), to, 0).unwrap();
+                }
+            });
+            cntr.wait(3, WAIT).unwrap();
+        });
+        assert_eq!(cntr.read(), 3);
+        assert_eq!(cntr.readerr(), 0);
+        assert!(cntr.trywait().is_ok(), "read since the last change");
+        cntr.add(1).unwrap();
+        assert_eq!(cntr.trywait().unwrap_err(), Errno::EAGAIN);
+        assert_eq!(cntr.read(), 4);
+    }
+}
+
+#[test]
+fn emsgsize_hands_the_buffer_back() {
+    let (a, _b, a_to_b, _) = pair::<u32>(ProgressMode::Manual);
+    let big = Buf::zeroed(9000);
+    let e = a.ep.send(big, a_to_b, 5).unwrap_err();
+    assert_eq!(e.errno, Errno::EMSGSIZE);
+    let (buf, ctx) = e.into_parts();
+    assert_eq!((buf.len(), ctx), (9000, 5));
+}
+
+#[test]
+fn full_receive_queue_is_eagain() {
+    let fabric = Fabric::open().unwrap();
+    let cfg = ProviderConfig {
+        rx_size: 2,
+        tx_size: 2,
+        ..ProviderConfig::DEFAULT
+    };
+    let n: Node<u32> = node_with(&fabric, ProgressMode::Manual, cfg);
+    n.ep.recv(Buf::zeroed(8), FI_ADDR_UNSPEC, 1).unwrap();
+    n.ep.recv(Buf::zeroed(8), FI_ADDR_UNSPEC, 2).unwrap();
+    let e = n.ep.recv(Buf::zeroed(8), FI_ADDR_UNSPEC, 3).unwrap_err();
+    assert_eq!(e.errno, Errno::EAGAIN);
+    assert_eq!(e.context, 3);
+    assert_eq!(n.ep.rx_size_left(), 0);
+    assert_eq!(n.domain.buffers_held(), 2);
+}
+
+#[test]
+fn truncation_and_cancel_complete_with_errors_and_buffers() {
+    let (a, b, a_to_b, _) = pair::<u64>(ProgressMode::Manual);
+    b.ep.recv(Buf::zeroed(4), FI_ADDR_UNSPEC, 1).unwrap();
+    a.ep.send(Buf::from(&b"truncated"[..]), a_to_b, 2).unwrap();
+    let c = b.cq.sread(WAIT).unwrap();
+    let err = c.error.expect("error completion");
+    assert_eq!(err.errno, Errno::ETRUNC);
+    assert_eq!(err.olen, 5);
+    assert_eq!(&*c.buf, b"trun");
+
+    let id =
+        b.ep.recv(Buf::from(vec![9u8; 8]), FI_ADDR_UNSPEC, 3)
+            .unwrap();
+    b.ep.cancel(id).unwrap();
+    let c = b.cq.read().unwrap();
+    assert_eq!(c.op, id);
+    assert_eq!(c.context, 3);
+    assert_eq!(c.result(), Err(Errno::ECANCELED));
+    assert_eq!(c.buf.capacity(), 8);
+    a.cq.sread(WAIT).unwrap();
+}
+
+#[test]
+fn close_hands_back_outstanding_buffers() {
+    let (_a, b, _, _) = pair::<String>(ProgressMode::Manual);
+    for i in 0..3 {
+        b.ep.recv(Buf::from(vec![i; 4]), FI_ADDR_UNSPEC, format!("r{i}"))
+            .unwrap();
+    }
+    let Node { ep, domain, cq, .. } = b;
+    let mut back = ep.close();
+    back.sort_by(|x, y| x.1.cmp(&y.1));
+    let ctx: Vec<_> = back.iter().map(|(_, c)| c.as_str()).collect();
+    assert_eq!(ctx, ["r0", "r1", "r2"]);
+    assert_eq!(&*back[2].0, &[2; 4]);
+    assert_eq!(domain.buffers_held(), 0);
+    assert_eq!(cq.read().unwrap_err(), Errno::EAGAIN);
+}
+
+#[test]
+fn completions_queued_before_close_keep_their_buffers() {
+    let (a, b, a_to_b, _) = pair::<u64>(ProgressMode::Manual);
+    b.ep.recv(Buf::zeroed(8), FI_ADDR_UNSPEC, 1).unwrap();
+    b.ep.recv(Buf::zeroed(8), FI_ADDR_UNSPEC, 2).unwrap();
+    a.ep.send(Buf::from(&b"first"[..]), a_to_b, 0).unwrap();
+    a.cq.sread(WAIT).unwrap();
+    // Let b's progress deliver it without reading it.
+    let t = Instant::now();
+    while b.cq.is_empty() {
+        b.domain.progress().unwrap();
+        assert!(t.elapsed() < WAIT);
+    }
+    let Node { ep, cq, domain, .. } = b;
+    let back = ep.close();
+    assert_eq!(back.len(), 1, "only the receive that never completed");
+    assert_eq!(back[0].1, 2);
+    let c = cq.read().unwrap();
+    assert_eq!((c.context, &*c.buf), (1, &b"first"[..]));
+    assert_eq!(domain.buffers_held(), 0);
+}
+
+/// A context that counts its drops, to see every posted buffer and context freed once.
+struct Tracked(std::sync::Arc<std::sync::atomic::AtomicUsize>);
+
+impl Drop for Tracked {
+    fn drop(&mut self) {
+        self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+#[test]
+fn drop_order_is_safe_in_any_order() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    for order in 0..4 {
+        let drops = Arc::new(AtomicUsize::new(0));
+        for mode in [
+            ProgressMode::Manual,
+            ProgressMode::Auto(AutoProgress::default()),
+        ] {
+            let fabric = Fabric::open().unwrap();
+            let n: Node<Tracked> = node(&fabric, mode);
+            let me = n.av.insert(n.ep.addr()).unwrap();
+            for _ in 0..4 {
+                n.ep.recv(Buf::zeroed(64), FI_ADDR_UNSPEC, Tracked(drops.clone()))
+                    .unwrap();
+            }
+            // One completes (delivered to ourselves), three stay posted.
+            n.ep.send(Buf::from(&b"self"[..]), me, Tracked(drops.clone()))
+                .unwrap();
+            let Node { domain, cq, ep, av } = n;
+            match order {
+                0 => {
+                    drop(ep);
+                    drop(cq);
+                    drop(av);
+                    drop(domain);
+                }
+                1 => {
+                    drop(domain);
+                    drop(cq);
+                    drop(av);
+                    drop(ep);
+                }
+                2 => {
+                    drop(cq);
+                    drop(av);
+                    drop(domain);
+                    drop(ep);
+                }
+                _ => {
+                    drop(av);
+                    drop(ep);
+                    drop(domain);
+                    drop(cq);
+                }
+            }
+            assert_eq!(
+                fabric.domains(),
+                0,
+                "the domain closed with its last object"
+            );
+        }
+        assert_eq!(drops.load(Ordering::SeqCst), 10, "order {order}");
+    }
+}
+
+#[test]
+fn objects_of_another_domain_are_edomain() {
+    let fabric = Fabric::open().unwrap();
+    let a: Node<u64> = node(&fabric, ProgressMode::Manual);
+    let b: Node<u64> = node(&fabric, ProgressMode::Manual);
+    let ep = a.domain.endpoint(EpType::Dgram).unwrap();
+    assert_eq!(
+        ep.bind_cq(&b.cq, Flags::TRANSMIT).unwrap_err(),
+        Errno::EDOMAIN
+    );
+    assert_eq!(ep.bind_av(&b.av).unwrap_err(), Errno::EDOMAIN);
+    assert_eq!(ep.enable().unwrap_err(), Errno::ENOCQ);
+    ep.bind_cq(&a.cq, Flags::TRANSMIT | Flags::RECV).unwrap();
+    assert_eq!(ep.enable().unwrap_err(), Errno::ENOAV);
+}
+
+#[test]
+fn busy_close_hands_the_object_back() {
+    let fabric = Fabric::open().unwrap();
+    let n: Node<u64> = node(&fabric, ProgressMode::Manual);
+    let Node { cq, ep, av, domain } = n;
+    let (cq, e) = cq.close().map(|_| ()).unwrap_err();
+    assert_eq!(e, Errno::EBUSY);
+    let (av, e) = av.close().map(|_| ()).unwrap_err();
+    assert_eq!(e, Errno::EBUSY);
+    assert!(ep.close().is_empty());
+    cq.close().map_err(|(_, e)| e).unwrap();
+    av.close().map_err(|(_, e)| e).unwrap();
+    drop(domain);
+    assert_eq!(fabric.domains(), 0);
+}
+
+#[test]
+fn memory_registration_owns_the_buffer() {
+    let fabric = Fabric::open().unwrap();
+    let domain = fabric.domain().open::<u64>().unwrap();
+    let mr = domain
+        .register(Buf::from(vec![5u8; 32]), Flags::SEND | Flags::RECV)
+        .unwrap();
+    assert_ne!(mr.desc(), 0);
+    let _ = mr.key();
+    assert_eq!(&mr.buf()[..2], &[5, 5]);
+    let buf = mr.close();
+    assert_eq!(buf.len(), 32);
+}
+
+#[test]
+fn rdm_endpoints_open_on_the_same_domain() {
+    let fabric = Fabric::open().unwrap();
+    let domain = fabric.domain().open::<u64>().unwrap();
+    match domain.endpoint(EpType::Rdm) {
+        Ok(_) => {}
+        Err(e) => assert_eq!(e, Errno::ENOSYS),
+    }
+}
