@@ -1,11 +1,13 @@
-//! The steady-state data path allocates nothing: a DGRAM ping-pong between two endpoints
-//! over UDP loopback, through the safe API, counted by a global allocator.
+//! The steady-state data path allocates nothing: DGRAM and RDM (tagged) ping-pongs
+//! between two endpoints over UDP loopback, through the safe API, counted by a global
+//! allocator.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
-use hosted::api::{Buf, Fabric};
+use hosted::api::{AutoProgress, Buf, Cq, Domain, Endpoint, Fabric, ProgressMode};
+use hosted::ofi_nostd::Errno;
 use hosted::ofi_nostd::flags::{FI_ADDR_UNSPEC, Flags};
 use hosted::ofi_nostd::info::EpType;
 
@@ -53,44 +55,90 @@ static GLOBAL: Counting = Counting;
 
 const WAIT: Duration = Duration::from_secs(5);
 
+/// The tests measure one at a time: counting is process-wide.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 #[test]
 fn dgram_ping_pong_allocates_nothing_per_message() {
+    ping_pong(EpType::Dgram, ProgressMode::Manual);
+}
+
+#[test]
+fn rdm_tagged_ping_pong_allocates_nothing_per_message() {
+    ping_pong(EpType::Rdm, ProgressMode::Manual);
+}
+
+#[test]
+fn rdm_ping_pong_with_auto_progress_allocates_nothing_per_message() {
+    ping_pong(EpType::Rdm, ProgressMode::Auto(AutoProgress::default()));
+}
+
+/// 2000 round trips after 200 of warm-up; RDM uses tagged operations.
+fn ping_pong(ep_type: EpType, mode: ProgressMode) {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let tagged = ep_type == EpType::Rdm;
     let fabric = Fabric::open().unwrap();
     let mk = || {
-        let d = fabric.domain().open::<u64>().unwrap();
+        let d = fabric.domain().progress(mode).open::<u64>().unwrap();
         let cq = d.cq(64).unwrap();
         let av = d.av().unwrap();
-        let ep = d.endpoint(EpType::Dgram).unwrap();
+        let ep = d.endpoint(ep_type).unwrap();
         ep.bind_cq(&cq, Flags::TRANSMIT | Flags::RECV).unwrap();
         ep.bind_av(&av).unwrap();
         ep.enable().unwrap();
         (d, cq, av, ep)
     };
-    let (_da, cqa, ava, epa) = mk();
-    let (_db, cqb, avb, epb) = mk();
+    let (da, cqa, ava, epa) = mk();
+    let (db, cqb, avb, epb) = mk();
+    // With manual progress one thread drives both sides: read one CQ, progress the
+    // other domain, until a completion comes.
+    let next = |cq: &Cq<u64>, other: &Domain<u64>| {
+        let t = std::time::Instant::now();
+        loop {
+            match cq.read() {
+                Ok(c) => return c,
+                Err(e) => assert_eq!(e, Errno::EAGAIN),
+            }
+            other.progress().unwrap();
+            assert!(t.elapsed() < WAIT, "no completion");
+        }
+    };
     let to_b = ava.insert(epb.addr()).unwrap();
     let to_a = avb.insert(epa.addr()).unwrap();
-
+    let recv = |ep: &Endpoint<u64>, buf: Buf| {
+        if tagged {
+            ep.trecv(buf, FI_ADDR_UNSPEC, 0x5eed, 0, 0).unwrap();
+        } else {
+            ep.recv(buf, FI_ADDR_UNSPEC, 0).unwrap();
+        }
+    };
+    let send = |ep: &Endpoint<u64>, buf: Buf, to, i| {
+        if tagged {
+            ep.tsend(buf, to, 0x5eed, i).unwrap();
+        } else {
+            ep.send(buf, to, i).unwrap();
+        }
+    };
     // Buffers are made once and cycle between the application and the domain.
-    epa.recv(Buf::zeroed(64), FI_ADDR_UNSPEC, 0).unwrap();
-    epb.recv(Buf::zeroed(64), FI_ADDR_UNSPEC, 0).unwrap();
+    recv(&epa, Buf::zeroed(64));
+    recv(&epb, Buf::zeroed(64));
     let mut ping = Some(Buf::from(vec![0u8; 32]));
 
     let mut round = |i: u64| {
         // a → b
         let mut buf = ping.take().unwrap();
         buf[..8].copy_from_slice(&i.to_le_bytes());
-        epa.send(buf, to_b, i).unwrap();
-        let got = cqb.sread(WAIT).unwrap();
+        send(&epa, buf, to_b, i);
+        let got = next(&cqb, &da);
         assert!(got.is_recv());
         assert_eq!(got.buf[..8], i.to_le_bytes());
         // b echoes with the buffer it received, and reposts its receive... with the
         // buffer its send completion hands back (first round: a fresh one from a).
-        epb.send(got.buf, to_a, i).unwrap();
+        send(&epb, got.buf, to_a, i);
         let mut a_recv = None;
         let mut a_sent = None;
         while a_recv.is_none() || a_sent.is_none() {
-            let c = cqa.sread(WAIT).unwrap();
+            let c = next(&cqa, &db);
             c.result().unwrap();
             if c.is_recv() {
                 a_recv = Some(c);
@@ -98,17 +146,17 @@ fn dgram_ping_pong_allocates_nothing_per_message() {
                 a_sent = Some(c);
             }
         }
-        let b_sent = cqb.sread(WAIT).unwrap();
+        let b_sent = next(&cqb, &da);
         assert!(b_sent.is_send());
         let (mut echoed, sent) = (a_recv.unwrap().buf, a_sent.unwrap().buf);
         assert_eq!(echoed[..8], i.to_le_bytes());
         // Recycle: a's send buffer becomes a's next receive, b's send buffer b's.
         let mut rx = sent;
         rx.set_len(rx.capacity());
-        epa.recv(rx, FI_ADDR_UNSPEC, 0).unwrap();
+        recv(&epa, rx);
         let mut rx = b_sent.buf;
         rx.set_len(rx.capacity());
-        epb.recv(rx, FI_ADDR_UNSPEC, 0).unwrap();
+        recv(&epb, rx);
         echoed.set_len(32);
         ping = Some(echoed);
     };
@@ -128,5 +176,8 @@ fn dgram_ping_pong_allocates_nothing_per_message() {
     }
     COUNTING.store(false, Ordering::SeqCst);
     let n = ALLOCS.load(Ordering::SeqCst);
-    assert_eq!(n, 0, "{n} heap allocations in 2000 round trips");
+    assert_eq!(
+        n, 0,
+        "{ep_type:?} {mode:?}: {n} heap allocations in 2000 round trips"
+    );
 }

@@ -491,12 +491,119 @@ fn memory_registration_owns_the_buffer() {
     assert_eq!(buf.len(), 32);
 }
 
-#[test]
-fn rdm_endpoints_open_on_the_same_domain() {
+fn rdm_pair<C: Send + 'static>(mode: ProgressMode) -> (Node<C>, Node<C>, FiAddr, FiAddr) {
     let fabric = Fabric::open().unwrap();
-    let domain = fabric.domain().open::<u64>().unwrap();
-    match domain.endpoint(EpType::Rdm) {
-        Ok(_) => {}
-        Err(e) => assert_eq!(e, Errno::ENOSYS),
+    let mk = || {
+        let domain = fabric.domain().progress(mode).open::<C>().unwrap();
+        let cq = domain.cq(0).unwrap();
+        let av = domain.av().unwrap();
+        let ep = domain.endpoint(EpType::Rdm).unwrap();
+        ep.bind_cq(&cq, Flags::TRANSMIT | Flags::RECV).unwrap();
+        ep.bind_av(&av).unwrap();
+        ep.enable().unwrap();
+        Node { domain, cq, ep, av }
+    };
+    let (a, b) = (mk(), mk());
+    let a_to_b = a.av.insert(b.ep.addr()).unwrap();
+    let b_to_a = b.av.insert(a.ep.addr()).unwrap();
+    (a, b, a_to_b, b_to_a)
+}
+
+/// Reads completions from both sides (driving both when progress is manual) until
+/// `cq` yields one.
+fn next_of<C: Send + 'static>(cq: &Cq<C>, other: &Domain<C>) -> hosted::api::Completion<C> {
+    let t = Instant::now();
+    loop {
+        match cq.sread(Duration::from_millis(1)) {
+            Ok(c) => return c,
+            Err(e) => assert_eq!(e, Errno::EAGAIN),
+        }
+        other.progress().unwrap();
+        assert!(t.elapsed() < WAIT, "no completion");
     }
+}
+
+fn rdm_tagged(mode: ProgressMode) {
+    let (a, b, a_to_b, b_to_a) = rdm_pair::<u64>(mode);
+    // Posted out of order: tag 2 first, then any tag of the 0x10 family.
+    b.ep.trecv(Buf::zeroed(64), FI_ADDR_UNSPEC, 2, 0, 102)
+        .unwrap();
+    b.ep.trecv(Buf::zeroed(64), FI_ADDR_UNSPEC, 0x10, 0x0f, 110)
+        .unwrap();
+    a.ep.tsend(Buf::from(&b"sixteen"[..]), a_to_b, 0x13, 1)
+        .unwrap();
+    a.ep.tsenddata(Buf::from(&b"two"[..]), 77, a_to_b, 2, 2)
+        .unwrap();
+    let mut got = Vec::new();
+    while got.len() < 2 {
+        let c = next_of(&b.cq, &a.domain);
+        c.result().unwrap();
+        got.push((c.context, c.tag, c.data, c.src, c.buf.to_vec()));
+    }
+    got.sort();
+    assert_eq!(got[0], (102, Some(2), Some(77), b_to_a, b"two".to_vec()));
+    assert_eq!(got[1], (110, Some(0x13), None, b_to_a, b"sixteen".to_vec()));
+    let mut sent = Vec::new();
+    while sent.len() < 2 {
+        let c = next_of(&a.cq, &b.domain);
+        assert!(c.is_send());
+        sent.push((c.context, c.buf.to_vec()));
+    }
+    sent.sort();
+    assert_eq!(sent, [(1, b"sixteen".to_vec()), (2, b"two".to_vec())]);
+
+    // Larger than the eager threshold: rendezvous straight into the posted buffer.
+    let big: Vec<u8> = (0..200_000u32).map(|i| (i * 7) as u8).collect();
+    b.ep.trecv(Buf::zeroed(256 * 1024), FI_ADDR_UNSPEC, 9, 0, 9)
+        .unwrap();
+    a.ep.tsend(Buf::from(big.clone()), a_to_b, 9, 9).unwrap();
+    let c = next_of(&b.cq, &a.domain);
+    assert_eq!(c.result(), Ok(big.len()));
+    assert!(c.buf[..] == big[..], "rendezvous payload intact");
+    let c = next_of(&a.cq, &b.domain);
+    assert!(c.buf[..] == big[..], "send buffer back intact");
+    // Untagged messages on RDM too.
+    b.ep.recv(Buf::zeroed(8), FI_ADDR_UNSPEC, 3).unwrap();
+    a.ep.send(Buf::from(&b"msg"[..]), a_to_b, 3).unwrap();
+    let c = next_of(&b.cq, &a.domain);
+    assert_eq!((&*c.buf, c.tag), (&b"msg"[..], None));
+    next_of(&a.cq, &b.domain);
+    assert_eq!(a.domain.buffers_held() + b.domain.buffers_held(), 0);
+}
+
+#[test]
+fn rdm_tagged_exchange_manual_progress() {
+    rdm_tagged(ProgressMode::Manual);
+}
+
+#[test]
+fn rdm_tagged_exchange_auto_progress() {
+    rdm_tagged(ProgressMode::Auto(AutoProgress::default()));
+}
+
+#[test]
+fn tagged_ops_on_dgram_are_eopnotsupp() {
+    let (a, _b, a_to_b, _) = pair::<u64>(ProgressMode::Manual);
+    let e = a.ep.tsend(Buf::zeroed(4), a_to_b, 1, 0).unwrap_err();
+    assert_eq!(e.errno, Errno::EOPNOTSUPP);
+    let e =
+        a.ep.trecv(Buf::zeroed(4), FI_ADDR_UNSPEC, 1, 0, 0)
+            .unwrap_err();
+    assert_eq!(e.errno, Errno::EOPNOTSUPP);
+    assert_eq!(a.domain.buffers_held(), 0);
+}
+
+#[test]
+fn rdm_close_with_posted_buffers() {
+    let (a, b, a_to_b, _) = rdm_pair::<u64>(ProgressMode::Auto(AutoProgress::default()));
+    for i in 0..4 {
+        b.ep.trecv(Buf::zeroed(64), FI_ADDR_UNSPEC, i, 0, i)
+            .unwrap();
+    }
+    a.ep.tsend(Buf::from(&b"x"[..]), a_to_b, 0, 0).unwrap();
+    next_of(&b.cq, &a.domain);
+    let Node { ep, domain, .. } = b;
+    let back = ep.close();
+    assert_eq!(back.len(), 3);
+    assert_eq!(domain.buffers_held(), 0);
 }

@@ -106,7 +106,7 @@ impl<C: Send + 'static> Counter<C> {
                 .wait_begin(threshold, Some(core_deadline))?
         };
         loop {
-            {
+            let nap = {
                 let mut g = self.shared.lock();
                 if self.shared.manual() {
                     let _ = g.progress();
@@ -117,12 +117,16 @@ impl<C: Send + 'static> Counter<C> {
                 }
                 self.event.drain();
                 c.arm(&w);
-            }
-            let left = deadline.saturating_duration_since(std::time::Instant::now());
-            if left.is_zero() {
+                if self.shared.manual() {
+                    g.manual_nap(deadline)
+                } else {
+                    deadline.saturating_duration_since(std::time::Instant::now())
+                }
+            };
+            if std::time::Instant::now() >= deadline {
                 return Err(Errno::ETIMEDOUT.into());
             }
-            wait_readable(wait.as_fd(), left);
+            wait_readable(wait.as_fd(), nap);
         }
     }
 

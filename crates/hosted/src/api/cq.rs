@@ -43,6 +43,8 @@ pub struct Completion<C> {
     pub len: usize,
     /// Remote CQ data, when the sender attached some.
     pub data: Option<u64>,
+    /// The message's tag (tagged receives).
+    pub tag: Option<u64>,
     /// The sender's fi_addr (receives on FI_SOURCE endpoints), else FI_ADDR_NOTAVAIL.
     pub src: FiAddr,
     /// Set when the operation failed; the buffer comes back all the same.
@@ -57,12 +59,13 @@ impl<C> Completion<C> {
             posted,
             ..
         } = op;
-        let (flags, len, data, src, error) = match raw {
-            Raw::Ok(e) => (e.flags, e.len, e.data, e.src_addr, None),
+        let (flags, len, data, tag, src, error) = match raw {
+            Raw::Ok(e) => (e.flags, e.len, e.data, e.tag, e.src_addr, None),
             Raw::Err(e) => (
                 Flags::from_bits_retain(e.flags),
                 e.len,
                 e.data,
+                e.tag,
                 FI_ADDR_NOTAVAIL,
                 Some(CompletionError {
                     errno: Errno::from_code(e.err).unwrap_or(Errno::EIO),
@@ -85,6 +88,7 @@ impl<C> Completion<C> {
             flags,
             len,
             data: flags.contains(Flags::REMOTE_CQ_DATA).then_some(data),
+            tag: (flags.contains(Flags::RECV) && flags.contains(Flags::TAGGED)).then_some(tag),
             src,
             error,
         }
@@ -116,6 +120,7 @@ impl<C> fmt::Debug for Completion<C> {
             .field("flags", &self.flags)
             .field("len", &self.len)
             .field("data", &self.data)
+            .field("tag", &self.tag)
             .field("src", &self.src)
             .field("error", &self.error)
             .field("buf", &self.buf)
@@ -194,7 +199,7 @@ impl<C: Send + 'static> Cq<C> {
         };
         let deadline = std::time::Instant::now() + timeout;
         loop {
-            {
+            let nap = {
                 let mut g = self.shared.lock();
                 if self.shared.manual() {
                     let _ = g.progress();
@@ -213,12 +218,16 @@ impl<C: Send + 'static> Cq<C> {
                     Err(Errno::EAGAIN) => continue,
                     Err(e) => return Err(e.into()),
                 }
-            }
-            let left = deadline.saturating_duration_since(std::time::Instant::now());
-            if left.is_zero() {
+                if self.shared.manual() {
+                    g.manual_nap(deadline)
+                } else {
+                    deadline.saturating_duration_since(std::time::Instant::now())
+                }
+            };
+            if std::time::Instant::now() >= deadline {
                 return Err(Errno::EAGAIN.into());
             }
-            wait_readable(wait.as_fd(), left);
+            wait_readable(wait.as_fd(), nap);
         }
     }
 

@@ -2,7 +2,7 @@
 
 use ofi_nostd::Errno;
 use ofi_nostd::addr::EpAddr;
-use ofi_nostd::domain::{BindTarget, EpHandle, MsgArgs};
+use ofi_nostd::domain::{BindTarget, EpHandle, MsgArgs, TaggedArgs};
 use ofi_nostd::flags::{FiAddr, Flags};
 use ofi_nostd::mem::{IoVec, Memory};
 
@@ -28,8 +28,14 @@ pub struct Endpoint<C: Send + 'static = u64> {
 }
 
 enum Kind {
-    Send { data: Option<u64> },
-    Recv,
+    Send {
+        data: Option<u64>,
+        tag: Option<u64>,
+    },
+    /// A receive, tagged with (tag, ignore) or not.
+    Recv {
+        tag: Option<(u64, u64)>,
+    },
 }
 
 /// A [`Memory`] over one borrowed slice, for injects (copied before the call returns).
@@ -118,7 +124,15 @@ impl<C: Send + 'static> Endpoint<C> {
     /// the completion (or in the error). -FI_EMSGSIZE beyond the endpoint's
     /// `max_msg_size`, -FI_EAGAIN when the transmit queue or the CQ is full.
     pub fn send(&self, buf: Buf, dest: FiAddr, context: C) -> Result<OpId, PostError<C>> {
-        self.post(Kind::Send { data: None }, buf, dest, context)
+        self.post(
+            Kind::Send {
+                data: None,
+                tag: None,
+            },
+            buf,
+            dest,
+            context,
+        )
     }
 
     /// `fi_senddata`: a send carrying 64 bits of remote CQ data.
@@ -129,13 +143,96 @@ impl<C: Send + 'static> Endpoint<C> {
         dest: FiAddr,
         context: C,
     ) -> Result<OpId, PostError<C>> {
-        self.post(Kind::Send { data: Some(data) }, buf, dest, context)
+        self.post(
+            Kind::Send {
+                data: Some(data),
+                tag: None,
+            },
+            buf,
+            dest,
+            context,
+        )
     }
 
     /// `fi_recv`: posts `buf` (its whole capacity) for one message from `src`
     /// (FI_ADDR_UNSPEC: anyone).
     pub fn recv(&self, buf: Buf, src: FiAddr, context: C) -> Result<OpId, PostError<C>> {
-        self.post(Kind::Recv, buf, src, context)
+        self.post(Kind::Recv { tag: None }, buf, src, context)
+    }
+
+    /// `fi_tsend`: a tagged send (FI_EP_RDM endpoints with FI_TAGGED; -FI_EOPNOTSUPP
+    /// otherwise). Otherwise as [`Endpoint::send`].
+    pub fn tsend(
+        &self,
+        buf: Buf,
+        dest: FiAddr,
+        tag: u64,
+        context: C,
+    ) -> Result<OpId, PostError<C>> {
+        self.post(
+            Kind::Send {
+                data: None,
+                tag: Some(tag),
+            },
+            buf,
+            dest,
+            context,
+        )
+    }
+
+    /// `fi_tsenddata`: a tagged send carrying remote CQ data.
+    pub fn tsenddata(
+        &self,
+        buf: Buf,
+        data: u64,
+        dest: FiAddr,
+        tag: u64,
+        context: C,
+    ) -> Result<OpId, PostError<C>> {
+        self.post(
+            Kind::Send {
+                data: Some(data),
+                tag: Some(tag),
+            },
+            buf,
+            dest,
+            context,
+        )
+    }
+
+    /// `fi_trecv`: posts `buf` for one message whose tag equals `tag` in every bit not
+    /// set in `ignore`, from `src` (FI_ADDR_UNSPEC: anyone; a specific source needs
+    /// FI_DIRECTED_RECV). The completion's [`Completion::tag`](super::Completion::tag)
+    /// is the message's tag.
+    pub fn trecv(
+        &self,
+        buf: Buf,
+        src: FiAddr,
+        tag: u64,
+        ignore: u64,
+        context: C,
+    ) -> Result<OpId, PostError<C>> {
+        self.post(
+            Kind::Recv {
+                tag: Some((tag, ignore)),
+            },
+            buf,
+            src,
+            context,
+        )
+    }
+
+    /// `fi_tinject`: a tagged inject, copied before the call returns; no completion.
+    pub fn tinject(&self, data: &[u8], dest: FiAddr, tag: u64) -> Result<()> {
+        let mem = Borrowed {
+            base: data.as_ptr() as u64,
+            bytes: data,
+        };
+        let iov = IoVec::new(mem.base, data.len());
+        let mut g = self.shared.lock();
+        g.core.tinject(self.h, &mem, iov, dest, tag)?;
+        self.after_send(&mut g);
+        Ok(())
     }
 
     /// `fi_inject`: sends `data`, copied before the call returns; no completion.
@@ -167,7 +264,7 @@ impl<C: Send + 'static> Endpoint<C> {
     fn post(&self, kind: Kind, buf: Buf, addr: FiAddr, context: C) -> Result<OpId, PostError<C>> {
         let posted = match kind {
             Kind::Send { .. } => buf.len(),
-            Kind::Recv => buf.capacity(),
+            Kind::Recv { .. } => buf.capacity(),
         };
         let iov = [IoVec::new(buf.addr(), posted)];
         let mut g = self.shared.lock();
@@ -178,29 +275,48 @@ impl<C: Send + 'static> Endpoint<C> {
             ep: self.h.index(),
             posted,
         });
-        let mut args = MsgArgs::new(&iov, addr, id.raw());
+        // Every post asks for a completion: it is what hands the buffer back.
+        let dir = match kind {
+            Kind::Send { .. } => Flags::TRANSMIT,
+            Kind::Recv { .. } => Flags::RECV,
+        };
+        let mut flags = inner
+            .core
+            .ep(self.h)
+            .and_then(|e| e.getopsflag(dir))
+            .unwrap_or(Flags::empty())
+            | Flags::COMPLETION;
         let r = match kind {
-            Kind::Send { data } => {
-                let mut flags = inner
-                    .core
-                    .ep(self.h)
-                    .and_then(|e| e.getopsflag(Flags::TRANSMIT))
-                    .unwrap_or(Flags::empty())
-                    | Flags::COMPLETION;
+            Kind::Send { data, tag } => {
+                let mut args = TaggedArgs::new(&iov, addr, tag.unwrap_or(0), id.raw());
                 if let Some(d) = data {
                     args.data = d;
                     flags |= Flags::REMOTE_CQ_DATA;
                 }
-                inner.core.sendmsg(self.h, &inner.ops, &args, flags)
+                match tag {
+                    Some(_) => inner.core.tsendmsg(self.h, &inner.ops, &args, flags),
+                    None => {
+                        let m = MsgArgs {
+                            data: args.data,
+                            ..MsgArgs::new(&iov, addr, id.raw())
+                        };
+                        inner.core.sendmsg(self.h, &inner.ops, &m, flags)
+                    }
+                }
             }
-            Kind::Recv => {
-                let flags = inner
+            Kind::Recv { tag: None } => {
+                inner
                     .core
-                    .ep(self.h)
-                    .and_then(|e| e.getopsflag(Flags::RECV))
-                    .unwrap_or(Flags::empty())
-                    | Flags::COMPLETION;
-                inner.core.recvmsg(self.h, &args, flags)
+                    .recvmsg(self.h, &MsgArgs::new(&iov, addr, id.raw()), flags)
+            }
+            Kind::Recv {
+                tag: Some((tag, ignore)),
+            } => {
+                let args = TaggedArgs {
+                    ignore,
+                    ..TaggedArgs::new(&iov, addr, tag, id.raw())
+                };
+                inner.core.trecvmsg(self.h, &args, flags)
             }
         };
         match r {

@@ -7,6 +7,7 @@
 //! | `fi_cq_open` / `fi_cntr_open` / `fi_av_open` / `fi_mr_reg` | [`Domain::cq`], [`Domain::counter`], [`Domain::av`], [`Domain::register`] |
 //! | `fi_endpoint`, `fi_ep_bind`, `fi_enable` | [`Domain::endpoint`], [`Endpoint::bind_cq`] ..., [`Endpoint::enable`] |
 //! | `fi_send` / `fi_recv` / `fi_inject` | [`Endpoint::send`], [`Endpoint::recv`], [`Endpoint::inject`] |
+//! | `fi_tsend` / `fi_trecv` / `fi_tinject` | [`Endpoint::tsend`], [`Endpoint::trecv`], [`Endpoint::tinject`] |
 //! | `fi_cq_read` / `fi_cq_sread` / `fi_trywait` | [`Cq::read`], [`Cq::sread`], [`Cq::trywait`] |
 //! | `fi_close` | `close(self)` on each object, or `Drop` |
 //!
@@ -27,7 +28,10 @@
 //! # Progress
 //!
 //! [`ProgressMode::Manual`] (the default): progress runs when the application reads a
-//! CQ, waits on a CQ or counter, posts a send, or calls [`Domain::progress`].
+//! CQ, waits on a CQ or counter, posts a send, or calls [`Domain::progress`]; a blocking
+//! wait also wakes for the core's timers (RDM retransmissions, acks). As in libfabric,
+//! each domain then needs its application to keep calling in: a thread blocked on one
+//! domain does not move another.
 //! [`ProgressMode::Auto`]: a thread per domain runs it (see [`AutoProgress`]). In both,
 //! one mutex per domain guards the core, held for one operation or one progress pass.
 //!
@@ -513,8 +517,9 @@ impl<C: Send + 'static> Domain<C> {
         Ok(Av::new(self.shared.clone(), h))
     }
 
-    /// `fi_endpoint` of type `ep_type` with this domain's defaults. FI_EP_DGRAM works;
-    /// FI_EP_RDM is -FI_ENOSYS until the core's reliability engine lands.
+    /// `fi_endpoint` of type `ep_type` (FI_EP_DGRAM: unreliable datagrams up to the
+    /// link MTU; FI_EP_RDM: reliable messages and tagged messages of any size) with
+    /// this domain's defaults.
     pub fn endpoint(&self, ep_type: EpType) -> Result<Endpoint<C>> {
         let mut info = self.shared.info.clone();
         if ep_type == EpType::Dgram {

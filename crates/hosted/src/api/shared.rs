@@ -134,6 +134,20 @@ impl<C: Send + 'static> Inner<C> {
         self.core.poll_timeout()
     }
 
+    /// How long a waiter driving manual progress may block: until `deadline`, or the
+    /// core's next timer if sooner (at least a short pause when work is already due but
+    /// did not move, so waiting never spins).
+    pub(crate) fn manual_nap(&self, deadline: std::time::Instant) -> std::time::Duration {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        match self.next_timeout() {
+            None => left,
+            Some(at) => {
+                let d = at.saturating_duration_since(now()).total_micros();
+                std::time::Duration::from_micros(d.max(100)).min(left)
+            }
+        }
+    }
+
     /// Signals the eventfd of every CQ and counter the core says must wake.
     pub(crate) fn wake(&mut self) {
         for c in &self.cqs {
