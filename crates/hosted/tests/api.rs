@@ -607,3 +607,44 @@ fn rdm_close_with_posted_buffers() {
     assert_eq!(back.len(), 3);
     assert_eq!(domain.buffers_held(), 0);
 }
+
+#[test]
+fn any_link_plugs_in_through_with_fd() {
+    use hosted::api::WithFd;
+    use hosted::ofi_nostd::net::NetConfig;
+    use std::net::{Ipv4Addr, SocketAddrV4};
+    use wire::link::Link;
+
+    let fabric = Fabric::open().unwrap();
+    let mk = |with_fd: bool| {
+        let link = dp_kernel::UdpLink::bind(SocketAddrV4::new(Ipv4Addr::LOCALHOST, 0)).unwrap();
+        let local = link.local_addr();
+        let net = NetConfig::new(&link.capabilities(), local.ip().octets(), local.port());
+        let fd = with_fd.then(|| {
+            std::os::fd::AsFd::as_fd(&link)
+                .try_clone_to_owned()
+                .unwrap()
+        });
+        // Without a descriptor the progress thread polls on its short timer.
+        let domain = fabric
+            .domain()
+            .link(WithFd::new(link, fd), net)
+            .auto_progress()
+            .open::<u64>()
+            .unwrap();
+        let cq = domain.cq(0).unwrap();
+        let av = domain.av().unwrap();
+        let ep = domain.endpoint(EpType::Dgram).unwrap();
+        ep.bind_cq(&cq, Flags::TRANSMIT | Flags::RECV).unwrap();
+        ep.bind_av(&av).unwrap();
+        ep.enable().unwrap();
+        Node { domain, cq, ep, av }
+    };
+    let (a, b) = (mk(true), mk(false));
+    let to_b = a.av.insert(b.ep.addr()).unwrap();
+    assert_eq!(b.domain.local_addr().port, b.ep.addr().port);
+    b.ep.recv(Buf::zeroed(16), FI_ADDR_UNSPEC, 1).unwrap();
+    a.ep.send(Buf::from(&b"custom"[..]), to_b, 2).unwrap();
+    assert_eq!(&*b.cq.sread(WAIT).unwrap().buf, b"custom");
+    assert_eq!(a.cq.sread(WAIT).unwrap().context, 2);
+}
