@@ -2,7 +2,7 @@
 //! firmware image. (The benchmarks moved to `bench.rs`.)
 //!
 //! Test hooks succeed with "nothing to run yet" only when there is genuinely nothing to
-//! run; once tests exist they run them. The other workflows fail until implemented.
+//! run; once tests exist they run them.
 
 use crate::cmd::{self, Result};
 use crate::ws::{PROVIDER_DIR, Workspace};
@@ -42,7 +42,7 @@ pub fn firmware_tests(ws: &Workspace) -> Result {
         println!("firmware tests: nothing to run yet (firmware has no image binary)");
         return Ok(());
     }
-    firmware(ws)
+    crate::firmware::test(ws)
 }
 
 /// `cargo xtask provider`: build the C ABI provider in release and install it as
@@ -51,19 +51,13 @@ pub fn provider(ws: &Workspace) -> Result {
     crate::provider::run(ws)
 }
 
-/// `cargo xtask firmware`: build the DPU image and boot it under QEMU.
-pub fn firmware(_ws: &Workspace) -> Result {
-    not_implemented(
-        "firmware",
-        "builds the firmware image for aarch64-unknown-none and boots it under QEMU with virtio-net on a host TAP",
-        "DPU firmware image",
-    )
-}
-
-/// The error of a workflow that a later issue implements.
-fn not_implemented(name: &str, what: &str, issue: &str) -> Result {
-    println!("{name}: {what}.");
-    Err(format!(
-        "not implemented yet (issue: {issue}; the hook is in xtask/src/hooks.rs)"
-    ))
+/// `cargo xtask firmware [--run | --test]`: build the DPU image, report its sizes, and
+/// with `--run` boot it under QEMU, with `--test` boot it and test it from the host (see
+/// [`crate::firmware`]).
+pub fn firmware(ws: &Workspace, run: bool, test: bool) -> Result {
+    if test {
+        crate::firmware::test(ws)
+    } else {
+        crate::firmware::run(ws, run)
+    }
 }

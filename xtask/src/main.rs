@@ -6,6 +6,7 @@
 mod bench;
 mod cmd;
 mod demo;
+mod firmware;
 mod fuzz;
 mod hooks;
 mod prereq;
@@ -60,8 +61,18 @@ enum Task {
     /// Build the C ABI provider (release) as target/provider/libnostd-fi.so; prints that
     /// directory (for FI_PROVIDER_PATH) last.
     Provider,
-    /// Build the DPU firmware image and boot it under QEMU (not yet).
-    Firmware,
+    /// Build the DPU firmware image (aarch64-unknown-none) and report its code size and
+    /// static RAM; with --run, boot it under QEMU with virtio-net on a host TAP device.
+    Firmware {
+        /// Boot the image under qemu-system-aarch64 (root: it creates a TAP device) and
+        /// show its decoded defmt log until Ctrl-C.
+        #[arg(long, conflicts_with = "test")]
+        run: bool,
+        /// Boot the image and run the host's ping-pong test against it (the firmware
+        /// step of `cargo xtask test`).
+        #[arg(long)]
+        test: bool,
+    },
     /// Benchmarks, reported in target/bench/report.md: tag matching against queue length
     /// now; ping-pong latency and bandwidth once the data path exists.
     Bench {
@@ -81,7 +92,7 @@ fn main() -> ExitCode {
         Task::TestHosted => ("test-hosted", hooks::test_hosted(&ws)),
         Task::TestDpdk => ("test-dpdk", hooks::test_dpdk(&ws)),
         Task::Provider => ("provider", hooks::provider(&ws)),
-        Task::Firmware => ("firmware", hooks::firmware(&ws)),
+        Task::Firmware { run, test } => ("firmware", hooks::firmware(&ws, *run, *test)),
         Task::Bench { quick } => ("bench", bench::run(&ws, *quick)),
     };
     match result {

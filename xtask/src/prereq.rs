@@ -104,7 +104,13 @@ pub const DEBIAN_PACKAGES: &[DebianPackage] = &[
     DebianPackage {
         probe: Probe::Command("qemu-system-aarch64"),
         package: "qemu-system-arm",
-        needed_by: "firmware tests",
+        needed_by: "firmware tests (boots the image on QEMU virt)",
+        needed: Workspace::has_firmware_image,
+    },
+    DebianPackage {
+        probe: Probe::Command("ip"),
+        package: "iproute2",
+        needed_by: "firmware tests (addresses the TAP device)",
         needed: Workspace::has_firmware_image,
     },
 ];
