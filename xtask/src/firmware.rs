@@ -13,9 +13,10 @@
 //!   it and checks the decoded log shows the run.
 //!
 //! The TAP device is created by QEMU itself (not persistent), so it disappears whenever
-//! QEMU ends, however xtask ends: Ctrl-C reaches QEMU too, and a guard kills QEMU (and
-//! deletes the device should it linger) on every other exit path. Nothing is routed
-//! beyond the TAP's /24.
+//! QEMU ends, and QEMU never outlives xtask: Ctrl-C reaches QEMU too, a guard kills QEMU
+//! (and deletes the device should it linger) on every error path, and QEMU runs under
+//! `setpriv --pdeathsig KILL` so even a signal to xtask alone takes it down. Nothing is
+//! routed beyond the TAP's /24.
 
 use std::io::{BufRead as _, BufReader};
 use std::path::{Path, PathBuf};
@@ -325,7 +326,16 @@ impl Vm {
             .join("firmware");
         std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
         let log_path = dir.join("firmware.log");
-        let mut qemu = Command::new("qemu-system-aarch64");
+        // QEMU must not outlive xtask whatever kills it (a signal to xtask alone skips
+        // every destructor): `setpriv --pdeathsig` has the kernel kill it then, and the
+        // TAP device goes with it.
+        let mut qemu = if cmd::on_path("setpriv") {
+            let mut c = Command::new("setpriv");
+            c.args(["--pdeathsig", "KILL", "--", "qemu-system-aarch64"]);
+            c
+        } else {
+            Command::new("qemu-system-aarch64")
+        };
         qemu.args([
             "-M",
             "virt",
