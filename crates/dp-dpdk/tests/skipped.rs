@@ -4,7 +4,7 @@
 #[cfg(not(feature = "dpdk"))]
 #[test]
 fn dpdk_tests_need_the_dpdk_feature() {
-    assert!(!dp_dpdk::ENABLED);
+    const { assert!(!dp_dpdk::ENABLED) };
     println!(
         "dp-dpdk: built without the `dpdk` feature: the DPDK tests (net_ring, net_memif, \
          net_af_packet) are skipped; `cargo xtask test-dpdk` runs them"
@@ -14,5 +14,5 @@ fn dpdk_tests_need_the_dpdk_feature() {
 #[cfg(feature = "dpdk")]
 #[test]
 fn built_against_dpdk() {
-    assert!(dp_dpdk::ENABLED);
+    const { assert!(dp_dpdk::ENABLED) };
 }
