@@ -152,8 +152,11 @@ struct Port {
     addr: SocketAddrV4,
     down: bool,
     rx: VecDeque<Datagram>,
-    egress_free_at: Instant,
-    egress_queued: usize,
+    /// When the egress wire is free again, in nanoseconds (finer than `Instant`, so
+    /// serialisation times do not round away).
+    egress_free_ns: u64,
+    /// Departure times of the datagrams queued for egress, oldest first.
+    egress: VecDeque<Instant>,
 }
 
 /// The simulated network.
@@ -190,8 +193,8 @@ impl NetSim {
             addr,
             down: false,
             rx: VecDeque::new(),
-            egress_free_at: Instant::ZERO,
-            egress_queued: 0,
+            egress_free_ns: 0,
+            egress: VecDeque::new(),
         });
         self.ports.len() - 1
     }
@@ -237,20 +240,22 @@ impl NetSim {
         let f = &self.faults;
         let (delay, jitter, rate, limit) = (f.delay, f.jitter, f.rate_bps, f.queue_limit);
         let p = &mut self.ports[port];
-        if p.egress_free_at <= self.now {
-            p.egress_queued = 0;
+        let now = self.now;
+        while p.egress.front().is_some_and(|t| *t <= now) {
+            p.egress.pop_front();
         }
-        if p.egress_queued >= limit {
+        if p.egress.len() >= limit {
             self.stats.queue_drops += 1;
             return;
         }
         // Serialisation at the port's rate: the datagram leaves when the wire is free.
-        let start = p.egress_free_at.max(self.now);
+        let now_ns = now.total_micros().saturating_mul(1000);
+        let start = p.egress_free_ns.max(now_ns);
         let wire_bits = (payload.len() as u64 + 42) * 8; // Ethernet + IPv4 + UDP headers
-        let tx_time = (wire_bits * 1_000_000).checked_div(rate).unwrap_or(0);
-        p.egress_free_at = start + Duration::from_micros(tx_time);
-        p.egress_queued += 1;
-        let departs = p.egress_free_at;
+        let tx_ns = (wire_bits * 1_000_000_000).checked_div(rate).unwrap_or(0);
+        p.egress_free_ns = start + tx_ns;
+        let departs = Instant::from_micros(p.egress_free_ns.div_ceil(1000));
+        p.egress.push_back(departs);
         let src = p.addr;
         if p.down {
             self.stats.cut += 1;

@@ -552,6 +552,19 @@ pub mod traffic {
         pub sizes: Vec<(u32, usize, usize)>,
         /// Sends a node keeps posted at once.
         pub send_window: usize,
+        /// Sends a node keeps posted to one destination at once. With `recv_ahead`
+        /// this bounds what a receiver must buffer as unexpected: an application that
+        /// lets every peer run arbitrarily far ahead of its receives needs unbounded
+        /// buffering with any provider (the engine then pushes back, see the
+        /// back-pressure test, but this generator's receive policy would deadlock).
+        pub dest_window: usize,
+        /// A message may be sent only while its receiver has posted receives for all
+        /// but the last `slack` messages of its stream before it: a bounded number of
+        /// messages arrive unexpected. (Application-level flow control, as MPI
+        /// libraries do: without it a receiver that buffers every early message needs
+        /// unbounded memory, and with bounded memory single-session ordering can stall
+        /// a stream behind another stream's unexpected messages.)
+        pub slack: usize,
         /// Receives a node keeps posted per (sender, kind) stream.
         pub recv_ahead: usize,
         /// Only node 0 sends, only to node 1 (goodput measurements).
@@ -571,7 +584,9 @@ pub mod traffic {
                     (1, (64 << 10) + 1, 1 << 20),
                 ],
                 send_window: 48,
-                recv_ahead: 4,
+                dest_window: 8,
+                slack: 4,
+                recv_ahead: 8,
                 one_way: false,
             }
         }
@@ -657,6 +672,8 @@ pub mod traffic {
         next_send: usize,
         /// Sends in flight: context -> (msg, buffer offset).
         in_flight: std::collections::HashMap<u64, (Msg, usize)>,
+        /// Sends in flight per destination.
+        to_dest: Vec<usize>,
         /// Per (src, kind): next message index to post a receive for, and receives
         /// posted (context -> (msg, offset)).
         next_recv: Vec<[usize; 2]>,
@@ -723,6 +740,7 @@ pub mod traffic {
                 recv_slab: Slab::new(half).0,
                 next_send: 0,
                 in_flight: Default::default(),
+                to_dest: vec![0; n],
                 next_recv: vec![[0, 0]; n],
                 posted: Default::default(),
                 expect: vec![[0, 0]; n],
@@ -743,7 +761,16 @@ pub mod traffic {
                     let Some((m, off)) = st[i].in_flight.remove(&e.context) else {
                         panic!("node {i}: send completion for unknown context {e:?}");
                     };
-                    assert_eq!(e.err, None, "node {i}: send {m:?} failed: {e:?}");
+                    if e.err.is_some() {
+                        let st = |k: usize| {
+                            c.nodes[k].dom.ep(c.nodes[k].ep).map(|ep| ep.rdm().map(|r| *r.stats()))
+                        };
+                        panic!(
+                            "node {i}: send {m:?} failed at {now:?}: {e:?}\nsender {:?}\nreceiver {:?}",
+                            st(i),
+                            st(m.dst)
+                        );
+                    }
                     let want = if m.tagged {
                         Flags::SEND | Flags::TAGGED
                     } else {
@@ -751,6 +778,7 @@ pub mod traffic {
                     };
                     assert_eq!(e.flags, want, "send completion flags {e:?}");
                     st[i].send_slab.release(m.len, off);
+                    st[i].to_dest[m.dst] -= 1;
                     report.sent += 1;
                     last_done = now;
                 }
@@ -843,6 +871,12 @@ pub mod traffic {
                 }
                 while st[i].in_flight.len() < plan.send_window && st[i].next_send < order[i].len() {
                     let m = order[i][st[i].next_send];
+                    let posted_there = st[m.dst].next_recv[i][m.tagged as usize];
+                    if st[i].to_dest[m.dst] >= plan.dest_window
+                        || m.j as usize >= posted_there + plan.slack
+                    {
+                        break;
+                    }
                     let Some(off) = st[i].send_slab.alloc(m.len) else {
                         break;
                     };
@@ -878,6 +912,7 @@ pub mod traffic {
                     match r {
                         Ok(()) => {
                             st[i].in_flight.insert(ctx, (m, off));
+                            st[i].to_dest[m.dst] += 1;
                             st[i].next_send += 1;
                         }
                         Err(Errno::EAGAIN) => {
@@ -891,6 +926,39 @@ pub mod traffic {
             false
         });
         if let Err(stall) = result {
+            for (i, node) in c.nodes.iter().enumerate() {
+                let Ok(ep) = node.dom.ep(node.ep) else {
+                    continue;
+                };
+                let Some(rdm) = ep.rdm() else { continue };
+                eprintln!(
+                    "node {i}: tx ops {}, posted {}, unexpected {}, held {}, {:?}",
+                    rdm.tx_in_use(),
+                    rdm.rx_in_use(),
+                    rdm.unexpected_len(),
+                    rdm.held_packets(),
+                    rdm.stats()
+                );
+                for p in rdm.peers() {
+                    if p.ops > 0 || p.inbound > 0 || p.partial_rx || p.blocked || p.cts_pending > 0
+                    {
+                        eprintln!("  {p:?}");
+                    }
+                }
+                let stuck: Vec<_> = st[i]
+                    .in_flight
+                    .values()
+                    .map(|(m, _)| m.id)
+                    .take(8)
+                    .collect();
+                let waiting: Vec<_> = st[i]
+                    .posted
+                    .values()
+                    .map(|(m, _)| (m.src, m.j, m.tagged))
+                    .take(8)
+                    .collect();
+                eprintln!("  sends in flight {stuck:?}, receives posted {waiting:?}");
+            }
             panic!(
                 "traffic stalled ({stall:?}) at {:?}: {} of {total} received, {} sent",
                 c.sim.now(),

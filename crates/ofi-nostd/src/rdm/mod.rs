@@ -38,8 +38,8 @@ use crate::pool::{Pool, Slot};
 use crate::storage::Storage;
 use crate::time::{Duration, Instant};
 
-pub use peer::PeerState;
 use peer::{Peer, WinEntry};
+pub use peer::{PeerInfo, PeerState};
 
 /// Sentinel for "no index" in intrusive links.
 const NIL: u32 = u32::MAX;
@@ -185,6 +185,10 @@ pub struct RdmStats {
     pub resets_received: u64,
     /// Sessions that failed (timeout, reset, reject, handshake timeout).
     pub peer_failures: u64,
+    /// ... of which: retransmission timeouts without an answer (-FI_ETIMEDOUT).
+    pub fail_retransmit: u64,
+    /// ... of which: unanswered credit or liveness probes (-FI_ETIMEDOUT).
+    pub fail_probe: u64,
     /// Unexpected messages queued.
     pub unexpected: u64,
     /// Messages delivered to the application.

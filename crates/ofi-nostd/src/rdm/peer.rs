@@ -60,7 +60,17 @@ impl Rtt {
     }
 
     pub(super) fn sample(&mut self, r: u64, cfg: &RdmConfig) {
-        let r = r.max(1);
+        // A packet the receiver held back (it was blocked for want of buffers) is
+        // acknowledged late without any retransmission: its sample measures the
+        // receiver's queue, not the path. Let one sample at most double the estimate.
+        let cap = if self.sampled {
+            (2 * self.srtt).max(cfg.rto_min.total_micros())
+        } else {
+            cfg.rto_initial
+                .total_micros()
+                .max(cfg.rto_min.total_micros())
+        };
+        let r = r.clamp(1, cap);
         if self.sampled {
             let d = self.srtt.abs_diff(r);
             self.rttvar = (3 * self.rttvar + d) / 4;
@@ -309,7 +319,77 @@ fn addr_key(a: &EpAddr) -> u64 {
     ])
 }
 
+/// A snapshot of one session, for diagnostics and tests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PeerInfo {
+    /// The remote endpoint.
+    pub addr: EpAddr,
+    /// Session state.
+    pub state: PeerState,
+    /// Next sequence number to send.
+    pub next_seq: u32,
+    /// Oldest unacknowledged sequence number.
+    pub snd_una: u32,
+    /// First sequence number the peer's credits do not cover.
+    pub snd_limit: u32,
+    /// Packets queued for retransmission.
+    pub rtx_pending: u32,
+    /// Next sequence number expected from the peer.
+    pub rcv_nxt: u32,
+    /// Out-of-order packets held.
+    pub held: u32,
+    /// The in-order packet is refused for want of receive resources.
+    pub blocked: bool,
+    /// Send operations queued to the peer (a walk of its FIFO).
+    pub ops: u32,
+    /// Rendezvous sends with granted data to send.
+    pub rndv_ready: u32,
+    /// CTS packets waiting to be sent.
+    pub cts_pending: u32,
+    /// Rendezvous receives waiting for the peer's data.
+    pub inbound: u32,
+    /// An eager message from the peer is partly received.
+    pub partial_rx: bool,
+    /// Current retransmission timeout (µs).
+    pub rto: u64,
+    /// Consecutive timeouts without an answer.
+    pub timeouts: u32,
+}
+
 impl<S: Storage> Rdm<S> {
+    /// Snapshots of every session in the peer table.
+    pub fn peers(&self) -> impl Iterator<Item = PeerInfo> + '_ {
+        self.peers.as_ref().iter().filter(|p| p.used).map(|p| {
+            let mut ops = 0;
+            let mut o = p.op_head;
+            while o != NIL && ops < u32::MAX {
+                ops += 1;
+                o = self
+                    .ops
+                    .get_by_index(o as usize)
+                    .map_or(NIL, |(_, op)| op.next);
+            }
+            PeerInfo {
+                addr: p.addr,
+                state: p.state,
+                next_seq: p.next_seq,
+                snd_una: p.snd_una,
+                snd_limit: p.snd_limit,
+                rtx_pending: p.rtx_pending,
+                rcv_nxt: p.rcv_nxt,
+                held: p.held,
+                blocked: p.blocked,
+                ops,
+                rndv_ready: p.rndv_ready,
+                cts_pending: p.cts_pending,
+                inbound: p.inbound,
+                partial_rx: p.asm.is_some(),
+                rto: p.rtt.rto,
+                timeouts: p.timeouts,
+            }
+        })
+    }
+
     /// The peer-table slot of `addr`, in O(1).
     pub(super) fn find_peer(&self, addr: &EpAddr) -> Option<usize> {
         let peers = self.peers.as_ref();

@@ -341,6 +341,7 @@ impl<S: Storage> Rdm<S> {
                     let pm = &mut self.peers.as_mut()[p];
                     pm.timeouts += 1;
                     if pm.timeouts > cfg.max_retries {
+                        self.stats.fail_probe += 1;
                         self.fail_peer(p, Errno::ETIMEDOUT, false, now, ctx);
                     }
                 }
@@ -377,6 +378,7 @@ impl<S: Storage> Rdm<S> {
             None => self.peers.as_mut()[p].live_at = Some(now + interval(peer.timeouts)),
             Some(t) if now >= t => {
                 if peer.timeouts >= cfg.max_retries {
+                    self.stats.fail_probe += 1;
                     self.fail_peer(p, Errno::ETIMEDOUT, false, now, ctx);
                     return;
                 }
@@ -397,6 +399,7 @@ impl<S: Storage> Rdm<S> {
         let cfg = self.cfg;
         let peer = self.peers.as_ref()[p];
         if peer.timeouts >= cfg.max_retries {
+            self.stats.fail_retransmit += 1;
             self.fail_peer(p, Errno::ETIMEDOUT, false, now, ctx);
             return;
         }
