@@ -9,11 +9,15 @@
 //! - [`virtio`]: a virtio-net driver for the virtio-mmio transport implementing the
 //!   `wire` link traits (what QEMU's `virt` machine offers; a DPU's NIC queue driver
 //!   implements the same traits);
-//! - [`app`]: the core brought up on static pools with a ping-pong responder.
+//! - [`app`]: the core brought up on static pools with a ping-pong responder;
+//! - [`arena`]: a bump-arena [`ofi_nostd::storage::Storage`] for objects `Fixed<N>`
+//!   cannot hold (the RDM engine's buffers);
+//! - [`peer`]: the ping-pong client the host runs against the image.
 
 #![no_std]
 
 pub mod app;
+pub mod arena;
 pub mod peer;
 pub mod virtio;
 

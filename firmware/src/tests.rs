@@ -146,3 +146,42 @@ fn a_corrupted_echo_is_dropped_not_delivered() {
         assert_eq!(dropped, 1, "the UDP checksum caught it");
     });
 }
+
+#[test]
+fn responder_on_an_arena_uses_a_fraction_of_fixed() {
+    big_stack(|| {
+        let arena: &'static crate::arena::Arena<{ 256 << 10 }> =
+            Box::leak(Box::new(crate::arena::Arena::new()));
+        let mut fw_link = Box::new(Wire::new(Medium::Ethernet, None));
+        let mut host_link = Box::new(Wire::new(Medium::Ethernet, None));
+        let plan = Plan::from_mac(Plan::mac_for([10, 213, 9, 2]));
+        let mut fw = Box::new(Responder::new(&fw_link.capabilities(), &plan, arena, 1).unwrap());
+        let used = arena.used();
+        assert!(
+            used < 64 << 10,
+            "{used} bytes of arena for what Fixed<16> needs ~600 KiB"
+        );
+        let caps = Capabilities::new(Medium::Ethernet, 1514);
+        let net = NetConfig::new(&caps, [10, 213, 9, 1], FW_PORT).with_ethernet(
+            [2, 0, 0, 0, 0, 1],
+            24,
+            None,
+        );
+        let target = ofi_nostd::addr::EpAddr::new(plan.ip, plan.port, 0);
+        let mut host = Box::new(Pinger::new(net, Fixed::<16>, target, 2).unwrap());
+        let mut now = Instant::ZERO;
+        for seq in 1..=5u32 {
+            host.start(seq, 1000).unwrap();
+            let done = (0..100).any(|_| {
+                now += Duration::from_micros(10);
+                let s = host.poll(now, &mut *host_link);
+                host_link.transfer_to(&mut *fw_link);
+                fw.poll(now, &mut *fw_link);
+                fw_link.transfer_to(&mut *host_link);
+                s == PingState::Done
+            });
+            assert!(done, "ping {seq}");
+        }
+        assert_eq!(fw.stats().echoed, 5);
+    });
+}
