@@ -108,3 +108,113 @@ pub fn percentile(sorted: &[std::time::Duration], p: usize) -> std::time::Durati
     }
     sorted[(sorted.len() - 1) * p / 100]
 }
+
+/// Whether we may create network devices and namespaces; prints the notice when not.
+pub fn root_or_skip(test: &str) -> bool {
+    // SAFETY: `geteuid` has no preconditions and cannot fail.
+    let root = unsafe { libc::geteuid() } == 0;
+    if !root {
+        println!("{test}: skipped, needs root to create network namespaces and veth pairs");
+    }
+    root
+}
+
+/// Run `ip args...`, panicking with its stderr on failure.
+pub fn ip(args: &[&str]) {
+    let out = std::process::Command::new("ip")
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("run ip (iproute2)");
+    assert!(
+        out.status.success(),
+        "ip {}: {}",
+        args.join(" "),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Deletes, when dropped, the network namespace and the links it names (errors
+/// ignored: a veth end goes with its pair, or with its namespace).
+pub struct NetGuard {
+    /// Namespaces to delete.
+    pub netns: Vec<String>,
+    /// Links (in the root namespace) to delete.
+    pub links: Vec<String>,
+}
+
+impl Drop for NetGuard {
+    fn drop(&mut self) {
+        let quiet = |args: &[&str]| {
+            let _ = std::process::Command::new("ip")
+                .args(args)
+                .stdin(std::process::Stdio::null())
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .status();
+        };
+        for l in &self.links {
+            quiet(&["link", "del", l]);
+        }
+        for n in &self.netns {
+            quiet(&["netns", "del", n]);
+        }
+    }
+}
+
+/// Read /sys/class/net/<name>/<attr> (root namespace), trimmed.
+pub fn sys_class_net(name: &str, attr: &str) -> String {
+    std::fs::read_to_string(format!("/sys/class/net/{name}/{attr}"))
+        .unwrap_or_default()
+        .trim()
+        .to_owned()
+}
+
+/// Parse "aa:bb:cc:dd:ee:ff".
+pub fn parse_mac(s: &str) -> [u8; 6] {
+    let mut mac = [0u8; 6];
+    for (d, p) in mac.iter_mut().zip(s.split(':')) {
+        *d = u8::from_str_radix(p, 16).expect("hex MAC");
+    }
+    mac
+}
+
+/// Move the calling thread into network namespace `name` (`ip netns` made it).
+pub fn enter_netns(name: &str) {
+    use std::os::fd::AsRawFd;
+    let f = std::fs::File::open(format!("/var/run/netns/{name}")).expect("open netns");
+    // SAFETY: a valid namespace descriptor; only the calling thread changes namespace.
+    let r = unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) };
+    assert_eq!(r, 0, "setns: {}", std::io::Error::last_os_error());
+}
+
+/// Turn transmit checksum offload off on `ifname` (of the calling thread's namespace)
+/// with the ethtool ioctl, so the kernel's frames leave it with their UDP checksum
+/// filled in (a veth would otherwise hand AF_PACKET readers a partial checksum).
+pub fn tx_checksum_off(ifname: &str) {
+    const ETHTOOL_STXCSUM: u32 = 0x17;
+    #[repr(C)]
+    struct EthtoolValue {
+        cmd: u32,
+        data: u32,
+    }
+    let mut v = EthtoolValue {
+        cmd: ETHTOOL_STXCSUM,
+        data: 0,
+    };
+    // SAFETY: an all-zero ifreq is valid.
+    let mut ifr: libc::ifreq = unsafe { std::mem::zeroed() };
+    for (d, s) in ifr.ifr_name.iter_mut().zip(ifname.bytes()) {
+        *d = s as libc::c_char;
+    }
+    ifr.ifr_ifru.ifru_data = (&raw mut v).cast();
+    // SAFETY: a datagram socket only to carry the ioctl; closed below.
+    let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM, 0) };
+    assert!(fd >= 0, "socket: {}", std::io::Error::last_os_error());
+    // SAFETY: SIOCETHTOOL with an ifreq whose data points at a live ethtool_value.
+    let r = unsafe { libc::ioctl(fd, libc::SIOCETHTOOL, &mut ifr) };
+    let err = std::io::Error::last_os_error();
+    // SAFETY: our descriptor, closed once.
+    unsafe { libc::close(fd) };
+    assert_eq!(r, 0, "ETHTOOL_STXCSUM on {ifname}: {err}");
+}
