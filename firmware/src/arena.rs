@@ -10,6 +10,7 @@
 //! Memory is never given back (the firmware opens its objects once); a closed object's
 //! slices stay carved. Values are never dropped. Carving is a lock-free bump of an atomic
 //! offset, so a `static` arena is `Sync` and each byte is handed out at most once.
+//! (Its unit tests pass under Miri with strict provenance.)
 
 use core::cell::UnsafeCell;
 use core::marker::PhantomData;
@@ -82,7 +83,8 @@ impl<const N: usize> Arena<N> {
             return Some(NonNull::dangling());
         }
         let size = len.checked_mul(size_of::<T>())?;
-        let base = self.bytes.get() as usize;
+        let bytes = self.bytes.get().cast::<u8>();
+        let base = bytes.addr();
         let mut start = 0;
         self.used
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |used| {
@@ -93,7 +95,8 @@ impl<const N: usize> Arena<N> {
                 (end <= N).then_some(end)
             })
             .ok()?;
-        let ptr = (base + start) as *mut T;
+        // SAFETY: `start <= N - size` (checked above), so the offset stays inside `bytes`.
+        let ptr = unsafe { bytes.add(start) }.cast::<T>();
         for i in 0..len {
             // SAFETY: `start..start + size` lies inside `bytes` (checked above), was
             // claimed by this call alone (compare-exchange on `used`), and is aligned for
