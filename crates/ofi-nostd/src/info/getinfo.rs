@@ -158,7 +158,9 @@ pub struct ProviderConfig {
     /// copy goes through [`crate::mem::Memory`]); RMA-target bits only bind when RMA or
     /// atomics are requested.
     pub mr_mode: MrMode,
-    /// Largest authorization key accepted (0: keys are not supported).
+    /// Largest authorization key accepted on RDM endpoints (0: keys are not supported).
+    /// The RDM handshake proves the key with HMAC-SHA-256; DGRAM endpoints have no
+    /// handshake, so getinfo never offers them a key.
     pub max_auth_key_size: usize,
     /// Endpoints on one non-loopback domain can talk to each other (FI_LOCAL_COMM).
     pub local_comm: bool,
@@ -192,7 +194,7 @@ impl ProviderConfig {
         required_mode: Mode::empty(),
         optional_mode: Mode::empty(),
         mr_mode: MrMode::empty(),
-        max_auth_key_size: 0,
+        max_auth_key_size: crate::info::AUTH_KEY_CAP,
         local_comm: true,
         comp_order_strict: false,
     };
@@ -666,6 +668,11 @@ fn apply_hints(mut info: Info, h: &Info, version: u32, cfg: &ProviderConfig) -> 
     }
 
     // Domain.
+    let auth_max = if info.ep_attr.ep_type == EpType::Dgram {
+        0
+    } else {
+        cfg.max_auth_key_size
+    };
     let (ha, da) = (&h.domain_attr, &mut info.domain_attr);
     if !ha.name.is_empty() && ha.name != da.name {
         return None;
@@ -705,7 +712,7 @@ fn apply_hints(mut info: Info, h: &Info, version: u32, cfg: &ProviderConfig) -> 
         && within(ha.mr_iov_limit, da.mr_iov_limit)
         && within(ha.max_err_data, da.max_err_data)
         && within(ha.mr_cnt, da.mr_cnt)
-        && within(ha.auth_key.len(), cfg.max_auth_key_size))
+        && within(ha.auth_key.len(), auth_max))
     {
         return None;
     }
@@ -724,7 +731,7 @@ fn apply_hints(mut info: Info, h: &Info, version: u32, cfg: &ProviderConfig) -> 
         && within(he.max_order_raw_size, ea.max_order_raw_size)
         && within(he.max_order_war_size, ea.max_order_war_size)
         && within(he.max_order_waw_size, ea.max_order_waw_size)
-        && within(he.auth_key.len(), cfg.max_auth_key_size))
+        && within(he.auth_key.len(), auth_max))
     {
         return None;
     }

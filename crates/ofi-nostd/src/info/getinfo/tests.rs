@@ -580,12 +580,6 @@ fn attributes_beyond_the_offer_are_enodata() {
         ("domain tclass", |h, _| {
             h.domain_attr.tclass = TrafficClass::dscp(46)
         }),
-        ("domain auth_key", |h, _| {
-            h.domain_attr.auth_key = AuthKey::from_slice(b"key").unwrap()
-        }),
-        ("ep auth_key", |h, _| {
-            h.ep_attr.auth_key = AuthKey::from_slice(b"key").unwrap()
-        }),
     ];
     for (what, tweak) in too_big {
         let mut h = rdm_hints();
@@ -616,6 +610,30 @@ fn attributes_beyond_the_offer_are_enodata() {
     let r = run(None, None, Flags::empty(), Some(&h), &prov()).unwrap();
     let names: std::vec::Vec<_> = r.iter().map(|i| i.domain_attr.name.as_str()).collect();
     assert_eq!(names, ["eth1", "lo"]);
+}
+
+#[test]
+fn auth_keys_on_rdm_only() {
+    // RDM proves keys in its handshake (up to 64 bytes); DGRAM has no handshake.
+    for ep_key in [false, true] {
+        let key = AuthKey::from_slice(&[9; 64]).unwrap();
+        let mut h = rdm_hints();
+        let mut d = hints();
+        d.ep_attr.ep_type = EpType::Dgram;
+        for x in [&mut h, &mut d] {
+            if ep_key {
+                x.ep_attr.auth_key = key.clone();
+            } else {
+                x.domain_attr.auth_key = key.clone();
+            }
+        }
+        let r = run(None, None, Flags::empty(), Some(&h), &prov()).unwrap();
+        assert!(r.iter().all(|i| i.ep_attr.ep_type == EpType::Rdm));
+        assert_eq!(
+            run(None, None, Flags::empty(), Some(&d), &prov()),
+            Err(Errno::ENODATA)
+        );
+    }
 }
 
 #[test]
