@@ -17,14 +17,37 @@ pub fn test_hosted(ws: &Workspace) -> Result {
     cmd::run(&mut ws.cargo(["test", "-p", "hosted-tests", "--tests"]))
 }
 
-/// `cargo xtask test-dpdk`: the DPDK data plane on virtual devices (`net_tap`,
-/// `net_memif`, `net_af_packet`) with `--no-huge`.
+/// `cargo xtask test-dpdk`: the DPDK data plane built against the system DPDK 22.11
+/// (`--features dpdk`; Debian packages installed when missing), checked with clippy
+/// and rustdoc, then its tests on virtual devices with `--no-huge`: `net_ring` in one
+/// process, `net_memif` between two processes, `net_af_packet` on a veth pair into a
+/// network namespace against kernel UDP (root; skipped with a notice otherwise).
 pub fn test_dpdk(ws: &Workspace) -> Result {
     if ws.dpdk_tests().is_empty() {
         println!("test-dpdk: nothing to run yet (crates/dp-dpdk has no tests)");
         return Ok(());
     }
-    cmd::run(&mut ws.cargo(["test", "-p", "dp-dpdk", "--features", "dpdk", "--tests"]))
+    let dpdk_packages: Vec<_> = crate::prereq::DEBIAN_PACKAGES
+        .iter()
+        .copied()
+        .filter(|p| p.needed_by.starts_with("test-dpdk"))
+        .collect();
+    crate::prereq::ensure_debian_packages(
+        &crate::prereq::missing_packages(ws, &dpdk_packages),
+        cmd::is_root() && cmd::on_path("apt-get"),
+    )?;
+    let dpdk = ["-p", "dp-dpdk", "--features", "dpdk"];
+    cmd::run(
+        ws.cargo(["clippy"])
+            .args(dpdk)
+            .args(["--all-targets", "--", "-D", "warnings"]),
+    )?;
+    cmd::run(
+        ws.cargo(["doc", "--no-deps"])
+            .args(dpdk)
+            .env("RUSTDOCFLAGS", "-D warnings"),
+    )?;
+    cmd::run(ws.cargo(["test"]).args(dpdk).args(["--tests"]))
 }
 
 /// The provider step of `cargo xtask test`: system libfabric tools against our provider.
