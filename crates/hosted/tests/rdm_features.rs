@@ -836,3 +836,36 @@ fn slow_receiver_gets_back_pressure_not_loss() {
     done += tx(&mut c, 0).len();
     assert_eq!(done as u64, total);
 }
+
+#[test]
+fn completion_levels() {
+    let mut c = cluster(2, &NodeConfig::default());
+    for k in 0..3u64 {
+        c.nodes[1]
+            .op(|d, ep, _| d.recv(ep, IoVec::new(B + 100 * k, 100), FI_ADDR_UNSPEC, 0xB0 + k))
+            .unwrap();
+    }
+    c.nodes[0].put(0, b"levels");
+    let s = |c: &mut Cluster, ctx: u64, flags: Flags| {
+        let iov = [IoVec::new(B, 6)];
+        c.nodes[0]
+            .op(|d, ep, m| d.sendmsg(ep, m, &MsgArgs::new(&iov, 1, ctx), flags))
+            .unwrap();
+    };
+    // Injected and inject-complete: complete before anything is sent.
+    s(&mut c, 0xA0, Flags::INJECT | Flags::INJECT_COMPLETE);
+    let t = tx(&mut c, 0);
+    assert_eq!((t.len(), t[0].context, t[0].err), (1, 0xA0, None));
+    assert_eq!(rdm_stats(&c, 0).tx_packets, 0);
+    // Transmit-complete (default) and delivery-complete: after the target acked.
+    s(&mut c, 0xA1, Flags::TRANSMIT_COMPLETE);
+    s(&mut c, 0xA2, Flags::DELIVERY_COMPLETE);
+    assert!(tx(&mut c, 0).is_empty());
+    let t = wait(&mut c, 0, false, 2);
+    assert_eq!(
+        t.iter().map(|e| (e.context, e.err)).collect::<Vec<_>>(),
+        [(0xA1, None), (0xA2, None)]
+    );
+    let r = wait(&mut c, 1, true, 3);
+    assert!(r.iter().all(|e| e.len == 6 && e.err.is_none()));
+}

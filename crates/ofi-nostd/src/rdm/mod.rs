@@ -688,6 +688,8 @@ pub struct Rdm<S: Storage> {
     /// the application's memory) to copy it.
     copies_pending: u32,
     last_reset: Option<Instant>,
+    /// Where the transmitter starts its round over the peers.
+    rr: usize,
     /// Unsessioned replies (REJECT, RESET) waiting for the link; full means dropped
     /// (they are rate-limited and the other side retries).
     ctl: [Option<CtlReply>; CTL_QUEUE],
@@ -842,6 +844,7 @@ impl<S: Storage> Rdm<S> {
             tx_ready: false,
             copies_pending: 0,
             last_reset: None,
+            rr: 0,
             ctl: [None; CTL_QUEUE],
             stats: RdmStats::default(),
         })

@@ -291,8 +291,12 @@ impl<S: Storage> Rdm<S> {
             self.tx_ready = true;
             return 0;
         }
+        // Start at a different peer each time, so a link that fills up does not
+        // always starve the same peers.
         let n = self.peers.as_ref().len();
-        for p in 0..n {
+        self.rr = (self.rr + 1) % n.max(1);
+        for i in 0..n {
+            let p = (self.rr + i) % n;
             if !self.peers.as_ref()[p].used {
                 continue;
             }
