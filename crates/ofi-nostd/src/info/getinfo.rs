@@ -297,7 +297,8 @@ pub fn default_info(ep_type: EpType, iface: Option<&Interface<'_>>, cfg: &Provid
         }
     }
     let caps = if rdm { RDM_CAPS } else { DGRAM_CAPS } | comm;
-    let mtu = iface.map_or(1500, |i| i.mtu);
+    // An IPv4 datagram is at most 65535 bytes whatever the MTU (loopback's is 65536).
+    let mtu = iface.map_or(1500, |i| i.mtu).min(65535);
     let dgram_max = mtu.saturating_sub(IP_UDP_HEADER_LEN + cfg.wire_header_len);
     let max_msg_size = if rdm { cfg.max_msg_size } else { dgram_max };
     let mode = cfg.required_mode | cfg.optional_mode;
