@@ -58,6 +58,7 @@ mod dpdk {
         "rte_eth_promiscuous_enable",
         "rte_eth_stats_get",
         "rte_eth_stats_reset",
+        "rte_eth_tx_done_cleanup",
     ];
 
     /// Types used beyond the functions' signatures.

@@ -171,6 +171,17 @@ impl DpdkLink {
         self.tx_len
     }
 
+    /// Flush, then ask the driver to free the transmitted mbufs it still caches
+    /// (`rte_eth_tx_done_cleanup`; a driver frees a sent mbuf when the hardware is done
+    /// with it, often only on a later transmit). Returns how many it freed; drivers
+    /// without the call report [`Error::Dpdk`] with `ENOTSUP`.
+    pub fn tx_done_cleanup(&mut self) -> Result<u32, Error> {
+        self.flush();
+        // SAFETY: our claimed queue of a started port; 0 means "as many as possible".
+        let ret = unsafe { sys::rte_eth_tx_done_cleanup(self.port.id, self.queue, 0) };
+        Error::check("rte_eth_tx_done_cleanup", ret).map(|n| n as u32)
+    }
+
     /// Mbufs this link holds right now (received not yet freed, queued, stashed).
     pub fn held_mbufs(&self) -> usize {
         (self.rx_len - self.rx_done) + self.tx_len + self.spare_len

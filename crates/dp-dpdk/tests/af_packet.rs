@@ -105,7 +105,11 @@ impl Host {
             if let Some(p) = self.poll().into_iter().next() {
                 return p;
             }
-            assert!(Instant::now() < deadline, "no datagram before the deadline");
+            assert!(
+                Instant::now() < deadline,
+                "no datagram before the deadline ({:?})",
+                self.link.stats()
+            );
         }
     }
 }
@@ -119,17 +123,27 @@ fn check(p: &[u8], len: usize, seq: u32) {
 
 #[test]
 fn af_packet_interoperates_with_kernel_udp() {
-    const TEST: &str = "af_packet_interoperates_with_kernel_udp";
-    if !root_or_skip(TEST) {
+    interop_with_kernel_udp(
+        "af_packet_interoperates_with_kernel_udp",
+        "net_af_packet",
+        "",
+        1,
+    );
+}
+
+/// The test body for a DPDK driver `driver` bound to a veth end by `iface=` plus
+/// `extra` devargs; `n` keeps names and subnets of concurrent tests apart.
+fn interop_with_kernel_udp(test: &str, driver: &str, extra: &str, n: u32) {
+    if !root_or_skip(test) {
         return;
     }
     let pid = std::process::id();
     let (a, b, ns) = (
-        format!("dpk{pid}a"),
-        format!("dpk{pid}b"),
-        format!("dp-dpdk-{pid}"),
+        format!("dpk{pid}{n}a"),
+        format!("dpk{pid}{n}b"),
+        format!("dp-dpdk-{pid}-{n}"),
     );
-    let x = (pid % 250) as u8 + 1;
+    let x = ((pid * 2 + n) % 250) as u8 + 1;
     let (dpdk_ip, kernel_ip) = (Ipv4Addr::new(10, 215, x, 1), Ipv4Addr::new(10, 215, x, 2));
     // Armed before anything exists, so a failure anywhere below still removes it all.
     let _guard = NetGuard {
@@ -180,10 +194,10 @@ fn af_packet_interoperates_with_kernel_udp() {
 
     let port = Port::open(
         eal(),
-        &PortConfig::vdev(&format!("net_af_packet_t{pid}"), &format!("iface={a}")),
+        &PortConfig::vdev(&format!("{driver}_t{pid}"), &format!("iface={a}{extra}")),
     )
-    .unwrap();
-    assert_eq!(port.driver(), "net_af_packet");
+    .unwrap_or_else(|e| panic!("{test}: open {driver} on {a}: {e}"));
+    assert_eq!(port.driver(), driver);
     assert_eq!(port.mac(), parse_mac(&sys_class_net(&a, "address")));
     let start = port.mempool().in_use();
     let link = port.link(0).unwrap();
@@ -275,7 +289,7 @@ fn af_packet_interoperates_with_kernel_udp() {
         "{s:?}"
     );
     println!(
-        "{TEST}: {seq} datagrams echoed by the kernel, {} ARP replies sent, {} other frames seen; {s:?}",
+        "{test}: {seq} datagrams echoed by the kernel, {} ARP replies sent, {} other frames seen; {s:?}",
         host.arp_replies, host.other
     );
     drop(host);
