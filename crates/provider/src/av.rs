@@ -14,9 +14,9 @@ use ofi_nostd::info::AddrFormat;
 
 use crate::domain::DomainFid;
 use crate::fid::{FidObject, fi_ops, object, publish, release};
-use crate::heap::Heap;
 use crate::sys;
 use crate::util::{bytes, cstr, neg, put, ret};
+use hosted::storage::Heap;
 
 /// Longest address string handled (FI_ADDR_STR lookups and straddr).
 const STR_MAX: usize = 128;
@@ -52,6 +52,16 @@ unsafe impl FidObject for AvFid {
 }
 
 impl AvFid {
+    /// The core handle of this object.
+    pub(crate) fn handle(&self) -> AvHandle<Heap> {
+        self.handle
+    }
+
+    /// The domain this object belongs to.
+    pub(crate) fn domain_ptr(&self) -> *const DomainFid {
+        self.domain
+    }
+
     fn domain(&self) -> &DomainFid {
         // SAFETY: a domain outlives its AVs (its fi_close is refused while one is open).
         unsafe { &*self.domain }
@@ -345,7 +355,11 @@ unsafe extern "C" fn remove(
 /// # Safety
 ///
 /// `addr` is NULL or holds `*addrlen` bytes; `addrlen` is writable.
-unsafe fn give(data: &[u8], addr: *mut c_void, addrlen: *mut usize) -> Result<(), Errno> {
+pub(crate) unsafe fn give(
+    data: &[u8],
+    addr: *mut c_void,
+    addrlen: *mut usize,
+) -> Result<(), Errno> {
     // SAFETY: readable and writable (contract).
     let room = unsafe { addrlen.read_unaligned() };
     let n = room.min(data.len());

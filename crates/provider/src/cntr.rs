@@ -8,10 +8,11 @@ use ofi_nostd::domain::CntrHandle;
 use ofi_nostd::eq::WaitObj;
 use ofi_nostd::time::Instant;
 
-use crate::domain::DomainFid;
-use crate::fid::{FidObject, fi_ops, object, poll_until, publish, release};
+use crate::domain::{DomainFid, Wake};
+use crate::fid::{FidObject, fi_ops_control, object, poll_until, publish, release};
 use crate::sys;
 use crate::util::{neg, put, ret};
+use crate::wait::WaitFd;
 
 /// An open counter.
 #[repr(C)]
@@ -19,9 +20,12 @@ pub struct CntrFid {
     c: sys::fid_cntr,
     domain: *const DomainFid,
     handle: CntrHandle,
+    wait_obj: WaitObj,
+    /// The native wait object (FI_WAIT_FD and FI_WAIT_UNSPEC).
+    wait: Option<WaitFd>,
 }
 
-static CNTR_FI_OPS: sys::fi_ops = fi_ops(close);
+static CNTR_FI_OPS: sys::fi_ops = fi_ops_control(close, control);
 
 static CNTR_OPS: sys::fi_ops_cntr = sys::fi_ops_cntr {
     size: size_of::<sys::fi_ops_cntr>(),
@@ -44,15 +48,38 @@ unsafe impl FidObject for CntrFid {
 }
 
 impl CntrFid {
+    /// The core handle of this object.
+    pub(crate) fn handle(&self) -> CntrHandle {
+        self.handle
+    }
+
+    /// The domain this object belongs to.
+    pub(crate) fn domain_ptr(&self) -> *const DomainFid {
+        self.domain
+    }
+
     fn domain(&self) -> &DomainFid {
         // SAFETY: a domain outlives its counters (its fi_close is refused while one is
         // open).
         unsafe { &*self.domain }
     }
 
-    /// Runs `f` on the core counter under the domain lock.
+    /// Runs `f` on the core counter for a data-path call (see [`crate::lock`]).
     fn with<R>(&self, f: impl FnOnce(&mut Cntr) -> Result<R, Errno>) -> Result<R, Errno> {
-        self.domain().with(|d| f(d.cntr_mut(self.handle)?))
+        self.domain().data(|st| {
+            let r = f(st.core.cntr_mut(self.handle)?);
+            st.wake();
+            r
+        })
+    }
+
+    /// Runs progress, then `f` on the core counter (reads: with manual progress,
+    /// reading a counter is how an application that only uses counters moves data).
+    fn progress_with<R>(&self, f: impl FnOnce(&mut Cntr) -> Result<R, Errno>) -> Result<R, Errno> {
+        self.domain().data(|st| {
+            st.progress();
+            f(st.core.cntr_mut(self.handle)?)
+        })
     }
 }
 
@@ -101,9 +128,21 @@ pub unsafe extern "C" fn open(
         };
         attr.validate()?;
         crate::cq::supported_wait(attr.wait_obj)?;
-        d.with(|core| core.cntr_open(&attr, context as u64))
+        let wait = if crate::cq::has_fd(attr.wait_obj) {
+            Some(WaitFd::new(Some(d.link_fd))?)
+        } else {
+            None
+        };
+        let h = d.control(|st| {
+            let h = st.core.cntr_open(&attr, context as u64)?;
+            if let Some(w) = &wait {
+                st.add_wake(Wake::Cntr(h), w.event_fd());
+            }
+            Ok(h)
+        })?;
+        Ok((h, attr.wait_obj, wait))
     })();
-    let handle = match r {
+    let (handle, wait_obj, wait) = match r {
         Ok(h) => h,
         Err(e) => return neg(e),
     };
@@ -114,6 +153,8 @@ pub unsafe extern "C" fn open(
         },
         domain: std::ptr::from_ref(d),
         handle,
+        wait_obj,
+        wait,
     });
     // SAFETY: checked non-NULL above.
     ret(unsafe { put(cntr, obj.cast::<sys::fid_cntr>()) })
@@ -126,7 +167,12 @@ unsafe extern "C" fn close(fid: *mut sys::fid) -> c_int {
         Ok(c) => c,
         Err(e) => return neg(e),
     };
-    if let Err(e) = c.domain().with(|d| d.cntr_close(c.handle)) {
+    let r = c.domain().control(|st| {
+        st.core.cntr_close(c.handle)?;
+        st.remove_wake(Wake::Cntr(c.handle));
+        Ok(())
+    });
+    if let Err(e) = r {
         return neg(e);
     }
     // SAFETY: published by `open`, closed in the core, given up by the application.
@@ -138,13 +184,19 @@ unsafe extern "C" fn close(fid: *mut sys::fid) -> c_int {
 /// return).
 unsafe extern "C" fn read(cntr: *mut sys::fid_cntr) -> u64 {
     // SAFETY: forwarded contract.
-    unsafe { with_cntr(cntr, |c| Ok(c.read())) }.unwrap_or(0)
+    match unsafe { object::<CntrFid>(cntr.cast()) } {
+        Ok(c) => c.progress_with(|k| Ok(k.read())).unwrap_or(0),
+        Err(_) => 0,
+    }
 }
 
 /// `fi_cntr_readerr` (0 for a pointer that is not a counter).
 unsafe extern "C" fn readerr(cntr: *mut sys::fid_cntr) -> u64 {
     // SAFETY: forwarded contract.
-    unsafe { with_cntr(cntr, |c| Ok(c.readerr())) }.unwrap_or(0)
+    match unsafe { object::<CntrFid>(cntr.cast()) } {
+        Ok(c) => c.progress_with(|k| Ok(k.readerr())).unwrap_or(0),
+        Err(_) => 0,
+    }
 }
 
 /// `fi_cntr_add`.
@@ -171,9 +223,10 @@ unsafe extern "C" fn seterr(cntr: *mut sys::fid_cntr, value: u64) -> c_int {
     ret(unsafe { with_cntr(cntr, |c| c.seterr(value)) })
 }
 
-/// `fi_cntr_wait`: polls until the counter reaches `threshold` (0), its error value
-/// changes (-FI_EAVAIL) or `timeout` ms pass (-FI_ETIMEDOUT). -FI_ENOSYS without a wait
-/// object.
+/// `fi_cntr_wait`: until the counter reaches `threshold` (0), its error value changes
+/// (-FI_EAVAIL) or `timeout` ms pass (-FI_ETIMEDOUT), driving progress meanwhile;
+/// FI_WAIT_FD / FI_WAIT_UNSPEC sleep on the fd set between passes, FI_WAIT_YIELD
+/// polls. -FI_ENOSYS without a wait object.
 unsafe extern "C" fn wait(cntr: *mut sys::fid_cntr, threshold: u64, timeout: c_int) -> c_int {
     // SAFETY: forwarded contract.
     let c = match unsafe { object::<CntrFid>(cntr.cast()) } {
@@ -184,15 +237,72 @@ unsafe extern "C" fn wait(cntr: *mut sys::fid_cntr, threshold: u64, timeout: c_i
         Ok(w) => w,
         Err(e) => return neg(e),
     };
-    let r = poll_until(timeout, || match c.with(|k| k.reached(&w, Instant::ZERO)) {
-        Ok(false) => None,
-        Ok(true) => Some(Ok(())),
-        Err(e) => Some(Err(e)),
-    });
-    ret(r.unwrap_or(Err(Errno::ETIMEDOUT)))
+    // One pass: Ok(true) reached, Ok(false) not yet (armed), Err.
+    let step = |timer: &mut Option<std::time::Duration>| {
+        c.domain().data(|st| {
+            st.progress();
+            if let Some(f) = &c.wait {
+                f.drain();
+            }
+            let k = st.core.cntr_mut(c.handle)?;
+            if k.reached(&w, Instant::ZERO)? {
+                return Ok(true);
+            }
+            k.arm(&w);
+            *timer = st.next_timer();
+            Ok(false)
+        })
+    };
+    let r = match &c.wait {
+        Some(f) => {
+            let start = std::time::Instant::now();
+            let limit = u64::try_from(timeout)
+                .ok()
+                .map(std::time::Duration::from_millis);
+            loop {
+                let mut timer = None;
+                match step(&mut timer) {
+                    Ok(true) => break Ok(()),
+                    Err(e) => break Err(e),
+                    Ok(false) => {}
+                }
+                let left = match limit {
+                    Some(l) => match l.checked_sub(start.elapsed()) {
+                        Some(left) if !left.is_zero() => left,
+                        _ => break Err(Errno::ETIMEDOUT),
+                    },
+                    None => std::time::Duration::from_secs(1),
+                };
+                let min = std::time::Duration::from_micros(50);
+                let nap = timer.map_or(left, |t| t.max(min).min(left));
+                f.arm_timer(timer.map(|t| t.max(min)));
+                f.wait(nap);
+            }
+        }
+        None => poll_until(timeout, || match step(&mut None) {
+            Ok(false) => None,
+            Ok(true) => Some(Ok(())),
+            Err(e) => Some(Err(e)),
+        })
+        .unwrap_or(Err(Errno::ETIMEDOUT)),
+    };
+    ret(r)
 }
 
-/// fi_trywait for a counter: `Err` if `f` is not one of our counters.
+/// `fi_control` of a counter: FI_GETWAIT and FI_GETWAITOBJ.
+unsafe extern "C" fn control(fid: *mut sys::fid, cmd: c_int, arg: *mut c_void) -> c_int {
+    // SAFETY: NULL or a fid.
+    let c = match unsafe { object::<CntrFid>(fid) } {
+        Ok(c) => c,
+        Err(e) => return neg(e),
+    };
+    // SAFETY: the argument of each command is what fi_control(3) says (or NULL).
+    ret(unsafe { crate::cq::wait_control(c.wait.as_ref(), c.wait_obj, cmd, arg) })
+}
+
+/// fi_trywait for a counter (`Err` if `f` is not one of our counters): runs progress,
+/// then -FI_EAGAIN when the counter changed since it was last read; otherwise arms the
+/// wake-up and the timer for the core's next deadline.
 ///
 /// # Safety
 ///
@@ -200,5 +310,18 @@ unsafe extern "C" fn wait(cntr: *mut sys::fid_cntr, threshold: u64, timeout: c_i
 pub unsafe fn trywait(f: *mut sys::fid) -> Result<Result<(), Errno>, Errno> {
     // SAFETY: forwarded contract.
     let c = unsafe { object::<CntrFid>(f) }?;
-    Ok(c.with(|k| k.trywait()))
+    Ok(c.domain().data(|st| {
+        st.progress();
+        if let Some(w) = &c.wait {
+            w.drain();
+        }
+        st.core.cntr_mut(c.handle)?.trywait()?;
+        if let Some(w) = &c.wait {
+            w.arm_timer(
+                st.next_timer()
+                    .map(|t| t.max(std::time::Duration::from_micros(50))),
+            );
+        }
+        Ok(())
+    }))
 }

@@ -8,11 +8,12 @@ use ofi_nostd::domain::{CqHandle, CqObj};
 use ofi_nostd::eq::WaitObj;
 use ofi_nostd::flags::{FiAddr, Flags};
 
-use crate::domain::DomainFid;
-use crate::fid::{FidObject, fi_ops, object, poll_until, publish, release};
-use crate::heap::Heap;
+use crate::domain::{DomainFid, DomainState, Wake};
+use crate::fid::{FidObject, fi_ops_control, object, poll_until, publish, release};
 use crate::sys;
 use crate::util::{neg, put, ret, ret_len};
+use crate::wait::WaitFd;
+use hosted::storage::Heap;
 
 /// Completions moved per core read; the C buffer is filled in chunks of this many.
 const CHUNK: usize = 64;
@@ -24,9 +25,12 @@ pub struct CqFid {
     domain: *const DomainFid,
     handle: CqHandle<Heap>,
     format: CqFormat,
+    wait_obj: WaitObj,
+    /// The native wait object (FI_WAIT_FD and FI_WAIT_UNSPEC).
+    wait: Option<WaitFd>,
 }
 
-static CQ_FI_OPS: sys::fi_ops = fi_ops(close);
+static CQ_FI_OPS: sys::fi_ops = fi_ops_control(close, control);
 
 static CQ_OPS: sys::fi_ops_cq = sys::fi_ops_cq {
     size: size_of::<sys::fi_ops_cq>(),
@@ -49,14 +53,35 @@ unsafe impl FidObject for CqFid {
 }
 
 impl CqFid {
+    /// The core handle of this object.
+    pub(crate) fn handle(&self) -> CqHandle<Heap> {
+        self.handle
+    }
+
+    /// The domain this object belongs to.
+    pub(crate) fn domain_ptr(&self) -> *const DomainFid {
+        self.domain
+    }
+
     fn domain(&self) -> &DomainFid {
         // SAFETY: a domain outlives its CQs (its fi_close is refused while one is open).
         unsafe { &*self.domain }
     }
 
-    /// Runs `f` on the core CQ under the domain lock.
+    /// Runs `f` on the core CQ for a data-path call (see [`crate::lock`]).
     fn with<R>(&self, f: impl FnOnce(&mut CqObj<Heap>) -> Result<R, Errno>) -> Result<R, Errno> {
-        self.domain().with(|d| f(d.cq_mut(self.handle)?))
+        self.domain().data(|st| f(st.core.cq_mut(self.handle)?))
+    }
+
+    /// Runs progress, then `f` on the domain state, for a data-path call.
+    fn progress_with<R>(
+        &self,
+        f: impl FnOnce(&mut DomainState) -> Result<R, Errno>,
+    ) -> Result<R, Errno> {
+        self.domain().data(|st| {
+            st.progress();
+            f(st)
+        })
     }
 }
 
@@ -83,13 +108,19 @@ fn attr_from_c(a: &sys::fi_cq_attr) -> Result<CqAttr, Errno> {
     })
 }
 
-/// Wait objects this provider can block on: none, or polling ones. A native object
-/// (FD, mutex/cond) or a wait set is -FI_ENOSYS until they exist.
+/// Wait objects this provider can block on: none, FI_WAIT_FD and FI_WAIT_UNSPEC (an fd
+/// set, see [`crate::wait`]) and FI_WAIT_YIELD (polling). Wait sets and mutex/cond
+/// pairs are -FI_ENOSYS.
 pub fn supported_wait(w: WaitObj) -> Result<(), Errno> {
     match w {
-        WaitObj::None | WaitObj::Unspec | WaitObj::Yield => Ok(()),
+        WaitObj::None | WaitObj::Unspec | WaitObj::Fd | WaitObj::Yield => Ok(()),
         _ => Err(Errno::ENOSYS),
     }
+}
+
+/// Whether `w` is served by a native fd set.
+pub fn has_fd(w: WaitObj) -> bool {
+    matches!(w, WaitObj::Unspec | WaitObj::Fd)
 }
 
 /// `fi_cq_open`.
@@ -118,14 +149,25 @@ pub unsafe extern "C" fn open(
     let r = attr_from_c(a).and_then(|a| {
         a.validate()?;
         supported_wait(a.wait_obj)?;
-        let h = d.with(|core| core.cq_open(&a, context as u64))?;
+        let wait = if has_fd(a.wait_obj) {
+            Some(WaitFd::new(Some(d.link_fd))?)
+        } else {
+            None
+        };
+        let h = d.control(|st| {
+            let h = st.core.cq_open(&a, context as u64)?;
+            if let Some(w) = &wait {
+                st.add_wake(Wake::Cq(h), w.event_fd());
+            }
+            Ok(h)
+        })?;
         let format = match a.format {
             CqFormat::Unspec => DEFAULT_CQ_FORMAT,
             f => f,
         };
-        Ok((h, format))
+        Ok((h, format, a.wait_obj, wait))
     });
-    let (handle, format) = match r {
+    let (handle, format, wait_obj, wait) = match r {
         Ok(v) => v,
         Err(e) => return neg(e),
     };
@@ -137,6 +179,8 @@ pub unsafe extern "C" fn open(
         domain: std::ptr::from_ref(d),
         handle,
         format,
+        wait_obj,
+        wait,
     });
     // SAFETY: checked non-NULL above.
     ret(unsafe { put(cq, obj.cast::<sys::fid_cq>()) })
@@ -149,7 +193,12 @@ unsafe extern "C" fn close(fid: *mut sys::fid) -> c_int {
         Ok(c) => c,
         Err(e) => return neg(e),
     };
-    if let Err(e) = c.domain().with(|d| d.cq_close(c.handle)) {
+    let r = c.domain().control(|st| {
+        st.core.cq_close(c.handle)?;
+        st.remove_wake(Wake::Cq(c.handle));
+        Ok(())
+    });
+    if let Err(e) = r {
         return neg(e);
     }
     // SAFETY: published by `open`, closed in the core, given up by the application.
@@ -273,7 +322,9 @@ unsafe fn do_read(
         return ret_len(Err(Errno::EINVAL));
     }
     // SAFETY: buffers hold `count` entries (application's contract).
-    ret_len(c.with(|q| unsafe { read_locked(q, c.format, buf, count, src) }))
+    ret_len(c.progress_with(|st| unsafe {
+        read_locked(st.core.cq_mut(c.handle)?, c.format, buf, count, src)
+    }))
 }
 
 /// `fi_cq_read`.
@@ -360,8 +411,11 @@ unsafe extern "C" fn readerr(
     ret_len(r)
 }
 
-/// The blocking reads: poll until entries (or the FI_CQ_COND_THRESHOLD count), an error,
-/// a signal or the timeout (-FI_EAGAIN). -FI_ENOSYS without a wait object.
+/// The blocking reads: until entries (or the FI_CQ_COND_THRESHOLD count), an error
+/// entry, fi_cq_signal or the timeout (-FI_EAGAIN), driving progress meanwhile.
+/// FI_WAIT_FD / FI_WAIT_UNSPEC sleep on the CQ's fd set between passes (woken by
+/// frames, the core's timers or a signal); FI_WAIT_YIELD polls. -FI_ENOSYS without a
+/// wait object.
 ///
 /// # Safety
 ///
@@ -394,26 +448,68 @@ unsafe fn do_sread(
         Ok(_) => 1,
         Err(e) => return ret_len(Err(e)),
     };
-    let r = poll_until(timeout, || {
-        let step = c.with(|q| match q.trywait_cond(threshold) {
-            Ok(()) => Ok(None),
-            Err(Errno::EAGAIN) => {
-                // SAFETY: buffers hold `count` entries (application's contract).
-                match unsafe { read_locked(q, c.format, buf, count, src) } {
-                    Err(Errno::EAGAIN) if q.take_signal() => Err(Errno::EAGAIN),
-                    Err(Errno::EAGAIN) => Ok(None),
-                    other => other.map(Some),
-                }
+    // One pass: Ok(Some(n)) read n, Ok(None) nothing yet (the wait is armed), Err.
+    let step = |armed: &mut Option<std::time::Duration>| {
+        c.progress_with(|st| {
+            if let Some(w) = &c.wait {
+                w.drain();
             }
-            Err(e) => Err(e),
-        });
-        match step {
+            // Armed (Ok): a signal or an insertion that reaches the threshold raises
+            // the wake-up, which progress turns into a readable fd.
+            match st.core.cq_mut(c.handle)?.trywait_cond(threshold) {
+                Ok(()) => {
+                    *armed = st.next_timer();
+                    Ok(None)
+                }
+                Err(Errno::EAGAIN) => {
+                    let q = st.core.cq_mut(c.handle)?;
+                    // SAFETY: buffers hold `count` entries (application's contract).
+                    match unsafe { read_locked(q, c.format, buf, count, src) } {
+                        Err(Errno::EAGAIN) if q.take_signal() => Err(Errno::EAGAIN),
+                        Err(Errno::EAGAIN) => Ok(None),
+                        other => other.map(Some),
+                    }
+                }
+                Err(e) => Err(e),
+            }
+        })
+    };
+    let r = match &c.wait {
+        Some(w) => {
+            let start = std::time::Instant::now();
+            let limit = u64::try_from(timeout)
+                .ok()
+                .map(std::time::Duration::from_millis);
+            loop {
+                let mut timer = None;
+                match step(&mut timer) {
+                    Ok(Some(n)) => break Ok(n),
+                    Err(e) => break Err(e),
+                    Ok(None) => {}
+                }
+                let left = match limit {
+                    Some(l) => match l.checked_sub(start.elapsed()) {
+                        Some(left) if !left.is_zero() => left,
+                        _ => break Err(Errno::EAGAIN),
+                    },
+                    None => std::time::Duration::from_secs(1),
+                };
+                // Due work that did not move: retry soon, never spin.
+                let nap = timer.map_or(left, |t| {
+                    t.max(std::time::Duration::from_micros(50)).min(left)
+                });
+                w.arm_timer(timer.map(|t| t.max(std::time::Duration::from_micros(50))));
+                w.wait(nap);
+            }
+        }
+        None => poll_until(timeout, || match step(&mut None) {
             Ok(None) => None,
             Ok(Some(n)) => Some(Ok(n)),
             Err(e) => Some(Err(e)),
-        }
-    });
-    ret_len(r.unwrap_or(Err(Errno::EAGAIN)))
+        })
+        .unwrap_or(Err(Errno::EAGAIN)),
+    };
+    ret_len(r)
 }
 
 /// `fi_cq_sread`.
@@ -445,7 +541,11 @@ unsafe extern "C" fn sreadfrom(
 unsafe extern "C" fn signal(cq_p: *mut sys::fid_cq) -> c_int {
     // SAFETY: forwarded contract.
     match unsafe { cq(cq_p) } {
-        Ok(c) => ret(c.with(|q| q.signal())),
+        Ok(c) => ret(c.domain().data(|st| {
+            st.core.cq_mut(c.handle)?.signal()?;
+            st.wake();
+            Ok(())
+        })),
         Err(e) => neg(e),
     }
 }
@@ -462,7 +562,51 @@ unsafe extern "C" fn strerror(
     unsafe { crate::util::strerror(prov_errno, buf, len) }
 }
 
-/// fi_trywait for a CQ: `Err` if `f` is not one of our CQs.
+/// `fi_control` of a CQ: FI_GETWAIT (the fd to poll, an `int`) and FI_GETWAITOBJ
+/// (`enum fi_wait_obj`); -FI_ENODATA without a native wait object, -FI_ENOSYS for other
+/// commands.
+unsafe extern "C" fn control(fid: *mut sys::fid, cmd: c_int, arg: *mut c_void) -> c_int {
+    // SAFETY: NULL or a fid.
+    let c = match unsafe { object::<CqFid>(fid) } {
+        Ok(c) => c,
+        Err(e) => return neg(e),
+    };
+    // SAFETY: the argument of each command is what fi_control(3) says (or NULL).
+    ret(unsafe { wait_control(c.wait.as_ref(), c.wait_obj, cmd, arg) })
+}
+
+/// FI_GETWAIT / FI_GETWAITOBJ for any waitable object.
+///
+/// # Safety
+///
+/// `arg` is NULL or points to an `int` (FI_GETWAIT) / `enum fi_wait_obj`
+/// (FI_GETWAITOBJ).
+pub unsafe fn wait_control(
+    wait: Option<&WaitFd>,
+    obj: WaitObj,
+    cmd: c_int,
+    arg: *mut c_void,
+) -> Result<(), Errno> {
+    match u32::try_from(cmd) {
+        Ok(sys::FI_GETWAIT) => match wait {
+            // SAFETY: forwarded contract.
+            Some(w) => unsafe { crate::wait::put_fd(arg, w.fd()) },
+            None => Err(Errno::ENODATA),
+        },
+        Ok(sys::FI_GETWAITOBJ) => match wait {
+            // SAFETY: forwarded contract.
+            Some(_) => unsafe { put(arg.cast::<sys::fi_wait_obj>(), sys::fi_wait_obj_FI_WAIT_FD) },
+            None if obj == WaitObj::None => Err(Errno::ENODATA),
+            // SAFETY: forwarded contract.
+            None => unsafe { put(arg.cast::<sys::fi_wait_obj>(), obj as sys::fi_wait_obj) },
+        },
+        _ => Err(Errno::ENOSYS),
+    }
+}
+
+/// fi_trywait for a CQ (`Err` if `f` is not one of our CQs): runs progress, then
+/// -FI_EAGAIN when something is readable; otherwise arms the wake-up and the timer for
+/// the core's next deadline, so the fd becomes readable when there is something to do.
 ///
 /// # Safety
 ///
@@ -470,5 +614,17 @@ unsafe extern "C" fn strerror(
 pub unsafe fn trywait(f: *mut sys::fid) -> Result<Result<(), Errno>, Errno> {
     // SAFETY: forwarded contract.
     let c = unsafe { object::<CqFid>(f) }?;
-    Ok(c.with(|q| q.trywait()))
+    Ok(c.progress_with(|st| {
+        if let Some(w) = &c.wait {
+            w.drain();
+        }
+        st.core.cq_mut(c.handle)?.trywait()?;
+        if let Some(w) = &c.wait {
+            w.arm_timer(
+                st.next_timer()
+                    .map(|t| t.max(std::time::Duration::from_micros(50))),
+            );
+        }
+        Ok(())
+    }))
 }

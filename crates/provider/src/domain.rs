@@ -6,24 +6,91 @@
 
 use std::ffi::{c_int, c_void};
 use std::hash::{BuildHasher, Hasher};
+use std::os::fd::RawFd;
 
+use hosted::mem::RawMemory;
+use hosted::storage::Heap;
 use hosted::sysinfo::HostInterface;
 use ofi_nostd::Errno;
 use ofi_nostd::addr::EpAddr;
-use ofi_nostd::domain::{Domain, DomainConfig};
-use ofi_nostd::info::{AddrFormat, Info};
-use ofi_nostd::net::NetConfig;
-use spin::Mutex;
-use wire::link::{Capabilities, Medium};
+use ofi_nostd::domain::{CntrHandle, CqHandle, Domain, DomainConfig};
+use ofi_nostd::info::{AddrFormat, Info, Threading};
+use wire::link::Medium;
 
 use crate::fabric::FabricFid;
 use crate::fid::{FidObject, fi_ops, object, publish, release};
-use crate::heap::Heap;
+use crate::lock::DomainLock;
+use crate::plane::Driver;
 use crate::sys;
 use crate::util::{neg, put, ret};
 
-/// IPv4 and UDP header bytes: the UDP payload a link MTU leaves.
-const IP_UDP_HEADER_LEN: usize = 28;
+/// ARP cache entries of a domain on an Ethernet data plane.
+const ARP_ENTRIES: usize = 64;
+
+/// A CQ or counter whose eventfd progress signals when the core asks for a wake-up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Wake {
+    /// A completion queue.
+    Cq(CqHandle<Heap>),
+    /// A counter.
+    Cntr(CntrHandle),
+}
+
+/// What the domain lock guards: the core domain, its data plane, wake-up
+/// registrations.
+pub struct DomainState {
+    /// The core domain.
+    pub core: Domain<Heap>,
+    driver: Box<dyn Driver>,
+    wakes: Vec<(Wake, RawFd)>,
+}
+
+impl DomainState {
+    /// One progress pass: receive, deliver, transmit, flush; then signal the wait
+    /// objects whose armed condition now holds.
+    pub fn progress(&mut self) {
+        // SAFETY: libfabric's buffer contract (fi_msg(3), fi_tagged(3)): the core only
+        // copies to and from buffers the application posted, each valid and untouched
+        // until its operation completes or its endpoint is closed; closing discards
+        // the operation in the core first.
+        let mut mem = unsafe { RawMemory::new() };
+        let _ = self
+            .driver
+            .progress(&mut self.core, hosted::api::now(), &mut mem);
+        self.wake();
+    }
+
+    /// Signals every registered wait object the core says must wake.
+    pub fn wake(&mut self) {
+        for (w, fd) in &self.wakes {
+            let fire = match *w {
+                Wake::Cq(h) => self.core.cq_mut(h).is_ok_and(|q| q.take_wakeup()),
+                Wake::Cntr(h) => self.core.cntr_mut(h).is_ok_and(|c| c.take_wakeup()),
+            };
+            if fire {
+                crate::wait::signal_fd(*fd);
+            }
+        }
+    }
+
+    /// Registers the eventfd of a CQ or counter.
+    pub fn add_wake(&mut self, w: Wake, fd: RawFd) {
+        self.wakes.push((w, fd));
+    }
+
+    /// Forgets a registration (the object is closing).
+    pub fn remove_wake(&mut self, w: Wake) {
+        self.wakes.retain(|(x, _)| *x != w);
+    }
+
+    /// How long until the core's next timer (`Some(ZERO)`: work is due now); `None`
+    /// when no timer is armed.
+    pub fn next_timer(&self) -> Option<std::time::Duration> {
+        let at = self.core.poll_timeout()?;
+        let left = at.saturating_duration_since(hosted::api::now());
+        Some(std::time::Duration::from_micros(left.total_micros()))
+    }
+}
 
 /// An open domain.
 #[repr(C)]
@@ -32,8 +99,10 @@ pub struct DomainFid {
     fabric: *const FabricFid,
     /// The address format of the info the domain was opened with (AV addresses use it).
     pub addr_format: AddrFormat,
-    /// The core domain (`None` only while `fi_close` tries to release it).
-    inner: Mutex<Option<Domain<Heap>>>,
+    /// The data plane's descriptor (readable when frames arrive), for wait objects.
+    pub link_fd: RawFd,
+    /// The core domain and its data plane (`None` only while `fi_close` releases it).
+    inner: DomainLock<Option<DomainState>>,
 }
 
 static DOMAIN_FI_OPS: sys::fi_ops = fi_ops(close);
@@ -43,7 +112,7 @@ static DOMAIN_OPS: sys::fi_ops_domain = sys::fi_ops_domain {
     av_open: Some(crate::av::open),
     cq_open: Some(crate::cq::open),
     endpoint: Some(endpoint),
-    scalable_ep: Some(endpoint),
+    scalable_ep: Some(scalable_ep),
     cntr_open: Some(crate::cntr::open),
     poll_open: Some(poll_open),
     stx_ctx: Some(stx_ctx),
@@ -73,13 +142,37 @@ impl DomainFid {
         unsafe { object::<DomainFid>(p.cast()) }
     }
 
-    /// Runs `f` on the core domain under the domain's lock.
+    /// Runs `f` on the core domain under the domain's lock (control calls).
     pub fn with<R>(
         &self,
         f: impl FnOnce(&mut Domain<Heap>) -> Result<R, Errno>,
     ) -> Result<R, Errno> {
-        let mut g = self.inner.lock();
+        let mut g = self.inner.control();
+        f(&mut g.as_mut().ok_or(Errno::EINVAL)?.core)
+    }
+
+    /// Runs `f` on the domain's state under the domain lock (control calls).
+    pub fn control<R>(
+        &self,
+        f: impl FnOnce(&mut DomainState) -> Result<R, Errno>,
+    ) -> Result<R, Errno> {
+        let mut g = self.inner.control();
         f(g.as_mut().ok_or(Errno::EINVAL)?)
+    }
+
+    /// Runs `f` on the domain's state for a data-path call: under the domain lock,
+    /// except under FI_THREAD_DOMAIN (see [`crate::lock`]).
+    pub fn data<R>(
+        &self,
+        f: impl FnOnce(&mut DomainState) -> Result<R, Errno>,
+    ) -> Result<R, Errno> {
+        let mut g = self.inner.data();
+        f(g.as_mut().ok_or(Errno::EINVAL)?)
+    }
+
+    /// Whether data-path calls lock (false under FI_THREAD_DOMAIN).
+    pub fn data_locks(&self) -> bool {
+        self.inner.data_locks()
     }
 
     /// The fabric's API version (err_data rules of the readerr calls).
@@ -87,6 +180,11 @@ impl DomainFid {
         // SAFETY: the fabric outlives its domains (fi_close of a fabric with a domain
         // open is refused).
         unsafe { &*self.fabric }.api_version()
+    }
+
+    /// The fabric the domain was opened on.
+    pub fn fabric_ptr(&self) -> *const FabricFid {
+        self.fabric
     }
 
     /// The fid pointer of this domain as the application sees it.
@@ -162,10 +260,14 @@ pub unsafe extern "C" fn open(
         Err(e) => return neg(e),
     };
     let port = src_addr(&info).map_or(0, |a| a.port);
-    let caps = Capabilities::new(Medium::Udp, iface.mtu.saturating_sub(IP_UDP_HEADER_LEN));
+    let plane = match crate::plane::open(&iface, port) {
+        Ok(p) => p,
+        Err(e) => return neg(e),
+    };
+    let ethernet = plane.net.medium == Medium::Ethernet;
     let cfg = DomainConfig {
-        net: NetConfig::new(&caps, iface.ip.octets(), port),
-        arp_entries: 0,
+        net: plane.net,
+        arp_entries: if ethernet { ARP_ENTRIES } else { 0 },
         key_seed: key_seed(),
         cfg: crate::prov::config(),
     };
@@ -176,6 +278,20 @@ pub unsafe extern "C" fn open(
             Err(e) => return neg(e),
         }
     };
+    let mut d = d;
+    if let Some(w) = crate::params::get_size(c"window") {
+        let rc = ofi_nostd::rdm::RdmConfig {
+            window: u16::try_from(w).unwrap_or(u16::MAX),
+            ..*d.rdm_config()
+        };
+        if let Err(e) = d.set_rdm_config(rc) {
+            let mut f = fab.inner.lock();
+            let _ = d.close(&mut f);
+            return neg(e);
+        }
+    }
+    let link_fd = plane.driver.fd();
+    let data_locks = info.domain_attr.threading != Threading::Domain;
     let obj = publish(DomainFid {
         c: sys::fid_domain {
             fid: DomainFid::header(context),
@@ -184,7 +300,15 @@ pub unsafe extern "C" fn open(
         },
         fabric: std::ptr::from_ref(fab),
         addr_format: info.addr_format,
-        inner: Mutex::new(Some(d)),
+        link_fd,
+        inner: DomainLock::new(
+            Some(DomainState {
+                core: d,
+                driver: plane.driver,
+                wakes: Vec::new(),
+            }),
+            data_locks,
+        ),
     });
     // SAFETY: checked non-NULL above.
     ret(unsafe { put(dom, obj.cast::<sys::fid_domain>()) })
@@ -198,15 +322,24 @@ unsafe extern "C" fn close(fid: *mut sys::fid) -> c_int {
         Err(e) => return neg(e),
     };
     {
-        let mut g = d.inner.lock();
-        let Some(core) = g.take() else {
+        let mut g = d.inner.control();
+        let Some(st) = g.take() else {
             return neg(Errno::EINVAL);
         };
         // SAFETY: the fabric outlives its domains.
         let fab = unsafe { &*d.fabric };
         let mut f = fab.inner.lock();
+        let DomainState {
+            core,
+            driver,
+            wakes,
+        } = st;
         if let Err((core, e)) = core.close(&mut f) {
-            *g = Some(core);
+            *g = Some(DomainState {
+                core,
+                driver,
+                wakes,
+            });
             return neg(e);
         }
     }
@@ -216,8 +349,19 @@ unsafe extern "C" fn close(fid: *mut sys::fid) -> c_int {
     0
 }
 
-/// `fi_endpoint` / `fi_scalable_ep`: the data path comes with the next milestone.
+/// `fi_endpoint`: see [`crate::ep::open`].
 unsafe extern "C" fn endpoint(
+    domain: *mut sys::fid_domain,
+    info: *mut sys::fi_info,
+    ep: *mut *mut sys::fid_ep,
+    context: *mut c_void,
+) -> c_int {
+    // SAFETY: forwarded contract.
+    unsafe { crate::ep::open(domain, info, ep, context) }
+}
+
+/// `fi_scalable_ep`: scalable endpoints are not offered.
+unsafe extern "C" fn scalable_ep(
     domain: *mut sys::fid_domain,
     _info: *mut sys::fi_info,
     _ep: *mut *mut sys::fid_ep,
@@ -235,9 +379,12 @@ unsafe extern "C" fn endpoint2(
     domain: *mut sys::fid_domain,
     info: *mut sys::fi_info,
     ep: *mut *mut sys::fid_ep,
-    _flags: u64,
+    flags: u64,
     context: *mut c_void,
 ) -> c_int {
+    if flags != 0 {
+        return neg(Errno::ENOSYS);
+    }
     // SAFETY: forwarded contract.
     unsafe { endpoint(domain, info, ep, context) }
 }

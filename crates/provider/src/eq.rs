@@ -11,10 +11,11 @@ use ofi_nostd::fabric::{EqHandle, EqObj};
 use ofi_nostd::flags::Flags;
 
 use crate::fabric::FabricFid;
-use crate::fid::{FidObject, fi_ops, object, poll_until, publish, release};
-use crate::heap::Heap;
+use crate::fid::{FidObject, fi_ops_control, object, poll_until, publish, release};
 use crate::sys;
 use crate::util::{bytes, neg, put, ret, ret_len};
+use crate::wait::WaitFd;
+use hosted::storage::Heap;
 
 /// Room for any event's C form (fixed part plus connection or fi_eq_write data).
 const EVENT_MAX: usize = EQ_WRITE_MAX + 64;
@@ -25,9 +26,13 @@ pub struct EqFid {
     c: sys::fid_eq,
     fabric: *const FabricFid,
     handle: EqHandle<Heap>,
+    wait_obj: WaitObj,
+    /// The native wait object (FI_WAIT_FD and FI_WAIT_UNSPEC): an eventfd signalled
+    /// when an armed EQ receives an event.
+    wait: Option<WaitFd>,
 }
 
-static EQ_FI_OPS: sys::fi_ops = fi_ops(close);
+static EQ_FI_OPS: sys::fi_ops = fi_ops_control(close, control);
 
 static EQ_OPS: sys::fi_ops_eq = sys::fi_ops_eq {
     size: size_of::<sys::fi_ops_eq>(),
@@ -48,6 +53,23 @@ unsafe impl FidObject for EqFid {
 }
 
 impl EqFid {
+    /// The fabric this EQ belongs to.
+    pub(crate) fn fabric_ptr(&self) -> *const FabricFid {
+        self.fabric
+    }
+
+    /// Records (`true`) or drops a binding, so fi_close refuses while bound.
+    pub(crate) fn bind_ref(&self, bind: bool) {
+        let _ = self.with(|q| {
+            if bind {
+                q.bind_ref();
+            } else {
+                q.unbind_ref();
+            }
+            Ok(())
+        });
+    }
+
     fn fabric(&self) -> &FabricFid {
         // SAFETY: a fabric outlives its EQs (its fi_close is refused while one is open).
         unsafe { &*self.fabric }
@@ -103,9 +125,18 @@ pub unsafe extern "C" fn open(
         };
         attr.validate()?;
         crate::cq::supported_wait(wait_obj)?;
-        f.inner.lock().eq_open(&attr, context as u64)
+        let wait = if crate::cq::has_fd(wait_obj) {
+            Some(WaitFd::new(None)?)
+        } else {
+            None
+        };
+        Ok((
+            f.inner.lock().eq_open(&attr, context as u64)?,
+            wait_obj,
+            wait,
+        ))
     });
-    let handle = match r {
+    let (handle, wait_obj, wait) = match r {
         Ok(h) => h,
         Err(e) => return neg(e),
     };
@@ -116,6 +147,8 @@ pub unsafe extern "C" fn open(
         },
         fabric: std::ptr::from_ref(f),
         handle,
+        wait_obj,
+        wait,
     });
     // SAFETY: checked non-NULL above.
     ret(unsafe { put(eq, obj.cast::<sys::fid_eq>()) })
@@ -266,7 +299,15 @@ unsafe extern "C" fn write(
     let Some(data) = (unsafe { bytes(buf, len) }) else {
         return ret_len(Err(Errno::EINVAL));
     };
-    ret_len(e.with(|q| q.write(EqEvent(event), data, Flags::from_bits_retain(flags))))
+    ret_len(e.with(|q| {
+        let n = q.write(EqEvent(event), data, Flags::from_bits_retain(flags))?;
+        if q.take_wakeup()
+            && let Some(w) = &e.wait
+        {
+            w.signal();
+        }
+        Ok(n)
+    }))
 }
 
 /// `fi_eq_sread`: polls until an event, an error event or the timeout (-FI_EAGAIN).
@@ -312,6 +353,17 @@ unsafe extern "C" fn strerror(
     unsafe { crate::util::strerror(prov_errno, buf, len) }
 }
 
+/// `fi_control` of an EQ: FI_GETWAIT (an eventfd) and FI_GETWAITOBJ.
+unsafe extern "C" fn control(fid: *mut sys::fid, cmd: c_int, arg: *mut c_void) -> c_int {
+    // SAFETY: NULL or a fid.
+    let e = match unsafe { object::<EqFid>(fid) } {
+        Ok(e) => e,
+        Err(err) => return neg(err),
+    };
+    // SAFETY: the argument of each command is what fi_control(3) says (or NULL).
+    ret(unsafe { crate::cq::wait_control(e.wait.as_ref(), e.wait_obj, cmd, arg) })
+}
+
 /// fi_trywait for an EQ: `Err` if `f` is not one of our EQs.
 ///
 /// # Safety
@@ -320,5 +372,10 @@ unsafe extern "C" fn strerror(
 pub unsafe fn trywait(f: *mut sys::fid) -> Result<Result<(), Errno>, Errno> {
     // SAFETY: forwarded contract.
     let e = unsafe { object::<EqFid>(f) }?;
-    Ok(e.with(|q| q.trywait()))
+    Ok(e.with(|q| {
+        if let Some(w) = &e.wait {
+            w.drain();
+        }
+        q.trywait()
+    }))
 }

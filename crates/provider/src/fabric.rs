@@ -7,9 +7,9 @@ use ofi_nostd::fabric::Fabric;
 use spin::Mutex;
 
 use crate::fid::{FidObject, fi_ops, object, publish, release};
-use crate::heap::Heap;
 use crate::sys;
 use crate::util::{neg, put, ret};
+use hosted::storage::Heap;
 
 /// Event queues one fabric can hold.
 pub const MAX_EQS: usize = 256;

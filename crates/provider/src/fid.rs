@@ -123,6 +123,22 @@ pub const fn fi_ops(close: unsafe extern "C" fn(*mut sys::fid) -> c_int) -> sys:
     }
 }
 
+/// A `struct fi_ops` with `close`, `control` and the shared stubs.
+pub const fn fi_ops_control(
+    close: unsafe extern "C" fn(*mut sys::fid) -> c_int,
+    control: unsafe extern "C" fn(*mut sys::fid, c_int, *mut c_void) -> c_int,
+) -> sys::fi_ops {
+    sys::fi_ops {
+        size: size_of::<sys::fi_ops>(),
+        close: Some(close),
+        bind: Some(no_bind),
+        control: Some(control),
+        ops_open: Some(no_ops_open),
+        tostr: Some(no_tostr),
+        ops_set: Some(no_ops_set),
+    }
+}
+
 /// Polls `attempt` until it returns `Some`, or until `timeout_ms` (negative: forever)
 /// has passed, then returns `None`: the blocking calls for FI_WAIT_UNSPEC and
 /// FI_WAIT_YIELD objects, which have no native wait object to sleep on.

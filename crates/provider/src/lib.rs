@@ -28,15 +28,19 @@ pub mod av;
 pub mod cntr;
 pub mod cq;
 pub mod domain;
+pub mod ep;
 pub mod eq;
 pub mod fabric;
 pub mod fid;
-pub mod heap;
 pub mod info;
+pub mod lock;
 pub mod mr;
 pub mod params;
+pub mod plane;
 pub mod prov;
+mod stubs;
 mod util;
+pub mod wait;
 
 pub use prov::fi_prov_ini;
 

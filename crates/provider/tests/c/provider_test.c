@@ -111,7 +111,7 @@ static void test_eq(struct fid_fabric *fabric, struct fid_eq **eq_out)
 
 	EXPECT(fi_eq_open(fabric, NULL, &eq, NULL), -FI_EINVAL);
 	EXPECT(fi_eq_open(fabric, &attr, NULL, NULL), -FI_EINVAL);
-	attr.wait_obj = FI_WAIT_FD;
+	attr.wait_obj = FI_WAIT_MUTEX_COND;
 	EXPECT(fi_eq_open(fabric, &attr, &eq, NULL), -FI_ENOSYS);
 	attr.wait_obj = FI_WAIT_UNSPEC;
 	EXPECT(fi_eq_open(fabric, &attr, &eq, (void *)0xe0), 0);
@@ -181,7 +181,7 @@ static void test_cq(struct fid_domain *domain, struct fid_cq **keep)
 		attr.format = (enum fi_cq_format)42;
 		EXPECT(fi_cq_open(domain, &attr, &cq, NULL), -FI_EINVAL);
 		attr.format = FI_CQ_FORMAT_MSG;
-		attr.wait_obj = FI_WAIT_FD;
+		attr.wait_obj = FI_WAIT_MUTEX_COND;
 		EXPECT(fi_cq_open(domain, &attr, &cq, NULL), -FI_ENOSYS);
 		attr.wait_obj = FI_WAIT_UNSPEC;
 		attr.wait_cond = FI_CQ_COND_THRESHOLD;
@@ -358,7 +358,8 @@ int main(void)
 		return 1;
 	EXPECT_TRUE(domain->fid.fclass == FI_CLASS_DOMAIN);
 	EXPECT_TRUE(domain->fid.context == (void *)0xd1);
-	EXPECT(fi_endpoint(domain, info, &ep, NULL), -FI_ENOSYS);
+	EXPECT(fi_endpoint(domain, info, NULL, NULL), -FI_EINVAL);
+	EXPECT(fi_endpoint(domain, NULL, &ep, NULL), -FI_EINVAL);
 	EXPECT(fi_passive_ep(fabric, info, NULL, NULL), -FI_ENOSYS);
 	EXPECT(fi_wait_open(fabric, NULL, NULL), -FI_ENOSYS);
 

@@ -1,0 +1,191 @@
+//! Data planes: what a domain moves its frames over, chosen by the `dataplane`
+//! parameter (`FI_NOSTD_DATAPLANE`).
+//!
+//! - `udp` (default): a kernel UDP socket bound to the domain's interface address; the
+//!   port is the one of the application's `src_addr`, or ephemeral.
+//! - `af_packet`: an AF_PACKET socket on the domain's interface (needs CAP_NET_RAW); the
+//!   stack answers ARP and frames UDP/IPv4 itself, at the interface's address.
+//! - `tap`: a TAP device `nostd<N>` (needs CAP_NET_ADMIN); the stack sits at the far
+//!   end of it, at the interface's address.
+//! - `dpdk`: not built into this library (-FI_ENOSYS).
+//!
+//! With the `loss` parameter (`FI_NOSTD_LOSS`, a fraction) above 0, received frames
+//! pass through a [`FaultLink`] that drops that fraction of them: fault injection for
+//! testing the reliability engine through unmodified applications.
+
+use std::net::{Ipv4Addr, SocketAddrV4};
+use std::os::fd::RawFd;
+
+use dp_kernel::{AfPacketLink, KernelLink, TapLink, UdpConfig, UdpLink};
+use hosted::fault::{FaultConfig, FaultLink, FaultSpec};
+use hosted::mem::RawMemory;
+use hosted::storage::Heap;
+use hosted::sysinfo::HostInterface;
+use ofi_nostd::Errno;
+use ofi_nostd::domain::{Domain, ProgressReport};
+use ofi_nostd::net::NetConfig;
+use ofi_nostd::time::Instant;
+use wire::link::Link;
+
+/// The object-safe face of a link the domain keeps.
+pub trait Driver: Send {
+    /// One progress pass of `core` over this link, then a flush of what it queued.
+    fn progress(
+        &mut self,
+        core: &mut Domain<Heap>,
+        now: Instant,
+        mem: &mut RawMemory,
+    ) -> ofi_nostd::Result<ProgressReport>;
+    /// The descriptor that becomes readable when frames arrive.
+    fn fd(&self) -> RawFd;
+}
+
+/// A kernel link.
+struct Kernel<L>(L);
+
+impl<L: KernelLink + Send> Driver for Kernel<L> {
+    fn progress(
+        &mut self,
+        core: &mut Domain<Heap>,
+        now: Instant,
+        mem: &mut RawMemory,
+    ) -> ofi_nostd::Result<ProgressReport> {
+        let r = core.progress(now, &mut self.0, mem);
+        self.0.flush();
+        r
+    }
+
+    fn fd(&self) -> RawFd {
+        self.0.as_raw_fd()
+    }
+}
+
+/// A kernel link behind a fault injector.
+struct Lossy<L: Link>(FaultLink<L>);
+
+impl<L: KernelLink + Send> Driver for Lossy<L> {
+    fn progress(
+        &mut self,
+        core: &mut Domain<Heap>,
+        now: Instant,
+        mem: &mut RawMemory,
+    ) -> ofi_nostd::Result<ProgressReport> {
+        self.0.set_now(now);
+        let r = core.progress(now, &mut self.0, mem);
+        self.0.inner_mut().flush();
+        r
+    }
+
+    fn fd(&self) -> RawFd {
+        self.0.inner().as_raw_fd()
+    }
+}
+
+/// An open data plane and where the stack sits on it.
+pub struct Plane {
+    /// The link.
+    pub driver: Box<dyn Driver>,
+    /// The stack's place on it (address, port, MTU, Ethernet details).
+    pub net: NetConfig,
+}
+
+/// The `loss` parameter: a fraction in `0.0..=1.0`; anything else is -FI_EINVAL.
+pub fn loss() -> Result<f64, Errno> {
+    match crate::params::get_str(c"loss") {
+        None => Ok(0.0),
+        Some(s) if s.trim().is_empty() => Ok(0.0),
+        Some(s) => match s.trim().parse::<f64>() {
+            Ok(v) if (0.0..=1.0).contains(&v) => Ok(v),
+            _ => Err(Errno::EINVAL),
+        },
+    }
+}
+
+fn io(e: std::io::Error) -> Errno {
+    match e.raw_os_error() {
+        Some(libc::EADDRINUSE) => Errno::EADDRINUSE,
+        Some(libc::EACCES) | Some(libc::EPERM) => Errno::EACCES,
+        Some(libc::EADDRNOTAVAIL) => Errno::EADDRNOTAVAIL,
+        Some(libc::ENOMEM) => Errno::ENOMEM,
+        _ => Errno::EIO,
+    }
+}
+
+fn seed() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u32(std::process::id());
+    h.finish()
+}
+
+fn boxed<L: KernelLink + Send + 'static>(link: L, loss: f64) -> Box<dyn Driver> {
+    if loss > 0.0 {
+        let mut cfg = FaultConfig::new(seed());
+        cfg.rx = FaultSpec {
+            loss,
+            ..FaultSpec::NONE
+        };
+        Box::new(Lossy(FaultLink::new(link, cfg)))
+    } else {
+        Box::new(Kernel(link))
+    }
+}
+
+/// A random unicast, locally administered MAC (TAP: the kernel owns the interface's).
+fn random_mac() -> [u8; 6] {
+    let r = seed().to_be_bytes();
+    [(r[0] & 0xfc) | 0x02, r[1], r[2], r[3], r[4], r[5]]
+}
+
+/// Opens the data plane the parameters name on `iface`, at UDP port `port` (0:
+/// ephemeral for `udp`).
+pub fn open(iface: &HostInterface, port: u16) -> Result<Plane, Errno> {
+    let loss = loss()?;
+    let kind = crate::params::get_str(c"dataplane").unwrap_or_default();
+    match kind.trim() {
+        "" | "udp" => {
+            // Datagrams as large as the interface allows, as getinfo advertised
+            // (max_msg_size of FI_EP_DGRAM endpoints).
+            let mut cfg = UdpConfig::new(SocketAddrV4::new(iface.ip, port));
+            cfg.max_payload = iface
+                .mtu
+                .saturating_sub(28)
+                .clamp(576, dp_kernel::udp::MAX_UDP_PAYLOAD);
+            let link = UdpLink::new(cfg).map_err(io)?;
+            let local = link.local_addr();
+            let net = NetConfig::new(&link.capabilities(), local.ip().octets(), local.port());
+            Ok(Plane {
+                driver: boxed(link, loss),
+                net,
+            })
+        }
+        "af_packet" => {
+            let link = AfPacketLink::open(&iface.name).map_err(io)?;
+            let net = NetConfig::new(&link.capabilities(), iface.ip.octets(), port).with_ethernet(
+                link.mac(),
+                iface.prefix_len,
+                None,
+            );
+            Ok(Plane {
+                driver: boxed(link, loss),
+                net,
+            })
+        }
+        "tap" => {
+            let link = TapLink::open(None).map_err(io)?;
+            link.set_up(true).map_err(io)?;
+            let ip: Ipv4Addr = iface.ip;
+            let net = NetConfig::new(&link.capabilities(), ip.octets(), port).with_ethernet(
+                random_mac(),
+                iface.prefix_len,
+                None,
+            );
+            Ok(Plane {
+                driver: boxed(link, loss),
+                net,
+            })
+        }
+        "dpdk" => Err(Errno::ENOSYS),
+        _ => Err(Errno::EINVAL),
+    }
+}

@@ -1,0 +1,112 @@
+//! Operation tables of what endpoints do not offer: RMA, atomics and collectives. Every
+//! entry returns -FI_ENOSYS (and the atomics `*valid` queries say so too), so an
+//! application that calls one anyway gets an error, never a jump through NULL.
+
+use std::ffi::{c_int, c_void};
+
+use ofi_nostd::Errno;
+
+use crate::sys::{
+    fi_addr_t, fi_datatype, fi_ioc, fi_msg_atomic, fi_msg_collective, fi_msg_rma, fi_op,
+    fi_ops_atomic, fi_ops_collective, fi_ops_rma, fid_ep, iovec,
+};
+
+/// Defines `extern "C"` functions of the given parameter types that return -FI_ENOSYS.
+macro_rules! enosys {
+    ($($name:ident($($t:ty),* $(,)?) -> $r:ty;)*) => {$(
+        unsafe extern "C" fn $name($(_: $t),*) -> $r {
+            -(Errno::ENOSYS.code() as $r)
+        }
+    )*};
+}
+
+type V = *mut c_void;
+type CV = *const c_void;
+type Ep = *mut fid_ep;
+type A = fi_addr_t;
+type Dt = fi_datatype;
+type Op = fi_op;
+
+enosys! {
+    rma_read(Ep, V, usize, V, A, u64, u64, V) -> isize;
+    rma_readv(Ep, *const iovec, *mut V, usize, A, u64, u64, V) -> isize;
+    rma_readmsg(Ep, *const fi_msg_rma, u64) -> isize;
+    rma_write(Ep, CV, usize, V, A, u64, u64, V) -> isize;
+    rma_writev(Ep, *const iovec, *mut V, usize, A, u64, u64, V) -> isize;
+    rma_writemsg(Ep, *const fi_msg_rma, u64) -> isize;
+    rma_inject(Ep, CV, usize, A, u64, u64) -> isize;
+    rma_writedata(Ep, CV, usize, V, u64, A, u64, u64, V) -> isize;
+    rma_injectdata(Ep, CV, usize, u64, A, u64, u64) -> isize;
+
+    at_write(Ep, CV, usize, V, A, u64, u64, Dt, Op, V) -> isize;
+    at_writev(Ep, *const fi_ioc, *mut V, usize, A, u64, u64, Dt, Op, V) -> isize;
+    at_writemsg(Ep, *const fi_msg_atomic, u64) -> isize;
+    at_inject(Ep, CV, usize, A, u64, u64, Dt, Op) -> isize;
+    at_readwrite(Ep, CV, usize, V, V, V, A, u64, u64, Dt, Op, V) -> isize;
+    at_readwritev(Ep, *const fi_ioc, *mut V, usize, *mut fi_ioc, *mut V, usize, A, u64, u64, Dt, Op, V) -> isize;
+    at_readwritemsg(Ep, *const fi_msg_atomic, *mut fi_ioc, *mut V, usize, u64) -> isize;
+    at_compwrite(Ep, CV, usize, V, CV, V, V, V, A, u64, u64, Dt, Op, V) -> isize;
+    at_compwritev(Ep, *const fi_ioc, *mut V, usize, *const fi_ioc, *mut V, usize, *mut fi_ioc, *mut V, usize, A, u64, u64, Dt, Op, V) -> isize;
+    at_compwritemsg(Ep, *const fi_msg_atomic, *const fi_ioc, *mut V, usize, *mut fi_ioc, *mut V, usize, u64) -> isize;
+    at_valid(Ep, Dt, Op, *mut usize) -> c_int;
+
+    co_barrier(Ep, A, V) -> isize;
+    co_broadcast(Ep, V, usize, V, A, A, Dt, u64, V) -> isize;
+    co_alltoall(Ep, CV, usize, V, V, V, A, Dt, u64, V) -> isize;
+    co_allreduce(Ep, CV, usize, V, V, V, A, Dt, Op, u64, V) -> isize;
+    co_allgather(Ep, CV, usize, V, V, V, A, Dt, u64, V) -> isize;
+    co_reduce_scatter(Ep, CV, usize, V, V, V, A, Dt, Op, u64, V) -> isize;
+    co_reduce(Ep, CV, usize, V, V, V, A, A, Dt, Op, u64, V) -> isize;
+    co_scatter(Ep, CV, usize, V, V, V, A, A, Dt, u64, V) -> isize;
+    co_gather(Ep, CV, usize, V, V, V, A, A, Dt, u64, V) -> isize;
+    co_msg(Ep, *const fi_msg_collective, *mut fi_ioc, *mut V, usize, u64) -> isize;
+    co_barrier2(Ep, A, u64, V) -> isize;
+}
+
+/// `fi_ops_rma`: RMA is not offered.
+pub static RMA_OPS: fi_ops_rma = fi_ops_rma {
+    size: size_of::<fi_ops_rma>(),
+    read: Some(rma_read),
+    readv: Some(rma_readv),
+    readmsg: Some(rma_readmsg),
+    write: Some(rma_write),
+    writev: Some(rma_writev),
+    writemsg: Some(rma_writemsg),
+    inject: Some(rma_inject),
+    writedata: Some(rma_writedata),
+    injectdata: Some(rma_injectdata),
+};
+
+/// `fi_ops_atomic`: atomics are not offered.
+pub static ATOMIC_OPS: fi_ops_atomic = fi_ops_atomic {
+    size: size_of::<fi_ops_atomic>(),
+    write: Some(at_write),
+    writev: Some(at_writev),
+    writemsg: Some(at_writemsg),
+    inject: Some(at_inject),
+    readwrite: Some(at_readwrite),
+    readwritev: Some(at_readwritev),
+    readwritemsg: Some(at_readwritemsg),
+    compwrite: Some(at_compwrite),
+    compwritev: Some(at_compwritev),
+    compwritemsg: Some(at_compwritemsg),
+    writevalid: Some(at_valid),
+    readwritevalid: Some(at_valid),
+    compwritevalid: Some(at_valid),
+};
+
+/// `fi_ops_collective`: collectives are not offered.
+pub static COLLECTIVE_OPS: fi_ops_collective = fi_ops_collective {
+    size: size_of::<fi_ops_collective>(),
+    barrier: Some(co_barrier),
+    broadcast: Some(co_broadcast),
+    alltoall: Some(co_alltoall),
+    allreduce: Some(co_allreduce),
+    allgather: Some(co_allgather),
+    reduce_scatter: Some(co_reduce_scatter),
+    reduce: Some(co_reduce),
+    scatter: Some(co_scatter),
+    gather: Some(co_gather),
+    msg: Some(co_msg),
+    barrier2: Some(co_barrier2),
+};
