@@ -1012,12 +1012,15 @@ impl<S: Storage> Rdm<S> {
             || (a.cum_ack == peer.snd_una && seq_lt(a.ts, peer.last_ack_ts));
         let mut sample: Option<u64> = None;
         let mut advanced = false;
-        // Cumulative part.
+        // Cumulative part. Packets after a retransmitted one waited at the receiver
+        // for the hole to fill: their delay is not the path's (Karn), so no sample.
         let mut s = peer.snd_una;
+        let mut behind_hole = false;
         while seq_lt(s, a.cum_ack) {
             let e = *self.win_get(p, s);
             if e.live {
-                if e.retx == 0 && !e.sacked {
+                behind_hole |= e.retx > 0;
+                if e.retx == 0 && !e.sacked && !behind_hole {
                     sample = Some(now.saturating_duration_since(e.sent_at).total_micros());
                 }
                 self.win_mut(p, s).live = false;
