@@ -17,6 +17,7 @@ pub mod mem;
 pub mod netsim;
 pub mod ofi_info;
 pub mod pcap;
+pub mod pingpong;
 pub mod simlink;
 pub mod storage;
 pub mod sysinfo;

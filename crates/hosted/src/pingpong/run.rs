@@ -1,0 +1,840 @@
+//! The client and the server.
+
+use std::io::Write;
+use std::net::{Ipv4Addr, SocketAddrV4, ToSocketAddrs};
+use std::time::{Duration, Instant};
+
+use ofi_nostd::addr::{ADDR_LEN, EpAddr};
+use ofi_nostd::info::EpType;
+
+use super::session::{CTRL_MAX, Ctrl, Event, Kind, Session};
+use super::{
+    Args, DEFAULT_PORT, DGRAM_WAIT, Dataplane, EpKind, Failure, Mode, Op, RETRY, header, plane,
+    row, verify,
+};
+use crate::api::{Buf, Fabric};
+
+/// Version of the control protocol (the first byte of a hello).
+const PROTO_VERSION: u8 = 1;
+
+/// How long the server keeps answering after its last reply, so a lost or repeated
+/// final message is still served.
+const LINGER: Duration = Duration::from_millis(200);
+
+/// Pattern direction of pings and streamed messages.
+const TO_SERVER: u64 = 0;
+/// Pattern direction of replies.
+const TO_CLIENT: u64 = 1;
+
+/// `End` phases.
+const PHASE_WARMUP: u8 = 0;
+const PHASE_BURST: u8 = 1;
+const PHASE_LAST: u8 = 2;
+
+fn seed(round: u16, seq: u64, dir: u64) -> u64 {
+    (u64::from(round) << 48) ^ (seq << 1) ^ dir
+}
+
+/// One size's result: timed messages sent and answered, and the time they took.
+struct Sample {
+    sent: u64,
+    acked: u64,
+    elapsed: Duration,
+}
+
+pub(super) fn main(args: &Args, out: &mut dyn Write, err: &mut dyn Write) -> Result<(), Failure> {
+    if args.op == Op::Tagged && args.ep == EpKind::Dgram {
+        return Err(Failure::new(
+            "-m tagged needs -e rdm (DGRAM endpoints have no tagged operations)",
+        ));
+    }
+    if args.dataplane == Dataplane::Udp && (args.iface.is_some() || args.ip.is_some()) {
+        return Err(Failure::new(
+            "--iface and --ip are for --dataplane tap|af_packet (use -s on UDP)",
+        ));
+    }
+    if let Some(cpu) = args.cpu {
+        pin(cpu)?;
+    }
+    let fabric = Fabric::open().map_err(|e| Failure::new(format!("fi_fabric: {e}")))?;
+    match &args.server {
+        Some(server) => client(args, &fabric, server, out, err),
+        None => server(args, &fabric, out, err),
+    }
+}
+
+fn pin(cpu: usize) -> Result<(), Failure> {
+    use rustix::thread::{CpuSet, sched_setaffinity};
+    if cpu >= CpuSet::MAX_CPU {
+        return Err(Failure::new(format!("--cpu {cpu}: no such CPU")));
+    }
+    let mut set = CpuSet::new();
+    set.set(cpu);
+    sched_setaffinity(None, &set).map_err(|e| Failure::new(format!("--cpu {cpu}: {e}")))
+}
+
+/// The endpoint, the data plane, and what both roles share.
+struct Common<'a> {
+    args: &'a Args,
+    s: Session,
+    out: &'a mut dyn Write,
+    err: &'a mut dyn Write,
+    max_msg: usize,
+    header_done: bool,
+}
+
+impl Common<'_> {
+    fn open<'a>(
+        args: &'a Args,
+        fabric: &Fabric,
+        ip: Ipv4Addr,
+        port: u16,
+        out: &'a mut dyn Write,
+        err: &'a mut dyn Write,
+    ) -> Result<Common<'a>, Failure> {
+        let (domain, link) = plane::open(fabric, args, ip, port)?;
+        let ep_type = match args.ep {
+            EpKind::Rdm => EpType::Rdm,
+            EpKind::Dgram => EpType::Dgram,
+        };
+        let max_msg = match args.ep {
+            EpKind::Rdm => domain.info().ep_attr.max_msg_size,
+            EpKind::Dgram => link.dgram_max,
+        };
+        let spin = !args.block;
+        let mut s = Session::open(domain, ep_type, args.op == Op::Tagged, spin, args.timeout)?;
+        s.limit_inject(max_msg);
+        let inject = s.inject_size;
+        let mut c = Common {
+            args,
+            s,
+            out,
+            err,
+            max_msg,
+            header_done: false,
+        };
+        c.log(format_args!(
+            "{} on {}:{} ({:?} data plane, {:?} endpoint, {:?} ops, {:?} progress, {}; max message {} bytes, inject below {})",
+            if args.is_client() { "client" } else { "server" },
+            link.local.ip(),
+            link.local.port(),
+            args.dataplane,
+            args.ep,
+            args.op,
+            args.progress,
+            if spin { "busy-polling" } else { "blocking waits" },
+            max_msg,
+            inject,
+        ));
+        Ok(c)
+    }
+
+    fn log(&mut self, msg: std::fmt::Arguments<'_>) {
+        if self.args.verbose {
+            let _ = writeln!(self.err, "ofi-pingpong: {msg}");
+        }
+    }
+
+    fn print_row(&mut self, size: usize, r: &Sample, xfers: u64) -> Result<(), Failure> {
+        let w = |e: std::io::Error| Failure::new(format!("writing the results: {e}"));
+        if !self.header_done {
+            writeln!(self.out, "{}", header()).map_err(w)?;
+            self.header_done = true;
+        }
+        let us = r.elapsed.as_secs_f64() * 1e6;
+        writeln!(self.out, "{}", row(size, r.sent, r.acked, us, xfers)).map_err(w)?;
+        self.out.flush().map_err(w)
+    }
+
+    /// Checks a received data message: its length and, with `-c`, every byte.
+    fn check(&self, buf: &Buf, size: usize, round: u16, seq: u64, dir: u64) -> Result<(), Failure> {
+        if buf.len() != size {
+            return Err(Failure::new(format!(
+                "message {seq} of size {size} arrived with {} bytes",
+                buf.len()
+            )));
+        }
+        if self.args.check
+            && let Err(at) = verify(buf, seed(round, seq, dir))
+        {
+            return Err(Failure::new(format!(
+                "data check failed: message {seq} of size {size}, byte {at} is wrong"
+            )));
+        }
+        Ok(())
+    }
+
+    fn pattern(&self, round: u16, seq: u64, dir: u64) -> Option<u64> {
+        self.args.check.then(|| seed(round, seq, dir))
+    }
+
+    fn xfers(&self) -> u64 {
+        if self.args.mode == Mode::Pingpong {
+            2
+        } else {
+            1
+        }
+    }
+}
+
+fn le_u64(b: &[u8], at: usize) -> u64 {
+    b.get(at..at + 8)
+        .and_then(|s| s.try_into().ok())
+        .map_or(0, u64::from_le_bytes)
+}
+
+fn le_u16(b: &[u8], at: usize) -> u16 {
+    b.get(at..at + 2)
+        .and_then(|s| s.try_into().ok())
+        .map_or(0, u16::from_le_bytes)
+}
+
+/// The parameters of one size (a `Sync`'s payload).
+#[derive(Debug, Clone, Copy)]
+struct SizeParams {
+    size: usize,
+    count: u64,
+    warmup: u64,
+    round: u16,
+    window: u32,
+}
+
+impl SizeParams {
+    fn encode(&self) -> Vec<u8> {
+        let mut v = Vec::with_capacity(30);
+        v.extend_from_slice(&(self.size as u64).to_le_bytes());
+        v.extend_from_slice(&self.count.to_le_bytes());
+        v.extend_from_slice(&self.warmup.to_le_bytes());
+        v.extend_from_slice(&self.round.to_le_bytes());
+        v.extend_from_slice(&self.window.to_le_bytes());
+        v
+    }
+
+    fn decode(b: &[u8]) -> Option<SizeParams> {
+        (b.len() >= 30).then(|| SizeParams {
+            size: le_u64(b, 0) as usize,
+            count: le_u64(b, 8),
+            warmup: le_u64(b, 16),
+            round: le_u16(b, 24),
+            window: u32::from_le_bytes([b[26], b[27], b[28], b[29]]),
+        })
+    }
+}
+
+fn end_payload(round: u16, expected: u64, phase: u8) -> Vec<u8> {
+    let mut v = round.to_le_bytes().to_vec();
+    v.extend_from_slice(&expected.to_le_bytes());
+    v.push(phase);
+    v
+}
+
+/// What a hello says: the options both sides must share, and the client's address.
+fn hello_payload(args: &Args, addr: EpAddr) -> Vec<u8> {
+    let mut v = vec![
+        PROTO_VERSION,
+        args.ep as u8,
+        args.op as u8,
+        args.mode as u8,
+        u8::from(args.check),
+    ];
+    v.extend_from_slice(&addr.to_sockaddr_in());
+    v
+}
+
+/// The options both sides must share, as the command line gives them.
+fn options(args: &Args) -> String {
+    describe(
+        args.ep as u8,
+        args.op as u8,
+        args.mode as u8,
+        u8::from(args.check),
+    )
+}
+
+fn describe(ep: u8, op: u8, mode: u8, check: u8) -> String {
+    let ep = if ep == EpKind::Rdm as u8 {
+        "rdm"
+    } else {
+        "dgram"
+    };
+    let op = if op == Op::Msg as u8 { "msg" } else { "tagged" };
+    let mode = match mode {
+        m if m == Mode::Pingpong as u8 => "pingpong",
+        m if m == Mode::Bandwidth as u8 => "bandwidth",
+        _ => "rate",
+    };
+    format!(
+        "-e {ep} -m {op} --mode {mode}{}",
+        if check != 0 { " -c" } else { "" }
+    )
+}
+
+// ---------------------------------------------------------------------------------------
+// Client
+// ---------------------------------------------------------------------------------------
+
+fn resolve(server: &str, dst_port: Option<u16>) -> Result<SocketAddrV4, Failure> {
+    let (host, port) = match server.rsplit_once(':') {
+        Some((h, p)) if p.parse::<u16>().is_ok() => (h, p.parse::<u16>().ok()),
+        _ => (server, None),
+    };
+    let port = port.or(dst_port).unwrap_or(DEFAULT_PORT);
+    (host, port)
+        .to_socket_addrs()
+        .map_err(|e| Failure::new(format!("server address {server:?}: {e}")))?
+        .find_map(|a| match a {
+            std::net::SocketAddr::V4(v4) => Some(v4),
+            std::net::SocketAddr::V6(_) => None,
+        })
+        .ok_or_else(|| Failure::new(format!("server address {server:?}: no IPv4 address")))
+}
+
+struct Client<'a> {
+    c: Common<'a>,
+    round: u16,
+    lost: u64,
+    sent: u64,
+}
+
+fn client(
+    args: &Args,
+    fabric: &Fabric,
+    server: &str,
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+) -> Result<(), Failure> {
+    let dest = resolve(server, args.dst_port)?;
+    let (ip, port) = match args.dataplane {
+        Dataplane::Udp => (
+            args.src_addr
+                .or_else(|| plane::route_source(*dest.ip()))
+                .unwrap_or(Ipv4Addr::LOCALHOST),
+            args.src_port.unwrap_or(0),
+        ),
+        // Ethernet planes need a port of their own: -B, or one from the dynamic range.
+        _ => (
+            Ipv4Addr::UNSPECIFIED,
+            args.src_port
+                .unwrap_or(49152 + (std::process::id() % 16384) as u16),
+        ),
+    };
+    let mut c = Common::open(args, fabric, ip, port, out, err)?;
+    c.s.set_peer(EpAddr::new(dest.ip().octets(), dest.port(), 0))?;
+    let sizes = args.size_list(c.max_msg)?;
+    let mut cl = Client {
+        c,
+        round: 0,
+        lost: 0,
+        sent: 0,
+    };
+    let hello = hello_payload(args, cl.c.s.addr());
+    cl.call(Kind::Hello, &hello, Kind::HelloAck)?;
+    cl.c.log(format_args!("connected to {dest}; sizes {sizes:?}"));
+    for size in sizes {
+        let r = match args.mode {
+            Mode::Pingpong => cl.pingpong(size)?,
+            Mode::Bandwidth => cl.stream(size, false)?,
+            Mode::Rate => cl.stream(size, true)?,
+        };
+        if args.ep == EpKind::Dgram {
+            cl.sent += r.sent;
+            cl.lost += r.sent.saturating_sub(r.acked);
+        }
+        let x = cl.c.xfers();
+        cl.c.print_row(size, &r, x)?;
+    }
+    cl.call(Kind::Fin, &[], Kind::FinAck)?;
+    if cl.lost > 0 {
+        let (lost, sent) = (cl.lost, cl.sent);
+        let _ = writeln!(
+            cl.c.err,
+            "ofi-pingpong: {lost} of {sent} DGRAM {} lost ({:.2}%)",
+            if args.mode == Mode::Pingpong {
+                "round trips"
+            } else {
+                "messages"
+            },
+            lost as f64 * 100.0 / sent as f64
+        );
+    }
+    let (stale, stats) = (cl.c.s.stale, cl.c.s.stats());
+    cl.c.log(format_args!(
+        "done ({stale} stale messages discarded); {stats}"
+    ));
+    Ok(())
+}
+
+fn ep_name(ep: EpKind) -> &'static str {
+    match ep {
+        EpKind::Rdm => "rdm",
+        EpKind::Dgram => "dgram",
+    }
+}
+
+impl Client<'_> {
+    /// Sends a request and waits for its answer `want` (repeating it every [`RETRY`] on
+    /// DGRAM endpoints).
+    fn call(&mut self, kind: Kind, payload: &[u8], want: Kind) -> Result<Ctrl, Failure> {
+        let s = &mut self.c.s;
+        s.ctrl_id = s.ctrl_id.wrapping_add(1);
+        let id = s.ctrl_id;
+        let deadline = Instant::now() + s.timeout;
+        s.send_ctrl(kind, id, payload)?;
+        let mut resend = Instant::now() + RETRY;
+        loop {
+            let until = if s.dgram {
+                deadline.min(resend)
+            } else {
+                deadline
+            };
+            match s.next(until)? {
+                Some(Event::Ctrl(c)) if c.id == id && c.kind == want => return Ok(c),
+                Some(Event::Ctrl(c)) if c.id == id && c.kind == Kind::Nak => {
+                    let theirs = match c.payload[..] {
+                        [ep, op, mode, check, ..] => describe(ep, op, mode, check),
+                        _ => "other options".to_owned(),
+                    };
+                    return Err(Failure::new(format!(
+                        "the server refused: client runs {}, server {theirs}",
+                        options(self.c.args)
+                    )));
+                }
+                Some(Event::Ctrl(_)) => s.stale += 1,
+                Some(Event::Data { buf, .. }) => {
+                    s.stale += 1;
+                    s.recycle(buf)?;
+                }
+                None => {
+                    if Instant::now() >= deadline {
+                        let hint = if kind == Kind::Hello {
+                            format!(" (is it running, with -e {}?)", ep_name(self.c.args.ep))
+                        } else {
+                            String::new()
+                        };
+                        return Err(Failure::new(format!(
+                            "no answer from the server to {kind:?} within {:?}{hint}",
+                            s.timeout
+                        )));
+                    }
+                    s.send_ctrl(kind, id, payload)?;
+                    resend = Instant::now() + RETRY;
+                }
+            }
+        }
+    }
+
+    fn params(&mut self, size: usize) -> SizeParams {
+        self.round = self.round.wrapping_add(1).max(1);
+        SizeParams {
+            size,
+            count: self.c.args.iterations_for(size) as u64,
+            warmup: self.c.args.warmup() as u64,
+            round: self.round,
+            window: self.c.args.window,
+        }
+    }
+
+    fn pingpong(&mut self, size: usize) -> Result<Sample, Failure> {
+        let p = self.params(size);
+        let depth = if self.c.s.dgram { 4 } else { 2 };
+        self.c.s.configure_rx(size, depth, p.round)?;
+        self.c.s.prepare_tx(size, 2)?;
+        self.call(Kind::Sync, &p.encode(), Kind::SyncAck)?;
+        let total = p.warmup + p.count;
+        let timeout = self.c.s.timeout;
+        let mut acked = 0;
+        let mut t0 = Instant::now();
+        let mut last_reply = Instant::now();
+        for i in 0..total {
+            if i == p.warmup {
+                t0 = Instant::now();
+            }
+            let pat = self.c.pattern(p.round, i, TO_SERVER);
+            self.c.s.send_data(size, p.round, i, pat)?;
+            let wait = if self.c.s.dgram { DGRAM_WAIT } else { timeout };
+            let deadline = Instant::now() + wait;
+            let got = loop {
+                match self.c.s.next(deadline)? {
+                    None => break false,
+                    Some(Event::Data { round, seq, buf }) if round == p.round && seq == i => {
+                        self.c.check(&buf, size, round, seq, TO_CLIENT)?;
+                        self.c.s.recycle(buf)?;
+                        break true;
+                    }
+                    Some(Event::Data { buf, .. }) => {
+                        self.c.s.stale += 1;
+                        self.c.s.recycle(buf)?;
+                    }
+                    Some(Event::Ctrl(_)) => self.c.s.stale += 1,
+                }
+            };
+            if got {
+                last_reply = Instant::now();
+                if i >= p.warmup {
+                    acked += 1;
+                }
+            } else if !self.c.s.dgram {
+                return Err(Failure::new(format!(
+                    "timed out after {timeout:?} waiting for reply {i} (size {size})"
+                )));
+            } else if last_reply.elapsed() >= timeout {
+                return Err(Failure::new(format!(
+                    "no reply from the server for {timeout:?} (size {size}, message {i})"
+                )));
+            }
+        }
+        let elapsed = t0.elapsed();
+        self.call(
+            Kind::End,
+            &end_payload(p.round, total, PHASE_LAST),
+            Kind::EndAck,
+        )?;
+        Ok(Sample {
+            sent: p.count,
+            acked,
+            elapsed,
+        })
+    }
+
+    /// Bandwidth (one stream, one final acknowledgement) or rate (bursts of a window,
+    /// each acknowledged).
+    fn stream(&mut self, size: usize, bursts: bool) -> Result<Sample, Failure> {
+        let p = self.params(size);
+        // Only control answers come back.
+        self.c.s.configure_rx(CTRL_MAX, 2, p.round)?;
+        self.c.s.prepare_tx(size, p.window as usize)?;
+        self.call(Kind::Sync, &p.encode(), Kind::SyncAck)?;
+        let total = p.warmup + p.count;
+        let mut seq = 0;
+        let mut warm_acked = 0;
+        if p.warmup > 0 {
+            self.burst(size, p.round, 0..p.warmup)?;
+            seq = p.warmup;
+            let a = self.call(
+                Kind::End,
+                &end_payload(p.round, seq, PHASE_WARMUP),
+                Kind::EndAck,
+            )?;
+            warm_acked = le_u64(&a.payload, 0);
+        }
+        let t0 = Instant::now();
+        let mut acked = warm_acked;
+        while seq < total {
+            let n = if bursts {
+                u64::from(p.window).min(total - seq)
+            } else {
+                total - seq
+            };
+            self.burst(size, p.round, seq..seq + n)?;
+            seq += n;
+            let phase = if seq == total {
+                PHASE_LAST
+            } else {
+                PHASE_BURST
+            };
+            let a = self.call(Kind::End, &end_payload(p.round, seq, phase), Kind::EndAck)?;
+            acked = le_u64(&a.payload, 0);
+        }
+        if p.count == 0 {
+            self.call(
+                Kind::End,
+                &end_payload(p.round, seq, PHASE_LAST),
+                Kind::EndAck,
+            )?;
+        }
+        Ok(Sample {
+            sent: p.count,
+            acked: acked.saturating_sub(warm_acked),
+            elapsed: t0.elapsed(),
+        })
+    }
+
+    fn burst(
+        &mut self,
+        size: usize,
+        round: u16,
+        seqs: std::ops::Range<u64>,
+    ) -> Result<(), Failure> {
+        for i in seqs {
+            let pat = self.c.pattern(round, i, TO_SERVER);
+            self.c.s.send_data(size, round, i, pat)?;
+        }
+        self.c.s.tx_idle()
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Server
+// ---------------------------------------------------------------------------------------
+
+struct Server<'a> {
+    c: Common<'a>,
+    /// The last request answered (id, kind) and the answer, repeated for duplicates.
+    last: Option<(u32, Kind, Kind, Vec<u8>)>,
+}
+
+fn server(
+    args: &Args,
+    fabric: &Fabric,
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+) -> Result<(), Failure> {
+    let ip = args.src_addr.unwrap_or(Ipv4Addr::LOCALHOST);
+    let port = args.src_port.unwrap_or(DEFAULT_PORT);
+    let c = Common::open(args, fabric, ip, port, out, err)?;
+    let mut sv = Server { c, last: None };
+    let me = sv.c.s.addr();
+    let _ = writeln!(
+        sv.c.err,
+        "ofi-pingpong: server listening on {}:{}",
+        Ipv4Addr::from(me.ip),
+        me.port
+    );
+    let _ = sv.c.err.flush();
+    let timeout = sv.c.s.timeout;
+    let deadline = Instant::now() + timeout;
+    let hello = loop {
+        match sv.c.s.next(deadline)? {
+            None => {
+                return Err(Failure::new(format!(
+                    "no client within {timeout:?} (started the client with -e {}?)",
+                    ep_name(args.ep)
+                )));
+            }
+            Some(Event::Ctrl(c)) if c.kind == Kind::Hello => break c,
+            Some(Event::Ctrl(_)) => sv.c.s.stale += 1,
+            Some(Event::Data { buf, .. }) => {
+                sv.c.s.stale += 1;
+                sv.c.s.recycle(buf)?;
+            }
+        }
+    };
+    let p = &hello.payload;
+    if p.len() < 5 + ADDR_LEN || p[0] != PROTO_VERSION {
+        return Err(Failure::new(
+            "a malformed hello (another program on our port?)",
+        ));
+    }
+    let client = EpAddr::from_sockaddr_in(&p[5..5 + ADDR_LEN])
+        .ok_or_else(|| Failure::new("a hello with a malformed address"))?;
+    sv.c.s.set_peer(client)?;
+    let theirs = describe(p[1], p[2], p[3], p[4]);
+    let ours = options(args);
+    if theirs != ours {
+        // The answer carries our options; the client words the refusal.
+        sv.reply(&hello, Kind::Nak, hello_payload(args, me)[1..5].to_vec())?;
+        sv.linger()?;
+        return Err(Failure::new(format!(
+            "refused a client: client runs {theirs}, server {ours}"
+        )));
+    }
+    sv.reply(&hello, Kind::HelloAck, Vec::new())?;
+    sv.c.log(format_args!(
+        "client {}:{}",
+        Ipv4Addr::from(client.ip),
+        client.port
+    ));
+    loop {
+        let deadline = Instant::now() + timeout;
+        let Some(req) = sv.request(deadline)? else {
+            return Err(Failure::new(format!(
+                "the client went quiet: no request within {timeout:?}"
+            )));
+        };
+        match req.kind {
+            Kind::Sync => {
+                let p = SizeParams::decode(&req.payload)
+                    .ok_or_else(|| Failure::new("a malformed sync"))?;
+                if p.size > sv.c.max_msg {
+                    return Err(Failure::new(format!(
+                        "the client asked for {} bytes, more than our maximum message size {}",
+                        p.size, sv.c.max_msg
+                    )));
+                }
+                let r = match args.mode {
+                    Mode::Pingpong => sv.pingpong(&req, p)?,
+                    _ => sv.stream(&req, p)?,
+                };
+                let x = sv.c.xfers();
+                sv.c.print_row(p.size, &r, x)?;
+            }
+            Kind::Fin => {
+                sv.reply(&req, Kind::FinAck, Vec::new())?;
+                sv.linger()?;
+                let (stale, stats) = (sv.c.s.stale, sv.c.s.stats());
+                sv.c.log(format_args!(
+                    "done ({stale} stale messages discarded); {stats}"
+                ));
+                return Ok(());
+            }
+            _ => sv.c.s.stale += 1,
+        }
+    }
+}
+
+impl Server<'_> {
+    fn reply(&mut self, req: &Ctrl, kind: Kind, payload: Vec<u8>) -> Result<(), Failure> {
+        self.c.s.send_ctrl(kind, req.id, &payload)?;
+        self.last = Some((req.id, req.kind, kind, payload));
+        Ok(())
+    }
+
+    /// A control message that is new: repeats of the last request are answered again
+    /// and swallowed.
+    fn fresh(&mut self, c: Ctrl) -> Result<Option<Ctrl>, Failure> {
+        if let Some((id, req, ans, payload)) = &self.last
+            && *id == c.id
+            && *req == c.kind
+        {
+            let (ans, payload) = (*ans, payload.clone());
+            self.c.s.send_ctrl(ans, c.id, &payload)?;
+            return Ok(None);
+        }
+        Ok(Some(c))
+    }
+
+    /// The next new request, discarding stray data; `None` at `deadline`.
+    fn request(&mut self, deadline: Instant) -> Result<Option<Ctrl>, Failure> {
+        loop {
+            match self.c.s.next(deadline)? {
+                None => return Ok(None),
+                Some(Event::Ctrl(c)) => {
+                    if let Some(c) = self.fresh(c)? {
+                        return Ok(Some(c));
+                    }
+                }
+                Some(Event::Data { buf, .. }) => {
+                    self.c.s.stale += 1;
+                    self.c.s.recycle(buf)?;
+                }
+            }
+        }
+    }
+
+    /// Keeps answering repeats (and driving retransmissions) for [`LINGER`].
+    fn linger(&mut self) -> Result<(), Failure> {
+        let until = Instant::now() + LINGER;
+        while self.request(until)?.is_some() {}
+        Ok(())
+    }
+
+    fn pingpong(&mut self, req: &Ctrl, p: SizeParams) -> Result<Sample, Failure> {
+        let depth = if self.c.s.dgram { 4 } else { 2 };
+        self.c.s.configure_rx(p.size, depth, p.round)?;
+        self.c.s.prepare_tx(p.size, 2)?;
+        self.reply(req, Kind::SyncAck, Vec::new())?;
+        let timeout = self.c.s.timeout;
+        let mut got = 0u64;
+        let mut t_start = (p.warmup == 0).then(Instant::now);
+        let mut t_end = Instant::now();
+        loop {
+            match self.c.s.next(Instant::now() + timeout)? {
+                None => {
+                    return Err(Failure::new(format!(
+                        "timed out after {timeout:?} waiting for the client (size {}, {got} of {} received)",
+                        p.size, p.count
+                    )));
+                }
+                Some(Event::Data { round, seq, buf }) if round == p.round => {
+                    self.c.check(&buf, p.size, round, seq, TO_SERVER)?;
+                    // The reply first: other receives are posted, so the buffer can
+                    // wait until the reply is on its way.
+                    let pat = self.c.pattern(round, seq, TO_CLIENT);
+                    self.c.s.send_data(p.size, round, seq, pat)?;
+                    self.c.s.recycle(buf)?;
+                    if seq + 1 == p.warmup {
+                        t_start = Some(Instant::now());
+                    } else if seq >= p.warmup {
+                        got += 1;
+                        t_start.get_or_insert_with(Instant::now);
+                        t_end = Instant::now();
+                    }
+                }
+                Some(Event::Data { buf, .. }) => {
+                    self.c.s.stale += 1;
+                    self.c.s.recycle(buf)?;
+                }
+                Some(Event::Ctrl(c)) => {
+                    if let Some(c) = self.fresh(c)? {
+                        if c.kind == Kind::End && le_u16(&c.payload, 0) == p.round {
+                            self.reply(&c, Kind::EndAck, got.to_le_bytes().to_vec())?;
+                            break;
+                        }
+                        self.c.s.stale += 1;
+                    }
+                }
+            }
+        }
+        Ok(Sample {
+            sent: p.count,
+            acked: got,
+            elapsed: t_start.map_or(Duration::ZERO, |t| t_end.saturating_duration_since(t)),
+        })
+    }
+
+    fn stream(&mut self, req: &Ctrl, p: SizeParams) -> Result<Sample, Failure> {
+        let depth = (2 * p.window as usize).clamp(2, 512);
+        self.c.s.configure_rx(p.size, depth, p.round)?;
+        self.c.s.prepare_tx(0, 0)?;
+        self.reply(req, Kind::SyncAck, Vec::new())?;
+        let timeout = self.c.s.timeout;
+        let (mut count, mut timed) = (0u64, 0u64);
+        let mut t_start = (p.warmup == 0).then(Instant::now);
+        let mut t_end = Instant::now();
+        let mut pending: Option<(Ctrl, u64, u8)> = None;
+        loop {
+            if let Some((c, expected, phase)) = &pending
+                && (self.c.s.dgram || count >= *expected)
+            {
+                let (c, phase) = (c.clone(), *phase);
+                self.reply(&c, Kind::EndAck, count.to_le_bytes().to_vec())?;
+                pending = None;
+                match phase {
+                    PHASE_WARMUP => t_start = Some(Instant::now()),
+                    PHASE_LAST => break,
+                    _ => {}
+                }
+                continue;
+            }
+            match self.c.s.next(Instant::now() + timeout)? {
+                None => {
+                    return Err(Failure::new(format!(
+                        "timed out after {timeout:?} waiting for the client (size {}, {count} of {} received)",
+                        p.size,
+                        p.warmup + p.count
+                    )));
+                }
+                Some(Event::Data { round, seq, buf }) if round == p.round => {
+                    self.c.check(&buf, p.size, round, seq, TO_SERVER)?;
+                    self.c.s.recycle(buf)?;
+                    count += 1;
+                    if seq >= p.warmup {
+                        timed += 1;
+                        t_start.get_or_insert_with(Instant::now);
+                        t_end = Instant::now();
+                    }
+                }
+                Some(Event::Data { buf, .. }) => {
+                    self.c.s.stale += 1;
+                    self.c.s.recycle(buf)?;
+                }
+                Some(Event::Ctrl(c)) => {
+                    if let Some(c) = self.fresh(c)? {
+                        if c.kind == Kind::End && le_u16(&c.payload, 0) == p.round {
+                            let expected = le_u64(&c.payload, 2);
+                            let phase = c.payload.get(10).copied().unwrap_or(PHASE_LAST);
+                            pending = Some((c, expected, phase));
+                        } else {
+                            self.c.s.stale += 1;
+                        }
+                    }
+                }
+            }
+        }
+        Ok(Sample {
+            sent: p.count,
+            acked: timed,
+            elapsed: t_start.map_or(Duration::ZERO, |t| t_end.saturating_duration_since(t)),
+        })
+    }
+}

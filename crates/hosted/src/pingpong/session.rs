@@ -1,0 +1,526 @@
+//! One endpoint and its buffers: posting receives and sends, reading completions, and
+//! the message format (what the 64-bit CQ data or tag of each message says).
+
+use std::collections::{HashSet, VecDeque};
+use std::time::{Duration, Instant};
+
+use ofi_nostd::Errno;
+use ofi_nostd::addr::EpAddr;
+use ofi_nostd::cq::CqAttr;
+use ofi_nostd::eq::WaitObj;
+use ofi_nostd::flags::{FI_ADDR_UNSPEC, FiAddr, Flags};
+use ofi_nostd::info::EpType;
+
+use super::Failure;
+use crate::api::{Av, Buf, Completion, Cq, Domain, Endpoint, OpId};
+
+/// Set in the CQ data of control messages.
+const CTRL: u64 = 1 << 63;
+
+/// Bits of the iteration number in a data word (the rest is the round).
+const SEQ_BITS: u32 = 40;
+
+/// Bytes a control message may carry.
+pub(crate) const CTRL_MAX: usize = 64;
+
+/// The most bytes of buffers one direction keeps (posted receives, or sends in flight):
+/// windows of huge messages are shortened to fit.
+const BUF_BUDGET: usize = 64 << 20;
+
+/// Completion queue entries.
+const CQ_SIZE: usize = 4096;
+
+const CTX_TX: u64 = 1;
+const CTX_RX: u64 = 2;
+const CTX_CTRL_RX: u64 = 3;
+
+/// What a control message is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Kind {
+    /// Client → server: options and the client's address.
+    Hello = 1,
+    /// Server → client: accepted.
+    HelloAck,
+    /// Server → client: refused (the payload says why).
+    Nak,
+    /// Client → server: the next size's parameters.
+    Sync,
+    /// Server → client: receives are posted.
+    SyncAck,
+    /// Client → server: a stream (or burst) ended.
+    End,
+    /// Server → client: what the server received.
+    EndAck,
+    /// Client → server: done.
+    Fin,
+    /// Server → client: goodbye.
+    FinAck,
+}
+
+impl Kind {
+    fn from_u8(b: u8) -> Option<Kind> {
+        use Kind::*;
+        [
+            Hello, HelloAck, Nak, Sync, SyncAck, End, EndAck, Fin, FinAck,
+        ]
+        .into_iter()
+        .find(|k| *k as u8 == b)
+    }
+}
+
+/// A control message.
+#[derive(Debug, Clone)]
+pub(crate) struct Ctrl {
+    pub kind: Kind,
+    /// The request's id, echoed by its answer.
+    pub id: u32,
+    pub payload: Vec<u8>,
+}
+
+/// What reading the endpoint produced.
+#[derive(Debug)]
+pub(crate) enum Event {
+    /// A data message: its round, iteration number and buffer (the caller reposts it).
+    Data { round: u16, seq: u64, buf: Buf },
+    /// A control message (its buffer is already reposted).
+    Ctrl(Ctrl),
+}
+
+fn data_word(round: u16, seq: u64) -> u64 {
+    (u64::from(round) << SEQ_BITS) | (seq & ((1 << SEQ_BITS) - 1))
+}
+
+/// An endpoint with a CQ and an AV, the receives it has posted and its send buffers.
+pub(crate) struct Session {
+    domain: Domain<u64>,
+    cq: Cq<u64>,
+    ep: Endpoint<u64>,
+    av: Av<u64>,
+    /// The peer (FI_ADDR_UNSPEC until known).
+    pub peer: FiAddr,
+    pub tagged: bool,
+    pub dgram: bool,
+    pub inject_size: usize,
+    pub timeout: Duration,
+    spin: bool,
+    /// Data-class receives posted (untagged ones also take control messages in msg mode).
+    rx_posted: HashSet<OpId>,
+    rx_cap: usize,
+    rx_round: u16,
+    rx_next_seq: u64,
+    /// Cancelling: completions of data receives are dropped, not reposted.
+    draining: bool,
+    /// The control receive of tagged mode.
+    ctrl_posted: Option<OpId>,
+    inbox: VecDeque<Event>,
+    tx_free: Vec<Buf>,
+    tx_total: usize,
+    tx_cap: usize,
+    scratch: Vec<u8>,
+    /// The last control id used by this side.
+    pub ctrl_id: u32,
+    /// Cancelled or discarded messages (stale replies), for -v.
+    pub stale: u64,
+}
+
+fn fab(what: &str) -> impl Fn(crate::api::Error) -> Failure + '_ {
+    move |e| Failure::new(format!("{what}: {e}"))
+}
+
+impl Session {
+    /// Opens the endpoint (`ep_type`, tagged or not) on `domain`.
+    pub(crate) fn open(
+        domain: Domain<u64>,
+        ep_type: EpType,
+        tagged: bool,
+        spin: bool,
+        timeout: Duration,
+    ) -> Result<Session, Failure> {
+        let cq = domain
+            .cq_with(&CqAttr {
+                size: CQ_SIZE,
+                wait_obj: WaitObj::Fd,
+                ..CqAttr::default()
+            })
+            .map_err(fab("fi_cq_open"))?;
+        let av = domain.av().map_err(fab("fi_av_open"))?;
+        let ep = domain.endpoint(ep_type).map_err(fab("fi_endpoint"))?;
+        ep.bind_cq(&cq, Flags::TRANSMIT | Flags::RECV)
+            .map_err(fab("fi_ep_bind"))?;
+        ep.bind_av(&av).map_err(fab("fi_ep_bind"))?;
+        ep.enable().map_err(fab("fi_enable"))?;
+        let inject_size = domain
+            .info()
+            .tx_attr
+            .inject_size
+            .min(if ep_type == EpType::Dgram {
+                usize::MAX
+            } else {
+                domain.info().ep_attr.max_msg_size
+            });
+        let mut s = Session {
+            domain,
+            cq,
+            ep,
+            av,
+            peer: FI_ADDR_UNSPEC,
+            tagged,
+            dgram: ep_type == EpType::Dgram,
+            inject_size,
+            timeout,
+            spin,
+            rx_posted: HashSet::new(),
+            rx_cap: CTRL_MAX,
+            rx_round: 0,
+            rx_next_seq: 0,
+            draining: false,
+            ctrl_posted: None,
+            inbox: VecDeque::new(),
+            tx_free: Vec::new(),
+            tx_total: 0,
+            tx_cap: 0,
+            scratch: Vec::new(),
+            ctrl_id: 0,
+            stale: 0,
+        };
+        // Ready for control messages: two untagged receives (msg mode) or the control
+        // receive (tagged mode).
+        s.configure_rx(CTRL_MAX, 2, 0)?;
+        Ok(s)
+    }
+
+    /// Limits DGRAM injects to the largest DGRAM message.
+    pub(crate) fn limit_inject(&mut self, max_msg: usize) {
+        self.inject_size = self.inject_size.min(max_msg);
+    }
+
+    /// Our address (fi_getname).
+    pub(crate) fn addr(&self) -> EpAddr {
+        self.ep.addr()
+    }
+
+    /// Inserts the peer's address into the AV and talks to it from now on.
+    pub(crate) fn set_peer(&mut self, addr: EpAddr) -> Result<(), Failure> {
+        self.peer = self.av.insert(addr).map_err(fab("fi_av_insert"))?;
+        Ok(())
+    }
+
+    fn deadline(&self) -> Instant {
+        Instant::now() + self.timeout
+    }
+
+    /// Posts one data-class receive: untagged in msg mode; in tagged mode for the next
+    /// iteration number of the current round, exactly.
+    pub(crate) fn post_rx(&mut self, buf: Buf) -> Result<(), Failure> {
+        let r = if self.tagged {
+            let tag = data_word(self.rx_round, self.rx_next_seq);
+            self.rx_next_seq += 1;
+            self.ep.trecv(buf, FI_ADDR_UNSPEC, tag, 0, CTX_RX)
+        } else {
+            self.ep.recv(buf, FI_ADDR_UNSPEC, CTX_RX)
+        };
+        let id = r.map_err(|e| Failure::new(format!("posting a receive: {e}")))?;
+        self.rx_posted.insert(id);
+        Ok(())
+    }
+
+    fn post_ctrl_rx(&mut self) -> Result<(), Failure> {
+        self.post_ctrl_rx_with(Buf::zeroed(CTRL_MAX))
+    }
+
+    /// Replaces every posted data receive by `count` receives of `cap` bytes (fewer if
+    /// they would exceed the buffer budget) for round `round`; control messages that
+    /// arrive meanwhile are kept for [`Session::next`].
+    pub(crate) fn configure_rx(
+        &mut self,
+        cap: usize,
+        count: usize,
+        round: u16,
+    ) -> Result<(), Failure> {
+        self.draining = true;
+        for id in self.rx_posted.clone() {
+            // An operation that already completed is not affected.
+            let _ = self.ep.cancel(id);
+        }
+        let deadline = self.deadline();
+        while !self.rx_posted.is_empty() {
+            match self.poll(Some(deadline))? {
+                Some(Event::Ctrl(c)) => self.inbox.push_back(Event::Ctrl(c)),
+                Some(Event::Data { .. }) => self.stale += 1,
+                None if Instant::now() >= deadline => {
+                    self.draining = false;
+                    return Err(Failure::new("cancelled receives did not complete"));
+                }
+                None => {}
+            }
+        }
+        self.draining = false;
+        let cap = if self.tagged { cap } else { cap.max(CTRL_MAX) };
+        self.rx_cap = cap;
+        self.rx_round = round;
+        self.rx_next_seq = 0;
+        let count = count.min((BUF_BUDGET / cap.max(1)).max(2));
+        for _ in 0..count {
+            self.post_rx(Buf::zeroed(cap))?;
+        }
+        if self.tagged && self.ctrl_posted.is_none() {
+            self.post_ctrl_rx()?;
+        }
+        Ok(())
+    }
+
+    /// Waits until every send buffer is back, then keeps `count` send buffers of `size`
+    /// bytes (fewer if they would exceed the budget; none when `size` goes by inject).
+    /// Returns how many there are.
+    pub(crate) fn prepare_tx(&mut self, size: usize, count: usize) -> Result<usize, Failure> {
+        self.tx_idle()?;
+        let count = if size < self.inject_size {
+            0
+        } else {
+            count.min((BUF_BUDGET / size.max(1)).max(2))
+        };
+        if self.tx_cap != size || self.tx_total != count {
+            self.tx_free = (0..count).map(|_| Buf::zeroed(size)).collect();
+            self.tx_total = count;
+            self.tx_cap = size;
+        }
+        if self.scratch.len() < size.min(self.inject_size) {
+            self.scratch = vec![0; size.min(self.inject_size)];
+        }
+        Ok(count)
+    }
+
+    /// Waits until every send has completed.
+    pub(crate) fn tx_idle(&mut self) -> Result<(), Failure> {
+        let deadline = self.deadline();
+        while self.tx_free.len() < self.tx_total {
+            self.pump(deadline, "a send to complete")?;
+        }
+        Ok(())
+    }
+
+    /// The domain's counters, for -v.
+    pub(crate) fn stats(&self) -> String {
+        format!("{:?}", self.domain.stats())
+    }
+
+    /// Reads one completion (events go to the inbox); fails at `deadline`.
+    fn pump(&mut self, deadline: Instant, what: &str) -> Result<(), Failure> {
+        if let Some(e) = self.poll(Some(
+            deadline.min(Instant::now() + Duration::from_millis(1)),
+        ))? {
+            self.inbox.push_back(e);
+        }
+        if Instant::now() >= deadline {
+            return Err(Failure::new(format!(
+                "timed out after {:?} waiting for {what}",
+                self.timeout
+            )));
+        }
+        Ok(())
+    }
+
+    /// Sends a control message (copied at once: fi_injectdata).
+    pub(crate) fn send_ctrl(&mut self, kind: Kind, id: u32, payload: &[u8]) -> Result<(), Failure> {
+        debug_assert!(payload.len() <= CTRL_MAX);
+        let word = CTRL | (u64::from(kind as u8) << 48) | u64::from(id);
+        let deadline = self.deadline();
+        loop {
+            match self.ep.injectdata(payload, word, self.peer) {
+                Ok(()) => return Ok(()),
+                Err(e) if e == Errno::EAGAIN => self.pump(deadline, "room to send")?,
+                Err(e) => return Err(Failure::new(format!("sending {kind:?}: {e}"))),
+            }
+        }
+    }
+
+    /// Sends data message `seq` of `round`, `size` bytes, filled with `pattern`'s bytes
+    /// when given: fi_inject below the inject size, else fi_send from a send buffer
+    /// (waiting for one to come back if all are in flight).
+    pub(crate) fn send_data(
+        &mut self,
+        size: usize,
+        round: u16,
+        seq: u64,
+        pattern: Option<u64>,
+    ) -> Result<(), Failure> {
+        let word = data_word(round, seq);
+        let deadline = self.deadline();
+        if size < self.inject_size {
+            if let Some(p) = pattern {
+                super::fill(&mut self.scratch[..size], p);
+            }
+            loop {
+                let data = &self.scratch[..size];
+                let r = if self.tagged {
+                    self.ep.tinject(data, self.peer, word)
+                } else {
+                    self.ep.injectdata(data, word, self.peer)
+                };
+                match r {
+                    Ok(()) => return Ok(()),
+                    Err(e) if e == Errno::EAGAIN => self.pump(deadline, "room to send")?,
+                    Err(e) => return Err(Failure::new(format!("fi_inject of {size} bytes: {e}"))),
+                }
+            }
+        }
+        let mut buf = loop {
+            match self.tx_free.pop() {
+                Some(b) => break b,
+                None => self.pump(deadline, "a send buffer to come back")?,
+            }
+        };
+        buf.set_len(size);
+        if let Some(p) = pattern {
+            super::fill(&mut buf, p);
+        }
+        loop {
+            let r = if self.tagged {
+                self.ep.tsend(buf, self.peer, word, CTX_TX)
+            } else {
+                self.ep.senddata(buf, word, self.peer, CTX_TX)
+            };
+            match r {
+                Ok(_) => return Ok(()),
+                Err(e) if e.errno == Errno::EAGAIN => {
+                    buf = e.buf;
+                    self.pump(deadline, "room to send")?;
+                }
+                Err(e) => {
+                    return Err(Failure::new(format!(
+                        "fi_send of {size} bytes: {}",
+                        crate::api::Error::Fabric(e.errno)
+                    )));
+                }
+            }
+        }
+    }
+
+    /// The next event, waiting until `deadline`; `None` when it passed.
+    pub(crate) fn next(&mut self, deadline: Instant) -> Result<Option<Event>, Failure> {
+        if let Some(e) = self.inbox.pop_front() {
+            return Ok(Some(e));
+        }
+        loop {
+            if let Some(e) = self.poll(Some(deadline))? {
+                return Ok(Some(e));
+            }
+            if Instant::now() >= deadline {
+                return Ok(None);
+            }
+        }
+    }
+
+    /// Reads at most one completion: busy-polling (`fi_cq_read`) or, with blocking
+    /// waits, sleeping in `fi_cq_sread` until `deadline` (at most 100 ms at a time).
+    fn poll(&mut self, deadline: Option<Instant>) -> Result<Option<Event>, Failure> {
+        let r = if self.spin {
+            self.cq.read()
+        } else {
+            let left = deadline
+                .map_or(Duration::ZERO, |d| {
+                    d.saturating_duration_since(Instant::now())
+                })
+                .min(Duration::from_millis(100));
+            self.cq.sread(left)
+        };
+        match r {
+            Ok(c) => self.take(c),
+            Err(e) if e == Errno::EAGAIN => Ok(None),
+            Err(e) => Err(Failure::new(format!("fi_cq_read: {e}"))),
+        }
+    }
+
+    fn take(&mut self, c: Completion<u64>) -> Result<Option<Event>, Failure> {
+        match c.context {
+            CTX_TX => {
+                if let Some(e) = c.error {
+                    return Err(Failure::new(format!(
+                        "a send of {} bytes failed: {}",
+                        c.buf.len(),
+                        crate::api::Error::Fabric(e.errno)
+                    )));
+                }
+                if c.buf.capacity() == self.tx_cap && self.tx_free.len() < self.tx_total {
+                    self.tx_free.push(c.buf);
+                }
+                Ok(None)
+            }
+            ctx => {
+                let ctrl_rx = ctx == CTX_CTRL_RX;
+                if ctrl_rx {
+                    self.ctrl_posted = None;
+                } else {
+                    self.rx_posted.remove(&c.op);
+                }
+                if let Some(e) = c.error {
+                    if e.errno == Errno::ECANCELED {
+                        return Ok(None);
+                    }
+                    return Err(Failure::new(format!(
+                        "a receive failed: {}{}",
+                        crate::api::Error::Fabric(e.errno),
+                        if e.errno == Errno::ETRUNC {
+                            format!(" ({} bytes did not fit)", e.olen)
+                        } else {
+                            String::new()
+                        }
+                    )));
+                }
+                let word = if self.tagged && !ctrl_rx {
+                    c.tag
+                } else {
+                    c.data
+                };
+                let Some(word) = word else {
+                    // Not ours (no CQ data): drop it.
+                    self.stale += 1;
+                    self.repost(ctrl_rx, c.buf)?;
+                    return Ok(None);
+                };
+                if word & CTRL != 0 {
+                    let kind = Kind::from_u8((word >> 48) as u8);
+                    let ctrl = kind.map(|kind| Ctrl {
+                        kind,
+                        id: word as u32,
+                        payload: c.buf.to_vec(),
+                    });
+                    self.repost(ctrl_rx, c.buf)?;
+                    return Ok(ctrl.map(Event::Ctrl));
+                }
+                Ok(Some(Event::Data {
+                    round: (word >> SEQ_BITS) as u16,
+                    seq: word & ((1 << SEQ_BITS) - 1),
+                    buf: c.buf,
+                }))
+            }
+        }
+    }
+
+    fn repost(&mut self, ctrl_rx: bool, mut buf: Buf) -> Result<(), Failure> {
+        if ctrl_rx {
+            buf.set_len(buf.capacity());
+            return self.post_ctrl_rx_with(buf);
+        }
+        if self.draining || buf.capacity() != self.rx_cap {
+            return Ok(());
+        }
+        buf.set_len(buf.capacity());
+        self.post_rx(buf)
+    }
+
+    fn post_ctrl_rx_with(&mut self, buf: Buf) -> Result<(), Failure> {
+        let id = self
+            .ep
+            .recv(buf, FI_ADDR_UNSPEC, CTX_CTRL_RX)
+            .map_err(|e| Failure::new(format!("posting a receive: {e}")))?;
+        self.ctrl_posted = Some(id);
+        Ok(())
+    }
+
+    /// Reposts a data receive buffer the caller got in an [`Event::Data`] (dropped if
+    /// it belongs to an older configuration).
+    pub(crate) fn recycle(&mut self, buf: Buf) -> Result<(), Failure> {
+        self.repost(false, buf)
+    }
+}

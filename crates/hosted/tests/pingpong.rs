@@ -1,0 +1,475 @@
+//! `ofi-pingpong` end to end: a server and a client process of the built binary on
+//! 127.0.0.1 (the server on an ephemeral port it reports), for RDM msg, RDM tagged and
+//! DGRAM over every size with the data check, with seeded loss, in bandwidth and rate
+//! modes, with a pcap capture, and for the failures (refused client, absent server).
+//!
+//! Every run is bounded (the processes are killed at [`RUN_LIMIT`]) and the pairs run
+//! one at a time: each process busy-polls a CPU.
+
+use std::io::{BufRead, BufReader, Read};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::mpsc;
+use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use hosted::pingpong::{MAX_ALL_SIZE, all_sizes, header, size_str};
+
+const BIN: &str = env!("CARGO_BIN_EXE_ofi-pingpong");
+
+/// The longest one server/client pair may run before both are killed.
+const RUN_LIMIT: Duration = Duration::from_secs(90);
+
+/// One pair at a time.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn serial() -> MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// A child process, killed (and reaped) when dropped unless it already exited.
+struct Proc {
+    child: Child,
+    out: mpsc::Receiver<String>,
+    err: mpsc::Receiver<String>,
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+        }
+        let _ = self.child.wait();
+    }
+}
+
+/// What a finished process left.
+#[derive(Debug)]
+struct Outcome {
+    status: ExitStatus,
+    stdout: String,
+    stderr: String,
+}
+
+impl Outcome {
+    fn ok(&self) -> bool {
+        self.status.success()
+    }
+}
+
+fn spawn(args: &[&str]) -> Proc {
+    let mut child = Command::new(BIN)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start ofi-pingpong");
+    // Pipes are drained by threads, line by line, so a chatty child never blocks.
+    let pump = |r: Box<dyn Read + Send>| {
+        let (tx, rx) = mpsc::channel();
+        thread::spawn(move || {
+            for line in BufReader::new(r).lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        rx
+    };
+    let out = pump(Box::new(child.stdout.take().unwrap()));
+    let err = pump(Box::new(child.stderr.take().unwrap()));
+    Proc { child, out, err }
+}
+
+impl Proc {
+    /// Waits for the process to exit (killing it at `deadline`) and collects its output.
+    fn finish(mut self, deadline: Instant) -> Outcome {
+        let status = loop {
+            if let Some(s) = self.child.try_wait().unwrap() {
+                break s;
+            }
+            if Instant::now() >= deadline {
+                let _ = self.child.kill();
+                break self.child.wait().unwrap();
+            }
+            thread::sleep(Duration::from_millis(5));
+        };
+        let collect = |rx: &mpsc::Receiver<String>| {
+            let mut s = String::new();
+            // The pipes close with the process; wait briefly for the last lines.
+            while let Ok(line) = rx.recv_timeout(Duration::from_secs(2)) {
+                s.push_str(&line);
+                s.push('\n');
+            }
+            s
+        };
+        Outcome {
+            status,
+            stdout: collect(&self.out),
+            stderr: collect(&self.err),
+        }
+    }
+}
+
+/// Starts a server (ephemeral port) with `server_args`, then a client with
+/// `client_args` against it; returns both outcomes.
+fn pair(server_args: &[&str], client_args: &[&str]) -> (Outcome, Outcome) {
+    let deadline = Instant::now() + RUN_LIMIT;
+    let mut sargs = vec!["-B", "0"];
+    sargs.extend_from_slice(server_args);
+    let server = spawn(&sargs);
+    let mut early = String::new();
+    let port = loop {
+        match server.err.recv_timeout(Duration::from_secs(10)) {
+            Ok(line) => {
+                if let Some(addr) = line.strip_prefix("ofi-pingpong: server listening on ") {
+                    break addr.rsplit(':').next().unwrap().to_owned();
+                }
+                early.push_str(&line);
+                early.push('\n');
+            }
+            Err(_) => {
+                drop(server);
+                panic!("the server did not start: {early}");
+            }
+        }
+    };
+    let mut cargs = vec!["-P", port.as_str()];
+    cargs.extend_from_slice(client_args);
+    cargs.push("127.0.0.1");
+    let client = spawn(&cargs).finish(deadline);
+    let mut server = server.finish(deadline);
+    server.stderr.insert_str(0, &early);
+    (server, client)
+}
+
+/// The same options on both sides.
+fn same(args: &[&str]) -> (Outcome, Outcome) {
+    pair(args, args)
+}
+
+/// The result rows of a table: (size column, #sent, #ack column).
+fn rows(out: &str) -> Vec<(String, String, String)> {
+    let mut lines = out.lines();
+    assert_eq!(lines.next(), Some(header().as_str()), "header of:\n{out}");
+    lines
+        .map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            assert_eq!(f.len(), 8, "a row of 8 columns: {l:?}");
+            (f[0].to_owned(), f[1].to_owned(), f[2].to_owned())
+        })
+        .collect()
+}
+
+/// Both exited 0 and printed one row per size in `sizes`, each with every message
+/// answered (`=n`).
+fn assert_clean(s: &Outcome, c: &Outcome, sizes: &[usize], n: &str) {
+    assert!(c.ok(), "client failed: {c:?}\nserver: {s:?}");
+    assert!(s.ok(), "server failed: {s:?}\nclient: {c:?}");
+    for o in [s, c] {
+        let r = rows(&o.stdout);
+        let want: Vec<String> = sizes.iter().map(|&z| size_str(z as u64)).collect();
+        let got: Vec<String> = r.iter().map(|x| x.0.clone()).collect();
+        assert_eq!(got, want, "sizes in:\n{}", o.stdout);
+        for (size, sent, ack) in r {
+            assert_eq!(sent, n, "size {size}");
+            assert_eq!(ack, format!("={n}"), "size {size}: {}", o.stdout);
+        }
+    }
+}
+
+/// The DGRAM maximum on loopback: 8972 bytes of UDP payload minus our 32-byte header.
+const DGRAM_MAX: usize = 8940;
+
+fn rdm_all() -> Vec<usize> {
+    all_sizes(MAX_ALL_SIZE)
+}
+
+fn dgram_all() -> Vec<usize> {
+    let mut v = all_sizes(DGRAM_MAX);
+    v.push(DGRAM_MAX);
+    v
+}
+
+#[test]
+fn rdm_msg_every_size_checked() {
+    let _g = serial();
+    let (s, c) = same(&["-e", "rdm", "-S", "all", "-c", "-I", "2", "-W", "1"]);
+    assert_clean(&s, &c, &rdm_all(), "2");
+    assert_eq!(rdm_all().last(), Some(&(4 << 20)));
+}
+
+#[test]
+fn rdm_tagged_every_size_checked() {
+    let _g = serial();
+    let (s, c) = same(&[
+        "-e", "rdm", "-m", "tagged", "-S", "all", "-c", "-I", "2", "-W", "1",
+    ]);
+    assert_clean(&s, &c, &rdm_all(), "2");
+}
+
+#[test]
+fn dgram_every_size_checked() {
+    let _g = serial();
+    let (s, c) = same(&["-e", "dgram", "-S", "all", "-c", "-I", "3", "-W", "1"]);
+    assert_clean(&s, &c, &dgram_all(), "3");
+}
+
+#[test]
+fn rdm_msg_every_size_checked_with_loss() {
+    let _g = serial();
+    let (s, c) = pair(
+        &[
+            "-e", "rdm", "-S", "all", "-c", "-I", "2", "-W", "1", "--loss", "0.05", "--seed", "11",
+        ],
+        &[
+            "-e", "rdm", "-S", "all", "-c", "-I", "2", "-W", "1", "--loss", "0.05", "--seed", "12",
+        ],
+    );
+    assert_clean(&s, &c, &rdm_all(), "2");
+}
+
+#[test]
+fn rdm_tagged_with_loss_in_every_mode() {
+    let _g = serial();
+    for mode in ["pingpong", "bandwidth", "rate"] {
+        let common = [
+            "-e", "rdm", "-m", "tagged", "--mode", mode, "-S", "1,8k,1m", "-c", "-I", "16", "-W",
+            "2", "--window", "8", "--loss", "0.05",
+        ];
+        let mut a = common.to_vec();
+        a.extend(["--seed", "21"]);
+        let mut b = common.to_vec();
+        b.extend(["--seed", "22"]);
+        let (s, c) = pair(&a, &b);
+        assert_clean(&s, &c, &[1, 8192, 1 << 20], "16");
+    }
+}
+
+#[test]
+fn dgram_loss_is_reported_not_waited_for() {
+    let _g = serial();
+    let t = Instant::now();
+    let sizes = "64,4k,8940";
+    let (s, c) = pair(
+        &[
+            "-e", "dgram", "-S", sizes, "-c", "-I", "40", "--loss", "0.05", "--seed", "3",
+        ],
+        &[
+            "-e", "dgram", "-S", sizes, "-c", "-I", "40", "--loss", "0.05", "--seed", "4",
+        ],
+    );
+    assert!(c.ok() && s.ok(), "client: {c:?}\nserver: {s:?}");
+    let r = rows(&c.stdout);
+    assert_eq!(r.len(), 3);
+    let lost: u64 = r
+        .iter()
+        .map(|(_, sent, ack)| {
+            assert_eq!(sent, "40");
+            match ack.split_at(1) {
+                ("=", _) => 0,
+                ("+", n) => n.parse::<u64>().unwrap(),
+                other => panic!("unexpected #ack {other:?}"),
+            }
+        })
+        .sum();
+    // 4 fault stages per round trip at 5%: about 18% lost; the seeds make it exact.
+    assert!(
+        lost > 0,
+        "some round trips are lost at 5% loss: {}",
+        c.stdout
+    );
+    assert!(
+        c.stderr
+            .contains(&format!("{lost} of 120 DGRAM round trips lost")),
+        "a loss summary: {c:?}"
+    );
+    // Each loss costs one DGRAM_WAIT; nothing waits for the timeout.
+    assert!(t.elapsed() < Duration::from_secs(30), "{:?}", t.elapsed());
+}
+
+#[test]
+fn bandwidth_and_rate() {
+    let _g = serial();
+    let (s, c) = same(&[
+        "-e",
+        "rdm",
+        "--mode",
+        "bandwidth",
+        "-S",
+        "64,64k,1m",
+        "-c",
+        "-I",
+        "50",
+    ]);
+    assert_clean(&s, &c, &[64, 65536, 1 << 20], "50");
+    let (s, c) = same(&[
+        "-e", "rdm", "--mode", "rate", "-S", "1,64,4k", "-c", "-I", "256", "--window", "32",
+    ]);
+    assert_clean(&s, &c, &[1, 64, 4096], "256");
+    // DGRAM streams may overrun the receiver: whatever is lost is reported.
+    let (s, c) = same(&[
+        "-e",
+        "dgram",
+        "--mode",
+        "bandwidth",
+        "-S",
+        "1k,8940",
+        "-c",
+        "-I",
+        "500",
+    ]);
+    assert!(c.ok() && s.ok(), "client: {c:?}\nserver: {s:?}");
+    assert_eq!(rows(&c.stdout).len(), 2);
+    let (s, c) = same(&["-e", "dgram", "--mode", "rate", "-S", "8", "-I", "1000"]);
+    assert!(c.ok() && s.ok(), "client: {c:?}\nserver: {s:?}");
+}
+
+#[test]
+fn automatic_progress_and_blocking_waits() {
+    let _g = serial();
+    let (s, c) = same(&[
+        "-e",
+        "rdm",
+        "-S",
+        "64,1m",
+        "-c",
+        "-I",
+        "5",
+        "--progress",
+        "auto",
+        "--block",
+    ]);
+    assert_clean(&s, &c, &[64, 1 << 20], "5");
+    let (s, c) = same(&["-e", "dgram", "-S", "64", "-c", "-I", "20", "--block"]);
+    assert!(c.ok() && s.ok(), "client: {c:?}\nserver: {s:?}");
+}
+
+/// Reads a classic pcap file: (link type, records).
+fn read_pcap(path: &std::path::Path) -> (u32, Vec<Vec<u8>>) {
+    let b = std::fs::read(path).unwrap();
+    let u32_at = |i: usize| u32::from_le_bytes(b[i..i + 4].try_into().unwrap());
+    assert!(b.len() >= 24, "a pcap file header");
+    assert_eq!(u32_at(0), 0xa1b2_c3d4, "pcap magic");
+    let linktype = u32_at(20);
+    let mut recs = Vec::new();
+    let mut at = 24;
+    while at < b.len() {
+        let incl = u32_at(at + 8) as usize;
+        assert_eq!(incl, u32_at(at + 12) as usize, "whole frames");
+        recs.push(b[at + 16..at + 16 + incl].to_vec());
+        at += 16 + incl;
+    }
+    assert_eq!(at, b.len(), "no partial record");
+    (linktype, recs)
+}
+
+#[test]
+fn pcap_writes_a_readable_capture() {
+    let _g = serial();
+    let dir = std::env::temp_dir().join(format!("ofi-pingpong-pcap-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("client.pcap");
+    let path = file.to_str().unwrap();
+    let (s, c) = pair(
+        &["-e", "rdm", "-S", "64,16k", "-c", "-I", "5"],
+        &["-e", "rdm", "-S", "64,16k", "-c", "-I", "5", "--pcap", path],
+    );
+    assert_clean(&s, &c, &[64, 16384], "5");
+    let (linktype, recs) = read_pcap(&file);
+    assert_eq!(linktype, 101, "LINKTYPE_RAW on a UDP data plane");
+    // 15 pings of each size, 2 of them rendezvous-sized: well over 30 frames each way.
+    assert!(recs.len() > 60, "{} records", recs.len());
+    let mut ports = std::collections::BTreeSet::new();
+    for r in &recs {
+        assert_eq!(r[0] >> 4, 4, "IPv4");
+        let ihl = usize::from(r[0] & 0xf) * 4;
+        assert_eq!(r[9], 17, "UDP");
+        assert_eq!(usize::from(u16::from_be_bytes([r[2], r[3]])), r.len());
+        let udp = &r[ihl..];
+        ports.insert(u16::from_be_bytes([udp[0], udp[1]]));
+        ports.insert(u16::from_be_bytes([udp[2], udp[3]]));
+        let payload = &udp[8..];
+        assert!(
+            wire::Repr::parse_bytes(payload).is_ok(),
+            "every payload is an ofi-nostd packet"
+        );
+    }
+    assert_eq!(ports.len(), 2, "one client and one server port: {ports:?}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn mismatched_options_are_refused_on_both_sides() {
+    let _g = serial();
+    let t = Instant::now();
+    let (s, c) = pair(
+        &["-e", "rdm", "-S", "64", "-I", "2"],
+        &["-e", "rdm", "-m", "tagged", "-S", "64", "-I", "2"],
+    );
+    assert_eq!(c.status.code(), Some(1), "{c:?}");
+    assert_eq!(s.status.code(), Some(1), "{s:?}");
+    assert_eq!(
+        c.stderr.trim(),
+        "ofi-pingpong: error: the server refused: client runs -e rdm -m tagged --mode pingpong, server -e rdm -m msg --mode pingpong"
+    );
+    assert!(s.stderr.contains("ofi-pingpong: error: refused a client"));
+    assert!(t.elapsed() < Duration::from_secs(10));
+}
+
+#[test]
+fn an_absent_server_is_one_clear_line_after_the_timeout() {
+    let _g = serial();
+    // A port nobody listens on: bound, then closed.
+    let port = std::net::UdpSocket::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+        .to_string();
+    for ep in ["rdm", "dgram"] {
+        let t = Instant::now();
+        let c = spawn(&["-e", ep, "-P", &port, "--timeout", "1", "127.0.0.1"])
+            .finish(Instant::now() + Duration::from_secs(20));
+        assert_eq!(c.status.code(), Some(1), "{c:?}");
+        assert_eq!(c.stderr.lines().count(), 1, "{c:?}");
+        assert!(
+            c.stderr
+                .starts_with("ofi-pingpong: error: no answer from the server to Hello within 1s"),
+            "{c:?}"
+        );
+        assert!(c.stdout.is_empty());
+        assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
+    }
+}
+
+#[test]
+fn usage_errors_and_help() {
+    let o = spawn(&["-e", "bogus"]).finish(Instant::now() + Duration::from_secs(10));
+    assert_eq!(o.status.code(), Some(2));
+    let o = spawn(&["-e", "dgram", "-m", "tagged", "127.0.0.1"])
+        .finish(Instant::now() + Duration::from_secs(10));
+    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(
+        o.stderr.trim(),
+        "ofi-pingpong: error: -m tagged needs -e rdm (DGRAM endpoints have no tagged operations)"
+    );
+    let o = spawn(&["--help"]).finish(Instant::now() + Duration::from_secs(10));
+    assert!(o.ok());
+    for opt in [
+        "-e",
+        "-m",
+        "-S",
+        "-I",
+        "-W",
+        "-c",
+        "-B",
+        "-P",
+        "--dataplane",
+        "--loss",
+    ] {
+        assert!(o.stdout.contains(opt), "--help lists {opt}");
+    }
+}
