@@ -7,6 +7,8 @@
 use std::ffi::{c_int, c_void};
 use std::hash::{BuildHasher, Hasher};
 use std::os::fd::RawFd;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use hosted::mem::RawMemory;
 use hosted::storage::Heap;
@@ -43,6 +45,8 @@ pub struct DomainState {
     pub core: Domain<Heap>,
     driver: Box<dyn Driver>,
     wakes: Vec<(Wake, RawFd)>,
+    /// When progress last ran ([`hosted::api::now`] microseconds), for the watchdog.
+    last: Arc<AtomicU64>,
 }
 
 impl DomainState {
@@ -54,9 +58,9 @@ impl DomainState {
         // until its operation completes or its endpoint is closed; closing discards
         // the operation in the core first.
         let mut mem = unsafe { RawMemory::new() };
-        let _ = self
-            .driver
-            .progress(&mut self.core, hosted::api::now(), &mut mem);
+        let now = hosted::api::now();
+        let _ = self.driver.progress(&mut self.core, now, &mut mem);
+        self.last.store(now.total_micros(), Ordering::Relaxed);
         self.wake();
     }
 
@@ -103,6 +107,54 @@ pub struct DomainFid {
     pub link_fd: RawFd,
     /// The core domain and its data plane (`None` only while `fi_close` releases it).
     inner: DomainLock<Option<DomainState>>,
+    /// The progress watchdog (see [`watchdog`]), FI_THREAD_SAFE domains only.
+    watchdog: Option<Watchdog>,
+}
+
+/// The watchdog thread of a domain and its stop flag.
+struct Watchdog {
+    stop: Arc<AtomicBool>,
+    thread: std::sync::Mutex<Option<std::thread::JoinHandle<()>>>,
+}
+
+/// How long the application may leave a domain without progress before the watchdog
+/// runs a pass for it.
+const WATCHDOG_PERIOD: std::time::Duration = std::time::Duration::from_millis(1);
+
+/// A domain pointer that may move to the watchdog thread.
+struct DomainPtr(*const DomainFid);
+
+// SAFETY: the watchdog only reaches the domain's lock, which is Sync; the domain
+// outlives the thread (fi_close joins the thread before releasing the domain).
+unsafe impl Send for DomainPtr {}
+
+/// The progress watchdog: with FI_PROGRESS_MANUAL an application drives progress by
+/// calling in, but many stop calling for a while at the worst moment (fi_pingpong
+/// waits on its TCP control socket right after the last message of a size, while its
+/// peer waits for the acknowledgement of its reply, which the peer's retransmission
+/// cannot get while nobody runs progress here). When the application has not run
+/// progress for [`WATCHDOG_PERIOD`], this thread runs one pass under the domain lock,
+/// so acknowledgements, retransmissions and handshakes never stall. It sleeps otherwise
+/// and never contends with an application that keeps calling in. FI_THREAD_DOMAIN
+/// domains have no watchdog: their data path takes no lock, so nothing else may enter
+/// the domain.
+fn watchdog(d: DomainPtr, last: Arc<AtomicU64>, stop: Arc<AtomicBool>) {
+    let d = d;
+    while !stop.load(Ordering::Acquire) {
+        std::thread::park_timeout(WATCHDOG_PERIOD);
+        let idle = hosted::api::now()
+            .total_micros()
+            .saturating_sub(last.load(Ordering::Relaxed));
+        if idle < WATCHDOG_PERIOD.as_micros() as u64 || stop.load(Ordering::Acquire) {
+            continue;
+        }
+        // SAFETY: see `DomainPtr`.
+        let dom = unsafe { &*d.0 };
+        let _ = dom.control(|st| {
+            st.progress();
+            Ok(())
+        });
+    }
 }
 
 static DOMAIN_FI_OPS: sys::fi_ops = fi_ops(close);
@@ -292,6 +344,7 @@ pub unsafe extern "C" fn open(
     }
     let link_fd = plane.driver.fd();
     let data_locks = info.domain_attr.threading != Threading::Domain;
+    let last = Arc::new(AtomicU64::new(hosted::api::now().total_micros()));
     let obj = publish(DomainFid {
         c: sys::fid_domain {
             fid: DomainFid::header(context),
@@ -306,10 +359,34 @@ pub unsafe extern "C" fn open(
                 core: d,
                 driver: plane.driver,
                 wakes: Vec::new(),
+                last: last.clone(),
             }),
             data_locks,
         ),
+        watchdog: None,
     });
+    if data_locks {
+        let stop = Arc::new(AtomicBool::new(false));
+        let ptr = DomainPtr(obj.cast_const());
+        let s2 = stop.clone();
+        let spawned = std::thread::Builder::new()
+            .name("nostd-watchdog".into())
+            .spawn(move || watchdog(ptr, last, s2));
+        match spawned {
+            // SAFETY: `obj` was just published and is not shared yet.
+            Ok(thread) => unsafe {
+                (*obj).watchdog = Some(Watchdog {
+                    stop,
+                    thread: std::sync::Mutex::new(Some(thread)),
+                })
+            },
+            Err(_) => {
+                // SAFETY: as above; nothing else refers to it.
+                let _ = unsafe { close(obj.cast()) };
+                return neg(Errno::ENOMEM);
+            }
+        }
+    }
     // SAFETY: checked non-NULL above.
     ret(unsafe { put(dom, obj.cast::<sys::fid_domain>()) })
 }
@@ -333,18 +410,32 @@ unsafe extern "C" fn close(fid: *mut sys::fid) -> c_int {
             core,
             driver,
             wakes,
+            last,
         } = st;
         if let Err((core, e)) = core.close(&mut f) {
             *g = Some(DomainState {
                 core,
                 driver,
                 wakes,
+                last,
             });
             return neg(e);
         }
     }
-    // SAFETY: published by `open`; the core domain is closed and the application gives
-    // the fid up.
+    if let Some(w) = &d.watchdog {
+        w.stop.store(true, Ordering::Release);
+        let t = w
+            .thread
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take();
+        if let Some(t) = t {
+            t.thread().unpark();
+            let _ = t.join();
+        }
+    }
+    // SAFETY: published by `open`; the core domain is closed, the watchdog has ended,
+    // and the application gives the fid up.
     unsafe { release(d) };
     0
 }
