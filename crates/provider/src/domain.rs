@@ -139,7 +139,6 @@ unsafe impl Send for DomainPtr {}
 /// domains have no watchdog: their data path takes no lock, so nothing else may enter
 /// the domain.
 fn watchdog(d: DomainPtr, last: Arc<AtomicU64>, stop: Arc<AtomicBool>) {
-    let d = d;
     while !stop.load(Ordering::Acquire) {
         std::thread::park_timeout(WATCHDOG_PERIOD);
         let idle = hosted::api::now()
