@@ -569,6 +569,8 @@ pub mod traffic {
         pub recv_ahead: usize,
         /// Only node 0 sends, only to node 1 (goodput measurements).
         pub one_way: bool,
+        /// Messages up to this size are eager (the engine's threshold).
+        pub eager_limit: usize,
     }
 
     impl Plan {
@@ -588,6 +590,7 @@ pub mod traffic {
                 slack: 4,
                 recv_ahead: 8,
                 one_way: false,
+                eager_limit: 8192,
             }
         }
     }
@@ -668,8 +671,10 @@ pub mod traffic {
     struct NodeState {
         send_slab: Slab,
         recv_slab: Slab,
-        /// Index into `order[src]` of the next message to send.
-        next_send: usize,
+        /// Per (dst, kind): next message of the stream to send.
+        next_send: Vec<[usize; 2]>,
+        /// Where the round over the streams starts.
+        rot: usize,
         /// Sends in flight: context -> (msg, buffer offset).
         in_flight: std::collections::HashMap<u64, (Msg, usize)>,
         /// Sends in flight per destination.
@@ -690,8 +695,7 @@ pub mod traffic {
         let n = c.nodes.len();
         let mut rng = Rng::new(plan.seed);
         let total_pct: u32 = plan.sizes.iter().map(|s| s.0).sum();
-        // The schedule, per sender, and per (src, dst, kind) stream.
-        let mut order: Vec<Vec<Msg>> = vec![Vec::new(); n];
+        // The schedule: per (src, dst, kind) stream, in send order.
         let mut streams: Vec<Vec<[Vec<Msg>; 2]>> = (0..n)
             .map(|_| (0..n).map(|_| [Vec::new(), Vec::new()]).collect())
             .collect();
@@ -730,7 +734,6 @@ pub mod traffic {
                 id: id + 1,
             };
             streams[src][dst][k].push(m);
-            order[src].push(m);
         }
         let (probe, half) = Slab::new(0);
         drop(probe);
@@ -738,7 +741,8 @@ pub mod traffic {
             .map(|_| NodeState {
                 send_slab: Slab::new(0).0,
                 recv_slab: Slab::new(half).0,
-                next_send: 0,
+                next_send: vec![[0, 0]; n],
+                rot: 0,
                 in_flight: Default::default(),
                 to_dest: vec![0; n],
                 next_recv: vec![[0, 0]; n],
@@ -821,7 +825,7 @@ pub mod traffic {
             if report.received == total && report.sent == total {
                 return true;
             }
-            // Post receives ahead, then sends.
+            // Post receives ahead on every node, then sends.
             for i in 0..n {
                 for src in 0..n {
                     for k in 0..2 {
@@ -869,57 +873,80 @@ pub mod traffic {
                         }
                     }
                 }
-                while st[i].in_flight.len() < plan.send_window && st[i].next_send < order[i].len() {
-                    let m = order[i][st[i].next_send];
-                    let posted_there = st[m.dst].next_recv[i][m.tagged as usize];
-                    if st[i].to_dest[m.dst] >= plan.dest_window
-                        || m.j as usize >= posted_there + plan.slack
-                    {
-                        break;
-                    }
-                    let Some(off) = st[i].send_slab.alloc(m.len) else {
-                        break;
-                    };
-                    fill(m.id, &mut c.nodes[i].mem[off..off + m.len]);
-                    let ctx = m.id << 1;
-                    let a = Node::BASE + off as u64;
-                    let r = c.nodes[i].op(|d, ep, mem| {
-                        let flags = if m.data.is_some() {
-                            Flags::REMOTE_CQ_DATA
-                        } else {
-                            Flags::empty()
-                        };
-                        let iov = [IoVec::new(a, m.len)];
-                        if m.tagged {
-                            let args = TaggedArgs {
-                                data: m.data.unwrap_or(0),
-                                ..TaggedArgs::new(
-                                    &iov,
-                                    m.dst as u64,
-                                    stream_tag(m.src, m.dst) | m.j as u64,
-                                    ctx,
-                                )
-                            };
-                            d.tsendmsg(ep, mem, &args, flags)
-                        } else {
-                            let args = ofi_nostd::domain::MsgArgs {
-                                data: m.data.unwrap_or(0),
-                                ..ofi_nostd::domain::MsgArgs::new(&iov, m.dst as u64, ctx)
-                            };
-                            d.sendmsg(ep, mem, &args, flags)
-                        }
-                    });
-                    match r {
-                        Ok(()) => {
-                            st[i].in_flight.insert(ctx, (m, off));
-                            st[i].to_dest[m.dst] += 1;
-                            st[i].next_send += 1;
-                        }
-                        Err(Errno::EAGAIN) => {
-                            st[i].send_slab.release(m.len, off);
+            }
+            for i in 0..n {
+                // Sends: any stream whose next message may go (streams keep their own
+                // order; a stream waiting for its receiver never holds up the others).
+                let streams_n = 2 * n;
+                st[i].rot = (st[i].rot + 1) % streams_n;
+                let mut progress = true;
+                while progress && st[i].in_flight.len() < plan.send_window {
+                    progress = false;
+                    for step in 0..streams_n {
+                        if st[i].in_flight.len() >= plan.send_window {
                             break;
                         }
-                        Err(e) => panic!("node {i}: posting {m:?}: {e:?}"),
+                        let sid = (st[i].rot + step) % streams_n;
+                        let (dst, k) = (sid / 2, sid % 2);
+                        let Some(&m) = streams[i][dst][k].get(st[i].next_send[dst][k]) else {
+                            continue;
+                        };
+                        // Eager messages may run `slack` ahead of the receives (they
+                        // arrive unexpected and are buffered); rendezvous ones wait for
+                        // their receive (an unexpected RTS would pin the send buffer).
+                        let posted_there = st[dst].next_recv[i][k];
+                        let allowance = if m.len <= plan.eager_limit { plan.slack } else { 0 };
+                        if st[i].to_dest[dst] >= plan.dest_window
+                            || m.j as usize >= posted_there + allowance
+                        {
+                            continue;
+                        }
+                        let Some(off) = st[i].send_slab.alloc(m.len) else {
+                            continue;
+                        };
+                        fill(m.id, &mut c.nodes[i].mem[off..off + m.len]);
+                        let ctx = m.id << 1;
+                        let a = Node::BASE + off as u64;
+                        let r = c.nodes[i].op(|d, ep, mem| {
+                            let flags = if m.data.is_some() {
+                                Flags::REMOTE_CQ_DATA
+                            } else {
+                                Flags::empty()
+                            };
+                            let iov = [IoVec::new(a, m.len)];
+                            if m.tagged {
+                                let args = TaggedArgs {
+                                    data: m.data.unwrap_or(0),
+                                    ..TaggedArgs::new(
+                                        &iov,
+                                        m.dst as u64,
+                                        stream_tag(m.src, m.dst) | m.j as u64,
+                                        ctx,
+                                    )
+                                };
+                                d.tsendmsg(ep, mem, &args, flags)
+                            } else {
+                                let args = ofi_nostd::domain::MsgArgs {
+                                    data: m.data.unwrap_or(0),
+                                    ..ofi_nostd::domain::MsgArgs::new(&iov, m.dst as u64, ctx)
+                                };
+                                d.sendmsg(ep, mem, &args, flags)
+                            }
+                        });
+                        match r {
+                            Ok(()) => {
+                                st[i].in_flight.insert(ctx, (m, off));
+                                st[i].to_dest[dst] += 1;
+                                st[i].next_send[dst][k] += 1;
+                                progress = true;
+                            }
+                            Err(Errno::EAGAIN) => {
+                                st[i].send_slab.release(m.len, off);
+                                progress = false;
+                                break;
+                            }
+                            Err(e) => panic!("node {i}: posting {m:?}: {e:?}"),
+                        }
                     }
                 }
             }
@@ -944,6 +971,9 @@ pub mod traffic {
                     {
                         eprintln!("  {p:?}");
                     }
+                }
+                for s in rdm.sends().take(4) {
+                    eprintln!("  {s:?}");
                 }
                 let stuck: Vec<_> = st[i]
                     .in_flight

@@ -39,7 +39,7 @@ use crate::storage::Storage;
 use crate::time::{Duration, Instant};
 
 use peer::{Peer, WinEntry};
-pub use peer::{PeerInfo, PeerState};
+pub use peer::{PeerInfo, PeerState, SendInfo};
 
 /// Sentinel for "no index" in intrusive links.
 const NIL: u32 = u32::MAX;

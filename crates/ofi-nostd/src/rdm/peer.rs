@@ -356,7 +356,52 @@ pub struct PeerInfo {
     pub timeouts: u32,
 }
 
+/// A snapshot of one send operation, for diagnostics.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SendInfo {
+    /// The application's context.
+    pub context: u64,
+    /// The destination.
+    pub peer: EpAddr,
+    /// Message length.
+    pub len: u64,
+    /// Rendezvous (else eager).
+    pub rndv: bool,
+    /// Eager: bytes segmented; rendezvous: DATA bytes sent.
+    pub sent: u64,
+    /// Its first packet left.
+    pub started: bool,
+    /// Eager: all segments sent; rendezvous: RTS sent.
+    pub initial_done: bool,
+    /// Rendezvous: a CTS arrived; granted end; transfer end.
+    pub cts: (bool, u64, u64),
+    /// Packets not acknowledged / not cumulatively acknowledged.
+    pub unacked: (u32, u32),
+    /// Its completion was written.
+    pub completed: bool,
+}
+
 impl<S: Storage> Rdm<S> {
+    /// Snapshots of every unfinished send operation.
+    pub fn sends(&self) -> impl Iterator<Item = SendInfo> + '_ {
+        self.ops.iter().map(|(_, o)| SendInfo {
+            context: o.context,
+            peer: self
+                .peers
+                .as_ref()
+                .get(o.peer as usize)
+                .map_or(EpAddr::new([0; 4], 0, 0), |p| p.addr),
+            len: o.len,
+            rndv: o.rndv,
+            sent: o.sent,
+            started: o.started,
+            initial_done: o.initial_done,
+            cts: (o.cts_seen, o.granted, o.end),
+            unacked: (o.unacked, o.undelivered),
+            completed: o.completed,
+        })
+    }
+
     /// Snapshots of every session in the peer table.
     pub fn peers(&self) -> impl Iterator<Item = PeerInfo> + '_ {
         self.peers.as_ref().iter().filter(|p| p.used).map(|p| {
