@@ -357,10 +357,8 @@ fn client(
             lost as f64 * 100.0 / sent as f64
         );
     }
-    let (stale, stats) = (cl.c.s.stale, cl.c.s.stats());
-    cl.c.log(format_args!(
-        "done ({stale} stale messages discarded); {stats}"
-    ));
+    let stats = cl.c.s.stats();
+    cl.c.log(format_args!("done: {stats}"));
     Ok(())
 }
 
@@ -661,10 +659,8 @@ fn server(
             Kind::Fin => {
                 sv.reply(&req, Kind::FinAck, Vec::new())?;
                 sv.linger()?;
-                let (stale, stats) = (sv.c.s.stale, sv.c.s.stats());
-                sv.c.log(format_args!(
-                    "done ({stale} stale messages discarded); {stats}"
-                ));
+                let stats = sv.c.s.stats();
+                sv.c.log(format_args!("done: {stats}"));
                 return Ok(());
             }
             _ => sv.c.s.stale += 1,

@@ -121,6 +121,8 @@ pub(crate) struct Session {
     pub ctrl_id: u32,
     /// Cancelled or discarded messages (stale replies), for -v.
     pub stale: u64,
+    /// Polls spent waiting for a send buffer to come back, for -v.
+    pub tx_waits: u64,
 }
 
 fn fab(what: &str) -> impl Fn(crate::api::Error) -> Failure + '_ {
@@ -182,6 +184,7 @@ impl Session {
             scratch: Vec::new(),
             ctrl_id: 0,
             stale: 0,
+            tx_waits: 0,
         };
         // Ready for control messages: two untagged receives (msg mode) or the control
         // receive (tagged mode).
@@ -299,9 +302,14 @@ impl Session {
         Ok(())
     }
 
-    /// The domain's counters, for -v.
+    /// What -v reports at the end: discarded messages, waits for send buffers, the
+    /// domain's packet counters.
     pub(crate) fn stats(&self) -> String {
-        format!("{:?}", self.domain.stats())
+        let d = self.domain.stats();
+        format!(
+            "{} stale messages discarded, {} polls waiting for a send buffer, {} packets sent, {} received",
+            self.stale, self.tx_waits, d.tx_packets, d.rx_packets
+        )
     }
 
     /// Reads one completion (events go to the inbox); fails at `deadline`.
@@ -367,7 +375,10 @@ impl Session {
         let mut buf = loop {
             match self.tx_free.pop() {
                 Some(b) => break b,
-                None => self.pump(deadline, "a send buffer to come back")?,
+                None => {
+                    self.tx_waits += 1;
+                    self.pump(deadline, "a send buffer to come back")?;
+                }
             }
         };
         buf.set_len(size);
