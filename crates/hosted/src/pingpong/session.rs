@@ -306,8 +306,9 @@ impl Session {
     /// domain's packet counters.
     pub(crate) fn stats(&self) -> String {
         let d = self.domain.stats();
+        let n = self.domain.net_stats();
         format!(
-            "{} stale messages discarded, {} polls waiting for a send buffer, {} packets sent, {} received",
+            "{} stale messages discarded, {} polls waiting for a send buffer, {} packets sent, {} received; link: {n:?}",
             self.stale, self.tx_waits, d.tx_packets, d.rx_packets
         )
     }
