@@ -20,11 +20,25 @@ const BIN: &str = env!("CARGO_BIN_EXE_ofi-pingpong");
 /// The longest one server/client pair may run before both are killed.
 const RUN_LIMIT: Duration = Duration::from_secs(90);
 
-/// One pair at a time.
+/// One pair at a time: a mutex within this process, and a file lock across the
+/// processes of runners that start one per test (nextest).
 static SERIAL: Mutex<()> = Mutex::new(());
 
-fn serial() -> MutexGuard<'static, ()> {
-    SERIAL.lock().unwrap_or_else(PoisonError::into_inner)
+struct Serial {
+    _file: std::fs::File,
+    _guard: MutexGuard<'static, ()>,
+}
+
+fn serial() -> Serial {
+    let guard = SERIAL.lock().unwrap_or_else(PoisonError::into_inner);
+    let path = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("ofi-pingpong-tests.lock");
+    let file = std::fs::File::create(path).expect("lock file");
+    // Released when the file is closed.
+    file.lock().expect("lock");
+    Serial {
+        _file: file,
+        _guard: guard,
+    }
 }
 
 /// A child process, killed (and reaped) when dropped unless it already exited.
