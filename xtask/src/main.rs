@@ -32,7 +32,8 @@ struct Cli {
 /// One workflow.
 #[derive(Debug, Subcommand)]
 enum Task {
-    /// The main job: the stack's capability listing (ofi-info) once it exists.
+    /// The main job: an RDM ping-pong between two processes over UDP on 127.0.0.1, with a
+    /// latency and bandwidth table.
     Demo,
     /// Every check and test: prerequisites, fmt, clippy, doc, no_std builds, fuzz smoke,
     /// device test hooks, then all workspace tests.
