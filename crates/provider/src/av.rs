@@ -18,6 +18,9 @@ use crate::sys;
 use crate::util::{bytes, cstr, neg, put, ret};
 use hosted::storage::Heap;
 
+/// The fewest addresses an AV holds, whatever its `count` hint says.
+pub const MIN_AV_COUNT: usize = 1024;
+
 /// Longest address string handled (FI_ADDR_STR lookups and straddr).
 const STR_MAX: usize = 128;
 
@@ -121,7 +124,10 @@ pub unsafe extern "C" fn open(
     let mut attr = AvAttr {
         av_type,
         rx_ctx_bits: a.rx_ctx_bits,
-        count: a.count,
+        // `count` is only a hint (fi_av(3)) and the core's table does not grow:
+        // applications size it from counts that leave themselves out (Open MPI passes
+        // the number of its local peers), so never make it smaller than MIN_AV_COUNT.
+        count: a.count.max(MIN_AV_COUNT),
         ep_per_node: a.ep_per_node,
         name,
         map_addr: a.map_addr as u64,
@@ -269,6 +275,7 @@ unsafe extern "C" fn insert(
     let Some(raw) = (unsafe { bytes(addr, len) }) else {
         return neg(Errno::EINVAL);
     };
+
     // SAFETY: out-arrays as the application passed them.
     unsafe {
         insert_with(a, count, fi_addr, flags, context, |q, out, fl, errs| {

@@ -241,3 +241,188 @@ fn c_program_through_libfabric() {
     assert!(out.contains(" checks, 0 failed"), "{out}");
     println!("{out}");
 }
+
+/// fi_pingpong runs one at a time: each busy-polls a CPU on both sides.
+static PINGPONG: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// Waits for `child` up to `deadline`; kills it (and reports) if it is still running.
+fn wait_or_kill(child: &mut std::process::Child, deadline: std::time::Instant) -> Option<i32> {
+    loop {
+        if let Ok(Some(status)) = child.try_wait() {
+            return Some(status.code().unwrap_or(-1));
+        }
+        if std::time::Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            return None;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+/// Runs `fi_pingpong -p nostd <args>` as server and client on 127.0.0.1 (control port
+/// `port`, the provider on `lo`, extra environment `env`), both bounded by `limit`;
+/// panics unless both exit 0. Returns the client's report.
+fn pingpong(dir: &Path, args: &[&str], env: &[(&str, &str)], port: u16, limit_s: u64) -> String {
+    let _serial = PINGPONG.lock().unwrap_or_else(|e| e.into_inner());
+    let work = scratch(&format!("pingpong-{port}"));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(limit_s);
+    let cmd = |client: bool| {
+        let mut c = with_provider("fi_pingpong", dir);
+        c.env("FI_NOSTD_IFACE", "lo").env_remove("FI_NOSTD_LOSS");
+        for (k, v) in env {
+            c.env(k, v);
+        }
+        c.args(["-p", "nostd"]).args(args);
+        if client {
+            c.args(["-P", &port.to_string(), "127.0.0.1"]);
+        } else {
+            c.args(["-B", &port.to_string()]);
+        }
+        let tag = if client { "client" } else { "server" };
+        let out = std::fs::File::create(work.join(format!("{tag}.out"))).expect("log file");
+        let err = std::fs::File::create(work.join(format!("{tag}.err"))).expect("log file");
+        c.stdout(out).stderr(err);
+        c
+    };
+    let mut server = cmd(false)
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot run fi_pingpong: {e} (it is in libfabric-bin)"));
+    // The client gives up at once if the server is not listening yet: retry.
+    let mut client_rc = None;
+    for _ in 0..50 {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        let mut client = cmd(true).spawn().expect("run fi_pingpong client");
+        client_rc = wait_or_kill(&mut client, deadline);
+        let err = std::fs::read_to_string(work.join("client.err")).unwrap_or_default();
+        if client_rc == Some(0) || !err.contains("failed to connect") {
+            break;
+        }
+    }
+    let server_rc = wait_or_kill(&mut server, deadline);
+    let read = |f: &str| std::fs::read_to_string(work.join(f)).unwrap_or_default();
+    let report = read("client.out");
+    assert!(
+        client_rc == Some(0) && server_rc == Some(0),
+        "fi_pingpong {args:?} {env:?}: client {client_rc:?}, server {server_rc:?} (None: killed after {limit_s} s)\n\
+         client:\n{report}{}\nserver:\n{}{}",
+        read("client.err"),
+        read("server.out"),
+        read("server.err"),
+    );
+    report
+}
+
+/// The sizes of a `-S all` report, in order.
+fn sizes(report: &str) -> Vec<String> {
+    report
+        .lines()
+        .skip(1)
+        .filter_map(|l| l.split_whitespace().next().map(str::to_owned))
+        .collect()
+}
+
+#[test]
+fn fi_pingpong_rdm_msg_and_tagged_every_size() {
+    let dir = provider_dir("pp-rdm");
+    for (mode, port) in [("msg", 47701), ("tagged", 47702)] {
+        let r = pingpong(
+            &dir,
+            &["-e", "rdm", "-m", mode, "-c", "-S", "all", "-I", "10"],
+            &[],
+            port,
+            300,
+        );
+        let s = sizes(&r);
+        assert_eq!(s.first().map(String::as_str), Some("0"), "{r}");
+        assert_eq!(s.last().map(String::as_str), Some("6m"), "{r}");
+    }
+}
+
+#[test]
+fn fi_pingpong_dgram_every_size() {
+    let dir = provider_dir("pp-dgram");
+    let r = pingpong(
+        &dir,
+        &["-e", "dgram", "-c", "-S", "all", "-I", "10"],
+        &[],
+        47703,
+        300,
+    );
+    let s = sizes(&r);
+    assert_eq!(s.first().map(String::as_str), Some("0"), "{r}");
+    // Up to the largest datagram the loopback carries (max_msg_size 65475).
+    assert_eq!(s.last().map(String::as_str), Some("48k"), "{r}");
+}
+
+#[test]
+fn fi_pingpong_rdm_with_five_percent_loss() {
+    let dir = provider_dir("pp-loss");
+    for (mode, port) in [("msg", 47704), ("tagged", 47705)] {
+        let r = pingpong(
+            &dir,
+            &["-e", "rdm", "-m", mode, "-c", "-S", "all", "-I", "10"],
+            &[("FI_NOSTD_LOSS", "0.05")],
+            port,
+            300,
+        );
+        assert_eq!(sizes(&r).last().map(String::as_str), Some("6m"), "{r}");
+    }
+}
+
+/// Open MPI 4.1 (`libopenmpi-dev`) runs `tests/mpi/mpi_test.c` on 4 ranks over the
+/// provider: pml cm, mtl ofi restricted to `nostd`, no byte transfer layer but `self`.
+/// The MTL's verbose output must name our domain, so the run cannot silently fall back
+/// to another transport.
+#[test]
+fn open_mpi_over_the_provider() {
+    let dir = provider_dir("mpi");
+    let work = scratch("mpi-build");
+    let exe = work.join("mpi_test");
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mpi/mpi_test.c");
+    let cc = Command::new("mpicc")
+        .args(["-O2", "-Wall", "-Wextra", "-Werror", "-o"])
+        .arg(&exe)
+        .arg(&src)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run mpicc: {e} (install libopenmpi-dev)"));
+    assert!(
+        cc.status.success(),
+        "mpicc failed:\n{}",
+        String::from_utf8_lossy(&cc.stderr)
+    );
+    let mut run = Command::new("timeout");
+    run.args([
+        "-k",
+        "10",
+        "240",
+        "mpirun",
+        "--allow-run-as-root",
+        "--oversubscribe",
+    ])
+    .args(["--mca", "pml", "cm", "--mca", "mtl", "ofi"])
+    .args(["--mca", "mtl_ofi_provider_include", "nostd"])
+    .args(["--mca", "btl", "self", "--mca", "mtl_base_verbose", "100"])
+    .args(["-x", "FI_PROVIDER_PATH", "-n", "4"])
+    .arg(&exe)
+    .env("FI_PROVIDER_PATH", &dir)
+    .env_remove("FI_PROVIDER")
+    .env_remove("FI_NOSTD_IFACE")
+    .env_remove("FI_NOSTD_LOSS");
+    let out = run
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run mpirun: {e} (install openmpi-bin)"));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success() && stdout.contains("mpi_test: 4 ranks, 0 failures"),
+        "mpirun failed ({}):\n{stdout}\n{stderr}",
+        out.status
+    );
+    let used = stdout
+        .lines()
+        .chain(stderr.lines())
+        .filter(|l| l.contains("mtl:ofi:provider: "))
+        .count();
+    assert_eq!(used, 4, "every rank uses the nostd provider:\n{stderr}");
+}
