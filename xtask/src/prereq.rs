@@ -102,6 +102,18 @@ pub const DEBIAN_PACKAGES: &[DebianPackage] = &[
         needed: Workspace::has_provider,
     },
     DebianPackage {
+        probe: Probe::Command("mpirun"),
+        package: "openmpi-bin",
+        needed_by: "provider tests (Open MPI over the provider)",
+        needed: Workspace::has_provider,
+    },
+    DebianPackage {
+        probe: Probe::Command("mpicc"),
+        package: "libopenmpi-dev",
+        needed_by: "provider tests (builds tests/mpi/mpi_test.c)",
+        needed: Workspace::has_provider,
+    },
+    DebianPackage {
         probe: Probe::Command("qemu-system-aarch64"),
         package: "qemu-system-arm",
         needed_by: "firmware tests (boots the image on QEMU virt)",
