@@ -1,17 +1,19 @@
-//! The firmware's application: the core brought up on one link, serving a ping-pong
-//! responder.
+//! The firmware's application: the core brought up on one link, serving ping-pong
+//! responders.
 //!
 //! [`Responder::new`] opens a fabric, a domain on the link, one CQ, one AV holding the
-//! peers it serves, and a DGRAM endpoint; it posts every receive buffer. Each
-//! [`Responder::poll`] runs the core's progress and then turns completions around:
-//! a received datagram is sent back to its source from the same buffer, and once that
-//! send completes the buffer is posted for receiving again. Nothing is copied besides
-//! what the core copies between the link's buffers and these.
+//! peers it serves, a DGRAM endpoint (endpoint 0) and an FI_EP_RDM endpoint (endpoint
+//! 1); it posts every receive buffer. Each [`Responder::poll`] runs the core's progress
+//! and then turns completions around: a received message is sent back to its source
+//! from the same buffer (a tagged one with the same tag), and once that send completes
+//! the buffer is posted for receiving again. Nothing is copied besides what the core
+//! copies between the link's buffers and these.
 //!
-//! The buffers live in the responder (so in static memory on firmware) and the core
-//! reaches them through a [`SliceMemory`] at [`BUF_BASE`]. Each endpoint's buffers
-//! cycle through an [`Echo`]; the RDM engine adds an RDM endpoint with a message and a
-//! tagged [`Echo`] of its own (see [`Service`]).
+//! Three services, each an [`Echo`] with buffers of its own: DGRAM messages
+//! ([`DGRAM_SLOTS`] of [`DGRAM_BUF`] bytes), RDM messages and RDM tagged messages
+//! ([`RDM_SLOTS`] of [`RDM_BUF`] bytes each). The buffers live in the responder (so in
+//! static memory on firmware) and the core reaches them through one [`Memory`] with
+//! each service 16 MiB apart from [`BUF_BASE`].
 
 use ofi_nostd::addr::EpAddr;
 use ofi_nostd::av::{AvAddrs, AvAttr};
@@ -23,9 +25,11 @@ use ofi_nostd::flags::{FI_ADDR_NOTAVAIL, FI_ADDR_UNSPEC, FiAddr, Flags};
 use ofi_nostd::info::{
     API_VERSION, EpType, FabricAttr, Info, ProviderConfig, Threading, default_info,
 };
-use ofi_nostd::mem::{IoVec, SliceMemory};
+use ofi_nostd::mem::{IoVec, Memory, SliceMemory};
 use ofi_nostd::net::NetConfig;
+use ofi_nostd::rdm::RdmConfig;
 use ofi_nostd::storage::Storage;
+use ofi_nostd::time::Duration;
 use ofi_nostd::time::Instant;
 use wire::link::Link;
 
@@ -38,6 +42,17 @@ pub const DGRAM_SLOTS: usize = 8;
 
 /// Bytes of one DGRAM buffer: the largest UDP payload of a 1500-byte MTU.
 pub const DGRAM_BUF: usize = 1472;
+
+/// Receive buffers of each RDM service (messages, tagged messages).
+pub const RDM_SLOTS: usize = 2;
+
+/// Bytes of one RDM buffer: the largest message echoed.
+pub const RDM_BUF: usize = 64 * 1024;
+
+/// Bytes of the arena the firmware opens the core in: fabric, domain, pools and the
+/// RDM engine with [`RDM_CONFIG`] take ~53 KiB at 1514-byte frames and ~170 KiB at
+/// 9014-byte jumbo frames (its reorder and unexpected slots are one packet each).
+pub const FW_ARENA: usize = 256 << 10;
 
 /// Bit of an operation context that marks a send (the rest is the slot).
 const CTX_SEND: u64 = 1 << 32;
@@ -59,7 +74,29 @@ pub const PROVIDER_CONFIG: ProviderConfig = ProviderConfig {
 };
 
 /// Completion queue depth: every slot has at most one operation outstanding.
-const CQ_SIZE: usize = 16;
+const CQ_SIZE: usize = 32;
+
+/// The RDM engine sized for firmware: one or two peers, a 32-packet window, small
+/// reorder and unexpected-message pools (each slot is one `max_pkt`, up to a jumbo
+/// frame), echoes of up to [`RDM_BUF`] bytes sent eagerly (the host always has its
+/// receive posted first), and timeouts for a slow core (QEMU's TCG) rather than a LAN.
+pub const RDM_CONFIG: RdmConfig = RdmConfig {
+    window: 32,
+    max_peers: 4,
+    reorder_slots: 8,
+    unexp_slots: 8,
+    unexp_msgs: 8,
+    claimed_msgs: 1,
+    eager_threshold: RDM_BUF,
+    rto_initial: Duration::from_millis(20),
+    rto_min: Duration::from_millis(5),
+    rto_max: Duration::from_millis(500),
+    max_retries: 12,
+    hello_retries: 8,
+    ack_delay: Duration::from_micros(200),
+    handshake_timeout: Duration::from_secs(2),
+    crc: false,
+};
 
 /// Where the responder lives on the link.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -103,8 +140,8 @@ impl Plan {
     }
 
     /// The host peer the responder answers: address `.1` of the subnet, [`FW_PORT`],
-    /// endpoint 0. (Peers must be in the AV: a DGRAM completion names its source only by
-    /// AV entry.)
+    /// endpoint 0 (of a DGRAM or an RDM endpoint there). (Peers must be in the AV: a
+    /// completion names its source only by AV entry.)
     pub fn host_peer(&self) -> EpAddr {
         let [a, b, c, _] = self.ip;
         EpAddr::new([a, b, c, 1], FW_PORT, 0)
@@ -144,7 +181,7 @@ fn step<T>(call: &'static str, r: ofi_nostd::Result<T>) -> Result<T, BringUpErro
 /// Which kind of operation a service echoes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Service {
-    /// fi_recv / fi_send (DGRAM now; RDM messages later).
+    /// fi_recv / fi_send (DGRAM or RDM).
     Msg,
     /// fi_trecv / fi_tsend with the received tag (RDM).
     Tagged,
@@ -163,23 +200,48 @@ enum SlotState {
 }
 
 /// The buffers of one echo service on one endpoint, each cycling receive → send → receive.
-#[derive(Debug)]
 pub struct Echo<const SLOTS: usize, const BUF: usize> {
     service: Service,
     ep_index: u64,
     state: [SlotState; SLOTS],
+    stats: Stats,
     bufs: [[u8; BUF]; SLOTS],
 }
 
+impl<const SLOTS: usize, const BUF: usize> core::fmt::Debug for Echo<SLOTS, BUF> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Echo")
+            .field("service", &self.service)
+            .field("ep_index", &self.ep_index)
+            .field("state", &self.state)
+            .field("stats", &self.stats)
+            .finish_non_exhaustive()
+    }
+}
+
 impl<const SLOTS: usize, const BUF: usize> Echo<SLOTS, BUF> {
-    /// Slots of `BUF` bytes, none posted; `ep_index` tells services apart in contexts.
+    /// Slots of `BUF` bytes, none posted; `ep_index` (below 16) tells services apart in
+    /// contexts and places their buffers.
     pub const fn new(service: Service, ep_index: u64) -> Self {
         Echo {
             service,
             ep_index,
             state: [SlotState::Idle; SLOTS],
+            stats: Stats {
+                rx: 0,
+                echoed: 0,
+                bytes: 0,
+                errors: 0,
+                unknown_src: 0,
+                retries: 0,
+            },
             bufs: [[0; BUF]; SLOTS],
         }
+    }
+
+    /// What this service counted.
+    pub fn stats(&self) -> &Stats {
+        &self.stats
     }
 
     fn iov(&self, slot: usize, len: usize) -> IoVec {
@@ -209,7 +271,7 @@ impl<const SLOTS: usize, const BUF: usize> Echo<SLOTS, BUF> {
     }
 
     /// Posts what can be posted: receives for idle slots, echoes for received ones.
-    fn post<S: Storage>(&mut self, dom: &mut Domain<S>, ep: EpHandle<S>, stats: &mut Stats) {
+    fn post<S: Storage>(&mut self, dom: &mut Domain<S>, ep: EpHandle<S>) {
         for slot in 0..SLOTS {
             let state = self.state[slot];
             let ctx = self.context(slot);
@@ -235,16 +297,17 @@ impl<const SLOTS: usize, const BUF: usize> Echo<SLOTS, BUF> {
             };
             match r {
                 Ok(s) => self.state[slot] = s,
-                Err(_) => stats.retries += 1,
+                Err(_) => self.stats.retries += 1,
             }
         }
     }
 
     /// Applies one completion; false if it is not this service's.
-    fn complete(&mut self, e: &CqTaggedEntry, src: FiAddr, stats: &mut Stats) -> bool {
+    fn complete(&mut self, e: &CqTaggedEntry, src: FiAddr) -> bool {
         let Some((slot, send)) = self.slot_of(e.op_context) else {
             return false;
         };
+        let stats = &mut self.stats;
         if send {
             // Send completions carry no length: the slot remembers it.
             if let SlotState::Sending { len } = self.state[slot] {
@@ -269,11 +332,11 @@ impl<const SLOTS: usize, const BUF: usize> Echo<SLOTS, BUF> {
     }
 
     /// An error completion for `ctx`: the slot starts over.
-    fn fail(&mut self, ctx: u64, stats: &mut Stats) -> bool {
+    fn fail(&mut self, ctx: u64) -> bool {
         let Some((slot, _)) = self.slot_of(ctx) else {
             return false;
         };
-        stats.errors += 1;
+        self.stats.errors += 1;
         self.state[slot] = SlotState::Idle;
         true
     }
@@ -283,36 +346,73 @@ impl<const SLOTS: usize, const BUF: usize> Echo<SLOTS, BUF> {
     }
 }
 
-/// The core on one link with a DGRAM ping-pong responder, in storage `S`.
+/// The services' buffers as one [`Memory`]: an address picks its service by its 16 MiB
+/// window above [`BUF_BASE`].
+struct Windows<'a, const N: usize>([SliceMemory<'a>; N]);
+
+impl<const N: usize> Windows<'_, N> {
+    fn window(addr: u64) -> ofi_nostd::Result<usize> {
+        let i = addr.checked_sub(BUF_BASE).ok_or(Errno::EFAULT)? >> 24;
+        usize::try_from(i)
+            .ok()
+            .filter(|&i| i < N)
+            .ok_or(Errno::EFAULT)
+    }
+}
+
+impl<const N: usize> Memory for Windows<'_, N> {
+    fn read(&self, addr: u64, out: &mut [u8]) -> ofi_nostd::Result<()> {
+        self.0[Self::window(addr)?].read(addr, out)
+    }
+
+    fn write(&mut self, addr: u64, data: &[u8]) -> ofi_nostd::Result<()> {
+        self.0[Self::window(addr)?].write(addr, data)
+    }
+}
+
+/// The core on one link with DGRAM and RDM ping-pong responders, in storage `S`.
 pub struct Responder<S: Storage> {
     fabric: Fabric<S>,
     domain: Domain<S>,
     cq: CqHandle<S>,
     av: AvHandle<S>,
     dgram_ep: EpHandle<S>,
+    rdm_ep: EpHandle<S>,
     dgram: Echo<DGRAM_SLOTS, DGRAM_BUF>,
-    stats: Stats,
+    msg: Echo<RDM_SLOTS, RDM_BUF>,
+    tagged: Echo<RDM_SLOTS, RDM_BUF>,
 }
 
 impl<S: Storage> core::fmt::Debug for Responder<S> {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_struct("Responder")
-            .field("stats", &self.stats)
+            .field("dgram", &self.dgram)
+            .field("msg", &self.msg)
+            .field("tagged", &self.tagged)
             .finish_non_exhaustive()
     }
 }
 
-/// The DGRAM info the responder opens its domain and endpoint with.
+/// The DGRAM info the responder opens its DGRAM endpoint with.
 pub fn dgram_info() -> Info {
     let mut info = default_info(EpType::Dgram, None, &PROVIDER_CONFIG);
     info.caps |= Flags::SOURCE;
     info
 }
 
+/// The RDM info the responder opens its domain and RDM endpoint with (its capabilities
+/// contain the DGRAM ones, so both endpoint types open on the domain).
+pub fn rdm_info() -> Info {
+    let mut info = default_info(EpType::Rdm, None, &PROVIDER_CONFIG);
+    info.caps |= Flags::SOURCE;
+    info
+}
+
 impl<S: Storage> Responder<S> {
     /// Brings up the core on a link with capabilities `caps` at `plan`, the host peer of
-    /// the plan in the AV, every receive posted. `store` must be callable for each
-    /// object (the same `Storage` value is cloned into fabric and domain).
+    /// the plan in the AV, the RDM engine sized by [`RDM_CONFIG`], every receive posted.
+    /// `store` must be callable for each object (the same `Storage` value is cloned into
+    /// fabric and domain).
     pub fn new(
         caps: &wire::link::Capabilities,
         plan: &Plan,
@@ -322,7 +422,7 @@ impl<S: Storage> Responder<S> {
     where
         S: Clone,
     {
-        let info = dgram_info();
+        let info = rdm_info();
         let mut fabric = step(
             "fi_fabric",
             Fabric::open(&FabricAttr::default(), 0, store.clone(), 0),
@@ -334,6 +434,7 @@ impl<S: Storage> Responder<S> {
             ..DomainConfig::new(net, PROVIDER_CONFIG, seed)
         };
         let mut domain = step("fi_domain", Domain::open(&mut fabric, &info, dc, store, 0))?;
+        step("set_rdm_config", domain.set_rdm_config(RDM_CONFIG))?;
         let cq_attr = CqAttr {
             format: CqFormat::Tagged,
             size: CQ_SIZE,
@@ -358,32 +459,60 @@ impl<S: Storage> Responder<S> {
                 .av_mut(av)
                 .and_then(|a| a.insert(AvAddrs::Ep(&peer), Some(&mut fi), Flags::empty(), None)),
         )?;
-        let dgram_ep = step("fi_endpoint", domain.ep_open(&info, 0))?;
-        step(
-            "fi_ep_bind(cq)",
-            domain.ep_bind(dgram_ep, BindTarget::Cq(cq), Flags::TRANSMIT | Flags::RECV),
-        )?;
-        step(
-            "fi_ep_bind(av)",
-            domain.ep_bind(dgram_ep, BindTarget::Av(av), Flags::empty()),
-        )?;
-        step("fi_enable", domain.ep_enable(dgram_ep))?;
+        let eps = [dgram_info(), info].map(|i| {
+            let ep = step("fi_endpoint", domain.ep_open(&i, 0))?;
+            step(
+                "fi_ep_bind(cq)",
+                domain.ep_bind(ep, BindTarget::Cq(cq), Flags::TRANSMIT | Flags::RECV),
+            )?;
+            step(
+                "fi_ep_bind(av)",
+                domain.ep_bind(ep, BindTarget::Av(av), Flags::empty()),
+            )?;
+            step("fi_enable", domain.ep_enable(ep))?;
+            Ok(ep)
+        });
+        let [dgram_ep, rdm_ep] = eps;
         let mut r = Responder {
             fabric,
             domain,
             cq,
             av,
-            dgram_ep,
+            dgram_ep: dgram_ep?,
+            rdm_ep: rdm_ep?,
             dgram: Echo::new(Service::Msg, 0),
-            stats: Stats::default(),
+            msg: Echo::new(Service::Msg, 1),
+            tagged: Echo::new(Service::Tagged, 2),
         };
-        r.dgram.post(&mut r.domain, r.dgram_ep, &mut r.stats);
+        r.post();
         Ok(r)
     }
 
-    /// What the responder counted.
+    fn post(&mut self) {
+        self.dgram.post(&mut self.domain, self.dgram_ep);
+        self.msg.post(&mut self.domain, self.rdm_ep);
+        self.tagged.post(&mut self.domain, self.rdm_ep);
+    }
+
+    /// What the DGRAM service counted.
     pub fn stats(&self) -> &Stats {
-        &self.stats
+        self.dgram.stats()
+    }
+
+    /// What the RDM message service counted.
+    pub fn msg_stats(&self) -> &Stats {
+        self.msg.stats()
+    }
+
+    /// What the RDM tagged service counted.
+    pub fn tagged_stats(&self) -> &Stats {
+        self.tagged.stats()
+    }
+
+    /// The RDM endpoint's engine statistics.
+    pub fn rdm_stats(&self) -> Option<ofi_nostd::rdm::RdmStats> {
+        let ep = self.domain.ep(self.rdm_ep).ok()?;
+        ep.rdm().map(|r| *r.stats())
     }
 
     /// The domain (its network and protocol statistics).
@@ -404,7 +533,7 @@ impl<S: Storage> Responder<S> {
     /// One turn: the core's progress on `link`, then every completion turned around.
     /// Returns whether anything moved (the caller may idle when nothing did).
     pub fn poll<L: Link>(&mut self, now: Instant, link: &mut L) -> bool {
-        let mut mem = self.dgram.memory();
+        let mut mem = Windows([self.dgram.memory(), self.msg.memory(), self.tagged.memory()]);
         let report = self
             .domain
             .progress(now, link, &mut mem)
@@ -416,22 +545,24 @@ impl<S: Storage> Responder<S> {
             match cq.readfrom(&mut entries, &mut srcs) {
                 Ok(n) => {
                     for (e, &src) in entries.iter().zip(srcs.iter()).take(n) {
-                        self.dgram.complete(e, src, &mut self.stats);
+                        let _ = self.dgram.complete(e, src)
+                            || self.msg.complete(e, src)
+                            || self.tagged.complete(e, src);
                     }
                     moved |= n > 0;
                 }
                 Err(Errno::EAVAIL) => {
                     let mut err_data = [0u8; 64];
                     if let Ok(e) = cq.readerr(Flags::empty(), API_VERSION, &mut err_data) {
-                        self.dgram.fail(e.op_context, &mut self.stats);
+                        let ctx = e.op_context;
+                        let _ = self.dgram.fail(ctx) || self.msg.fail(ctx) || self.tagged.fail(ctx);
                     }
                     moved = true;
                 }
                 Err(_) => break,
             }
         }
-        self.dgram
-            .post(&mut self.domain, self.dgram_ep, &mut self.stats);
+        self.post();
         moved
     }
 

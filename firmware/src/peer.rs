@@ -125,7 +125,8 @@ impl<S: Storage + Clone> Pinger<S> {
             max_size: net
                 .max_payload()
                 .saturating_sub(wire::packet::BASE_LEN + 8)
-                .min(DGRAM_BUF),
+                .min(DGRAM_BUF)
+                .min(info.ep_attr.max_msg_size),
             bufs: [0; 2 * DGRAM_BUF],
             size: 0,
             seq: 0,
@@ -137,7 +138,8 @@ impl<S: Storage + Clone> Pinger<S> {
 }
 
 impl<S: Storage> Pinger<S> {
-    /// The largest datagram the endpoint sends (the DGRAM `max_msg_size`).
+    /// The largest datagram the endpoint sends (the DGRAM `max_msg_size`: what one
+    /// 1500-byte IP packet carries, whatever the link's MTU).
     pub fn max_size(&self) -> usize {
         self.max_size
     }

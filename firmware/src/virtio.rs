@@ -49,6 +49,10 @@ pub const DEVICE_NET: u32 = 1;
 pub const NET_HDR_LEN: usize = 12;
 /// Largest Ethernet frame without FCS on a standard 1500-byte MTU.
 pub const ETH_FRAME_MAX: usize = 1514;
+/// Bytes of an Ethernet header (no VLAN tag, no FCS).
+pub const ETH_HDR_LEN: usize = 14;
+/// The IP MTU assumed when the device does not offer VIRTIO_NET_F_MTU.
+pub const DEFAULT_MTU: usize = 1500;
 
 /// Register offsets of the virtio-mmio transport (virtio 1.2, 4.2.2).
 #[allow(missing_docs)]
@@ -77,6 +81,9 @@ pub mod reg {
     pub const QUEUE_DEVICE_HIGH: usize = 0x0a4;
     pub const CONFIG_GENERATION: usize = 0x0fc;
     pub const CONFIG: usize = 0x100;
+    /// `struct virtio_net_config`: `mtu` (le16) after `mac[6]`, `status`,
+    /// `max_virtqueue_pairs`.
+    pub const CONFIG_MTU: usize = CONFIG + 10;
 }
 
 /// Device status bits.
@@ -91,6 +98,9 @@ pub mod status {
 
 /// Feature bits this driver knows.
 pub mod feature {
+    /// VIRTIO_NET_F_MTU: the device advises an MTU in its config space (QEMU's
+    /// `host_mtu=` property); frames up to that MTU then fit the receive buffers.
+    pub const NET_MTU: u64 = 1 << 3;
     /// VIRTIO_NET_F_MAC: the device has a MAC address in its config space.
     pub const NET_MAC: u64 = 1 << 5;
     /// VIRTIO_F_VERSION_1: the modern interface (required).
@@ -295,6 +305,7 @@ pub struct VirtioNet<'m, R: Regs, const RX: usize, const TX: usize, const B: usi
     _mem: PhantomData<&'m mut NetMem<RX, TX, B>>,
     mac: [u8; 6],
     features: u64,
+    frame_max: usize,
     rx_next_used: u16,
     rx_next_avail: u16,
     tx_next_used: u16,
@@ -339,8 +350,8 @@ impl<'m, R: Regs, const RX: usize, const TX: usize, const B: usize> VirtioNet<'m
         Ok(())
     }
 
-    /// Resets the device, negotiates VIRTIO_F_VERSION_1 (and VIRTIO_NET_F_MAC when
-    /// offered; nothing else), sets up both queues in `mem`, posts every receive buffer
+    /// Resets the device, negotiates VIRTIO_F_VERSION_1 (and VIRTIO_NET_F_MAC and
+    /// VIRTIO_NET_F_MTU when offered; nothing else), sets up both queues in `mem`, posts every receive buffer
     /// and sets DRIVER_OK. `default_mac` is used when the device has no MAC.
     pub fn new(
         mut regs: R,
@@ -368,7 +379,7 @@ impl<'m, R: Regs, const RX: usize, const TX: usize, const B: usize> VirtioNet<'m
         if offered & feature::VERSION_1 == 0 {
             return fail(&mut regs, InitError::NoVersion1);
         }
-        let features = offered & (feature::VERSION_1 | feature::NET_MAC);
+        let features = offered & (feature::VERSION_1 | feature::NET_MAC | feature::NET_MTU);
         regs.write32(reg::DRIVER_FEATURES_SEL, 0);
         regs.write32(reg::DRIVER_FEATURES, features as u32);
         regs.write32(reg::DRIVER_FEATURES_SEL, 1);
@@ -443,6 +454,15 @@ impl<'m, R: Regs, const RX: usize, const TX: usize, const B: usize> VirtioNet<'m
         } else {
             default_mac
         };
+        // Frames as large as the device's MTU asks for, if our buffers hold them (the
+        // MTU the stack is told is what both ends agree on: the host's side of the link
+        // must have the same).
+        let mtu = if features & feature::NET_MTU != 0 {
+            usize::from(read_config16(&regs, reg::CONFIG_MTU))
+        } else {
+            DEFAULT_MTU
+        };
+        let frame_max = (mtu.max(576) + ETH_HDR_LEN).min(B - NET_HDR_LEN);
         regs.write32(reg::STATUS, s | status::DRIVER_OK);
         let mut tx_free = [0u16; TX];
         for (i, f) in tx_free.iter_mut().enumerate() {
@@ -454,6 +474,7 @@ impl<'m, R: Regs, const RX: usize, const TX: usize, const B: usize> VirtioNet<'m
             _mem: PhantomData,
             mac,
             features,
+            frame_max,
             rx_next_used: 0,
             rx_next_avail: RX as u16,
             tx_next_used: 0,
@@ -469,6 +490,13 @@ impl<'m, R: Regs, const RX: usize, const TX: usize, const B: usize> VirtioNet<'m
     /// The device's MAC address (or the default given to [`VirtioNet::new`]).
     pub fn mac(&self) -> [u8; 6] {
         self.mac
+    }
+
+    /// The largest Ethernet frame (header included, no FCS) sent or expected:
+    /// the device's MTU (VIRTIO_NET_F_MTU, else [`DEFAULT_MTU`]) plus the header, capped
+    /// by the buffers.
+    pub fn frame_max(&self) -> usize {
+        self.frame_max
     }
 
     /// The negotiated feature bits.
@@ -509,6 +537,12 @@ impl<'m, R: Regs, const RX: usize, const TX: usize, const B: usize> VirtioNet<'m
             self.regs.write32(reg::QUEUE_NOTIFY, queue);
             self.stats.notifies += 1;
         }
+    }
+
+    /// Whether a received frame is waiting (reads only the used ring in memory, never a
+    /// register).
+    pub fn rx_pending(&self) -> bool {
+        self.rx_peek().is_some()
     }
 
     /// The next used receive element, if the device has filled a buffer.
@@ -585,6 +619,16 @@ impl<'m, R: Regs, const RX: usize, const TX: usize, const B: usize> VirtioNet<'m
     }
 }
 
+fn read_config16<R: Regs>(regs: &R, off: usize) -> u16 {
+    loop {
+        let gen0 = regs.read32(reg::CONFIG_GENERATION);
+        let v = u16::from_le_bytes([regs.read8(off), regs.read8(off + 1)]);
+        if regs.read32(reg::CONFIG_GENERATION) == gen0 {
+            return v;
+        }
+    }
+}
+
 fn read_mac<R: Regs>(regs: &R) -> [u8; 6] {
     loop {
         let gen0 = regs.read32(reg::CONFIG_GENERATION);
@@ -652,7 +696,7 @@ impl<R: Regs, const RX: usize, const TX: usize, const B: usize> TxToken
         };
         nic.tx_free_len = free;
         let id = usize::from(nic.tx_free[free]);
-        let lent = max_len.min(B - NET_HDR_LEN).min(ETH_FRAME_MAX);
+        let lent = max_len.min(B - NET_HDR_LEN).min(nic.frame_max);
         // SAFETY: `id < TX` (from the free list), so the buffer is inside `mem`, valid
         // for 'm; the device does not read a buffer that is not available, and this one
         // is not until `tx_post` below, after the borrow ends. `NET_HDR_LEN + lent <= B`.
@@ -686,7 +730,7 @@ impl<'m, R: Regs, const RX: usize, const TX: usize, const B: usize> Link
         Self: 'a;
 
     fn capabilities(&self) -> Capabilities {
-        let mut caps = Capabilities::new(Medium::Ethernet, ETH_FRAME_MAX.min(B - NET_HDR_LEN));
+        let mut caps = Capabilities::new(Medium::Ethernet, self.frame_max);
         caps.max_burst = RX.min(TX).min(32);
         caps
     }

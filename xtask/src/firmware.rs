@@ -8,9 +8,16 @@
 //!   virtio-net device on TAP `fwtap<N>`, host address `10.213.<N>.1/24`, the image at
 //!   `10.213.<N>.2` (QEMU's `mac=02:00:0a:d5:<N>:02` tells it), its defmt log decoded
 //!   live by `defmt-print`. Ctrl-C ends it.
-//! * The firmware step of `cargo xtask test` boots it the same way, runs the host side
-//!   of the ping-pong (`firmware/tests/qemu.rs`, ignored in plain `cargo test`) against
-//!   it and checks the decoded log shows the run.
+//! * The firmware step of `cargo xtask test` (and `cargo xtask firmware --test`) boots
+//!   it the same way, runs the host side (`firmware/tests/qemu.rs`, ignored in plain
+//!   `cargo test`) against it: 2,000 DGRAM ping-pongs, then through `crates/hosted` over
+//!   a UDP socket on the TAP's host address a few RDM msg ping-pongs and 10,000 RDM
+//!   tagged ping-pongs of 1 B .. 64 KiB, every byte checked; and checks the decoded log
+//!   shows both runs (the image's statistics lines count the echoes).
+//!
+//! The TAP and the device run with a 9000-byte MTU (QEMU's `host_mtu=9000`, which the
+//! driver negotiates as VIRTIO_NET_F_MTU): a 64 KiB message is 8 packets, not 45, which
+//! is what keeps the RDM run to a couple of minutes under TCG.
 //!
 //! The TAP device is created by QEMU itself (not persistent), so it disappears whenever
 //! QEMU ends, and QEMU never outlives xtask: Ctrl-C reaches QEMU too, a guard kills QEMU
@@ -31,8 +38,14 @@ use crate::ws::Workspace;
 pub const TARGET: &str = "aarch64-unknown-none";
 /// The image's code budget (`.text` + `.rodata`).
 pub const CODE_BUDGET: u64 = 256 * 1024;
-/// Pings the test sends.
+/// DGRAM pings the test sends.
 const TEST_PINGS: u32 = 2000;
+/// RDM untagged pings the test sends (msg echo service).
+const TEST_RDM_MSGS: u32 = 40;
+/// RDM tagged pings the test sends (tagged echo service).
+const TEST_RDM_PINGS: u32 = 10_000;
+/// The MTU of the TAP and of the virtio-net device.
+const MTU: u32 = 9000;
 
 /// Cargo's target directory: `$CARGO_TARGET_DIR` (relative to the workspace) or `target`.
 fn target_dir(ws: &Workspace) -> PathBuf {
@@ -222,29 +235,56 @@ pub fn test(ws: &Workspace) -> Result {
     ]);
     host.env("FIRMWARE_HOST_IP", net.host_ip())
         .env("FIRMWARE_FW_IP", net.fw_ip())
-        .env("FIRMWARE_PINGS", TEST_PINGS.to_string());
-    let result = run_with_timeout(&mut host, Duration::from_secs(180));
+        .env("FIRMWARE_PINGS", TEST_PINGS.to_string())
+        .env("FIRMWARE_RDM_MSGS", TEST_RDM_MSGS.to_string())
+        .env("FIRMWARE_RDM_PINGS", TEST_RDM_PINGS.to_string());
+    let started = Instant::now();
+    let result = run_with_timeout(&mut host, Duration::from_secs(600));
+    let took = started.elapsed();
     // The image reports its counters once a second while they change.
-    let shown = vm.wait_for(
-        |l| echoed_in(l).is_some_and(|n| n >= u64::from(TEST_PINGS)),
+    let dgram = vm.wait_for(
+        |l| {
+            l.contains("dgram echo:")
+                && echoed_in(l, "received,").is_some_and(|n| n >= u64::from(TEST_PINGS))
+        },
+        Duration::from_secs(5),
+    );
+    let rdm = vm.wait_for(
+        |l| {
+            echoed_in(l, "msg").is_some_and(|n| n >= u64::from(TEST_RDM_MSGS))
+                && echoed_in(l, "tagged").is_some_and(|n| n >= u64::from(TEST_RDM_PINGS))
+        },
         Duration::from_secs(5),
     );
     vm.stop();
     result?;
-    let line = shown.map_err(|_| {
-        format!(
-            "the firmware log does not show {TEST_PINGS} datagrams echoed (log: {})",
-            vm.log_path.display()
-        )
-    })?;
-    println!("firmware log shows the run: {}", line.trim());
+    let log = vm.log_path.display().to_string();
+    let missing = |what: String| {
+        let log = log.clone();
+        move |_| format!("the firmware log does not show {what} (log: {log})")
+    };
+    let dgram = dgram.map_err(missing(format!("{TEST_PINGS} datagrams echoed")))?;
+    let rdm = rdm.map_err(missing(format!(
+        "{TEST_RDM_MSGS} RDM messages and {TEST_RDM_PINGS} tagged messages echoed"
+    )))?;
+    println!(
+        "firmware log shows the runs:\n    {}\n    {}",
+        dgram.trim(),
+        rdm.trim()
+    );
+    println!(
+        "host side (DGRAM and RDM runs, QEMU TCG) took {:.1} s",
+        took.as_secs_f64()
+    );
     Ok(())
 }
 
-/// The `N` of "N echoed" in a statistics line of the image.
-fn echoed_in(line: &str) -> Option<u64> {
-    let (before, _) = line.split_once(" echoed")?;
-    before.rsplit(' ').next()?.parse().ok()
+/// The `N` of "`key` N echoed" in a statistics line of the image (`key` is the word
+/// before the count: `received,` on the DGRAM line, `msg` or `tagged` on the RDM line).
+fn echoed_in(line: &str, key: &str) -> Option<u64> {
+    let (_, after) = line.split_once(&format!("{key} "))?;
+    let (n, rest) = after.split_once(' ')?;
+    rest.starts_with("echoed").then(|| n.parse().ok())?
 }
 
 /// QEMU and defmt-print, installed when missing.
@@ -355,7 +395,10 @@ impl Vm {
             net.tap
         ))
         .arg("-device")
-        .arg(format!("virtio-net-device,netdev=n0,mac={}", net.fw_mac()))
+        .arg(format!(
+            "virtio-net-device,netdev=n0,mac={},host_mtu={MTU}",
+            net.fw_mac()
+        ))
         .arg("-kernel")
         .arg(image)
         .stdin(Stdio::null())
@@ -412,8 +455,11 @@ impl Vm {
             std::thread::sleep(Duration::from_millis(20));
         }
         let prefix = format!("{}/24", net.host_ip());
+        let mtu = MTU.to_string();
         let setup = cmd::run(Command::new("ip").args(["addr", "add", &prefix, "dev", &net.tap]))
-            .and_then(|()| cmd::run(Command::new("ip").args(["link", "set", &net.tap, "up"])));
+            .and_then(|()| {
+                cmd::run(Command::new("ip").args(["link", "set", &net.tap, "mtu", &mtu, "up"]))
+            });
         if let Err(e) = setup {
             vm.stop();
             return Err(e);
@@ -527,8 +573,14 @@ mod tests {
     #[test]
     fn statistics_lines_parse() {
         let l = "1.000 INFO  dgram echo: 2000 received, 1999 echoed (123 bytes), 0 errors";
-        assert_eq!(echoed_in(l), Some(1999));
-        assert_eq!(echoed_in("ready: nothing"), None);
+        assert_eq!(echoed_in(l, "received,"), Some(1999));
+        assert_eq!(echoed_in(l, "tagged"), None);
+        assert_eq!(echoed_in("ready: nothing", "received,"), None);
+        let r =
+            "9.1 INFO  rdm echo: msg 40 echoed (5 bytes), tagged 10000 echoed (7 bytes), 0 errors";
+        assert_eq!(echoed_in(r, "msg"), Some(40));
+        assert_eq!(echoed_in(r, "tagged"), Some(10000));
+        assert_eq!(echoed_in(r, "received,"), None);
     }
 
     #[test]
