@@ -2,7 +2,11 @@
  * The nostd provider through the system libfabric, as an application uses it:
  * fi_getinfo -> fi_fabric -> fi_domain -> CQs of every format, an EQ, an AV, a
  * counter, memory regions; closes in the wrong order (-FI_EBUSY), then in the
- * right one; NULLs where an application might pass them (-FI_EINVAL, no crash).
+ * right one; NULLs where an application might pass them (-FI_EINVAL, no crash);
+ * RDM and DGRAM endpoints talking to themselves: lifecycle, bindings, names,
+ * options, operation flags, aliases, messages, tagged messages with FI_PEEK /
+ * FI_CLAIM / FI_DISCARD, fi_cancel, counters, FD wait objects with fi_trywait, and
+ * -FI_ENOSYS from RMA and atomics.
  *
  * Run with FI_PROVIDER_PATH=<dir holding libnostd-fi.so> FI_PROVIDER=nostd.
  * Prints one line per check; exits 0 when every check passed.
@@ -19,6 +23,10 @@
 #include <rdma/fi_endpoint.h>
 #include <rdma/fi_eq.h>
 #include <rdma/fi_errno.h>
+#include <rdma/fi_rma.h>
+#include <rdma/fi_atomic.h>
+#include <rdma/fi_tagged.h>
+#include <poll.h>
 
 static int failures;
 static int checks;
@@ -322,6 +330,358 @@ static void test_mr(struct fid_domain *domain, struct fid_mr **keep)
 	*keep = mr;
 }
 
+/* Reads one completion (blocking up to 2 s); returns fi_cq_sread's result. */
+static ssize_t next(struct fid_cq *cq, struct fi_cq_tagged_entry *e)
+{
+	return fi_cq_sread(cq, e, 1, NULL, 2000);
+}
+
+static void test_ep(struct fid_fabric *fabric, struct fid_domain *domain, struct fi_info *info)
+{
+	struct fi_cq_attr cq_attr = { .format = FI_CQ_FORMAT_TAGGED, .wait_obj = FI_WAIT_FD };
+	struct fi_cq_attr nowait_attr = { .format = FI_CQ_FORMAT_TAGGED };
+	struct fi_av_attr av_attr = { .type = FI_AV_TABLE };
+	struct fi_cntr_attr cntr_attr = { .events = FI_CNTR_EVENTS_COMP, .wait_obj = FI_WAIT_FD };
+	struct fid_cq *cq = NULL, *nowait = NULL;
+	struct fid_av *av = NULL;
+	struct fid_cntr *cntr = NULL;
+	struct fid_ep *ep = NULL, *alias = NULL, *peer = NULL;
+	struct fi_cq_tagged_entry e;
+	struct fi_cq_err_entry err;
+	struct fi_context ctx[4];
+	char name[64], tx[256], rx[256];
+	size_t len, optlen, v;
+	fi_addr_t self = FI_ADDR_NOTAVAIL;
+	uint64_t flags;
+	struct iovec iov;
+	struct fi_msg_tagged tmsg;
+	struct fi_msg msg;
+	struct fid *fids[1];
+	int fd = -1, i;
+	struct pollfd pfd;
+
+	EXPECT(fi_cq_open(domain, &cq_attr, &cq, NULL), 0);
+	EXPECT(fi_cq_open(domain, &nowait_attr, &nowait, NULL), 0);
+	EXPECT(fi_av_open(domain, &av_attr, &av, NULL), 0);
+	EXPECT(fi_cntr_open(domain, &cntr_attr, &cntr, NULL), 0);
+	if (!cq || !nowait || !av || !cntr)
+		return;
+
+	/* Lifecycle: bindings before enable, in the core's rules. */
+	EXPECT(fi_endpoint(domain, info, &ep, (void *)0xe9), 0);
+	if (!ep)
+		return;
+	EXPECT_TRUE(ep->fid.fclass == FI_CLASS_EP);
+	EXPECT_TRUE(ep->fid.context == (void *)0xe9);
+	EXPECT(fi_send(ep, tx, 8, NULL, 0, NULL), -FI_EOPBADSTATE);
+	EXPECT(fi_recv(ep, rx, 8, NULL, 0, NULL), -FI_EOPBADSTATE);
+	EXPECT(fi_enable(ep), -FI_ENOCQ);
+	EXPECT(fi_ep_bind(ep, NULL, 0), -FI_EINVAL);
+	EXPECT(fi_ep_bind(ep, &domain->fid, 0), -FI_EINVAL);
+	EXPECT(fi_ep_bind(ep, &cq->fid, 0), -FI_EINVAL);
+	EXPECT(fi_ep_bind(ep, &cq->fid, FI_TRANSMIT | FI_RECV), 0);
+	EXPECT(fi_ep_bind(ep, &nowait->fid, FI_TRANSMIT), -FI_EINVAL); /* a second TX CQ */
+	EXPECT(fi_enable(ep), -FI_ENOAV);
+	EXPECT(fi_ep_bind(ep, &av->fid, 0), 0);
+	EXPECT(fi_ep_bind(ep, &cntr->fid, FI_SEND), 0);
+	EXPECT(fi_close(&cq->fid), -FI_EBUSY);
+	EXPECT(fi_enable(ep), 0);
+	EXPECT(fi_enable(ep), -FI_EOPBADSTATE);
+	EXPECT(fi_ep_bind(ep, &nowait->fid, FI_RECV), -FI_EOPBADSTATE);
+	EXPECT(fi_control(&ep->fid, 12345, NULL), -FI_ENOSYS);
+
+	/* Names. */
+	len = 0;
+	EXPECT(fi_getname(&ep->fid, NULL, &len), -FI_ETOOSMALL);
+	EXPECT(len, sizeof(struct sockaddr_in));
+	EXPECT(fi_getname(&ep->fid, name, NULL), -FI_EINVAL);
+	len = sizeof name;
+	EXPECT(fi_getname(&ep->fid, name, &len), 0);
+	EXPECT(len, sizeof(struct sockaddr_in));
+	EXPECT(((struct sockaddr_in *)name)->sin_family, AF_INET);
+	EXPECT_TRUE(((struct sockaddr_in *)name)->sin_port != 0); /* the real bound port */
+	EXPECT(fi_setname(&ep->fid, name, len), -FI_ENOSYS);
+	EXPECT(fi_getpeer(ep, name, &len), -FI_ENOSYS);
+	EXPECT(fi_connect(ep, name, NULL, 0), -FI_ENOSYS);
+	/* The peer: a second endpoint of the domain (same socket, its own id). */
+	EXPECT(fi_endpoint(domain, info, &peer, NULL), 0);
+	if (!peer)
+		return;
+	EXPECT(fi_ep_bind(peer, &cq->fid, FI_TRANSMIT | FI_RECV), 0);
+	EXPECT(fi_ep_bind(peer, &av->fid, 0), 0);
+	EXPECT(fi_enable(peer), 0);
+	len = sizeof name;
+	EXPECT(fi_getname(&peer->fid, name, &len), 0);
+	EXPECT(fi_av_insert(av, name, 1, &self, 0, NULL), 1);
+
+	/* Options. */
+	optlen = sizeof v;
+	EXPECT(fi_getopt(&ep->fid, FI_OPT_ENDPOINT, FI_OPT_MIN_MULTI_RECV, &v, &optlen), 0);
+	EXPECT(optlen, sizeof v);
+	v = 128;
+	EXPECT(fi_setopt(&ep->fid, FI_OPT_ENDPOINT, FI_OPT_MIN_MULTI_RECV, &v, sizeof v), 0);
+	v = 0;
+	EXPECT(fi_getopt(&ep->fid, FI_OPT_ENDPOINT, FI_OPT_MIN_MULTI_RECV, &v, &optlen), 0);
+	EXPECT(v, 128);
+	optlen = 2;
+	EXPECT(fi_getopt(&ep->fid, FI_OPT_ENDPOINT, FI_OPT_MIN_MULTI_RECV, &v, &optlen), -FI_ETOOSMALL);
+	optlen = sizeof v;
+	EXPECT(fi_getopt(&ep->fid, FI_OPT_ENDPOINT, FI_OPT_MIN_MULTI_RECV, NULL, &optlen), -FI_EINVAL);
+	EXPECT(fi_getopt(&ep->fid, FI_OPT_ENDPOINT, FI_OPT_MIN_MULTI_RECV, &v, NULL), -FI_EINVAL);
+	EXPECT(fi_getopt(&ep->fid, FI_OPT_ENDPOINT, 77, &v, &optlen), -FI_ENOPROTOOPT);
+	EXPECT(fi_getopt(&ep->fid, 5, FI_OPT_MIN_MULTI_RECV, &v, &optlen), -FI_ENOPROTOOPT);
+	EXPECT(fi_setopt(&ep->fid, FI_OPT_ENDPOINT, FI_OPT_CM_DATA_SIZE, &v, sizeof v), -FI_EOPNOTSUPP);
+	EXPECT(fi_setopt(&ep->fid, FI_OPT_ENDPOINT, FI_OPT_MIN_MULTI_RECV, NULL, sizeof v), -FI_EINVAL);
+	EXPECT(fi_setopt(&ep->fid, FI_OPT_ENDPOINT, FI_OPT_MIN_MULTI_RECV, &v, 1), -FI_EINVAL);
+
+	/* Default operation flags. */
+	flags = FI_TRANSMIT;
+	EXPECT(fi_control(&ep->fid, FI_GETOPSFLAG, &flags), 0);
+	flags = FI_TRANSMIT | FI_COMPLETION;
+	EXPECT(fi_control(&ep->fid, FI_SETOPSFLAG, &flags), 0);
+	flags = FI_TRANSMIT;
+	EXPECT(fi_control(&ep->fid, FI_GETOPSFLAG, &flags), 0);
+	EXPECT_TRUE(flags & FI_COMPLETION);
+	flags = FI_TRANSMIT | FI_RECV;
+	EXPECT(fi_control(&ep->fid, FI_GETOPSFLAG, &flags), -FI_EINVAL);
+	EXPECT(fi_control(&ep->fid, FI_SETOPSFLAG, &flags), -FI_EINVAL);
+	EXPECT(fi_control(&ep->fid, FI_GETOPSFLAG, NULL), -FI_EINVAL);
+	EXPECT(fi_control(&ep->fid, FI_SETOPSFLAG, NULL), -FI_EINVAL);
+
+	/* Wait objects: FI_GETWAIT, fi_trywait, the fd readable when data arrives. */
+	EXPECT(fi_control(&cq->fid, FI_GETWAIT, NULL), -FI_EINVAL);
+	EXPECT(fi_control(&nowait->fid, FI_GETWAIT, &fd), -FI_ENODATA);
+	EXPECT(fi_control(&cntr->fid, FI_GETWAIT, &fd), 0);
+	EXPECT(fi_control(&cq->fid, FI_GETWAIT, &fd), 0);
+	EXPECT_TRUE(fd >= 0);
+	fids[0] = &cq->fid;
+	EXPECT(fi_trywait(fabric, fids, 1), 0);
+	fids[0] = &nowait->fid;
+	EXPECT(fi_trywait(fabric, fids, 1), -FI_EINVAL);
+	fids[0] = &cq->fid;
+
+	/* Messages to ourselves. */
+	for (i = 0; i < (int)sizeof tx; i++)
+		tx[i] = (char)(i * 3 + 1);
+	memset(rx, 0, sizeof rx);
+	EXPECT(fi_recv(peer, rx, sizeof rx, NULL, FI_ADDR_UNSPEC, &ctx[0]), 0);
+	EXPECT(fi_send(ep, tx, 100, NULL, self, &ctx[1]), 0);
+	pfd.fd = fd;
+	pfd.events = POLLIN;
+	EXPECT(poll(&pfd, 1, 2000), 1); /* the fd wakes a waiter: no busy polling needed */
+	for (i = 0; i < 2; i++) {
+		EXPECT(next(cq, &e), 1);
+		if (e.op_context == &ctx[0]) {
+			EXPECT(e.len, 100);
+			EXPECT_TRUE(e.flags & FI_RECV);
+			EXPECT(memcmp(rx, tx, 100), 0);
+		} else {
+			EXPECT_TRUE(e.op_context == &ctx[1]);
+			EXPECT_TRUE(e.flags & FI_SEND);
+		}
+	}
+	EXPECT(fi_cntr_read(cntr), 1);
+	EXPECT(fi_cntr_wait(cntr, 1, 100), 0);
+	fids[0] = &cntr->fid;
+	EXPECT(fi_trywait(fabric, fids, 1), 0);
+	fids[0] = &cq->fid;
+
+	EXPECT(fi_recv(peer, rx, sizeof rx, NULL, FI_ADDR_UNSPEC, &ctx[0]), 0);
+	EXPECT(fi_senddata(ep, tx, 10, NULL, 0xdada, self, &ctx[1]), 0);
+	for (i = 0; i < 2; i++) {
+		EXPECT(next(cq, &e), 1);
+		if (e.op_context == &ctx[0]) {
+			EXPECT_TRUE(e.flags & FI_REMOTE_CQ_DATA);
+			EXPECT(e.data, 0xdada);
+		}
+	}
+	EXPECT(fi_trywait(fabric, fids, 1), 0);
+	EXPECT(fi_recv(peer, rx, sizeof rx, NULL, FI_ADDR_UNSPEC, &ctx[0]), 0);
+	EXPECT(fi_inject(ep, tx, 20, self), 0);
+	EXPECT(next(cq, &e), 1);
+	EXPECT_TRUE(e.op_context == &ctx[0]);
+	EXPECT(e.len, 20);
+	EXPECT(fi_trywait(fabric, fids, 1), 0);
+
+	/* sendmsg / recvv with flags; NULL and wrong arguments. */
+	iov.iov_base = tx;
+	iov.iov_len = 30;
+	memset(&msg, 0, sizeof msg);
+	msg.msg_iov = &iov;
+	msg.iov_count = 1;
+	msg.addr = self;
+	msg.context = &ctx[1];
+	EXPECT(fi_recvv(peer, &iov, NULL, 1, FI_ADDR_UNSPEC, &ctx[0]), 0);
+	EXPECT(fi_sendmsg(ep, &msg, FI_COMPLETION | FI_TRANSMIT_COMPLETE), 0);
+	EXPECT(next(cq, &e), 1);
+	EXPECT(next(cq, &e), 1);
+	EXPECT(fi_sendmsg(ep, NULL, 0), -FI_EINVAL);
+	EXPECT(fi_recvmsg(ep, NULL, 0), -FI_EINVAL);
+	EXPECT(fi_recvv(ep, NULL, NULL, 2, FI_ADDR_UNSPEC, NULL), -FI_EINVAL);
+	EXPECT(fi_sendv(ep, &iov, NULL, 99, self, NULL), -FI_EINVAL);
+	EXPECT(fi_send(ep, NULL, 8, NULL, self, NULL), -FI_EINVAL);
+	EXPECT(fi_tsendmsg(ep, NULL, 0), -FI_EINVAL);
+	EXPECT(fi_trecvmsg(ep, NULL, 0), -FI_EINVAL);
+	EXPECT(fi_send(ep, tx, 8, NULL, 12345, NULL), -FI_EINVAL); /* not in the AV */
+	/* The inline wrappers dereference the fid before calling in; the entry points
+	 * themselves refuse NULL and other objects. */
+	EXPECT(ep->ops->cancel(NULL, NULL), -FI_EINVAL);
+	EXPECT(ep->ops->cancel(&cq->fid, NULL), -FI_EINVAL);
+	EXPECT(ep->msg->send(NULL, tx, 8, NULL, self, NULL), -FI_EINVAL);
+	EXPECT(ep->tagged->recv((struct fid_ep *)cq, rx, 8, NULL, 0, 0, 0, NULL), -FI_EINVAL);
+	EXPECT(ep->cm->getname(NULL, name, &len), -FI_EINVAL);
+	EXPECT(ep->fid.ops->bind(NULL, &cq->fid, 0), -FI_EINVAL);
+	EXPECT(ep->fid.ops->control(&cq->fid, FI_ENABLE, NULL), -FI_EINVAL);
+	EXPECT(ep->ops->getopt(NULL, 0, 0, &v, &optlen), -FI_EINVAL);
+	EXPECT(ep->ops->tx_size_left(NULL), -FI_EINVAL);
+
+	/* Tagged: a message waits unexpected; FI_PEEK sees it, FI_PEEK | FI_CLAIM
+	 * reserves it for a context, FI_CLAIM with that context receives it. */
+	EXPECT(fi_tsend(ep, tx, 40, NULL, self, 5, &ctx[1]), 0);
+	EXPECT(next(cq, &e), 1); /* the send completes: the message is here */
+	EXPECT_TRUE(e.op_context == &ctx[1]);
+	memset(&tmsg, 0, sizeof tmsg);
+	iov.iov_base = rx;
+	iov.iov_len = sizeof rx;
+	tmsg.msg_iov = &iov;
+	tmsg.iov_count = 1;
+	tmsg.addr = FI_ADDR_UNSPEC;
+	tmsg.tag = 5;
+	tmsg.context = &ctx[2];
+	EXPECT(fi_trecvmsg(peer, &tmsg, FI_PEEK), 0);
+	EXPECT(next(cq, &e), 1);
+	EXPECT_TRUE(e.op_context == &ctx[2]);
+	EXPECT(e.len, 40);
+	EXPECT(e.tag, 5);
+	EXPECT(fi_trecvmsg(peer, &tmsg, FI_PEEK | FI_CLAIM), 0);
+	EXPECT(next(cq, &e), 1);
+	EXPECT(fi_trecvmsg(peer, &tmsg, FI_PEEK), 0); /* claimed: no longer visible */
+	EXPECT(next(cq, &e), -FI_EAVAIL);
+	memset(&err, 0, sizeof err);
+	EXPECT(fi_cq_readerr(cq, &err, 0), 1);
+	EXPECT(err.err, FI_ENOMSG);
+	memset(rx, 0, sizeof rx);
+	EXPECT(fi_trecvmsg(peer, &tmsg, FI_CLAIM), 0);
+	EXPECT(next(cq, &e), 1);
+	EXPECT_TRUE(e.op_context == &ctx[2]);
+	EXPECT(e.len, 40);
+	EXPECT(memcmp(rx, tx, 40), 0);
+
+	/* FI_PEEK | FI_DISCARD drops a message. */
+	EXPECT(fi_tinject(ep, tx, 8, self, 6), 0);
+	tmsg.tag = 6;
+	for (i = 0; i < 200; i++) { /* until the injected message has arrived */
+		EXPECT_TRUE(fi_cq_read(cq, &e, 1) == -FI_EAGAIN);
+		EXPECT(fi_trecvmsg(peer, &tmsg, FI_PEEK), 0);
+		if (next(cq, &e) == 1)
+			break;
+		fi_cq_readerr(cq, &err, 0);
+	}
+	EXPECT(fi_trecvmsg(peer, &tmsg, FI_PEEK | FI_DISCARD), 0);
+	EXPECT(next(cq, &e), 1);
+	EXPECT(fi_trecvmsg(peer, &tmsg, FI_PEEK), 0);
+	EXPECT(next(cq, &e), -FI_EAVAIL);
+	EXPECT(fi_cq_readerr(cq, &err, 0), 1);
+	EXPECT(err.err, FI_ENOMSG);
+
+	/* fi_cancel of a posted receive: an FI_ECANCELED error entry. */
+	EXPECT(fi_trecv(peer, rx, sizeof rx, NULL, FI_ADDR_UNSPEC, 99, 0, &ctx[3]), 0);
+	EXPECT(fi_cancel(&peer->fid, &ctx[3]), 0);
+	EXPECT(next(cq, &e), -FI_EAVAIL);
+	memset(&err, 0, sizeof err);
+	EXPECT(fi_cq_readerr(cq, &err, 0), 1);
+	EXPECT(err.err, FI_ECANCELED);
+	EXPECT_TRUE(err.op_context == &ctx[3]);
+	EXPECT(fi_cancel(&peer->fid, &ctx[3]), 0); /* nothing left to cancel: still 0 */
+
+	/* A completion is queued: fi_trywait says read first. */
+	EXPECT(fi_tsenddata(ep, tx, 4, NULL, 7, self, 8, &ctx[1]), 0);
+	for (i = 0; i < 100 && fi_trywait(fabric, fids, 1) == 0; i++)
+		poll(&pfd, 1, 20);
+	EXPECT(fi_trywait(fabric, fids, 1), -FI_EAGAIN);
+	EXPECT(next(cq, &e), 1);
+	EXPECT(fi_trecv(peer, rx, sizeof rx, NULL, FI_ADDR_UNSPEC, 8, 0, &ctx[0]), 0);
+	EXPECT(next(cq, &e), 1);
+	EXPECT(e.data, 7);
+
+	/* RMA and atomics are not offered. */
+	EXPECT(fi_write(ep, tx, 8, NULL, self, 0, 0, NULL), -FI_ENOSYS);
+	EXPECT(fi_read(ep, rx, 8, NULL, self, 0, 0, NULL), -FI_ENOSYS);
+	EXPECT(fi_atomic(ep, tx, 1, NULL, self, 0, 0, FI_UINT64, FI_SUM, NULL), -FI_ENOSYS);
+	EXPECT(fi_atomicvalid(ep, FI_UINT64, FI_SUM, &len), -FI_ENOSYS);
+
+	/* An alias with its own flags; the endpoint cannot close while it exists. */
+	EXPECT(fi_ep_alias(ep, &alias, FI_TRANSMIT | FI_RECV), -FI_EINVAL);
+	EXPECT(fi_ep_alias(ep, &alias, FI_TRANSMIT | FI_COMPLETION), 0);
+	if (alias) {
+		flags = FI_TRANSMIT;
+		EXPECT(fi_control(&alias->fid, FI_GETOPSFLAG, &flags), 0);
+		EXPECT(flags, FI_COMPLETION);
+		EXPECT(fi_recv(peer, rx, sizeof rx, NULL, FI_ADDR_UNSPEC, &ctx[0]), 0);
+		EXPECT(fi_send(alias, tx, 12, NULL, self, &ctx[1]), 0);
+		EXPECT(next(cq, &e), 1);
+		EXPECT(next(cq, &e), 1);
+		EXPECT(fi_close(&ep->fid), -FI_EBUSY);
+		EXPECT(fi_close(&alias->fid), 0);
+	}
+
+	EXPECT(fi_close(&ep->fid), 0);
+	EXPECT(fi_close(&peer->fid), 0);
+	EXPECT(fi_close(&cntr->fid), 0);
+	EXPECT(fi_close(&av->fid), 0);
+	EXPECT(fi_close(&nowait->fid), 0);
+	EXPECT(fi_close(&cq->fid), 0);
+}
+
+/* A DGRAM endpoint on the same domain: send to itself. */
+static void test_dgram(struct fid_domain *domain)
+{
+	struct fi_info *info = getinfo(FI_EP_DGRAM);
+	struct fi_cq_attr cq_attr = { .format = FI_CQ_FORMAT_MSG, .wait_obj = FI_WAIT_UNSPEC };
+	struct fi_av_attr av_attr = { .type = FI_AV_MAP };
+	struct fid_cq *cq = NULL;
+	struct fid_av *av = NULL;
+	struct fid_ep *ep = NULL;
+	struct fi_cq_msg_entry e[2];
+	char name[64], buf[64] = "datagram", out[64];
+	size_t len = sizeof name;
+	fi_addr_t self;
+	int n = 0, k;
+
+	if (!info)
+		return;
+	EXPECT(fi_cq_open(domain, &cq_attr, &cq, NULL), 0);
+	EXPECT(fi_av_open(domain, &av_attr, &av, NULL), 0);
+	EXPECT(fi_endpoint(domain, info, &ep, NULL), 0);
+	if (cq && av && ep) {
+		EXPECT(fi_ep_bind(ep, &cq->fid, FI_TRANSMIT | FI_RECV), 0);
+		EXPECT(fi_ep_bind(ep, &av->fid, 0), 0);
+		EXPECT(fi_enable(ep), 0);
+		EXPECT(fi_getname(&ep->fid, name, &len), 0);
+		EXPECT(fi_av_insert(av, name, 1, &self, 0, NULL), 1);
+		EXPECT(fi_recv(ep, out, sizeof out, NULL, FI_ADDR_UNSPEC, out), 0);
+		EXPECT(fi_send(ep, buf, 9, NULL, self, buf), 0);
+		while (n < 2) {
+			k = (int)fi_cq_sread(cq, &e[n], 2 - n, NULL, 2000);
+			if (k <= 0)
+				break;
+			n += k;
+		}
+		EXPECT(n, 2);
+		EXPECT(strcmp(out, "datagram"), 0);
+		/* Beyond the link MTU: -FI_EMSGSIZE. */
+		EXPECT(fi_send(ep, buf, info->ep_attr->max_msg_size + 1, NULL, self, NULL),
+		       -FI_EMSGSIZE);
+	}
+	if (ep)
+		EXPECT(fi_close(&ep->fid), 0);
+	if (av)
+		EXPECT(fi_close(&av->fid), 0);
+	if (cq)
+		EXPECT(fi_close(&cq->fid), 0);
+	fi_freeinfo(info);
+}
+
 int main(void)
 {
 	struct fi_info *info;
@@ -368,6 +728,8 @@ int main(void)
 	test_av(domain, &av);
 	test_cntr(domain, &cntr);
 	test_mr(domain, &mr);
+	test_ep(fabric, domain, info);
+	test_dgram(domain);
 
 	/* fi_trywait: a domain is not a waitable object; a wait-less CQ cannot wait. */
 	wrong[0] = &domain->fid;
