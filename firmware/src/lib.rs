@@ -9,7 +9,8 @@
 //! - [`virtio`]: a virtio-net driver for the virtio-mmio transport implementing the
 //!   `wire` link traits (what QEMU's `virt` machine offers; a DPU's NIC queue driver
 //!   implements the same traits);
-//! - [`app`]: the core brought up on static pools with a ping-pong responder;
+//! - [`app`]: the core brought up in an arena with DGRAM and RDM (msg and tagged) echo
+//!   responders;
 //! - [`arena`]: a bump-arena [`ofi_nostd::storage::Storage`] for objects `Fixed<N>`
 //!   cannot hold (the RDM engine's buffers);
 //! - [`peer`]: the ping-pong client the host runs against the image.

@@ -191,3 +191,123 @@ fn responder_on_an_arena_uses_a_fraction_of_fixed() {
         assert_eq!(fw.stats().echoed, 5);
     });
 }
+
+/// A minimal RDM client on the core (what crates/hosted does on the host): one tagged or
+/// untagged ping at a time, every byte of the echo checked.
+#[test]
+fn rdm_msg_and_tagged_echo_over_ethernet() {
+    use ofi_nostd::av::{AvAddrs, AvAttr};
+    use ofi_nostd::cq::{CqAttr, CqFormat, CqTaggedEntry};
+    use ofi_nostd::domain::{BindTarget, Domain, DomainConfig};
+    use ofi_nostd::fabric::Fabric;
+    use ofi_nostd::flags::{FI_ADDR_UNSPEC, FiAddr, Flags};
+    use ofi_nostd::info::FabricAttr;
+    use ofi_nostd::mem::{IoVec, SliceMemory};
+
+    use crate::app::{PROVIDER_CONFIG, RDM_BUF, rdm_info};
+
+    big_stack(|| {
+        let mut fw_link = Box::new(Wire::new(Medium::Ethernet, None));
+        let mut host_link = Box::new(Wire::new(Medium::Ethernet, None));
+        let plan = Plan::from_mac(Plan::mac_for([10, 213, 9, 2]));
+        let mut fw = Box::new(Responder::new(&fw_link.capabilities(), &plan, arena(), 1).unwrap());
+
+        // The host: endpoint 0 at the plan's host peer address.
+        let store = arena();
+        let info = rdm_info();
+        let mut fabric = Fabric::open(&FabricAttr::default(), 0, store, 0).unwrap();
+        let peer = plan.host_peer();
+        let net = NetConfig::new(
+            &Capabilities::new(Medium::Ethernet, 1514),
+            peer.ip,
+            peer.port,
+        )
+        .with_ethernet([2, 0, 0, 0, 0, 1], 24, None);
+        let dc = DomainConfig {
+            arp_entries: 4,
+            ..DomainConfig::new(net, PROVIDER_CONFIG, 2)
+        };
+        let mut dom = Domain::open(&mut fabric, &info, dc, store, 0).unwrap();
+        // The firmware's engine, but larger messages by rendezvous (as hosted's default).
+        dom.set_rdm_config(ofi_nostd::rdm::RdmConfig {
+            eager_threshold: 8192,
+            ..crate::app::RDM_CONFIG
+        })
+        .unwrap();
+        let cq_attr = CqAttr {
+            format: CqFormat::Tagged,
+            size: 8,
+            ..CqAttr::default()
+        };
+        let cq = dom.cq_open(&cq_attr, 0).unwrap();
+        let mut av_attr = AvAttr {
+            count: 2,
+            ..AvAttr::default()
+        };
+        let av = dom.av_open(&mut av_attr, 0).unwrap();
+        let mut fi = [0 as FiAddr; 1];
+        let target = [ofi_nostd::addr::EpAddr::new(plan.ip, plan.port, 1)];
+        dom.av_mut(av)
+            .and_then(|a| a.insert(AvAddrs::Ep(&target), Some(&mut fi), Flags::empty(), None))
+            .unwrap();
+        let ep = dom.ep_open(&info, 0).unwrap();
+        dom.ep_bind(ep, BindTarget::Cq(cq), Flags::TRANSMIT | Flags::RECV)
+            .unwrap();
+        dom.ep_bind(ep, BindTarget::Av(av), Flags::empty()).unwrap();
+        dom.ep_enable(ep).unwrap();
+
+        const TX: u64 = 0x100_0000;
+        const RX: u64 = TX + RDM_BUF as u64;
+        let mut bufs = std::vec![0u8; 2 * RDM_BUF];
+        let mut now = Instant::ZERO;
+        let sizes = [1usize, 7, 1000, 1500, 8192, 8193, 30000, RDM_BUF];
+        for (seq, &size) in (0u64..).zip(sizes.iter().cycle().take(3 * sizes.len())) {
+            let tagged = seq % 3 != 0;
+            let tag = 0xabc0_0000 | seq;
+            for (i, b) in bufs[..size].iter_mut().enumerate() {
+                *b = pattern(seq as u32, size, i);
+            }
+            bufs[RDM_BUF..].fill(0);
+            let (rx, tx) = (IoVec::new(RX, RDM_BUF), IoVec::new(TX, size));
+            let mem = SliceMemory::new(TX, &mut bufs);
+            if tagged {
+                dom.trecv(ep, rx, FI_ADDR_UNSPEC, tag, 0, 1).unwrap();
+                dom.tsend(ep, &mem, tx, fi[0], tag, 2).unwrap();
+            } else {
+                dom.recv(ep, rx, FI_ADDR_UNSPEC, 1).unwrap();
+                dom.send(ep, &mem, tx, fi[0], 2).unwrap();
+            }
+            let (mut sent, mut echo) = (false, None);
+            for _ in 0..20_000 {
+                now += Duration::from_micros(100);
+                let mut mem = SliceMemory::new(TX, &mut bufs);
+                dom.progress(now, &mut *host_link, &mut mem).unwrap();
+                host_link.transfer_to(&mut *fw_link);
+                fw.poll(now, &mut *fw_link);
+                fw_link.transfer_to(&mut *host_link);
+                let mut e = [CqTaggedEntry::default(); 4];
+                let n = dom.cq_mut(cq).unwrap().read(&mut e).unwrap_or(0);
+                for e in &e[..n] {
+                    match e.op_context {
+                        2 => sent = true,
+                        _ => echo = Some((e.len, e.tag)),
+                    }
+                }
+                if sent && echo.is_some() {
+                    break;
+                }
+            }
+            let (len, echo_tag) = echo.unwrap_or_else(|| panic!("ping {seq} of {size} bytes"));
+            assert!(sent, "ping {seq}: send completion");
+            assert_eq!(len, size, "ping {seq}");
+            if tagged {
+                assert_eq!(echo_tag, tag, "ping {seq}: the echo carries the tag");
+            }
+            let (tx, rx) = bufs.split_at(RDM_BUF);
+            assert!(rx[..size] == tx[..size], "ping {seq}: echoed bytes");
+        }
+        let (m, t) = (fw.msg_stats(), fw.tagged_stats());
+        assert_eq!((m.echoed, t.echoed, m.errors + t.errors), (8, 16, 0));
+        assert_eq!(fw.rdm_stats().unwrap().sessions, 1);
+    });
+}
