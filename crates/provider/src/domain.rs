@@ -330,11 +330,13 @@ pub unsafe extern "C" fn open(
         }
     };
     let mut d = d;
+    let mut rc = *d.rdm_config();
+    // UDP checksums already protect every datagram end to end: no CRC32C on top.
+    rc.crc = ethernet;
     if let Some(w) = crate::params::get_size(c"window") {
-        let rc = ofi_nostd::rdm::RdmConfig {
-            window: u16::try_from(w).unwrap_or(u16::MAX),
-            ..*d.rdm_config()
-        };
+        rc.window = u16::try_from(w).unwrap_or(u16::MAX);
+    }
+    {
         if let Err(e) = d.set_rdm_config(rc) {
             let mut f = fab.inner.lock();
             let _ = d.close(&mut f);

@@ -15,14 +15,27 @@
 //! and that the fid's class and ops table are ours, so NULL or the wrong kind of object
 //! is -FI_EINVAL rather than a crash.
 //!
-//! Locking: FI_THREAD_SAFE, one lock per domain (guarding the domain and everything
-//! opened on it) and one per fabric (its event queues); a domain is locked before its
-//! fabric, never the other way.
+//! Data path: each domain owns one data plane ([`plane`]: a UDP socket on the domain's
+//! interface by default, TAP or AF_PACKET by the `dataplane` parameter, behind a loss
+//! injector when `loss` > 0) and runs the core's progress over it with
+//! [`hosted::mem::RawMemory`] (libfabric's buffer contract) whenever the application
+//! posts a send, reads a CQ or counter, waits or calls fi_trywait (FI_PROGRESS_MANUAL);
+//! FI_THREAD_SAFE domains also have a watchdog thread that runs progress when the
+//! application has not for a millisecond.
 //!
-//! Not yet (the data path comes next): endpoints (`fi_endpoint` is -FI_ENOSYS), passive
-//! endpoints, wait sets, poll sets, shared contexts, atomics queries, native wait
-//! objects (FI_WAIT_FD / FI_WAIT_MUTEX_COND are -FI_ENOSYS; FI_WAIT_UNSPEC and
-//! FI_WAIT_YIELD block by polling), asynchronous AV inserts (FI_EVENT).
+//! Locking ([`lock`]): one lock per domain (guarding the domain and everything opened on
+//! it) and one per fabric (its event queues); a domain is locked before its fabric, never
+//! the other way. Control calls always lock; the data path locks except under
+//! FI_THREAD_DOMAIN, where the application serializes every access to the domain.
+//!
+//! Wait objects ([`wait`]): FI_WAIT_FD and FI_WAIT_UNSPEC CQs, counters and EQs get an
+//! epoll descriptor (eventfd, data plane, timer) for FI_GETWAIT / fi_trywait; blocking
+//! reads sleep on it. FI_WAIT_YIELD polls.
+//!
+//! Not offered (-FI_ENOSYS): passive, scalable and MSG endpoints, wait sets, poll sets,
+//! shared contexts, RMA, atomics and collectives (their ops tables exist and refuse),
+//! FI_WAIT_MUTEX_COND, asynchronous AV inserts (FI_EVENT), automatic progress (getinfo
+//! offers FI_PROGRESS_MANUAL).
 
 pub mod av;
 pub mod cntr;
