@@ -16,6 +16,8 @@ use std::time::SystemTime;
 use crate::cmd::{self, Result};
 use crate::ws::Workspace;
 
+mod pingpong;
+
 /// What every section sees: where to find and put things, and how thorough to be.
 pub struct Ctx<'a> {
     /// The workspace.
@@ -71,14 +73,19 @@ pub struct Series {
 
 /// The sections of the report, in order.
 fn sections() -> Vec<Box<dyn Section>> {
-    vec![Box::new(Matching)]
+    // Hooks: the libfabric provider section (`fi_pingpong -p nostd` against
+    // `udp;ofi_rxd`) and the DPDK memif section are added here as their own `Section`s
+    // (they can reuse [`pingpong::Tool`] and [`pingpong::measure`]); remove their line
+    // from [`PLANNED`] then.
+    vec![Box::new(Matching), Box::new(pingpong::PingPong)]
 }
 
 /// Sections that arrive later, listed in the report so it is clear what is missing.
 const PLANNED: &[&str] = &[
-    "Ping-pong latency and bandwidth against message size, per data plane (UDP sockets, \
-     TAP, DPDK, simulator), against raw UDP and the system libfabric's `fi_pingpong`, with \
-     plots; they need the data path.",
+    "The libfabric provider: `fi_pingpong -p nostd` against `fi_pingpong -p \"udp;ofi_rxd\"` \
+     (same tool both sides, so only the provider differs).",
+    "DPDK: RDM ping-pong over net_memif between two processes, against the raw memif echo.",
+    "TAP / AF_PACKET data planes and the simulator.",
 ];
 
 /// Runs every section and writes `<target>/bench/report.md`.
@@ -180,9 +187,9 @@ fn machine_note(ws: &Workspace, quick: bool) -> String {
     s
 }
 
-/// Writes a plot's data as `<out>/<name>.csv` (one column per series) and returns the
-/// markdown that links it. Rendering figures (latency and bandwidth against size) is
-/// added here when the ping-pong sections arrive; every section's plots then get it.
+/// Writes a plot's data as `<out>/<name>.csv` (one column per series) and the figure as
+/// `<out>/<name>.svg` (log-log axes, drawn by [`svg`]), and returns the markdown that
+/// shows the figure and links the data.
 fn write_plot(plot: &Plot, out: &Path) -> Result<String> {
     let mut xs: Vec<f64> = plot
         .series
@@ -209,10 +216,140 @@ fn write_plot(plot: &Plot, out: &Path) -> Result<String> {
     let file = format!("{}.csv", plot.name);
     let path = out.join(&file);
     std::fs::write(&path, csv).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    let fig = format!("{}.svg", plot.name);
+    let path = out.join(&fig);
+    std::fs::write(&path, svg(plot))
+        .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
     Ok(format!(
-        "Plot data ({} against {}): [{file}]({file})",
-        plot.axes.1, plot.axes.0
+        "![{} against {}]({fig})\n\nPlot data ({} against {}): [{file}]({file})",
+        plot.axes.1, plot.axes.0, plot.axes.1, plot.axes.0
     ))
+}
+
+/// A self-contained SVG line chart of `plot` on log-log axes (decade grid lines, one
+/// coloured polyline with markers per series, a legend).
+fn svg(plot: &Plot) -> String {
+    const W: f64 = 720.0;
+    const H: f64 = 440.0;
+    const L: f64 = 80.0;
+    const R: f64 = 200.0;
+    const T: f64 = 30.0;
+    const B: f64 = 50.0;
+    const COLORS: [&str; 8] = [
+        "#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
+    ];
+    let pts = || {
+        plot.series
+            .iter()
+            .flat_map(|s| s.points.iter())
+            .filter(|p| p.0 > 0.0 && p.1 > 0.0 && p.0.is_finite() && p.1.is_finite())
+    };
+    let range = |f: fn(&(f64, f64)) -> f64| {
+        let (lo, hi) = pts()
+            .map(f)
+            .fold((f64::MAX, f64::MIN), |(a, b), v| (a.min(v), b.max(v)));
+        if lo > hi {
+            (0.0, 1.0)
+        } else {
+            let (lo, hi) = (lo.log10().floor(), hi.log10().ceil());
+            (lo, if hi > lo { hi } else { lo + 1.0 })
+        }
+    };
+    let (x0, x1) = range(|p| p.0);
+    let (y0, y1) = range(|p| p.1);
+    let sx = |x: f64| L + (x.log10() - x0) / (x1 - x0) * (W - L - R);
+    let sy = |y: f64| H - B - (y.log10() - y0) / (y1 - y0) * (H - T - B);
+    let esc = |t: &str| {
+        t.replace('&', "&amp;")
+            .replace('<', "&lt;")
+            .replace('>', "&gt;")
+    };
+    let mut o = String::new();
+    let _ = writeln!(
+        o,
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{W}\" height=\"{H}\" \
+         font-family=\"sans-serif\" font-size=\"12\">\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>"
+    );
+    let label = |v: f64| {
+        let n = 10f64.powf(v);
+        match n {
+            n if n >= 1e9 => format!("{}G", n / 1e9),
+            n if n >= 1e6 => format!("{}M", n / 1e6),
+            n if n >= 1e3 => format!("{}k", n / 1e3),
+            n => format!("{n}"),
+        }
+    };
+    let mut d = x0;
+    while d <= x1 {
+        let x = L + (d - x0) / (x1 - x0) * (W - L - R);
+        let _ = writeln!(
+            o,
+            "<line x1=\"{x:.1}\" y1=\"{T}\" x2=\"{x:.1}\" y2=\"{:.1}\" stroke=\"#ddd\"/>\
+             <text x=\"{x:.1}\" y=\"{:.1}\" text-anchor=\"middle\">{}</text>",
+            H - B,
+            H - B + 16.0,
+            label(d)
+        );
+        d += 1.0;
+    }
+    let mut d = y0;
+    while d <= y1 {
+        let y = H - B - (d - y0) / (y1 - y0) * (H - T - B);
+        let _ = writeln!(
+            o,
+            "<line x1=\"{L}\" y1=\"{y:.1}\" x2=\"{:.1}\" y2=\"{y:.1}\" stroke=\"#ddd\"/>\
+             <text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"end\">{}</text>",
+            W - R,
+            L - 6.0,
+            y + 4.0,
+            label(d)
+        );
+        d += 1.0;
+    }
+    let _ = writeln!(
+        o,
+        "<rect x=\"{L}\" y=\"{T}\" width=\"{:.1}\" height=\"{:.1}\" fill=\"none\" stroke=\"black\"/>\n\
+         <text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"middle\">{} (log)</text>\n\
+         <text transform=\"translate(18,{:.1}) rotate(-90)\" text-anchor=\"middle\">{} (log)</text>",
+        W - L - R,
+        H - T - B,
+        (L + W - R) / 2.0,
+        H - 12.0,
+        esc(plot.axes.0),
+        (T + H - B) / 2.0,
+        esc(plot.axes.1)
+    );
+    for (i, s) in plot.series.iter().enumerate() {
+        let c = COLORS[i % COLORS.len()];
+        let p: Vec<String> = s
+            .points
+            .iter()
+            .filter(|p| p.0 > 0.0 && p.1 > 0.0 && p.0.is_finite() && p.1.is_finite())
+            .map(|&(x, y)| format!("{:.1},{:.1}", sx(x), sy(y)))
+            .collect();
+        let _ = writeln!(
+            o,
+            "<polyline fill=\"none\" stroke=\"{c}\" stroke-width=\"2\" points=\"{}\"/>",
+            p.join(" ")
+        );
+        for q in &p {
+            let (x, y) = q.split_once(',').unwrap_or(("0", "0"));
+            let _ = writeln!(o, "<circle cx=\"{x}\" cy=\"{y}\" r=\"3\" fill=\"{c}\"/>");
+        }
+        let ly = T + 10.0 + 18.0 * i as f64;
+        let _ = writeln!(
+            o,
+            "<line x1=\"{:.1}\" y1=\"{ly:.1}\" x2=\"{:.1}\" y2=\"{ly:.1}\" stroke=\"{c}\" stroke-width=\"2\"/>\
+             <text x=\"{:.1}\" y=\"{:.1}\">{}</text>",
+            W - R + 10.0,
+            W - R + 30.0,
+            W - R + 36.0,
+            ly + 4.0,
+            esc(&s.label)
+        );
+    }
+    o.push_str("</svg>\n");
+    o
 }
 
 /// Tag matching against queue length (`crates/ofi-nostd/benches/matching.rs`).
