@@ -9,6 +9,7 @@ mod demo;
 mod firmware;
 mod fuzz;
 mod hooks;
+mod hosted;
 mod prereq;
 mod provider;
 mod test;
@@ -55,8 +56,14 @@ enum Task {
         /// Targets to run (see `cargo fuzz list` in crates/wire/fuzz).
         targets: Vec<String>,
     },
-    /// Integration tests on TAP devices and veth pairs in network namespaces.
-    TestHosted,
+    /// Integration tests across processes on TAP devices joined by a bridge and a veth
+    /// pair in network namespaces (root: it creates them and always removes them).
+    TestHosted {
+        /// When not root, print that the tests were skipped and succeed (otherwise not
+        /// being root is an error).
+        #[arg(long)]
+        skip_if_not_root: bool,
+    },
     /// DPDK data-plane tests on virtual devices.
     TestDpdk,
     /// Build the C ABI provider (release) as target/provider/libnostd-fi.so; prints that
@@ -90,7 +97,9 @@ fn main() -> ExitCode {
         Task::Demo => ("demo", demo::run(&ws)),
         Task::Test { fuzz_time } => ("test", test::run(&ws, *fuzz_time)),
         Task::Fuzz { time, targets } => ("fuzz", fuzz::run(&ws, *time, targets)),
-        Task::TestHosted => ("test-hosted", hooks::test_hosted(&ws)),
+        Task::TestHosted { skip_if_not_root } => {
+            ("test-hosted", hooks::test_hosted(&ws, *skip_if_not_root))
+        }
         Task::TestDpdk => ("test-dpdk", hooks::test_dpdk(&ws)),
         Task::Provider => ("provider", hooks::provider(&ws)),
         Task::Firmware { run, test } => ("firmware", hooks::firmware(&ws, *run, *test)),

@@ -343,10 +343,20 @@ impl DomainBuilder<'_> {
             .wait_fd()
             .map(|f| f.try_clone_to_owned())
             .transpose()?;
-        let core = {
+        let mut core = {
             let mut f = self.fabric.lock();
             CoreDomain::open(&mut f, &info, dc, Heap, 0)?
         };
+        if medium == Medium::Udp {
+            // Kernel UDP sockets verify the UDP checksum end to end, so the protocol's
+            // CRC32C (spec 3.3: SHOULD only where nothing else protects the packet) would
+            // only cost CPU on every byte. A peer that wants it (CRC_RX) still gets it.
+            let rdm = ofi_nostd::rdm::RdmConfig {
+                crc: false,
+                ..*core.rdm_config()
+            };
+            core.set_rdm_config(rdm)?;
+        }
         let local = core.local_addr();
         let auto = match self.progress {
             ProgressMode::Manual => None,
