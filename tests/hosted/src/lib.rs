@@ -381,6 +381,52 @@ pub fn assert_clean(s: &Outcome, c: &Outcome, sizes: &[usize], n: &str) {
     }
 }
 
+/// Runs a DGRAM pair (`run`) and checks it: both exited 0 (so every message that arrived
+/// passed the data check), both printed one row per size in `sizes`, the client sent `n`
+/// at every size and got at least one reply at every size. DGRAM may lose messages: a
+/// reply later than the tool's `DGRAM_WAIT` (50 ms) counts as lost, which a loaded
+/// machine causes now and then; losses are printed, and a run in which some size lost
+/// every round trip is repeated, up to three runs.
+pub fn dgram_checked(run: impl Fn() -> (Outcome, Outcome), sizes: &[usize], n: &str) {
+    let want: Vec<String> = sizes.iter().map(|&z| size_str(z as u64)).collect();
+    let count: u64 = n.parse().expect("a count");
+    for attempt in 1..=3 {
+        let (s, c) = run();
+        assert!(c.ok(), "client failed: {c:?}\nserver: {s:?}");
+        assert!(s.ok(), "server failed: {s:?}\nclient: {c:?}");
+        let got: Vec<String> = rows(&s.stdout).into_iter().map(|r| r.0).collect();
+        assert_eq!(got, want, "server's sizes in:\n{}", s.stdout);
+        let r = rows(&c.stdout);
+        let got: Vec<String> = r.iter().map(|x| x.0.clone()).collect();
+        assert_eq!(got, want, "client's sizes in:\n{}", c.stdout);
+        let mut lost = 0;
+        let mut all_lost = Vec::new();
+        for (size, sent, ack) in &r {
+            assert_eq!(sent, n, "size {size}");
+            let l = match ack.split_at(1) {
+                ("=", v) if v == n => 0,
+                ("+", v) => v.parse::<u64>().expect("a count"),
+                _ => panic!("size {size}: unexpected #ack {ack}:\n{}", c.stdout),
+            };
+            if l >= count {
+                all_lost.push(size.clone());
+            }
+            lost += l;
+        }
+        if lost > 0 {
+            println!(
+                "run {attempt}: {lost} of {} DGRAM round trips lost (late or dropped)",
+                count * sizes.len() as u64
+            );
+        }
+        if all_lost.is_empty() {
+            return;
+        }
+        println!("run {attempt}: every round trip lost at sizes {all_lost:?}");
+    }
+    panic!("three DGRAM runs each lost every round trip of some size");
+}
+
 /// `-S all` on RDM: 0, 1, 2, 3, 4, 6, ... 4 MiB.
 pub fn rdm_sizes() -> Vec<usize> {
     all_sizes(MAX_ALL_SIZE)

@@ -4,7 +4,7 @@
 
 use hosted_tests::{
     DGRAM, DGRAM_ITERS, DGRAM_MAX_UDP, RDM_ITERS, RDM_MSG, RDM_TAGGED, Side, assert_clean,
-    dgram_sizes, pair, rdm_sizes, serial,
+    dgram_checked, dgram_sizes, pair, rdm_sizes, serial,
 };
 
 const LOCK_DIR: &str = env!("CARGO_TARGET_TMPDIR");
@@ -31,6 +31,5 @@ fn udp_rdm_tagged_every_size_checked() {
 #[test]
 fn udp_dgram_every_size_checked() {
     let _g = serial(LOCK_DIR);
-    let (s, c) = udp(DGRAM);
-    assert_clean(&s, &c, &dgram_sizes(DGRAM_MAX_UDP), DGRAM_ITERS);
+    dgram_checked(|| udp(DGRAM), &dgram_sizes(DGRAM_MAX_UDP), DGRAM_ITERS);
 }
