@@ -195,10 +195,18 @@ static ARMED: Mutex<Option<Topology>> = Mutex::new(None);
 /// The process group of the running test command (0: none).
 static TEST_PGID: AtomicU32 = AtomicU32::new(0);
 
-/// Tears the armed topology down (once) and checks it is gone.
+/// Tears the armed topology down (once) and checks it is gone. The lock is held
+/// throughout, so whoever comes second (the main thread after the signal handler killed
+/// its tests) waits until the teardown is complete instead of exiting under it.
 fn disarm() -> Result {
-    let topo = ARMED.lock().unwrap_or_else(PoisonError::into_inner).take();
-    let Some(topo) = topo else { return Ok(()) };
+    disarm_in(&mut ARMED.lock().unwrap_or_else(PoisonError::into_inner))
+}
+
+/// [`disarm`] with the lock already held.
+fn disarm_in(armed: &mut Option<Topology>) -> Result {
+    let Some(topo) = armed.take() else {
+        return Ok(());
+    };
     topo.teardown();
     let left = topo.left();
     if left.is_empty() {
@@ -262,7 +270,10 @@ pub fn run(ws: &Workspace, skip_if_not_root: bool) -> Result {
     ctrlc::set_handler(|| {
         eprintln!("test-hosted: interrupted: stopping the tests and removing the devices");
         kill_tests();
-        if let Err(e) = disarm() {
+        // Exits with the lock held: the main thread, which sees its tests die, waits
+        // for it instead of finishing with its own status.
+        let mut armed = ARMED.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Err(e) = disarm_in(&mut armed) {
             eprintln!("test-hosted: {e}");
         }
         std::process::exit(130);
