@@ -16,6 +16,8 @@ use std::time::SystemTime;
 use crate::cmd::{self, Result};
 use crate::ws::Workspace;
 
+#[path = "bench_provider.rs"]
+mod bench_provider;
 mod pingpong;
 
 /// What every section sees: where to find and put things, and how thorough to be.
@@ -77,7 +79,11 @@ fn sections() -> Vec<Box<dyn Section>> {
     // `udp;ofi_rxd`) and the DPDK memif section are added here as their own `Section`s
     // (they can reuse [`pingpong::Tool`] and [`pingpong::measure`]); remove their line
     // from [`PLANNED`] then.
-    vec![Box::new(Matching), Box::new(pingpong::PingPong)]
+    vec![
+        Box::new(Matching),
+        Box::new(pingpong::PingPong),
+        Box::new(bench_provider::Provider),
+    ]
 }
 
 /// Sections that arrive later, listed in the report so it is clear what is missing.
