@@ -15,10 +15,16 @@ pub fn test_hosted(ws: &Workspace, skip_if_not_root: bool) -> Result {
 }
 
 /// `cargo xtask test-dpdk`: the DPDK data plane built against the system DPDK 22.11
-/// (`--features dpdk`; Debian packages installed when missing), checked with clippy
-/// and rustdoc, then its tests on virtual devices with `--no-huge`: `net_ring` in one
-/// process, `net_memif` between two processes, `net_af_packet` on a veth pair into a
-/// network namespace against kernel UDP (root; skipped with a notice otherwise).
+/// (`--features dpdk` of dp-dpdk and hosted; Debian packages installed when missing),
+/// checked with clippy and rustdoc, then its tests on virtual devices with `--no-huge`:
+/// `net_ring` in one process, `net_memif` between two processes, `net_af_packet` on a
+/// veth pair into a network namespace against kernel UDP (root; skipped with a notice
+/// otherwise); then `ofi-pingpong --dataplane dpdk` (RDM msg and tagged, every size
+/// with data checks) between two processes over memif and against a kernel-UDP
+/// `ofi-pingpong` across a veth pair (root).
+///
+/// Everything builds in `<target>/dpdk`, so the binaries with DPDK never replace (nor
+/// get replaced by) the workspace's default builds.
 pub fn test_dpdk(ws: &Workspace) -> Result {
     if ws.dpdk_tests().is_empty() {
         println!("test-dpdk: nothing to run yet (crates/dp-dpdk has no tests)");
@@ -33,18 +39,55 @@ pub fn test_dpdk(ws: &Workspace) -> Result {
         &crate::prereq::missing_packages(ws, &dpdk_packages),
         cmd::is_root() && cmd::on_path("apt-get"),
     )?;
-    let dpdk = ["-p", "dp-dpdk", "--features", "dpdk"];
+    let target = dpdk_target_dir(ws);
+    let cargo = |args: &[&str]| {
+        let mut c = ws.cargo(args);
+        c.env("CARGO_TARGET_DIR", &target);
+        c
+    };
+    let both = [
+        "-p",
+        "dp-dpdk",
+        "-p",
+        "hosted",
+        "--features",
+        "dp-dpdk/dpdk,hosted/dpdk",
+    ];
     cmd::run(
-        ws.cargo(["clippy"])
-            .args(dpdk)
+        cargo(&["clippy"])
+            .args(both)
             .args(["--all-targets", "--", "-D", "warnings"]),
     )?;
     cmd::run(
-        ws.cargo(["doc", "--no-deps"])
-            .args(dpdk)
+        cargo(&["doc", "--no-deps"])
+            .args(both)
             .env("RUSTDOCFLAGS", "-D warnings"),
     )?;
-    cmd::run(ws.cargo(["test"]).args(dpdk).args(["--tests"]))
+    cmd::run(&mut cargo(&[
+        "test",
+        "-p",
+        "dp-dpdk",
+        "--features",
+        "dpdk",
+        "--tests",
+    ]))?;
+    cmd::run(&mut cargo(&[
+        "test",
+        "-p",
+        "hosted",
+        "--features",
+        "dpdk",
+        "--test",
+        "pingpong_dpdk",
+    ]))
+}
+
+/// Where the DPDK builds go: `dpdk` under cargo's target directory.
+pub fn dpdk_target_dir(ws: &Workspace) -> std::path::PathBuf {
+    match std::env::var_os("CARGO_TARGET_DIR") {
+        Some(dir) => ws.path(&dir.to_string_lossy()).join("dpdk"),
+        None => ws.path("target/dpdk"),
+    }
 }
 
 /// The provider step of `cargo xtask test`: system libfabric tools against our provider.

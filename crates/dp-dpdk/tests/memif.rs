@@ -118,9 +118,15 @@ fn memif_between_two_processes() {
     };
     let peer: [u8; 6] = first[6..12].try_into().unwrap();
     check_echo(&first, 64, me, peer, 0);
-    // Probes the driver refused before the peer was ready were freed and counted.
+    // Probes the driver refused before the peer was ready were freed and counted. On a
+    // busy machine a later probe may have gone out before the first echo came back:
+    // take its echo too.
     let probes = link.stats();
-    assert_eq!(probes.tx_packets, 1, "{probes:?}");
+    assert!(probes.tx_packets >= 1, "{probes:?}");
+    for _ in 1..probes.tx_packets {
+        let f = recv(&mut link, deadline);
+        check_echo(&f, 64, me, peer, 0);
+    }
 
     // Every frame size, one round trip each.
     let mut seq = 1;
@@ -200,7 +206,11 @@ fn memif_between_two_processes() {
     assert_eq!(s.tx_dropped, probes.tx_dropped, "{s:?}");
     assert_eq!(s.rx_dropped, 0, "{s:?}");
     assert_eq!(s.tx_packets - probes.tx_packets, u64::from(seq), "{s:?}");
-    assert_eq!(s.rx_packets, u64::from(seq), "{s:?}");
+    assert_eq!(
+        s.rx_packets,
+        u64::from(seq) + probes.tx_packets - 1,
+        "{s:?}"
+    );
     drop(link);
     assert_eq!(port.mempool().in_use(), start, "mbufs leaked");
     // The peer is gone, so the link is down and the port closes at once.

@@ -11,6 +11,8 @@
 #![deny(unsafe_code)]
 
 pub mod api;
+#[cfg(feature = "dpdk")]
+pub mod dpdk;
 pub mod fault;
 #[allow(unsafe_code)]
 pub mod mem;

@@ -72,6 +72,7 @@ use clap::{Parser, ValueEnum};
 
 use crate::api::{AutoProgress, ProgressMode};
 
+mod dpdk;
 mod plane;
 mod run;
 mod session;
@@ -136,6 +137,9 @@ pub enum Dataplane {
     /// An AF_PACKET socket on an interface (CAP_NET_RAW; --iface, --ip).
     #[value(name = "af_packet")]
     AfPacket,
+    /// A DPDK port (a build with the `dpdk` feature; --eal, --dpdk-vdev or --dpdk-port,
+    /// --ip).
+    Dpdk,
 }
 
 /// Progress model (`--progress`).
@@ -213,19 +217,32 @@ pub struct Args {
     /// Messages in flight (bandwidth) or per acknowledged burst (rate).
     #[arg(long, value_name = "N", default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=512))]
     pub window: u32,
-    /// The kernel data plane.
+    /// The data plane.
     #[arg(long, value_enum, default_value_t)]
     pub dataplane: Dataplane,
     /// The interface of a tap or af_packet data plane.
     #[arg(long, value_name = "NAME")]
     pub iface: Option<String>,
-    /// Our address and prefix on a tap or af_packet data plane.
+    /// Our address and prefix on a tap, af_packet or dpdk data plane.
     #[arg(long, value_name = "A.B.C.D/PREFIX", value_parser = parse_cidr)]
     pub ip: Option<(Ipv4Addr, u8)>,
-    /// Our MAC on a tap or af_packet data plane [default: af_packet: the interface's;
-    /// tap: a random local one].
+    /// Our MAC on a tap, af_packet or dpdk data plane [default: af_packet: the
+    /// interface's; dpdk: the port's; tap: a random local one].
     #[arg(long, value_name = "XX:XX:XX:XX:XX:XX", value_parser = parse_mac)]
     pub mac: Option<[u8; 6]>,
+    /// EAL arguments of the dpdk data plane, one string split at whitespace
+    /// [default: --no-huge --no-pci --no-shconf, a unique --file-prefix, -m 256: enough
+    /// for virtual devices].
+    #[arg(long, value_name = "ARGS", allow_hyphen_values = true)]
+    pub eal: Option<String>,
+    /// The dpdk data plane's port: a virtual device hot-plugged from these device
+    /// arguments (e.g. net_memif0,role=server,socket=/tmp/m.sock,socket-abstract=no).
+    #[arg(long, value_name = "DEVARGS", conflicts_with = "dpdk_port")]
+    pub dpdk_vdev: Option<String>,
+    /// The dpdk data plane's port: a device EAL probed (a --vdev of --eal, a PCI
+    /// address) [default: port 0].
+    #[arg(long, value_name = "NAME")]
+    pub dpdk_port: Option<String>,
     /// Lose each frame this process sends or receives with this probability (a seeded
     /// FaultLink on our link).
     #[arg(long, value_name = "RATE", default_value_t = 0.0, value_parser = parse_rate)]

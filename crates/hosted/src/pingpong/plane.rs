@@ -98,6 +98,7 @@ pub(crate) fn open(
     let cfg = ProviderConfig::DEFAULT;
     let builder = fabric.domain().config(cfg).progress(args.progress_mode());
     match args.dataplane {
+        Dataplane::Dpdk => super::dpdk::open(builder, args, port, cfg.wire_header_len),
         Dataplane::Udp => {
             let link = UdpLink::new(UdpConfig::new(SocketAddrV4::new(local_ip, port)))
                 .map_err(|e| Failure::new(format!("UDP socket on {local_ip}:{port}: {e}")))?;

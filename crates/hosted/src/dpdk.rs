@@ -1,0 +1,137 @@
+//! The DPDK data plane of the safe API (the `dpdk` feature): EAL from a command-line
+//! string, a port from a device name or hot-plugged device arguments, and
+//! [`DpdkPlane`], a [`DpdkLink`] as a [`DataPlane`] a domain runs on
+//! ([`DomainBuilder::link`](crate::DomainBuilder::link)).
+//!
+//! DPDK is poll mode: the link has no descriptor to sleep on, so a domain on it
+//! busy-polls (manual progress) or its progress thread polls on a short timer when
+//! idle. Whichever thread drives the link is registered with EAL the first time it
+//! does (`rte_thread_register`), so it gets an lcore id and the mempool's per-lcore
+//! cache; the thread that initialised EAL is its main lcore already.
+
+use std::os::fd::BorrowedFd;
+
+pub use dp_dpdk::{DpdkLink, Eal, Error, Port, PortConfig};
+use wire::link::{Capabilities, Link, RxMeta, TxMeta};
+
+use crate::api::DataPlane;
+
+/// Initialises EAL (once per process) with `args` split at whitespace, or, when `None`,
+/// with [`dp_dpdk::virtual_device_args`] (no hugepages, no PCI, a unique file prefix,
+/// 256 MB): what virtual devices such as `net_memif` and `net_af_packet` need.
+pub fn init_eal(args: Option<&str>) -> Result<&'static Eal, Error> {
+    match args {
+        Some(a) => Eal::init(a.split_whitespace()),
+        None => Eal::init(dp_dpdk::virtual_device_args(256)),
+    }
+}
+
+/// Opens one queue pair of a port: the virtual device `vdev` hot-plugged from its
+/// device arguments (`net_memif0,role=server,socket=/tmp/m.sock`: the name, then its
+/// comma-separated arguments), else the device EAL knows as `name` (a `--vdev` option
+/// or a PCI address), else port 0.
+pub fn open_port(eal: &'static Eal, vdev: Option<&str>, name: Option<&str>) -> Result<Port, Error> {
+    let mut cfg = match (vdev, name) {
+        (Some(devargs), _) => {
+            let (name, args) = devargs.split_once(',').unwrap_or((devargs, ""));
+            PortConfig::vdev(name, args)
+        }
+        (None, Some(name)) => PortConfig::new(name),
+        (None, None) => PortConfig::new(&dp_dpdk::port_name(0).ok_or_else(|| {
+            Error::InvalidArgument("no DPDK port (give --vdev in the EAL arguments)".into())
+        })?),
+    };
+    cfg.queues = Some(1);
+    Port::open(eal, &cfg)
+}
+
+/// A [`DpdkLink`] as the [`DataPlane`] of a domain.
+#[derive(Debug)]
+pub struct DpdkPlane {
+    link: DpdkLink,
+    eal: &'static Eal,
+    /// `rte_thread_register` failed once (no free lcore slot): the link still works,
+    /// without a mempool cache on that thread; not retried.
+    unregistered: bool,
+}
+
+impl DpdkPlane {
+    /// `link`, driven by threads EAL knows or registers on their first pass.
+    pub fn new(eal: &'static Eal, link: DpdkLink) -> Self {
+        DpdkPlane {
+            link,
+            eal,
+            unregistered: false,
+        }
+    }
+
+    /// The link.
+    pub fn link(&self) -> &DpdkLink {
+        &self.link
+    }
+
+    /// The link, mutably.
+    pub fn link_mut(&mut self) -> &mut DpdkLink {
+        &mut self.link
+    }
+
+    /// Registers the calling thread with EAL unless it is an lcore already.
+    fn attach_thread(&mut self) {
+        if !self.unregistered
+            && self.eal.lcore_id().is_none()
+            && self.eal.register_thread().is_err()
+        {
+            self.unregistered = true;
+        }
+    }
+}
+
+impl Link for DpdkPlane {
+    type RxToken<'a>
+        = <DpdkLink as Link>::RxToken<'a>
+    where
+        Self: 'a;
+    type TxToken<'a>
+        = <DpdkLink as Link>::TxToken<'a>
+    where
+        Self: 'a;
+
+    fn capabilities(&self) -> Capabilities {
+        self.link.capabilities()
+    }
+
+    fn receive(&mut self) -> Option<Self::RxToken<'_>> {
+        self.link.receive()
+    }
+
+    fn transmit(&mut self) -> Option<Self::TxToken<'_>> {
+        self.link.transmit()
+    }
+
+    fn receive_burst<F: FnMut(RxMeta, &[u8])>(&mut self, max: usize, f: F) -> usize {
+        self.link.receive_burst(max, f)
+    }
+
+    fn transmit_burst<F: FnMut(&mut [u8]) -> Option<TxMeta>>(&mut self, max: usize, f: F) -> usize {
+        self.link.transmit_burst(max, f)
+    }
+}
+
+impl DataPlane for DpdkPlane {
+    fn wait_fd(&self) -> Option<BorrowedFd<'_>> {
+        None
+    }
+
+    /// Hands the queued frames to the driver (what it refuses is dropped and counted:
+    /// nothing stays queued), after making sure the calling thread is an lcore for the
+    /// next pass.
+    fn flush(&mut self) -> usize {
+        self.attach_thread();
+        self.link.flush();
+        0
+    }
+
+    fn pending_tx(&self) -> usize {
+        self.link.pending_tx()
+    }
+}
