@@ -1,0 +1,519 @@
+//! The DPDK section of `cargo xtask bench`: `ofi-pingpong --dataplane dpdk` (RDM, msg)
+//! between two processes over `net_memif`, next to a raw memif echo of 64-byte frames
+//! (`crates/dp-dpdk/examples/memif_echo.rs`) in the same run, on the same two pinned
+//! cores (EAL `-l`).
+//!
+//! Targets (a benchmark, not a test): the 64 B ping-pong latency of ofi-pingpong at most
+//! 1.5x the raw echo's, and a 64 B message rate (`--mode rate`) of at least 5 million
+//! messages per second on one core.
+//!
+//! Latency is compared like for like: ofi-pingpong's `usec/xfer` is a mean over a row
+//! (half the round trip), so the section runs many rows of 64 B and takes their median,
+//! and the raw echo reports the median over batches of 5000 round trips of each batch's
+//! mean; a preempted stretch on a shared machine then spoils one row, not the figure.
+//!
+//! Runs only where DPDK is installed (`pkg-config libdpdk`); otherwise the report says
+//! the section was skipped and why. The binaries build with `--features dpdk` in
+//! `<target>/dpdk` (as `cargo xtask test-dpdk` does).
+
+use std::fmt::Write as _;
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use super::{Ctx, Outcome, Section};
+use crate::cmd::{self, Result};
+
+/// The section.
+pub struct DpdkMemif;
+
+/// Latency target: ofi-pingpong's 64 B one-way latency over the raw echo's.
+const LATENCY_RATIO: f64 = 1.5;
+/// Message-rate target, million 64 B messages per second.
+const RATE_MMSGS: f64 = 5.0;
+/// The longest one process pair may run.
+const PAIR_LIMIT: Duration = Duration::from_secs(180);
+
+/// How much to measure.
+struct Plan {
+    raw_iters: usize,
+    latency_rows: usize,
+    latency_iters: usize,
+    rate_rows: usize,
+    rate_iters: usize,
+}
+
+impl Plan {
+    fn new(quick: bool) -> Plan {
+        if quick {
+            Plan {
+                raw_iters: 20_000,
+                latency_rows: 4,
+                latency_iters: 5_000,
+                rate_rows: 3,
+                rate_iters: 50_000,
+            }
+        } else {
+            Plan {
+                raw_iters: 100_000,
+                latency_rows: 20,
+                latency_iters: 5_000,
+                rate_rows: 5,
+                rate_iters: 200_000,
+            }
+        }
+    }
+}
+
+/// What one run measured.
+#[derive(Debug, Clone, PartialEq)]
+struct Results {
+    /// Raw echo round trip, ns: median of batch means, plain median, p99, min.
+    raw_batch_ns: f64,
+    raw_median_ns: f64,
+    raw_p99_ns: f64,
+    raw_min_ns: f64,
+    /// ofi-pingpong 64 B `usec/xfer` per row.
+    latency_us: Vec<f64>,
+    /// ofi-pingpong 64 B `--mode rate` Mxfers/sec per row.
+    rate_mmsgs: Vec<f64>,
+    /// The CPUs the server and the client ran on.
+    cpus: (usize, usize),
+}
+
+impl Section for DpdkMemif {
+    fn title(&self) -> &'static str {
+        "DPDK: ofi-pingpong over memif against a raw memif echo"
+    }
+
+    fn run(&self, ctx: &Ctx<'_>) -> Result<Outcome> {
+        if !cmd::succeeds(Command::new("pkg-config").args(["--exists", "libdpdk"])) {
+            return Ok(skipped(
+                "DPDK is not installed (`pkg-config libdpdk` fails; Debian: libdpdk-dev, \
+                 which `cargo xtask test-dpdk` installs)",
+            ));
+        }
+        let target = crate::hooks::dpdk_target_dir(ctx.ws);
+        let build = |args: &[&str]| {
+            let mut c = ctx.ws.cargo(["build", "--release"]);
+            c.args(args).env("CARGO_TARGET_DIR", &target);
+            cmd::run(&mut c)
+        };
+        build(&[
+            "-p",
+            "dp-dpdk",
+            "--features",
+            "dpdk",
+            "--example",
+            "memif_echo",
+        ])?;
+        build(&[
+            "-p",
+            "hosted",
+            "--features",
+            "dpdk",
+            "--bin",
+            "ofi-pingpong",
+        ])?;
+        let bins = Bins {
+            echo: target.join("release/examples/memif_echo"),
+            pingpong: target.join("release/ofi-pingpong"),
+        };
+        let dir = ctx.out.join("dpdk");
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir)
+            .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+        let r = measure(&bins, &dir, &Plan::new(ctx.quick))?;
+        let _ = std::fs::remove_dir_all(dir.join("sock"));
+        Ok(render(&r))
+    }
+}
+
+struct Bins {
+    echo: PathBuf,
+    pingpong: PathBuf,
+}
+
+/// The two CPUs to pin to: 0 and 1, or 0 twice on a one-CPU machine.
+fn cpus() -> (usize, usize) {
+    let n = std::thread::available_parallelism().map_or(1, |n| n.get());
+    (0, if n > 1 { 1 } else { 0 })
+}
+
+/// EAL options: virtual devices, no hugepages, a unique file prefix, lcore on `cpu`.
+fn eal(tag: &str, cpu: usize) -> String {
+    format!(
+        "--no-huge --no-pci --no-shconf --no-telemetry -m 256 --file-prefix ofi-bench-{}-{tag} \
+         -l {cpu} --log-level lib.eal:warning",
+        std::process::id()
+    )
+}
+
+fn measure(bins: &Bins, dir: &Path, plan: &Plan) -> Result<Results> {
+    let (cs, cc) = cpus();
+    let sock_dir = dir.join("sock");
+    std::fs::create_dir_all(&sock_dir).map_err(|e| format!("{}: {e}", sock_dir.display()))?;
+
+    // The raw echo.
+    let sock = sock_dir.join("raw.sock");
+    let s = sock.to_string_lossy().into_owned();
+    let mut server = Command::new(&bins.echo);
+    server.args(["server", "--socket", &s, "--eal", &eal("raw-s", cs)]);
+    let mut client = Command::new(&bins.echo);
+    client.args([
+        "client",
+        "--socket",
+        &s,
+        "--eal",
+        &eal("raw-c", cc),
+        "--iters",
+        &plan.raw_iters.to_string(),
+    ]);
+    println!("==> bench: raw memif echo, 64 B, CPUs {cs} and {cc}");
+    let out = pair(server, client, &sock, dir, "raw")?;
+    let raw = parse_raw(&out).ok_or_else(|| format!("no result line from memif_echo:\n{out}"))?;
+
+    // ofi-pingpong: latency, then message rate.
+    let pingpong = |tag: &str, extra: &[String]| -> Result<String> {
+        let sock = sock_dir.join(format!("{tag}.sock"));
+        let s = sock.to_string_lossy().into_owned();
+        let dev = |i: u32, role: &str| {
+            format!("net_memif{i},role={role},id=0,socket={s},socket-abstract=no")
+        };
+        let common = [
+            "--dataplane",
+            "dpdk",
+            "-e",
+            "rdm",
+            "-m",
+            "msg",
+            "--timeout",
+            "60",
+        ];
+        let mut server = Command::new(&bins.pingpong);
+        server.args(common).args(extra).args([
+            "-B",
+            "47592",
+            "--ip",
+            "10.78.250.1/24",
+            "--eal",
+            &eal(&format!("{tag}-s"), cs),
+            "--dpdk-vdev",
+            &dev(0, "server"),
+        ]);
+        let mut client = Command::new(&bins.pingpong);
+        client.args(common).args(extra).args([
+            "-P",
+            "47592",
+            "--ip",
+            "10.78.250.2/24",
+            "--eal",
+            &eal(&format!("{tag}-c"), cc),
+            "--dpdk-vdev",
+            &dev(1, "client"),
+            "10.78.250.1",
+        ]);
+        pair(server, client, &sock, dir, tag)
+    };
+    let sizes = |rows: usize| vec!["64"; rows].join(",");
+    println!(
+        "==> bench: ofi-pingpong RDM over memif, 64 B latency, {} rows",
+        plan.latency_rows
+    );
+    let lat = pingpong(
+        "latency",
+        &[
+            "-S".into(),
+            sizes(plan.latency_rows),
+            "-I".into(),
+            plan.latency_iters.to_string(),
+            "-W".into(),
+            "1000".into(),
+        ],
+    )?;
+    println!(
+        "==> bench: ofi-pingpong RDM over memif, 64 B message rate, {} rows",
+        plan.rate_rows
+    );
+    let rate = pingpong(
+        "rate",
+        &[
+            "--mode".into(),
+            "rate".into(),
+            "-S".into(),
+            sizes(plan.rate_rows),
+            "-I".into(),
+            plan.rate_iters.to_string(),
+        ],
+    )?;
+    let latency_us = column(&lat, 6);
+    let rate_mmsgs = column(&rate, 7);
+    if latency_us.is_empty() || rate_mmsgs.is_empty() {
+        return Err(format!("no result rows from ofi-pingpong:\n{lat}\n{rate}"));
+    }
+    Ok(Results {
+        raw_batch_ns: raw[4],
+        raw_median_ns: raw[1],
+        raw_p99_ns: raw[2],
+        raw_min_ns: raw[3],
+        latency_us,
+        rate_mmsgs,
+        cpus: (cs, cc),
+    })
+}
+
+/// A child killed and reaped when dropped.
+struct Kill(Child);
+
+impl Drop for Kill {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Starts `server` (output to files in `dir`), waits for its memif socket, runs
+/// `client` to completion (killed at [`PAIR_LIMIT`]), then waits for the server;
+/// returns the client's stdout. Both are killed on any failure.
+fn pair(
+    mut server: Command,
+    mut client: Command,
+    sock: &Path,
+    dir: &Path,
+    tag: &str,
+) -> Result<String> {
+    let file = |name: &str| {
+        let p = dir.join(format!("{tag}-{name}"));
+        File::create(&p).map_err(|e| format!("{}: {e}", p.display()))
+    };
+    let read = |name: &str| std::fs::read_to_string(dir.join(format!("{tag}-{name}")));
+    let deadline = Instant::now() + PAIR_LIMIT;
+    let mut s = Kill(
+        server
+            .stdin(Stdio::null())
+            .stdout(file("server.out")?)
+            .stderr(file("server.err")?)
+            .spawn()
+            .map_err(|e| format!("start {}: {e}", cmd::display(&server)))?,
+    );
+    while !sock.exists() {
+        if let Ok(Some(st)) = s.0.try_wait() {
+            return Err(format!(
+                "{tag} server exited ({st}) before creating its socket: {}",
+                read("server.err").unwrap_or_default()
+            ));
+        }
+        if Instant::now() > deadline {
+            return Err(format!("{tag} server: no memif socket"));
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let mut c = Kill(
+        client
+            .stdin(Stdio::null())
+            .stdout(file("client.out")?)
+            .stderr(file("client.err")?)
+            .spawn()
+            .map_err(|e| format!("start {}: {e}", cmd::display(&client)))?,
+    );
+    let wait = |k: &mut Kill, who: &str| -> Result {
+        loop {
+            if let Some(st) = k.0.try_wait().map_err(|e| e.to_string())? {
+                return if st.success() {
+                    Ok(())
+                } else {
+                    Err(format!(
+                        "{tag} {who} failed ({st}): {}",
+                        read(&format!("{who}.err")).unwrap_or_default()
+                    ))
+                };
+            }
+            if Instant::now() > deadline {
+                return Err(format!("{tag} {who}: still running after {PAIR_LIMIT:?}"));
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    };
+    wait(&mut c, "client")?;
+    wait(&mut s, "server")?;
+    read("client.out").map_err(|e| format!("{tag} client output: {e}"))
+}
+
+/// `mean median p99 min batch_mean_median` of memif_echo's result line.
+fn parse_raw(out: &str) -> Option<[f64; 5]> {
+    let line = out.lines().find(|l| l.starts_with("raw memif echo:"))?;
+    let words: Vec<&str> = line.split_whitespace().collect();
+    let after = |key: &str| -> Option<f64> {
+        let i = words.iter().position(|w| *w == key)?;
+        words.get(i + 1)?.parse().ok()
+    };
+    Some([
+        after("mean")?,
+        after("median")?,
+        after("p99")?,
+        after("min")?,
+        after("batch_mean_median")?,
+    ])
+}
+
+/// Column `i` (0-based) of ofi-pingpong's result rows.
+fn column(out: &str, i: usize) -> Vec<f64> {
+    out.lines()
+        .skip(1)
+        .filter_map(|l| l.split_whitespace().nth(i)?.parse().ok())
+        .collect()
+}
+
+fn median(v: &[f64]) -> f64 {
+    let mut v = v.to_vec();
+    v.sort_by(f64::total_cmp);
+    v[(v.len() - 1) / 2]
+}
+
+fn skipped(why: &str) -> Outcome {
+    Outcome {
+        markdown: format!("**Skipped**: {why}.\n"),
+        summary: vec![format!("dpdk memif: SKIPPED: {why}")],
+        plots: Vec::new(),
+    }
+}
+
+fn render(r: &Results) -> Outcome {
+    let raw_one_way_us = r.raw_batch_ns / 2e3;
+    let lat = median(&r.latency_us);
+    let ratio = lat / raw_one_way_us;
+    let rate = median(&r.rate_mmsgs);
+    let best_rate = r.rate_mmsgs.iter().copied().fold(0.0, f64::max);
+    let verdict = |ok: bool| if ok { "ok" } else { "**MISSED**" };
+    let lat_ok = ratio <= LATENCY_RATIO;
+    let rate_ok = rate >= RATE_MMSGS;
+    let mut md = String::new();
+    let _ = writeln!(
+        md,
+        "Two processes on CPUs {} and {} (EAL `-l`), `net_memif` over a UNIX socket, \
+         `--no-huge`. One-way latency is half the round trip: the raw echo's is the \
+         median over batches of 5000 round trips of each batch's mean, ofi-pingpong's the \
+         median of its rows' `usec/xfer` (RDM, `-m msg`, busy-polling, manual progress).\n",
+        r.cpus.0, r.cpus.1
+    );
+    md.push_str("| Measurement | Value | Target | Verdict |\n|---|---:|---|---|\n");
+    let _ = writeln!(
+        md,
+        "| raw memif echo, 64 B frame, one-way | {raw_one_way_us:.2} µs | | |"
+    );
+    let _ = writeln!(
+        md,
+        "| ofi-pingpong RDM over memif, 64 B, one-way | {lat:.2} µs ({ratio:.2}x raw) | \
+         ≤ {LATENCY_RATIO}x raw | {} |",
+        verdict(lat_ok)
+    );
+    let _ = writeln!(
+        md,
+        "| ofi-pingpong RDM over memif, 64 B message rate (`--mode rate`), median row | \
+         {rate:.2} M msg/s (best row {best_rate:.2}) | ≥ {RATE_MMSGS} M msg/s | {} |",
+        verdict(rate_ok)
+    );
+    let _ = writeln!(
+        md,
+        "\nRaw echo round trip: median {:.2} µs, p99 {:.2} µs, min {:.2} µs. \
+         ofi-pingpong rows (µs/xfer): {}; rate rows (M msg/s): {}.",
+        r.raw_median_ns / 1e3,
+        r.raw_p99_ns / 1e3,
+        r.raw_min_ns / 1e3,
+        list(&r.latency_us),
+        list(&r.rate_mmsgs)
+    );
+    let summary = vec![
+        "dpdk memif, 64 B:".to_owned(),
+        format!(
+            "  latency one-way: ofi-pingpong {lat:.2} µs vs raw echo {raw_one_way_us:.2} µs = \
+             {ratio:.2}x (≤ {LATENCY_RATIO}x: {})",
+            verdict(lat_ok).replace("**", "")
+        ),
+        format!(
+            "  message rate: {rate:.2} M msg/s median, {best_rate:.2} best (≥ {RATE_MMSGS}: {})",
+            verdict(rate_ok).replace("**", "")
+        ),
+    ];
+    Outcome {
+        markdown: md,
+        summary,
+        plots: Vec::new(),
+    }
+}
+
+fn list(v: &[f64]) -> String {
+    v.iter()
+        .map(|x| format!("{x:.2}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_both_tools() {
+        let raw = "memif_echo: x\nraw memif echo: size 64 iters 100 rtt_ns mean 3000 median \
+                   1400 p99 2500 min 980 batch_mean_median 1500 batches 20\n";
+        assert_eq!(
+            parse_raw(raw),
+            Some([3000.0, 1400.0, 2500.0, 980.0, 1500.0])
+        );
+        assert_eq!(parse_raw("nothing"), None);
+        let pp = "bytes   #sent   #ack     total       time     MB/sec    usec/xfer   Mxfers/sec\n\
+                  64      5k      =5k      625k        0.01s     62.50       1.02       0.98\n\
+                  64      5k      =5k      625k        0.01s     60.00       1.07       0.93\n";
+        assert_eq!(column(pp, 6), [1.02, 1.07]);
+        assert_eq!(column(pp, 7), [0.98, 0.93]);
+    }
+
+    /// This section alone, for real: `cargo test -p xtask -- --ignored dpdk_memif_alone
+    /// --nocapture` (report in `<target>/bench/dpdk-report.md`).
+    #[test]
+    #[ignore = "runs the benchmark (two busy-polling processes, minutes)"]
+    fn dpdk_memif_alone() {
+        let ws = crate::ws::Workspace::locate();
+        let target = super::super::target_dir(&ws);
+        let ctx = Ctx {
+            ws: &ws,
+            out: target.join("bench"),
+            target,
+            quick: std::env::var_os("BENCH_QUICK").is_some(),
+            started: std::time::SystemTime::now(),
+        };
+        std::fs::create_dir_all(&ctx.out).unwrap();
+        let out = DpdkMemif.run(&ctx).unwrap();
+        std::fs::write(ctx.out.join("dpdk-report.md"), &out.markdown).unwrap();
+        println!("{}\n{}", out.markdown, out.summary.join("\n"));
+    }
+
+    #[test]
+    fn verdicts() {
+        let r = Results {
+            raw_batch_ns: 2000.0,
+            raw_median_ns: 1900.0,
+            raw_p99_ns: 3000.0,
+            raw_min_ns: 1000.0,
+            latency_us: vec![1.4, 1.6, 1.5],
+            rate_mmsgs: vec![4.0, 6.0, 5.5],
+            cpus: (0, 1),
+        };
+        let out = render(&r);
+        assert!(
+            out.markdown.contains("1.50 µs (1.50x raw)"),
+            "{}",
+            out.markdown
+        );
+        assert!(out.markdown.contains("5.50 M msg/s (best row 6.00)"));
+        assert!(!out.markdown.contains("MISSED"));
+        let slow = Results {
+            latency_us: vec![3.0],
+            ..r
+        };
+        assert!(render(&slow).markdown.contains("**MISSED**"));
+        assert!(skipped("no DPDK").markdown.starts_with("**Skipped**"));
+    }
+}
