@@ -41,6 +41,8 @@ pub mod av;
 pub mod cntr;
 pub mod cq;
 pub mod domain;
+#[cfg(feature = "dpdk")]
+pub mod dpdk;
 pub mod ep;
 pub mod eq;
 pub mod fabric;

@@ -43,6 +43,16 @@ pub const PARAMS: &[Param] = &[
         kind: sys::fi_param_type_FI_PARAM_STRING,
         help: c"Fault injection for testing: fraction of frames dropped on receive, 0.0 to 1.0 (default: 0)",
     },
+    Param {
+        name: c"eal",
+        kind: sys::fi_param_type_FI_PARAM_STRING,
+        help: c"dpdk data plane: EAL arguments, split at whitespace (default: --no-huge --no-pci --no-shconf, a unique --file-prefix, -m 256)",
+    },
+    Param {
+        name: c"dpdk_vdev",
+        kind: sys::fi_param_type_FI_PARAM_STRING,
+        help: c"dpdk data plane: device arguments of the port to hot-plug (default: net_af_packet on the domain's interface)",
+    },
 ];
 
 /// Registers [`PARAMS`] for `provider` (once per load, from `fi_prov_ini`).

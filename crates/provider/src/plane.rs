@@ -7,7 +7,8 @@
 //!   stack answers ARP and frames UDP/IPv4 itself, at the interface's address.
 //! - `tap`: a TAP device `nostd<N>` (needs CAP_NET_ADMIN); the stack sits at the far
 //!   end of it, at the interface's address.
-//! - `dpdk`: not built into this library (-FI_ENOSYS).
+//! - `dpdk`: a DPDK port (`eal`, `dpdk_vdev` parameters; see [`crate::dpdk`]) in a
+//!   library built with the `dpdk` feature; -FI_ENOSYS otherwise.
 //!
 //! With the `loss` parameter (`FI_NOSTD_LOSS`, a fraction) above 0, received frames
 //! pass through a [`FaultLink`] that drops that fraction of them: fault injection for
@@ -185,6 +186,9 @@ pub fn open(iface: &HostInterface, port: u16) -> Result<Plane, Errno> {
                 net,
             })
         }
+        #[cfg(feature = "dpdk")]
+        "dpdk" => crate::dpdk::open(iface, port, loss),
+        #[cfg(not(feature = "dpdk"))]
         "dpdk" => Err(Errno::ENOSYS),
         _ => Err(Errno::EINVAL),
     }
