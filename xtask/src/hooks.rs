@@ -21,7 +21,8 @@ pub fn test_hosted(ws: &Workspace, skip_if_not_root: bool) -> Result {
 /// veth pair into a network namespace against kernel UDP (root; skipped with a notice
 /// otherwise); then `ofi-pingpong --dataplane dpdk` (RDM msg and tagged, every size
 /// with data checks) between two processes over memif and against a kernel-UDP
-/// `ofi-pingpong` across a veth pair (root).
+/// `ofi-pingpong` across a veth pair (root); then the provider's dpdk data plane under
+/// `fi_pingpong` over memif (root, libfabric installed).
 ///
 /// Everything builds in `<target>/dpdk`, so the binaries with DPDK never replace (nor
 /// get replaced by) the workspace's default builds.
@@ -79,6 +80,36 @@ pub fn test_dpdk(ws: &Workspace) -> Result {
         "dpdk",
         "--test",
         "pingpong_dpdk",
+    ]))?;
+    // The provider's dpdk data plane under the system fi_pingpong (it needs libfabric's
+    // headers and tools, which `cargo xtask test` installs for the provider step).
+    if !ws.has_provider() {
+        return Ok(());
+    }
+    if !std::path::Path::new("/usr/include/rdma/fabric.h").is_file() || !cmd::on_path("fi_pingpong")
+    {
+        println!("test-dpdk: provider dpdk test skipped (needs libfabric-dev and libfabric-bin)");
+        return Ok(());
+    }
+    cmd::run(&mut cargo(&[
+        "clippy",
+        "-p",
+        "nostd-provider",
+        "--features",
+        "dpdk",
+        "--all-targets",
+        "--",
+        "-D",
+        "warnings",
+    ]))?;
+    cmd::run(&mut cargo(&[
+        "test",
+        "-p",
+        "nostd-provider",
+        "--features",
+        "dpdk",
+        "--test",
+        "dpdk",
     ]))
 }
 
