@@ -7,7 +7,7 @@
 //!   stack answers ARP and frames UDP/IPv4 itself, at the interface's address.
 //! - `tap`: a TAP device `nostd<N>` (needs CAP_NET_ADMIN); the stack sits at the far
 //!   end of it, at the interface's address.
-//! - `dpdk`: a DPDK port (`eal`, `dpdk_vdev` parameters; see [`crate::dpdk`]) in a
+//! - `dpdk`: a DPDK port (`eal`, `dpdk_vdev` parameters; see the `dpdk` module) in a
 //!   library built with the `dpdk` feature; -FI_ENOSYS otherwise.
 //!
 //! With the `loss` parameter (`FI_NOSTD_LOSS`, a fraction) above 0, received frames
