@@ -88,10 +88,9 @@ pub struct RdmConfig {
 }
 
 impl RdmConfig {
-    /// Defaults for a LAN or a simulator: 64-packet windows, 200 µs..1 s RTO. A session
-    /// fails after 16 consecutive unanswered timeouts (several seconds: a loaded
-    /// 2-vCPU host can deschedule a busy-polling peer for most of a second), a handshake
-    /// after 12 unanswered HELLOs (about 3 s).
+    /// Defaults for a LAN or a simulator: 64-packet windows, 200 µs..100 ms RTO. A session
+    /// fails after 12 consecutive unanswered timeouts (about half a second: short for a
+    /// loaded host that deschedules a busy-polling peer, see docs/status.md).
     pub const DEFAULT: RdmConfig = RdmConfig {
         window: 64,
         max_peers: 64,
@@ -102,9 +101,9 @@ impl RdmConfig {
         eager_threshold: 8192,
         rto_initial: Duration::from_millis(1),
         rto_min: Duration::from_micros(200),
-        rto_max: Duration::from_secs(1),
-        max_retries: 16,
-        hello_retries: 12,
+        rto_max: Duration::from_millis(100),
+        max_retries: 12,
+        hello_retries: 8,
         ack_delay: Duration::from_micros(100),
         handshake_timeout: Duration::from_secs(1),
         crc: true,
