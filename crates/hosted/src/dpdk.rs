@@ -19,11 +19,30 @@ use crate::api::DataPlane;
 /// Initialises EAL (once per process) with `args` split at whitespace, or, when `None`,
 /// with [`dp_dpdk::virtual_device_args`] (no hugepages, no PCI, a unique file prefix,
 /// 256 MB): what virtual devices such as `net_memif` and `net_af_packet` need.
+///
+/// Arguments that choose no lcores (no `-l`, `-c` or `--lcores`) get `--lcores
+/// 0@(0-N)`: EAL would otherwise pin the calling thread, an application's own thread,
+/// to CPU 0, and two such processes on one host would share that CPU in scheduler
+/// slices (milliseconds per round trip) however many CPUs are idle.
 pub fn init_eal(args: Option<&str>) -> Result<&'static Eal, Error> {
     match args {
-        Some(a) => Eal::init(a.split_whitespace()),
+        Some(a) => Eal::init(with_free_lcore(a)),
         None => Eal::init(dp_dpdk::virtual_device_args(256)),
     }
+}
+
+/// `args` split at whitespace, plus `--lcores 0@(0-N)` when they choose no lcores.
+fn with_free_lcore(args: &str) -> Vec<String> {
+    let mut v: Vec<String> = args.split_whitespace().map(str::to_owned).collect();
+    let chooses = v.iter().any(|a| {
+        a == "--lcores" || a.starts_with("--lcores=") || a.starts_with("-l") || a.starts_with("-c")
+    });
+    if !chooses {
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        v.push("--lcores".into());
+        v.push(format!("0@(0-{})", cpus.saturating_sub(1)));
+    }
+    v
 }
 
 /// Opens one queue pair of a port: the virtual device `vdev` hot-plugged from its
@@ -133,5 +152,22 @@ impl DataPlane for DpdkPlane {
 
     fn pending_tx(&self) -> usize {
         self.link.pending_tx()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::with_free_lcore;
+
+    #[test]
+    fn arguments_without_lcores_leave_the_main_thread_free() {
+        let v = with_free_lcore("--no-huge -m 256");
+        assert_eq!(&v[..3], ["--no-huge", "-m", "256"]);
+        assert_eq!(v[3], "--lcores");
+        assert!(v[4].starts_with("0@(0-"), "{v:?}");
+        for chosen in ["-l 1", "-l1", "-c 0x2", "--lcores 0@1", "--lcores=0@1"] {
+            let v = with_free_lcore(chosen);
+            assert_eq!(v.join(" "), chosen, "{chosen}");
+        }
     }
 }
