@@ -76,6 +76,12 @@ pub(crate) struct Slots<A: Name> {
     names: Box<[A]>,
     flags: Box<[libc::c_int]>,
     sys: SysVecs,
+    /// Receive rings: the data buffer the headers were last built for by a full
+    /// [`Slots::prepare`] (null: not built), and how many of them the last `recvmmsg`
+    /// used (the kernel rewrote their `msg_namelen`). An idle poll then costs one system
+    /// call, not a rebuild of every header.
+    rx_base: usize,
+    rx_used: usize,
 }
 
 impl<A: Name> Slots<A> {
@@ -94,6 +100,8 @@ impl<A: Name> Slots<A> {
             lens: vec![0; n].into_boxed_slice(),
             names: vec![A::EMPTY; n].into_boxed_slice(),
             flags: vec![0; n].into_boxed_slice(),
+            rx_base: 0,
+            rx_used: 0,
             sys: SysVecs {
                 hdrs: (0..n).map(|_| sys::empty_mmsghdr()).collect(),
                 iovs: (0..n)
@@ -187,13 +195,38 @@ impl<A: Name> Slots<A> {
     /// `0..count`, with lengths, names and `msg_flags` recorded).
     pub(crate) fn recv(&mut self, fd: RawFd) -> io::Result<usize> {
         let n = self.n();
-        let k = self.prepare(n, |j| j, true);
-        let hdrs = self.sys.hdrs.get_mut(..k).unwrap_or(&mut []);
-        // SAFETY: `prepare` just pointed every header at this ring's own `names` slot
+        let base = self.data.as_mut_ptr() as usize;
+        if self.rx_base != base {
+            self.prepare(n, |j| j, true);
+            self.rx_base = base;
+        } else {
+            // Headers, iovecs and names still point where `prepare` put them (the
+            // boxes never move or shrink); restore what the last call rewrote.
+            let used = self.rx_used.min(n);
+            for h in self.sys.hdrs.iter_mut().take(used) {
+                h.msg_hdr.msg_namelen = if A::USED {
+                    std::mem::size_of::<A>() as libc::socklen_t
+                } else {
+                    0
+                };
+                h.msg_hdr.msg_flags = 0;
+                h.msg_len = 0;
+            }
+            if let Some(names) = self.names.get_mut(..used) {
+                names.fill(A::EMPTY);
+            }
+        }
+        // On failure the kernel wrote no header, except perhaps the first.
+        self.rx_used = 1;
+        let hdrs = self.sys.hdrs.get_mut(..n).unwrap_or(&mut []);
+        // SAFETY: `prepare` pointed every header at this ring's own `names` slot
         // (`size_of::<A>()` bytes), its own `iovs` entry and, through it, its own slot of
-        // `size` bytes inside `data`; all are live heap allocations owned by `self`,
-        // which is exclusively borrowed, so nothing aliases them during the call.
+        // `size` bytes inside `data`, for the `data` buffer at `rx_base`, which is still
+        // the one (the boxes are never replaced or resized, and a receive ring is never
+        // prepared for sending); all are live heap allocations owned by `self`, which is
+        // exclusively borrowed, so nothing aliases them during the call.
         let got = unsafe { sys::recvmmsg(fd, hdrs) }?;
+        self.rx_used = got;
         for (j, h) in self.sys.hdrs.iter().take(got).enumerate() {
             if let (Some(l), Some(f)) = (self.lens.get_mut(j), self.flags.get_mut(j)) {
                 *l = h.msg_len as usize;
@@ -211,6 +244,7 @@ impl<A: Name> Slots<A> {
         slot: impl Fn(usize) -> usize,
     ) -> io::Result<usize> {
         let k = self.prepare(k, slot, false);
+        self.rx_base = 0;
         let hdrs = self.sys.hdrs.get_mut(..k).unwrap_or(&mut []);
         // SAFETY: `prepare` just pointed every header at this ring's own `names` slot,
         // its own `iovs` entry and, through it, at most `size` bytes of its own slot in
