@@ -96,6 +96,11 @@ pub struct Pool<T, S: AsMut<[Slot<T>]> + AsRef<[Slot<T>]>> {
     storage: S,
     free_head: u32,
     len: usize,
+    /// One past the highest slot ever occupied: iteration stops there, so scanning a
+    /// large, mostly empty pool (every progress pass walks the endpoints) costs what is
+    /// in it, not its capacity. The free list reuses the latest freed slot first, which
+    /// keeps live objects low.
+    high: usize,
     _type: PhantomData<T>,
 }
 
@@ -114,6 +119,7 @@ impl<T, S: AsMut<[Slot<T>]> + AsRef<[Slot<T>]>> Pool<T, S> {
             storage,
             free_head: if cap > 0 { 0 } else { NIL },
             len: 0,
+            high: 0,
             _type: PhantomData,
         }
     }
@@ -154,6 +160,7 @@ impl<T, S: AsMut<[Slot<T>]> + AsRef<[Slot<T>]>> Pool<T, S> {
         slot.generation = slot.generation.wrapping_add(1).max(1);
         slot.state = SlotState::Occupied(value);
         self.len += 1;
+        self.high = self.high.max(index as usize + 1);
         Ok(Handle {
             pool: self.id,
             index,
@@ -262,6 +269,7 @@ impl<T, S: AsMut<[Slot<T>]> + AsRef<[Slot<T>]>> Pool<T, S> {
         self.storage
             .as_ref()
             .iter()
+            .take(self.high)
             .enumerate()
             .filter_map(move |(i, s)| match &s.state {
                 SlotState::Occupied(v) => Some((
@@ -280,9 +288,11 @@ impl<T, S: AsMut<[Slot<T>]> + AsRef<[Slot<T>]>> Pool<T, S> {
     /// Every live object with its handle, mutably.
     pub fn iter_mut(&mut self) -> impl Iterator<Item = (Handle<T>, &mut T)> {
         let id = self.id;
+        let high = self.high;
         self.storage
             .as_mut()
             .iter_mut()
+            .take(high)
             .enumerate()
             .filter_map(move |(i, s)| match &mut s.state {
                 SlotState::Occupied(v) => Some((
@@ -331,6 +341,38 @@ mod tests {
         assert_eq!(q.get(h), None);
         assert!(!q.contains(h));
         assert!(p.contains(h));
+    }
+
+    /// Iteration stops at the highest slot ever used and still sees every live
+    /// object, whatever order they were inserted and removed in.
+    #[test]
+    fn iteration_sees_every_live_object() {
+        let mut p: Pool<u32, [Slot<u32>; 8]> = Pool::new([const { Slot::VACANT }; 8]);
+        // What the pool should hold, by insertion: (handle, value).
+        let mut live: heapless::Vec<(Handle<u32>, u32), 8> = heapless::Vec::new();
+        for step in 0..200u32 {
+            if step % 3 == 2 && !live.is_empty() {
+                let (h, _) = live.swap_remove((step as usize * 7) % live.len());
+                assert!(p.remove(h).is_some());
+            } else if let Ok(h) = p.insert(step) {
+                live.push((h, step)).unwrap();
+            }
+            let mut n = 0;
+            for (h, v) in p.iter() {
+                assert!(live.iter().any(|&(lh, lv)| lh == h && lv == *v), "step {step}");
+                n += 1;
+            }
+            assert_eq!(n, live.len(), "step {step}");
+            assert_eq!(p.iter_mut().count(), live.len());
+            assert!(p.high <= 8);
+        }
+        // One object left after the rest went: the scan is the used prefix.
+        while let Some((h, _)) = live.pop() {
+            p.remove(h);
+        }
+        let h = p.insert(1).unwrap();
+        assert_eq!(p.iter().count(), 1);
+        assert_eq!(p.get(h), Some(&1));
     }
 
     #[test]
