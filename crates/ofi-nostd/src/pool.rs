@@ -359,7 +359,10 @@ mod tests {
             }
             let mut n = 0;
             for (h, v) in p.iter() {
-                assert!(live.iter().any(|&(lh, lv)| lh == h && lv == *v), "step {step}");
+                assert!(
+                    live.iter().any(|&(lh, lv)| lh == h && lv == *v),
+                    "step {step}"
+                );
                 n += 1;
             }
             assert_eq!(n, live.len(), "step {step}");
