@@ -271,6 +271,11 @@ unsafe fn read_locked(
     count: usize,
     src: *mut FiAddr,
 ) -> Result<usize, Errno> {
+    if q.is_empty() {
+        // The common answer of a polling loop (-FI_EAGAIN, or -FI_EOVERRUN), without
+        // clearing the chunk buffers below first.
+        return q.read::<CqEntry>(&mut []);
+    }
     let mut entries = [CqEntry::default(); CHUNK];
     let mut addrs = [0 as FiAddr; CHUNK];
     let mut total = 0;

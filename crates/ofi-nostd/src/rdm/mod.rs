@@ -692,6 +692,9 @@ pub struct Rdm<S: Storage> {
     last_reset: Option<Instant>,
     /// Where the transmitter starts its round over the peers.
     rr: usize,
+    /// One past the highest peer slot ever used: the per-pass scans (timers,
+    /// transmission, deadlines) stop there instead of walking the whole table.
+    peers_high: usize,
     /// Unsessioned replies (REJECT, RESET) waiting for the link; full means dropped
     /// (they are rate-limited and the other side retries).
     ctl: [Option<CtlReply>; CTL_QUEUE],
@@ -847,6 +850,7 @@ impl<S: Storage> Rdm<S> {
             copies_pending: 0,
             last_reset: None,
             rr: 0,
+            peers_high: 0,
             ctl: [None; CTL_QUEUE],
             stats: RdmStats::default(),
         })
@@ -908,7 +912,8 @@ impl<S: Storage> Rdm<S> {
             return Some(now);
         }
         let mut t: Option<Instant> = None;
-        for p in self.peers.as_ref().iter().filter(|p| p.used) {
+        let peers = self.peers.as_ref().iter().take(self.peers_high);
+        for p in peers.filter(|p| p.used) {
             if let Some(d) = p.deadline() {
                 t = Some(t.map_or(d, |x: Instant| x.min(d)));
             }

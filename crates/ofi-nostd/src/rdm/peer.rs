@@ -473,6 +473,7 @@ impl<S: Storage> Rdm<S> {
             rtt,
             ..Peer::EMPTY
         };
+        self.peers_high = self.peers_high.max(i + 1);
         Ok(i)
     }
 

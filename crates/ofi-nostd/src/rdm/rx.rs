@@ -297,7 +297,7 @@ impl<S: Storage> Rdm<S> {
         if self.blocked == 0 {
             return;
         }
-        for p in 0..self.peers.as_ref().len() {
+        for p in 0..self.peers_high {
             if self.peers.as_ref()[p].used && self.peers.as_ref()[p].blocked {
                 self.drain(p, now, mem, ctx);
             }

@@ -293,7 +293,7 @@ impl<S: Storage> Rdm<S> {
         }
         // Start at a different peer each time, so a link that fills up does not
         // always starve the same peers.
-        let n = self.peers.as_ref().len();
+        let n = self.peers_high.min(self.peers.as_ref().len());
         self.rr = (self.rr + 1) % n.max(1);
         for i in 0..n {
             let p = (self.rr + i) % n;
