@@ -5,6 +5,8 @@
 //! - `eal` (`FI_NOSTD_EAL`): EAL arguments, split at whitespace (default: no hugepages,
 //!   no PCI, a unique file prefix, 256 MB: enough for virtual devices). EAL initialises
 //!   once per process; the thread of the first `fi_domain` becomes its main lcore.
+//!   Arguments that choose no lcores get `--lcores 0@(0-N)`, so EAL does not pin that
+//!   thread (the application's own) to CPU 0.
 //! - `dpdk_vdev` (`FI_NOSTD_DPDK_VDEV`): the device arguments of the port to hot-plug
 //!   (e.g. `net_memif0,role=client,socket=/run/m.sock`); default `net_af_packet` on the
 //!   domain's interface (`net_af_packetnostd<N>,iface=<interface>`, needs CAP_NET_RAW).
