@@ -730,6 +730,7 @@ impl<S: Storage> Rdm<S> {
                     };
                     (
                         Body::Msg(MsgRepr {
+                            ack: None,
                             msg_id,
                             total_len: op.len as u32,
                             offset: off as u32,
@@ -742,6 +743,7 @@ impl<S: Storage> Rdm<S> {
                 }
                 (Regen::Rts { op: o }, Some((_, op))) => (
                     Body::Rts(RtsRepr {
+                        ack: None,
                         op_id: op_id(o as usize, this.op_gen(o)),
                         msg_id,
                         total_len: op.len,
@@ -752,6 +754,7 @@ impl<S: Storage> Rdm<S> {
                 ),
                 (Regen::Data { off, len, .. }, Some((_, op))) => (
                     Body::Data(DataRepr {
+                        ack: None,
                         rx_op_id: op.rx_op,
                         offset: off,
                         payload: &[],
@@ -769,6 +772,7 @@ impl<S: Storage> Rdm<S> {
                     _,
                 ) => (
                     Body::Cts(CtsRepr {
+                        ack: None,
                         rts_op_id: rts_op,
                         rx_op_id: rx_op,
                         offset: off,
