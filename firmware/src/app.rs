@@ -94,6 +94,8 @@ pub const RDM_CONFIG: RdmConfig = RdmConfig {
     max_retries: 12,
     hello_retries: 8,
     ack_delay: Duration::from_micros(200),
+    // The echo goes back as soon as the core gets to it: let it carry the ack.
+    ack_hold: Duration::from_micros(50),
     handshake_timeout: Duration::from_secs(2),
     crc: false,
 };

@@ -2,9 +2,10 @@
 //!
 //! Layout: a 24-byte [`BaseHeader`], then a fixed per-type header (one `zerocopy` struct
 //! per type, all fields network byte order, no padding; DGRAM, the unreliable
-//! FI_EP_DGRAM type, has none), then optional 64-bit fields selected by flags (tag,
-//! remote CQ data), then the payload up to the base header's `len`. `docs/wire-protocol.md` is the normative description; this module is checked
-//! against it by the crate's tests.
+//! FI_EP_DGRAM type, has none), then optional fields selected by flags (64-bit tag,
+//! 64-bit remote CQ data, and on sequenced types a piggybacked 24-byte ACK body), then
+//! the payload up to the base header's `len`. `docs/wire-protocol.md` is the normative
+//! description; this module is checked against it by the crate's tests.
 //!
 //! Two levels, as in `smoltcp::wire`:
 //! * [`Packet`] is a view over a buffer with raw getters/setters (no validation beyond
@@ -47,10 +48,14 @@ pub mod flags {
     pub const TAGGED: u16 = 0x0004;
     /// ATOMIC_REQ only: the initiator wants the original values back.
     pub const FETCH: u16 = 0x0008;
-    /// The sender asks for an ACK (or, on KEEPALIVE, a KEEPALIVE reply) without delay.
+    /// The sender asks for an acknowledgement soon (within a short hold, so that a
+    /// reply can carry it) or, on KEEPALIVE, a KEEPALIVE reply.
     pub const ACK_REQ: u16 = 0x0010;
+    /// Sequenced types only: a piggybacked 24-byte ACK body ([`AckHeader`](super::AckHeader))
+    /// follows the other optional fields, before the payload.
+    pub const ACK: u16 = 0x0020;
     /// Every bit v1 defines.
-    pub const ALL: u16 = CRC | CQ_DATA | TAGGED | FETCH | ACK_REQ;
+    pub const ALL: u16 = CRC | CQ_DATA | TAGGED | FETCH | ACK_REQ | ACK;
 }
 
 /// Capability bits exchanged in hello / hello-ack. A session uses the intersection;
@@ -224,7 +229,8 @@ impl PacketType {
 
     /// Flag bits allowed on this type beyond `CRC` and `ACK_REQ`.
     const fn extra_flags(self) -> u16 {
-        match self {
+        let ack = if self.is_sequenced() { flags::ACK } else { 0 };
+        ack | match self {
             PacketType::Msg | PacketType::Tagged | PacketType::RmaWrite | PacketType::Dgram => {
                 flags::CQ_DATA
             }
@@ -944,11 +950,14 @@ pub struct RejectRepr {
     pub ver_max: u8,
 }
 
-/// CLOSE / RESET.
+/// CLOSE / RESET (`ack` only on CLOSE: RESET is not sequenced).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct CloseRepr {
     /// [`close`] reason.
     pub reason: u16,
+    /// Piggybacked acknowledgement (flag `ACK`): the ACK body, after the other optional
+    /// fields and before the payload.
+    pub ack: Option<AckRepr>,
 }
 
 /// KEEPALIVE.
@@ -990,6 +999,9 @@ pub struct MsgRepr<'a> {
     pub cq_data: Option<u64>,
     /// Segment bytes; `offset + payload.len() <= total_len`.
     pub payload: &'a [u8],
+    /// Piggybacked acknowledgement (flag `ACK`): the ACK body, after the other optional
+    /// fields and before the payload.
+    pub ack: Option<AckRepr>,
 }
 
 /// RTS.
@@ -1005,6 +1017,9 @@ pub struct RtsRepr {
     pub tag: Option<u64>,
     /// Remote CQ data.
     pub cq_data: Option<u64>,
+    /// Piggybacked acknowledgement (flag `ACK`): the ACK body, after the other optional
+    /// fields and before the payload.
+    pub ack: Option<AckRepr>,
 }
 
 /// CTS.
@@ -1020,6 +1035,9 @@ pub struct CtsRepr {
     pub len: u32,
     /// [`status`]; nonzero requires `len == 0`.
     pub status: u16,
+    /// Piggybacked acknowledgement (flag `ACK`): the ACK body, after the other optional
+    /// fields and before the payload.
+    pub ack: Option<AckRepr>,
 }
 
 /// Rendezvous DATA.
@@ -1031,6 +1049,9 @@ pub struct DataRepr<'a> {
     pub offset: u64,
     /// Bytes.
     pub payload: &'a [u8],
+    /// Piggybacked acknowledgement (flag `ACK`): the ACK body, after the other optional
+    /// fields and before the payload.
+    pub ack: Option<AckRepr>,
 }
 
 /// RMA_WRITE segment.
@@ -1050,6 +1071,9 @@ pub struct RmaWriteRepr<'a> {
     pub cq_data: Option<u64>,
     /// Bytes; `offset + payload.len() <= total_len`.
     pub payload: &'a [u8],
+    /// Piggybacked acknowledgement (flag `ACK`): the ACK body, after the other optional
+    /// fields and before the payload.
+    pub ack: Option<AckRepr>,
 }
 
 /// READ_REQ.
@@ -1063,6 +1087,9 @@ pub struct ReadReqRepr {
     pub len: u64,
     /// Initiator's op id.
     pub op_id: u32,
+    /// Piggybacked acknowledgement (flag `ACK`): the ACK body, after the other optional
+    /// fields and before the payload.
+    pub ack: Option<AckRepr>,
 }
 
 /// READ_RESP segment.
@@ -1076,6 +1103,9 @@ pub struct ReadRespRepr<'a> {
     pub offset: u64,
     /// Bytes.
     pub payload: &'a [u8],
+    /// Piggybacked acknowledgement (flag `ACK`): the ACK body, after the other optional
+    /// fields and before the payload.
+    pub ack: Option<AckRepr>,
 }
 
 /// ATOMIC_REQ.
@@ -1099,6 +1129,9 @@ pub struct AtomicReqRepr<'a> {
     pub cq_data: Option<u64>,
     /// `op.operand_arrays()` arrays of `count` big-endian elements, back to back.
     pub operands: &'a [u8],
+    /// Piggybacked acknowledgement (flag `ACK`): the ACK body, after the other optional
+    /// fields and before the payload.
+    pub ack: Option<AckRepr>,
 }
 
 /// ATOMIC_RESP.
@@ -1110,6 +1143,9 @@ pub struct AtomicRespRepr<'a> {
     pub status: u16,
     /// Original values for a fetching atomic, empty otherwise.
     pub payload: &'a [u8],
+    /// Piggybacked acknowledgement (flag `ACK`): the ACK body, after the other optional
+    /// fields and before the payload.
+    pub ack: Option<AckRepr>,
 }
 
 /// DGRAM: one unreliable datagram of an FI_EP_DGRAM endpoint (the whole message; the
@@ -1174,6 +1210,13 @@ impl<'a> Reader<'a> {
             Ok(None)
         }
     }
+    fn opt_ack(&mut self, present: bool) -> Result<Option<AckRepr>> {
+        if present {
+            Ok(Some(AckRepr::from_header(self.take::<AckHeader>()?)))
+        } else {
+            Ok(None)
+        }
+    }
     fn bytes<const N: usize>(&mut self) -> Result<[u8; N]> {
         Ok(*self.take::<[u8; N]>()?)
     }
@@ -1212,6 +1255,34 @@ impl Writer<'_> {
         match v {
             Some(v) => self.put(&v.to_be_bytes()),
             None => Ok(()),
+        }
+    }
+    fn opt_ack(&mut self, v: &Option<AckRepr>) -> Result<()> {
+        match v {
+            Some(a) => self.put_hdr(&a.to_header()),
+            None => Ok(()),
+        }
+    }
+}
+
+impl AckRepr {
+    fn from_header(h: &AckHeader) -> AckRepr {
+        AckRepr {
+            cum_ack: h.cum_ack.get(),
+            credits: h.credits.get(),
+            sack: h.sack.get(),
+            ts: h.ts.get(),
+            echo_ts: h.echo_ts.get(),
+        }
+    }
+
+    fn to_header(self) -> AckHeader {
+        AckHeader {
+            cum_ack: self.cum_ack.into(),
+            credits: self.credits.into(),
+            sack: self.sack.into(),
+            ts: self.ts.into(),
+            echo_ts: self.echo_ts.into(),
         }
     }
 }
@@ -1257,7 +1328,8 @@ impl<'a> Body<'a> {
         const fn cq(v: &Option<u64>) -> u16 {
             if v.is_some() { flags::CQ_DATA } else { 0 }
         }
-        match self {
+        let ack = if self.ack().is_some() { flags::ACK } else { 0 };
+        ack | match self {
             Body::Msg(m) => cq(&m.cq_data),
             Body::Rts(r) => cq(&r.cq_data) | if r.tag.is_some() { flags::TAGGED } else { 0 },
             Body::RmaWrite(w) => cq(&w.cq_data),
@@ -1267,12 +1339,61 @@ impl<'a> Body<'a> {
         }
     }
 
+    /// The piggybacked acknowledgement (flag `ACK`), if any.
+    pub const fn ack(&self) -> Option<AckRepr> {
+        match self {
+            Body::Close(x) | Body::Reset(x) => x.ack,
+            Body::Msg(x) => x.ack,
+            Body::Rts(x) => x.ack,
+            Body::Cts(x) => x.ack,
+            Body::Data(x) => x.ack,
+            Body::RmaWrite(x) => x.ack,
+            Body::ReadReq(x) => x.ack,
+            Body::ReadResp(x) => x.ack,
+            Body::AtomicReq(x) => x.ack,
+            Body::AtomicResp(x) => x.ack,
+            Body::Hello(_)
+            | Body::HelloAck(_)
+            | Body::Reject(_)
+            | Body::KeepAlive(_)
+            | Body::Ack(_)
+            | Body::Dgram(_) => None,
+        }
+    }
+
+    /// Attaches (`Some`) or removes (`None`) a piggybacked acknowledgement. Only
+    /// sequenced types can carry one: [`Error::BadFlags`] for the others (unchanged).
+    pub fn set_ack(&mut self, ack: Option<AckRepr>) -> Result<()> {
+        let slot = match self {
+            Body::Close(x) => &mut x.ack,
+            Body::Msg(x) => &mut x.ack,
+            Body::Rts(x) => &mut x.ack,
+            Body::Cts(x) => &mut x.ack,
+            Body::Data(x) => &mut x.ack,
+            Body::RmaWrite(x) => &mut x.ack,
+            Body::ReadReq(x) => &mut x.ack,
+            Body::ReadResp(x) => &mut x.ack,
+            Body::AtomicReq(x) => &mut x.ack,
+            Body::AtomicResp(x) => &mut x.ack,
+            Body::Reset(x) if ack.is_none() => &mut x.ack,
+            _ if ack.is_none() => return Ok(()),
+            _ => return Err(Error::BadFlags),
+        };
+        *slot = ack;
+        Ok(())
+    }
+
     /// Length of the body's headers and optional fields, without payload.
     pub const fn header_len(&self) -> usize {
         const fn o(v: &Option<u64>) -> usize {
             if v.is_some() { 8 } else { 0 }
         }
-        match self {
+        let ack = if self.ack().is_some() {
+            hdr_len::ACK
+        } else {
+            0
+        };
+        ack + match self {
             Body::Hello(h) | Body::HelloAck(h) => {
                 hdr_len::HELLO + if h.mac.is_some() { MAC_LEN } else { 0 }
             }
@@ -1309,6 +1430,9 @@ impl<'a> Body<'a> {
 
     /// The semantic rules of the specification, shared by parse and emit.
     fn validate(&self, header: &Header) -> Result<()> {
+        if self.ack().is_some() && !self.packet_type().is_sequenced() {
+            return Err(Error::BadFlags); // RESET (the only other body with the field)
+        }
         let ok = match self {
             Body::Hello(h) | Body::HelloAck(h) => {
                 let hello = matches!(self, Body::Hello(_));
@@ -1374,6 +1498,11 @@ impl<'a> Repr<'a> {
         self.body.packet_type()
     }
 
+    /// The piggybacked acknowledgement (flag `ACK`), if any.
+    pub const fn ack(&self) -> Option<AckRepr> {
+        self.body.ack()
+    }
+
     /// Bytes before the payload (base header, type header, optional fields).
     pub const fn header_len(&self) -> usize {
         BASE_LEN + self.body.header_len()
@@ -1419,6 +1548,7 @@ impl<'a> Repr<'a> {
             ack_req: fl & flags::ACK_REQ != 0,
         };
         let cq = fl & flags::CQ_DATA != 0;
+        let ack = fl & flags::ACK != 0;
         let mut r = Reader {
             buf: packet.body_ref(),
         };
@@ -1463,12 +1593,14 @@ impl<'a> Repr<'a> {
             }
             PacketType::Close | PacketType::Reset => {
                 let h = r.take::<CloseHeader>()?;
+                let ack = r.opt_ack(ack)?;
                 r.end()?;
                 if h.reserved.get() != 0 {
                     return Err(Error::Malformed);
                 }
                 let c = CloseRepr {
                     reason: h.reason.get(),
+                    ack,
                 };
                 if ptype == PacketType::Close {
                     Body::Close(c)
@@ -1487,24 +1619,20 @@ impl<'a> Repr<'a> {
             PacketType::Ack => {
                 let h = r.take::<AckHeader>()?;
                 r.end()?;
-                Body::Ack(AckRepr {
-                    cum_ack: h.cum_ack.get(),
-                    credits: h.credits.get(),
-                    sack: h.sack.get(),
-                    ts: h.ts.get(),
-                    echo_ts: h.echo_ts.get(),
-                })
+                Body::Ack(AckRepr::from_header(h))
             }
             PacketType::Msg | PacketType::Tagged => {
                 let h = r.take::<MsgHeader>()?;
                 let tag = r.opt_u64(ptype == PacketType::Tagged)?;
                 let cq_data = r.opt_u64(cq)?;
+                let ack = r.opt_ack(ack)?;
                 Body::Msg(MsgRepr {
                     msg_id: h.msg_id.get(),
                     total_len: h.total_len.get(),
                     offset: h.offset.get(),
                     tag,
                     cq_data,
+                    ack,
                     payload: r.buf,
                 })
             }
@@ -1512,6 +1640,7 @@ impl<'a> Repr<'a> {
                 let h = r.take::<RtsHeader>()?;
                 let tag = r.opt_u64(fl & flags::TAGGED != 0)?;
                 let cq_data = r.opt_u64(cq)?;
+                let ack = r.opt_ack(ack)?;
                 r.end()?;
                 Body::Rts(RtsRepr {
                     op_id: h.op_id.get(),
@@ -1519,10 +1648,12 @@ impl<'a> Repr<'a> {
                     total_len: h.total_len.get(),
                     tag,
                     cq_data,
+                    ack,
                 })
             }
             PacketType::Cts => {
                 let h = r.take::<CtsHeader>()?;
+                let ack = r.opt_ack(ack)?;
                 r.end()?;
                 if h.reserved.get() != 0 {
                     return Err(Error::Malformed);
@@ -1533,20 +1664,25 @@ impl<'a> Repr<'a> {
                     offset: h.offset.get(),
                     len: h.len.get(),
                     status: h.status.get(),
+                    ack,
                 })
             }
             PacketType::Data => {
                 let h = r.take::<DataHeader>()?;
+                let ack = r.opt_ack(ack)?;
                 Body::Data(DataRepr {
                     rx_op_id: h.rx_op_id.get(),
                     offset: h.offset.get(),
+                    ack,
                     payload: r.buf,
                 })
             }
             PacketType::RmaWrite => {
                 let h = r.take::<RmaWriteHeader>()?;
                 let cq_data = r.opt_u64(cq)?;
+                let ack = r.opt_ack(ack)?;
                 Body::RmaWrite(RmaWriteRepr {
+                    ack,
                     key: h.key.get(),
                     addr: h.addr.get(),
                     op_id: h.op_id.get(),
@@ -1558,8 +1694,10 @@ impl<'a> Repr<'a> {
             }
             PacketType::ReadReq => {
                 let h = r.take::<ReadReqHeader>()?;
+                let ack = r.opt_ack(ack)?;
                 r.end()?;
                 Body::ReadReq(ReadReqRepr {
+                    ack,
                     key: h.key.get(),
                     addr: h.addr.get(),
                     len: h.len.get(),
@@ -1568,10 +1706,12 @@ impl<'a> Repr<'a> {
             }
             PacketType::ReadResp => {
                 let h = r.take::<ReadRespHeader>()?;
+                let ack = r.opt_ack(ack)?;
                 if h.reserved.get() != 0 {
                     return Err(Error::Malformed);
                 }
                 Body::ReadResp(ReadRespRepr {
+                    ack,
                     op_id: h.op_id.get(),
                     status: h.status.get(),
                     offset: h.offset.get(),
@@ -1581,6 +1721,7 @@ impl<'a> Repr<'a> {
             PacketType::AtomicReq => {
                 let h = r.take::<AtomicReqHeader>()?;
                 let cq_data = r.opt_u64(cq)?;
+                let ack = r.opt_ack(ack)?;
                 let op = AtomicOp::from_u8(h.op).ok_or(Error::Malformed)?;
                 let datatype = AtomicDatatype::from_u8(h.datatype).ok_or(Error::Malformed)?;
                 Body::AtomicReq(AtomicReqRepr {
@@ -1592,15 +1733,18 @@ impl<'a> Repr<'a> {
                     count: h.count.get(),
                     fetch: fl & flags::FETCH != 0,
                     cq_data,
+                    ack,
                     operands: r.buf,
                 })
             }
             PacketType::AtomicResp => {
                 let h = r.take::<AtomicRespHeader>()?;
+                let ack = r.opt_ack(ack)?;
                 if h.reserved.get() != 0 {
                     return Err(Error::Malformed);
                 }
                 Body::AtomicResp(AtomicRespRepr {
+                    ack,
                     op_id: h.op_id.get(),
                     status: h.status.get(),
                     payload: r.buf,
@@ -1689,21 +1833,18 @@ impl<'a> Repr<'a> {
                 ver_min: x.ver_min,
                 ver_max: x.ver_max,
             })?,
-            Body::Close(x) | Body::Reset(x) => w.put_hdr(&CloseHeader {
-                reason: x.reason.into(),
-                reserved: 0.into(),
-            })?,
+            Body::Close(x) | Body::Reset(x) => {
+                w.put_hdr(&CloseHeader {
+                    reason: x.reason.into(),
+                    reserved: 0.into(),
+                })?;
+                w.opt_ack(&x.ack)?;
+            }
             Body::KeepAlive(x) => w.put_hdr(&KeepAliveHeader {
                 ts: x.ts.into(),
                 echo_ts: x.echo_ts.into(),
             })?,
-            Body::Ack(x) => w.put_hdr(&AckHeader {
-                cum_ack: x.cum_ack.into(),
-                credits: x.credits.into(),
-                sack: x.sack.into(),
-                ts: x.ts.into(),
-                echo_ts: x.echo_ts.into(),
-            })?,
+            Body::Ack(x) => w.put_hdr(&x.to_header())?,
             Body::Msg(x) => {
                 w.put_hdr(&MsgHeader {
                     msg_id: x.msg_id.into(),
@@ -1712,6 +1853,7 @@ impl<'a> Repr<'a> {
                 })?;
                 w.opt_u64(x.tag)?;
                 w.opt_u64(x.cq_data)?;
+                w.opt_ack(&x.ack)?;
                 w.put(x.payload)?;
             }
             Body::Rts(x) => {
@@ -1722,20 +1864,25 @@ impl<'a> Repr<'a> {
                 })?;
                 w.opt_u64(x.tag)?;
                 w.opt_u64(x.cq_data)?;
+                w.opt_ack(&x.ack)?;
             }
-            Body::Cts(x) => w.put_hdr(&CtsHeader {
-                rts_op_id: x.rts_op_id.into(),
-                rx_op_id: x.rx_op_id.into(),
-                offset: x.offset.into(),
-                len: x.len.into(),
-                status: x.status.into(),
-                reserved: 0.into(),
-            })?,
+            Body::Cts(x) => {
+                w.put_hdr(&CtsHeader {
+                    rts_op_id: x.rts_op_id.into(),
+                    rx_op_id: x.rx_op_id.into(),
+                    offset: x.offset.into(),
+                    len: x.len.into(),
+                    status: x.status.into(),
+                    reserved: 0.into(),
+                })?;
+                w.opt_ack(&x.ack)?;
+            }
             Body::Data(x) => {
                 w.put_hdr(&DataHeader {
                     rx_op_id: x.rx_op_id.into(),
                     offset: x.offset.into(),
                 })?;
+                w.opt_ack(&x.ack)?;
                 w.put(x.payload)?;
             }
             Body::RmaWrite(x) => {
@@ -1747,14 +1894,18 @@ impl<'a> Repr<'a> {
                     offset: x.offset.into(),
                 })?;
                 w.opt_u64(x.cq_data)?;
+                w.opt_ack(&x.ack)?;
                 w.put(x.payload)?;
             }
-            Body::ReadReq(x) => w.put_hdr(&ReadReqHeader {
-                key: x.key.into(),
-                addr: x.addr.into(),
-                len: x.len.into(),
-                op_id: x.op_id.into(),
-            })?,
+            Body::ReadReq(x) => {
+                w.put_hdr(&ReadReqHeader {
+                    key: x.key.into(),
+                    addr: x.addr.into(),
+                    len: x.len.into(),
+                    op_id: x.op_id.into(),
+                })?;
+                w.opt_ack(&x.ack)?;
+            }
             Body::ReadResp(x) => {
                 w.put_hdr(&ReadRespHeader {
                     op_id: x.op_id.into(),
@@ -1762,6 +1913,7 @@ impl<'a> Repr<'a> {
                     reserved: 0.into(),
                     offset: x.offset.into(),
                 })?;
+                w.opt_ack(&x.ack)?;
                 w.put(x.payload)?;
             }
             Body::AtomicReq(x) => {
@@ -1774,6 +1926,7 @@ impl<'a> Repr<'a> {
                     count: x.count.into(),
                 })?;
                 w.opt_u64(x.cq_data)?;
+                w.opt_ack(&x.ack)?;
                 w.put(x.operands)?;
             }
             Body::AtomicResp(x) => {
@@ -1782,6 +1935,7 @@ impl<'a> Repr<'a> {
                     status: x.status.into(),
                     reserved: 0.into(),
                 })?;
+                w.opt_ack(&x.ack)?;
                 w.put(x.payload)?;
             }
             Body::Dgram(x) => {

@@ -96,6 +96,7 @@ fn examples() -> Vec<(&'static str, Repr<'static>)> {
             Repr {
                 header: h(7, 3, 0xA1B2_C3D4, 0x0000_1010),
                 body: Body::Close(CloseRepr {
+                    ack: None,
                     reason: close::NORMAL,
                 }),
             },
@@ -105,6 +106,7 @@ fn examples() -> Vec<(&'static str, Repr<'static>)> {
             Repr {
                 header: h(3, 7, 0x1122_3344, 0x0000_9000),
                 body: Body::Reset(CloseRepr {
+                    ack: None,
                     reason: close::UNKNOWN_SESSION,
                 }),
             },
@@ -137,6 +139,7 @@ fn examples() -> Vec<(&'static str, Repr<'static>)> {
             Repr {
                 header: h(7, 3, 0xA1B2_C3D4, 0x0000_1000),
                 body: Body::Msg(MsgRepr {
+                    ack: None,
                     msg_id: 1,
                     total_len: 8,
                     offset: 0,
@@ -151,6 +154,7 @@ fn examples() -> Vec<(&'static str, Repr<'static>)> {
             Repr {
                 header: crc,
                 body: Body::Msg(MsgRepr {
+                    ack: None,
                     msg_id: 2,
                     total_len: 8,
                     offset: 0,
@@ -165,6 +169,7 @@ fn examples() -> Vec<(&'static str, Repr<'static>)> {
             Repr {
                 header: h(7, 3, 0xA1B2_C3D4, 0x0000_1002),
                 body: Body::Msg(MsgRepr {
+                    ack: None,
                     msg_id: 3,
                     total_len: 3000,
                     offset: 1424,
@@ -179,6 +184,7 @@ fn examples() -> Vec<(&'static str, Repr<'static>)> {
             Repr {
                 header: h(7, 3, 0xA1B2_C3D4, 0x0000_1003),
                 body: Body::Rts(RtsRepr {
+                    ack: None,
                     op_id: 0x0000_0042,
                     msg_id: 4,
                     total_len: 1 << 20,
@@ -192,6 +198,7 @@ fn examples() -> Vec<(&'static str, Repr<'static>)> {
             Repr {
                 header: h(3, 7, 0x1122_3344, 0x0000_9001),
                 body: Body::Cts(CtsRepr {
+                    ack: None,
                     rts_op_id: 0x0000_0042,
                     rx_op_id: 0x0000_0007,
                     offset: 0,
@@ -205,6 +212,7 @@ fn examples() -> Vec<(&'static str, Repr<'static>)> {
             Repr {
                 header: h(7, 3, 0xA1B2_C3D4, 0x0000_1004),
                 body: Body::Data(DataRepr {
+                    ack: None,
                     rx_op_id: 7,
                     offset: 0x10000,
                     payload: &PAYLOAD,
@@ -216,6 +224,7 @@ fn examples() -> Vec<(&'static str, Repr<'static>)> {
             Repr {
                 header: h(7, 3, 0xA1B2_C3D4, 0x0000_1006),
                 body: Body::RmaWrite(RmaWriteRepr {
+                    ack: None,
                     key: 0x0000_0000_0000_BEEF,
                     addr: 0x0000_7F00_0000_1000,
                     op_id: 9,
@@ -231,6 +240,7 @@ fn examples() -> Vec<(&'static str, Repr<'static>)> {
             Repr {
                 header: h(7, 3, 0xA1B2_C3D4, 0x0000_1007),
                 body: Body::ReadReq(ReadReqRepr {
+                    ack: None,
                     key: 0xBEEF,
                     addr: 0x0000_7F00_0000_1000,
                     len: 8,
@@ -243,6 +253,7 @@ fn examples() -> Vec<(&'static str, Repr<'static>)> {
             Repr {
                 header: h(3, 7, 0x1122_3344, 0x0000_9002),
                 body: Body::ReadResp(ReadRespRepr {
+                    ack: None,
                     op_id: 10,
                     status: status::OK,
                     offset: 0,
@@ -255,6 +266,7 @@ fn examples() -> Vec<(&'static str, Repr<'static>)> {
             Repr {
                 header: h(7, 3, 0xA1B2_C3D4, 0x0000_1008),
                 body: Body::AtomicReq(AtomicReqRepr {
+                    ack: None,
                     key: 0xBEEF,
                     addr: 0x0000_7F00_0000_2000,
                     op_id: 11,
@@ -272,6 +284,7 @@ fn examples() -> Vec<(&'static str, Repr<'static>)> {
             Repr {
                 header: h(3, 7, 0x1122_3344, 0x0000_9003),
                 body: Body::AtomicResp(AtomicRespRepr {
+                    ack: None,
                     op_id: 11,
                     status: status::OK,
                     payload: &FETCHED,
@@ -294,6 +307,27 @@ fn examples() -> Vec<(&'static str, Repr<'static>)> {
                 header: dgram_crc,
                 body: Body::Dgram(DgramRepr {
                     cq_data: Some(0x1122_3344_5566_7788),
+                    payload: &PAYLOAD,
+                }),
+            },
+        ),
+        (
+            "msg-ack",
+            Repr {
+                header: h(3, 7, 0x1122_3344, 0x0000_9004),
+                body: Body::Msg(MsgRepr {
+                    msg_id: 1,
+                    total_len: 8,
+                    offset: 0,
+                    tag: None,
+                    cq_data: None,
+                    ack: Some(AckRepr {
+                        cum_ack: 0x0000_1001,
+                        credits: 64,
+                        sack: 0,
+                        ts: 2_000_100,
+                        echo_ts: 1_000_000,
+                    }),
                     payload: &PAYLOAD,
                 }),
             },
@@ -345,12 +379,13 @@ fn annotated_hex(r: &Repr<'_>) -> String {
     line(&mut s, &b[0..8], "magic \"ON\", version, type, flags, len");
     line(&mut s, &b[8..16], "src_ep, dst_ep, session");
     line(&mut s, &b[16..24], "seq, checksum");
+    let ack_len = if r.ack().is_some() { hdr_len::ACK } else { 0 };
     let fixed = match r.body {
         Body::Hello(_) | Body::HelloAck(_) => hdr_len::HELLO,
-        _ => r.body.header_len(),
+        _ => r.body.header_len() - ack_len,
     };
     let hl = r.header_len();
-    let payload_start = hl;
+    let payload_start = hl - ack_len;
     let mut pos = 24;
     let name = std::format!("{:?} header", r.packet_type()).to_uppercase();
     let fixed_end = 24 + fixed.min(hl - 24);
@@ -373,6 +408,14 @@ fn annotated_hex(r: &Repr<'_>) -> String {
     if pos < payload_start {
         line(&mut s, &b[pos..payload_start], tail_note);
         pos = payload_start;
+    }
+    if pos < hl {
+        line(
+            &mut s,
+            &b[pos..hl],
+            "piggybacked ACK (cum_ack, credits, sack, ts, echo_ts)",
+        );
+        pos = hl;
     }
     if pos < b.len() {
         line(&mut s, &b[pos..], "payload");
@@ -484,6 +527,7 @@ fn typed_errors() {
     let bad = Repr {
         header: r.header,
         body: Body::Msg(MsgRepr {
+            ack: None,
             msg_id: 1,
             total_len: 4,
             offset: 0,
@@ -568,6 +612,93 @@ fn dgram_rules() {
 
 // ---- property tests -------------------------------------------------------------------
 
+#[test]
+fn piggybacked_ack_rules() {
+    let ack = AckRepr {
+        cum_ack: 0x0000_1001,
+        credits: 64,
+        sack: 0b1001,
+        ts: 7,
+        echo_ts: 9,
+    };
+    assert_eq!(flags::ACK, 0x0020);
+    assert_ne!(flags::ALL & flags::ACK, 0);
+    for (name, r) in examples() {
+        let plain = {
+            let mut p = r;
+            p.body.set_ack(None).unwrap();
+            p
+        };
+        let b = emit_vec(&plain);
+        let t = r.packet_type();
+        if !t.is_sequenced() {
+            // The flag is BadFlags on every unsequenced type, on parse and on emit.
+            let mut m = b.clone();
+            m[5] |= flags::ACK as u8;
+            Packet::new_unchecked(&mut m[..]).fill_checksum();
+            assert_eq!(Repr::parse_bytes(&m), Err(Error::BadFlags), "{name}");
+            let mut with = plain;
+            assert_eq!(with.body.set_ack(Some(ack)), Err(Error::BadFlags), "{name}");
+            if let Body::Reset(c) = &mut with.body {
+                c.ack = Some(ack);
+                assert_eq!(with.emit_bytes(&mut [0; 200]), Err(Error::BadFlags));
+            }
+            continue;
+        }
+        // Sequenced: the field sits after the other optional fields, before the payload.
+        let mut with = plain;
+        with.body.set_ack(Some(ack)).unwrap();
+        assert_eq!(with.ack(), Some(ack));
+        let w = emit_vec(&with);
+        assert_eq!(w.len(), b.len() + hdr_len::ACK, "{name}");
+        let at = plain.header_len();
+        assert_eq!(&w[..4], &b[..4]);
+        assert_eq!(u16::from_be_bytes([w[4], w[5]]) & flags::ACK, flags::ACK);
+        assert_eq!(
+            &w[24..at],
+            &b[24..at],
+            "{name}: fixed header and optional fields"
+        );
+        assert_eq!(
+            &w[at..at + 8],
+            &[0, 0, 0x10, 0x01, 0, 0, 0, 64],
+            "{name}: cum_ack, credits"
+        );
+        assert_eq!(
+            &w[at + hdr_len::ACK..],
+            &b[at..],
+            "{name}: payload after the ACK"
+        );
+        assert_eq!(Repr::parse_bytes(&w), Ok(with), "{name}");
+        // Flag without the field: too short for types without payload; with payload,
+        // whatever follows is read as the ACK (still Truncated for these short ones).
+        let mut m = b.clone();
+        m[5] |= flags::ACK as u8;
+        Packet::new_unchecked(&mut m[..]).fill_checksum();
+        assert_eq!(Repr::parse_bytes(&m), Err(Error::Truncated), "{name}");
+        // Every cut inside the packet fails.
+        for n in 0..w.len() {
+            assert!(Repr::parse_bytes(&w[..n]).is_err(), "{name} cut at {n}");
+        }
+        // Types without payload: `len` must be exactly the header with the field.
+        if matches!(
+            r.body,
+            Body::Close(_) | Body::Rts(_) | Body::Cts(_) | Body::ReadReq(_)
+        ) {
+            let mut m = w.clone();
+            m.push(0);
+            let l = m.len() as u16;
+            m[6..8].copy_from_slice(&l.to_be_bytes());
+            Packet::new_unchecked(&mut m[..]).fill_checksum();
+            assert_eq!(Repr::parse_bytes(&m), Err(Error::BadLength), "{name}");
+        }
+    }
+    // Removing the ACK again is always allowed; attaching one to an ACK is not.
+    let mut a = examples().into_iter().find(|(n, _)| *n == "ack").unwrap().1;
+    assert_eq!(a.body.set_ack(None), Ok(()));
+    assert_eq!(a.body.set_ack(Some(ack)), Err(Error::BadFlags));
+}
+
 /// Build a valid representation of type `kind % 18` from arbitrary numbers.
 fn build<'a>(kind: u8, hd: Header, n: &[u64; 8], payload: &'a [u8]) -> Repr<'a> {
     let opt = |bit: u64, v: u64| if n[7] & bit != 0 { Some(v) } else { None };
@@ -603,9 +734,11 @@ fn build<'a>(kind: u8, hd: Header, n: &[u64; 8], payload: &'a [u8]) -> Repr<'a> 
             ver_max: (n[1] as u8).max(n[2] as u8),
         }),
         3 => Body::Close(CloseRepr {
+            ack: None,
             reason: n[0] as u16,
         }),
         4 => Body::Reset(CloseRepr {
+            ack: None,
             reason: n[0] as u16,
         }),
         5 => Body::KeepAlive(KeepAliveRepr {
@@ -624,6 +757,7 @@ fn build<'a>(kind: u8, hd: Header, n: &[u64; 8], payload: &'a [u8]) -> Repr<'a> 
             let total = offset + payload.len() as u32;
             let total = total.saturating_add(n[1] as u32 % 1000);
             Body::Msg(MsgRepr {
+                ack: None,
                 msg_id: n[2] as u32,
                 total_len: total,
                 offset,
@@ -633,6 +767,7 @@ fn build<'a>(kind: u8, hd: Header, n: &[u64; 8], payload: &'a [u8]) -> Repr<'a> 
             })
         }
         9 => Body::Rts(RtsRepr {
+            ack: None,
             op_id: n[0] as u32,
             msg_id: n[1] as u32,
             total_len: n[2],
@@ -642,6 +777,7 @@ fn build<'a>(kind: u8, hd: Header, n: &[u64; 8], payload: &'a [u8]) -> Repr<'a> 
         10 => {
             let status = if n[7] & 4 != 0 { n[0] as u16 } else { 0 };
             Body::Cts(CtsRepr {
+                ack: None,
                 rts_op_id: n[1] as u32,
                 rx_op_id: n[2] as u32,
                 offset: n[3],
@@ -650,6 +786,7 @@ fn build<'a>(kind: u8, hd: Header, n: &[u64; 8], payload: &'a [u8]) -> Repr<'a> 
             })
         }
         11 => Body::Data(DataRepr {
+            ack: None,
             rx_op_id: n[0] as u32,
             offset: n[1] % (u64::MAX - 1000),
             payload,
@@ -658,6 +795,7 @@ fn build<'a>(kind: u8, hd: Header, n: &[u64; 8], payload: &'a [u8]) -> Repr<'a> 
             let offset = n[0] % (1 << 40);
             let total = offset + payload.len() as u64 + n[1] % 1000;
             Body::RmaWrite(RmaWriteRepr {
+                ack: None,
                 key: n[2],
                 addr: n[3] % (u64::MAX - total),
                 op_id: n[4] as u32,
@@ -668,6 +806,7 @@ fn build<'a>(kind: u8, hd: Header, n: &[u64; 8], payload: &'a [u8]) -> Repr<'a> 
             })
         }
         13 => Body::ReadReq(ReadReqRepr {
+            ack: None,
             key: n[0],
             len: n[1] % (1 << 40),
             addr: n[2] % (1 << 60),
@@ -676,6 +815,7 @@ fn build<'a>(kind: u8, hd: Header, n: &[u64; 8], payload: &'a [u8]) -> Repr<'a> 
         14 => {
             let status = if n[7] & 4 != 0 { n[0] as u16 } else { 0 };
             Body::ReadResp(ReadRespRepr {
+                ack: None,
                 op_id: n[1] as u32,
                 status,
                 offset: n[2] % (1 << 60),
@@ -690,6 +830,7 @@ fn build<'a>(kind: u8, hd: Header, n: &[u64; 8], payload: &'a [u8]) -> Repr<'a> 
             // `payload` may be too short; use a static pool of operand bytes instead.
             static POOL: [u8; 128] = [0x5A; 128];
             Body::AtomicReq(AtomicReqRepr {
+                ack: None,
                 key: n[3],
                 addr: n[4] % (1 << 60),
                 op_id: n[5] as u32,
@@ -704,6 +845,7 @@ fn build<'a>(kind: u8, hd: Header, n: &[u64; 8], payload: &'a [u8]) -> Repr<'a> 
         16 => {
             let status = if n[7] & 4 != 0 { n[0] as u16 } else { 0 };
             Body::AtomicResp(AtomicRespRepr {
+                ack: None,
                 op_id: n[1] as u32,
                 status,
                 payload: if status == 0 { payload } else { &[] },
@@ -717,7 +859,22 @@ fn build<'a>(kind: u8, hd: Header, n: &[u64; 8], payload: &'a [u8]) -> Repr<'a> 
             })
         }
     };
-    Repr { header, body }
+    let mut r = Repr { header, body };
+    // A piggybacked ACK on a sequenced type, from numbers the body uses too (so the
+    // fields vary without another argument).
+    if n[7] & 0x10 != 0 && r.packet_type().is_sequenced() {
+        let ack = AckRepr {
+            cum_ack: n[6] as u32,
+            credits: (n[5] >> 32) as u32,
+            sack: n[4].rotate_left(7),
+            ts: (n[3] >> 32) as u32,
+            echo_ts: (n[2] >> 32) as u32,
+        };
+        r.body
+            .set_ack(Some(ack))
+            .expect("sequenced types carry an ACK");
+    }
+    r
 }
 
 fn arb_header() -> impl Strategy<Value = Header> {

@@ -81,7 +81,7 @@ impl<S: Storage> Rdm<S> {
                     ver_min: VERSION,
                     ver_max: VERSION,
                 }),
-                CtlKind::Reset(reason) => Body::Reset(CloseRepr { reason }),
+                CtlKind::Reset(reason) => Body::Reset(CloseRepr { reason, ack: None }),
             };
             match self.send_ctl(&c.to, &Repr { header, body }, port) {
                 Sent::LinkFull => return false,

@@ -77,8 +77,12 @@ pub struct RdmConfig {
     pub max_retries: u32,
     /// HELLOs sent without an answer before the handshake fails (-FI_EHOSTUNREACH).
     pub hello_retries: u32,
-    /// Delayed-ack timer (spec 5.3: at most 1 ms).
+    /// Delayed-ack timer for ordinary in-order packets (spec 5.3: at most 1 ms). A
+    /// sequenced packet leaving for the peer meanwhile carries the ack instead.
     pub ack_delay: Duration,
+    /// How long an in-order packet with `ACK_REQ` waits for a reply to carry its ack
+    /// (spec 5.3: at most 50 µs) before a standalone ACK goes. At most `ack_delay`.
+    pub ack_hold: Duration,
     /// How long a new session offered by an already-connected peer waits for its first
     /// packet before it is forgotten (spec 4.5: replayed HELLOs).
     pub handshake_timeout: Duration,
@@ -105,6 +109,7 @@ impl RdmConfig {
         max_retries: 12,
         hello_retries: 8,
         ack_delay: Duration::from_micros(100),
+        ack_hold: Duration::from_micros(25),
         handshake_timeout: Duration::from_secs(1),
         crc: true,
     };
@@ -118,6 +123,7 @@ impl RdmConfig {
             || self.reorder_slots >= NO_SLOT as usize
             || self.rto_min.total_micros() == 0
             || self.rto_min > self.rto_max
+            || self.ack_hold > self.ack_delay
         {
             return Err(Errno::EINVAL);
         }
@@ -145,8 +151,13 @@ pub struct RdmStats {
     pub rto_expirations: u64,
     /// Packets the link refused with an error (counted as sent and lost).
     pub tx_errors: u64,
-    /// ACKs sent.
+    /// ACK packets sent (standalone acknowledgements).
     pub acks_sent: u64,
+    /// Acknowledgements piggybacked on outgoing sequenced packets (flag `ACK`) instead
+    /// of a packet of their own.
+    pub acks_piggybacked: u64,
+    /// Piggybacked acknowledgements received (processed like ACK packets).
+    pub rx_acks_piggybacked: u64,
     /// Session packets received (after parsing).
     pub rx_packets: u64,
     /// Sequenced packets already received (dropped, re-acked).

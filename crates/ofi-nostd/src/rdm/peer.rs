@@ -193,6 +193,9 @@ pub(crate) struct Peer {
     pub(super) ack_now: bool,
     pub(super) ack_at: Option<Instant>,
     pub(super) since_ack: u32,
+    /// `rcv_nxt` as our last acknowledgement (standalone or piggybacked) announced it:
+    /// with `adv_credits`, where the peer's grant ends.
+    pub(super) adv_cum: u32,
     pub(super) ts_recent: u32,
     pub(super) blocked: bool,
     pub(super) adv_credits: u32,
@@ -259,6 +262,7 @@ impl Peer {
         ack_now: false,
         ack_at: None,
         since_ack: 0,
+        adv_cum: 0,
         ts_recent: 0,
         blocked: false,
         adv_credits: 0,
@@ -610,6 +614,7 @@ impl<S: Storage> Rdm<S> {
         peer.ack_now = false;
         peer.ack_at = None;
         peer.since_ack = 0;
+        peer.adv_cum = remote_isn;
         peer.blocked = false;
         peer.adv_credits = init_credits;
         peer.probe_at = None;

@@ -39,6 +39,15 @@ struct Target {
     multi: Option<Handle<MultiBuf>>,
 }
 
+/// In-order packets a receiver lets go unacknowledged (unless a reply carries the ack
+/// first) when the sender may have `grant` packets in flight: a quarter of the grant,
+/// so acks arrive while three quarters are still in flight and a stream never waits
+/// for one, and at least 2 (one ack per two packets, TCP's delayed-ack floor). A
+/// small grant is covered by the "grant exhausted" rule in [`Rdm::advance`].
+fn ack_threshold(grant: u32) -> u32 {
+    (grant / 4).max(2)
+}
+
 fn iov_len(iov: &IovList) -> u64 {
     iov.as_slice().iter().map(|v| v.len as u64).sum()
 }
@@ -113,7 +122,17 @@ impl<S: Storage> Rdm<S> {
                     self.tx_ready = true;
                 }
             }
-            _ => self.on_sequenced(p, repr, raw, now, mem, ctx),
+            _ => {
+                // A piggybacked acknowledgement counts exactly like an ACK packet, and
+                // before the packet's own sequencing: even a duplicate or a packet
+                // outside the window carries a fresh one (stale ones are harmless).
+                if let Some(a) = repr.ack() {
+                    self.stats.rx_acks_piggybacked += 1;
+                    self.peers.as_mut()[p].ts_recent = a.ts;
+                    self.on_ack(p, &a, now, ctx);
+                }
+                self.on_sequenced(p, repr, raw, now, mem, ctx)
+            }
         }
     }
 
@@ -129,12 +148,9 @@ impl<S: Storage> Rdm<S> {
         ctx: &mut Ctx<'_, S>,
     ) {
         let seq = repr.header.seq;
+        let ack_req = repr.header.ack_req;
         let peer = self.peers.as_ref()[p];
         let d = seq_diff(seq, peer.rcv_nxt);
-        if repr.header.ack_req {
-            self.peers.as_mut()[p].ack_now = true;
-            self.tx_ready = true;
-        }
         if d < 0 {
             // Already processed: the sender missed our ACK.
             self.stats.rx_duplicates += 1;
@@ -144,6 +160,10 @@ impl<S: Storage> Rdm<S> {
         }
         if d as u32 >= self.cfg.window as u32 {
             self.stats.rx_out_of_window += 1;
+            if ack_req {
+                self.peers.as_mut()[p].ack_now = true;
+                self.tx_ready = true;
+            }
             return;
         }
         if self.reo_get(p, seq) != NO_SLOT {
@@ -156,6 +176,10 @@ impl<S: Storage> Rdm<S> {
         if d > 0 {
             if !self.hold(p, seq, raw) {
                 self.stats.rx_reorder_full += 1;
+                if ack_req {
+                    self.peers.as_mut()[p].ack_now = true;
+                    self.tx_ready = true;
+                }
                 return;
             }
             self.stats.rx_held += 1;
@@ -166,7 +190,7 @@ impl<S: Storage> Rdm<S> {
         }
         match self.process(p, repr, now, mem, ctx) {
             Outcome::Done => {
-                self.advance(p, now);
+                self.advance(p, now, ack_req);
                 self.drain(p, now, mem, ctx);
             }
             Outcome::Blocked => {
@@ -181,18 +205,35 @@ impl<S: Storage> Rdm<S> {
         }
     }
 
-    /// `rcv_nxt` moves past one processed packet; ACK every second one, else arm the
-    /// delayed-ack timer.
-    fn advance(&mut self, p: usize, now: Instant) {
-        let delay = self.cfg.ack_delay;
+    /// `rcv_nxt` moves past one processed packet. Acknowledge at once when enough
+    /// packets went unacknowledged for the sender's grant to run low, or when this
+    /// one uses up the grant we last announced; otherwise arm the ack timer (`hold`,
+    /// for a packet with `ACK_REQ`: the short `ack_hold`, so that a reply the
+    /// application posts meanwhile carries the ack; else `ack_delay`), keeping an
+    /// earlier deadline.
+    fn advance(&mut self, p: usize, now: Instant, hold: bool) {
+        let delay = if hold {
+            self.cfg.ack_hold
+        } else {
+            self.cfg.ack_delay
+        };
+        let window = self.cfg.window as u32;
         let pm = &mut self.peers.as_mut()[p];
         pm.rcv_nxt = pm.rcv_nxt.wrapping_add(1);
         pm.since_ack += 1;
-        if pm.since_ack >= 2 {
+        // What the sender may have in flight beyond our last acknowledgement: our grant
+        // and both windows (spec 5.4).
+        let grant = pm
+            .adv_credits
+            .min(window)
+            .min(pm.params.window.max(1) as u32);
+        let exhausted = seq_diff(pm.rcv_nxt, pm.adv_cum.wrapping_add(grant)) >= 0;
+        if pm.since_ack >= ack_threshold(grant) || exhausted {
             pm.ack_now = true;
             self.tx_ready = true;
-        } else if pm.ack_at.is_none() {
-            pm.ack_at = Some(now + delay);
+        } else {
+            let at = now + delay;
+            pm.ack_at = Some(pm.ack_at.map_or(at, |t| t.min(at)));
         }
     }
 
@@ -241,7 +282,7 @@ impl<S: Storage> Rdm<S> {
                         pm.blocked = false;
                         self.blocked = self.blocked.saturating_sub(1);
                     }
-                    self.advance(p, now);
+                    self.advance(p, now, false);
                     filled = true;
                 }
             }

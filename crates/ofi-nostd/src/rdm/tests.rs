@@ -349,3 +349,294 @@ proptest! {
         prop_assert!(rdm.unexpected_len() <= 2 * 16 + 64);
     }
 }
+
+// ---- piggybacked acknowledgements ------------------------------------------------------
+
+/// Two hosts with a session (one warm-up message each way, every timer run out):
+/// (a, b, b at a, a at b, now).
+fn pair() -> (Host, Host, FiAddr, FiAddr, Instant) {
+    let mut a = host([10, 0, 0, 1], 1);
+    let mut b = host([10, 0, 0, 2], 2);
+    let b_at_a = a.insert(&b);
+    let a_at_b = b.insert(&a);
+    let mut now = Instant::from_millis(1);
+    recv(&mut b, 1, 1);
+    send(&mut a, b_at_a, 1, 8, 1);
+    recv(&mut a, 2, 2);
+    send(&mut b, a_at_b, 2, 8, 2);
+    pump(&mut a, &mut b, &mut now, 100, &mut Vec::new());
+    let (atx, arx, btx, brx) = (a.tx_cq, a.rx_cq, b.tx_cq, b.rx_cq);
+    assert_eq!(a.read(atx).len() + a.read(arx).len(), 2);
+    assert_eq!(b.read(btx).len() + b.read(brx).len(), 2);
+    (a, b, b_at_a, a_at_b, now)
+}
+
+fn send(h: &mut Host, to: FiAddr, tag: u64, len: usize, context: u64) {
+    let mem = SliceMemory::new(BASE, &mut h.mem);
+    h.dom
+        .tsend(h.ep, &mem, IoVec::new(BASE, len), to, tag, context)
+        .unwrap();
+}
+
+fn recv(h: &mut Host, tag: u64, context: u64) {
+    h.dom
+        .trecv(
+            h.ep,
+            IoVec::new(BASE + 0x8000, 0x1000),
+            FI_ADDR_UNSPEC,
+            tag,
+            0,
+            context,
+        )
+        .unwrap();
+}
+
+/// Moves what `from` transmitted to `to`'s receive queue; returns the packets.
+fn carry(from: &mut Host, to: &mut Host) -> Vec<Vec<u8>> {
+    let src = Some(UdpAddr::new(from.ip.into(), 7000));
+    let mut out = Vec::new();
+    while let Some(p) = from.link.pop_tx(|_, d| d.to_vec()) {
+        to.link.inject(&p, src);
+        out.push(p);
+    }
+    out
+}
+
+fn stats(h: &Host) -> crate::rdm::RdmStats {
+    *h.dom.ep(h.ep).unwrap().rdm().unwrap().stats()
+}
+
+fn kind(
+    p: &[u8],
+) -> (
+    wire::packet::PacketType,
+    Option<wire::packet::AckRepr>,
+    bool,
+) {
+    let r = wire::Repr::parse_bytes(p).expect("the engine emits valid packets");
+    (r.packet_type(), r.ack(), r.header.ack_req)
+}
+
+#[test]
+fn ping_pong_sends_one_packet_per_message_and_no_standalone_ack() {
+    use wire::packet::PacketType;
+    let (mut a, mut b, b_at_a, a_at_b, mut now) = pair();
+    let (sa, sb) = (stats(&a), stats(&b));
+    let (atx, arx, btx, brx) = (a.tx_cq, a.rx_cq, b.tx_cq, b.rx_cq);
+    const N: u64 = 50;
+    for i in 0..N {
+        let tag = 100 + i;
+        recv(&mut b, tag, 1000 + i);
+        recv(&mut a, tag, 2000 + i);
+        // A: ping.
+        send(&mut a, b_at_a, tag, 64, 3000 + i);
+        a.progress(now);
+        let ping = carry(&mut a, &mut b);
+        assert_eq!(ping.len(), 1, "iteration {i}: one packet for the ping");
+        let (t, ack, ack_req) = kind(&ping[0]);
+        assert_eq!(t, PacketType::Tagged);
+        assert!(ack_req, "nothing more queued: the ping asks for an ack");
+        // From the second ping on, the ping acknowledges the previous pong.
+        assert_eq!(ack.is_some(), i > 0, "iteration {i}");
+        now += Duration::from_micros(3);
+        // B: receives, answers within the hold; the pong carries the ack.
+        b.progress(now);
+        assert!(
+            b.link.pop_tx(|_, _| ()).is_none(),
+            "no ack before the reply"
+        );
+        let got = b.read(brx);
+        assert!(matches!(got[..], [Ok(e)] if e.op_context == 1000 + i));
+        if i > 0 {
+            // The ping's ACK completed B's previous pong.
+            let done = b.read(btx);
+            assert!(matches!(done[..], [Ok(e)] if e.op_context == 4000 + i - 1));
+        }
+        send(&mut b, a_at_b, tag, 64, 4000 + i);
+        now += Duration::from_micros(2);
+        b.progress(now);
+        let pong = carry(&mut b, &mut a);
+        assert_eq!(pong.len(), 1, "iteration {i}: one packet for the pong");
+        let (t, ack, _) = kind(&pong[0]);
+        assert_eq!(t, PacketType::Tagged);
+        let ack = ack.expect("the pong carries the ack of the ping");
+        now += Duration::from_micros(3);
+        // A: the pong's ACK completes the ping, the pong is delivered.
+        a.progress(now);
+        assert!(
+            a.link.pop_tx(|_, _| ()).is_none(),
+            "no ack before the next ping"
+        );
+        let done = a.read(atx);
+        assert!(
+            matches!(done[..], [Ok(e)] if e.op_context == 3000 + i),
+            "iteration {i}: the piggybacked ack completes the send ({ack:?})"
+        );
+        let got = a.read(arx);
+        assert!(matches!(got[..], [Ok(e)] if e.op_context == 2000 + i));
+        now += Duration::from_micros(2);
+    }
+    let (ea, eb) = (stats(&a), stats(&b));
+    assert_eq!(ea.acks_sent - sa.acks_sent, 0, "A sent no ACK packet");
+    assert_eq!(eb.acks_sent - sb.acks_sent, 0, "B sent no ACK packet");
+    assert_eq!(ea.tx_packets - sa.tx_packets, N);
+    assert_eq!(eb.tx_packets - sb.tx_packets, N);
+    assert_eq!(ea.acks_piggybacked - sa.acks_piggybacked, N - 1);
+    assert_eq!(eb.acks_piggybacked - sb.acks_piggybacked, N);
+    assert_eq!(eb.rx_acks_piggybacked - sb.rx_acks_piggybacked, N - 1);
+    assert_eq!(ea.rx_acks_piggybacked - sa.rx_acks_piggybacked, N);
+    // The last pong is acknowledged on its own once the hold expires.
+    let hold = a.dom.rdm_config().ack_hold;
+    let due = a.dom.poll_timeout().expect("the ack timer is armed");
+    assert!(due <= now + hold, "{due:?}");
+    now += hold;
+    a.progress(now);
+    let acks = carry(&mut a, &mut b);
+    assert_eq!(acks.len(), 1);
+    assert_eq!(kind(&acks[0]).0, PacketType::Ack);
+    b.progress(now);
+    assert!(matches!(b.read(btx)[..], [Ok(e)] if e.op_context == 4000 + N - 1));
+}
+
+#[test]
+fn a_lone_message_is_acknowledged_after_the_hold() {
+    use wire::packet::PacketType;
+    let (mut a, mut b, b_at_a, _, mut now) = pair();
+    let (atx, brx) = (a.tx_cq, b.rx_cq);
+    let hold = b.dom.rdm_config().ack_hold;
+    assert!(hold > Duration::from_micros(2) && hold <= b.dom.rdm_config().ack_delay);
+    recv(&mut b, 7, 70);
+    send(&mut a, b_at_a, 7, 64, 71);
+    a.progress(now);
+    let ping = carry(&mut a, &mut b);
+    assert_eq!(ping.len(), 1);
+    assert!(kind(&ping[0]).2, "ACK_REQ");
+    b.progress(now);
+    assert_eq!(b.read(brx).len(), 1);
+    assert!(b.link.pop_tx(|_, _| ()).is_none(), "held: no ack at once");
+    // The domain's timeout names the end of the hold, so a sleeping wait wakes for it.
+    assert_eq!(b.dom.poll_timeout(), Some(now + hold));
+    b.progress(now + (hold - Duration::from_micros(1)));
+    assert!(b.link.pop_tx(|_, _| ()).is_none(), "still within the hold");
+    now += hold;
+    b.progress(now);
+    let acks = carry(&mut b, &mut a);
+    assert_eq!(acks.len(), 1, "one standalone ACK after the hold");
+    assert_eq!(kind(&acks[0]).0, PacketType::Ack);
+    assert!(a.read(atx).is_empty());
+    a.progress(now);
+    assert!(matches!(a.read(atx)[..], [Ok(e)] if e.op_context == 71));
+    assert_eq!(b.dom.poll_timeout(), None, "nothing left to do");
+}
+
+#[test]
+fn gaps_and_duplicates_are_acknowledged_at_once() {
+    use wire::packet::PacketType;
+    let (mut a, mut b, b_at_a, _, mut now) = pair();
+    for k in 0..3 {
+        recv(&mut b, 20 + k, 200 + k);
+        send(&mut a, b_at_a, 20 + k, 16, 300 + k);
+    }
+    a.progress(now);
+    let mut pkts = Vec::new();
+    while let Some(p) = a.link.pop_tx(|_, d| d.to_vec()) {
+        pkts.push(p);
+    }
+    assert_eq!(pkts.len(), 3);
+    let src = Some(UdpAddr::new(a.ip.into(), 7000));
+    let deliver = |b: &mut Host, p: &[u8], now: Instant| {
+        b.link.inject(p, src);
+        b.progress(now);
+        let out: Vec<Vec<u8>> = core::iter::from_fn(|| b.link.pop_tx(|_, d| d.to_vec())).collect();
+        out
+    };
+    let before = stats(&b).acks_sent;
+    // The third first: a gap, acknowledged at once with its selective-ack bit.
+    let out = deliver(&mut b, &pkts[2], now);
+    assert_eq!(out.len(), 1);
+    let (t, _, _) = kind(&out[0]);
+    assert_eq!(t, PacketType::Ack);
+    let Ok(wire::Repr {
+        body: wire::packet::Body::Ack(ack),
+        ..
+    }) = wire::Repr::parse_bytes(&out[0])
+    else {
+        unreachable!()
+    };
+    assert_eq!(ack.sack, 0b10);
+    now += Duration::from_micros(1);
+    // The first: in order, nothing else to say yet beyond the timer (the gap remains).
+    let _ = deliver(&mut b, &pkts[0], now);
+    now += Duration::from_micros(1);
+    // The second fills the gap: acknowledged at once.
+    let out = deliver(&mut b, &pkts[1], now);
+    assert_eq!(out.len(), 1);
+    assert_eq!(kind(&out[0]).0, PacketType::Ack);
+    now += Duration::from_micros(1);
+    // A duplicate: acknowledged at once.
+    let out = deliver(&mut b, &pkts[1], now);
+    assert_eq!(out.len(), 1);
+    assert_eq!(kind(&out[0]).0, PacketType::Ack);
+    assert!(stats(&b).acks_sent - before >= 3);
+    assert_eq!(stats(&b).rx_duplicates, 1);
+}
+
+#[test]
+fn acks_ride_on_retransmissions_fresh_and_count_on_duplicates() {
+    use wire::packet::PacketType;
+    let (mut a, mut b, b_at_a, a_at_b, mut now) = pair();
+    let (atx, btx) = (a.tx_cq, b.tx_cq);
+    // B sends m1; A receives it and owes an ack.
+    recv(&mut a, 5, 50);
+    send(&mut b, a_at_b, 5, 32, 51);
+    b.progress(now);
+    carry(&mut b, &mut a);
+    a.progress(now);
+    assert!(a.link.pop_tx(|_, _| ()).is_none());
+    // A's message carries that ack, and is lost.
+    recv(&mut b, 6, 60);
+    send(&mut a, b_at_a, 6, 32, 61);
+    a.progress(now);
+    let lost: Vec<Vec<u8>> = core::iter::from_fn(|| a.link.pop_tx(|_, d| d.to_vec())).collect();
+    assert_eq!(lost.len(), 1);
+    let first_ack = kind(&lost[0]).1.expect("piggybacked");
+    // B sends m2 meanwhile (its m1 still unacknowledged); it reaches A just before
+    // A's retransmission timer expires, so A owes an ack when it retransmits.
+    recv(&mut a, 7, 70);
+    send(&mut b, a_at_b, 7, 32, 71);
+    now += Duration::from_micros(5);
+    b.progress(now);
+    let m2: Vec<Vec<u8>> = core::iter::from_fn(|| b.link.pop_tx(|_, d| d.to_vec())).collect();
+    assert_eq!(m2.len(), 1);
+    let rto = a.dom.poll_timeout().expect("A's retransmission timer");
+    assert!(rto > now + Duration::from_micros(20));
+    now = Instant::from_micros(rto.total_micros() - 10);
+    a.link.inject(&m2[0], Some(UdpAddr::new(b.ip.into(), 7000)));
+    a.progress(now);
+    assert!(a.link.pop_tx(|_, _| ()).is_none(), "the ack of m2 is held");
+    now = rto;
+    a.progress(now);
+    let retx: Vec<Vec<u8>> = core::iter::from_fn(|| a.link.pop_tx(|_, d| d.to_vec())).collect();
+    assert_eq!(retx.len(), 1, "only the retransmission, carrying the ack");
+    let p = &retx[0];
+    assert_eq!(kind(p).0, PacketType::Tagged);
+    let fresh = kind(p).1.expect("the retransmission carries an ack");
+    assert_eq!(fresh.cum_ack, first_ack.cum_ack.wrapping_add(1));
+    assert_ne!(fresh.ts, first_ack.ts);
+    // B takes it (completing m1 and m2 by its ack); a second copy is a duplicate
+    // whose ack is still processed.
+    let before = stats(&b);
+    let src = Some(UdpAddr::new(a.ip.into(), 7000));
+    for _ in 0..2 {
+        b.link.inject(p, src);
+    }
+    b.progress(now);
+    let after = stats(&b);
+    assert_eq!(after.rx_acks_piggybacked - before.rx_acks_piggybacked, 2);
+    assert_eq!(after.rx_duplicates - before.rx_duplicates, 1);
+    let done = b.read(btx);
+    assert_eq!(done.len(), 2, "{done:?}");
+    // Everything settles.
+    pump(&mut a, &mut b, &mut now, 50, &mut Vec::new());
+    assert!(matches!(a.read(atx)[..], [Ok(e)] if e.op_context == 61));
+}

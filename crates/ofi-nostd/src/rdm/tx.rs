@@ -536,7 +536,9 @@ impl<S: Storage> Rdm<S> {
                 pm.ack_now = true;
             }
         }
-        if self.peers.as_ref()[p].ack_now {
+        // An acknowledgement due now goes on its own unless the first sequenced packet
+        // about to leave can carry it (then it does, below).
+        if self.peers.as_ref()[p].ack_now && !self.next_carries_ack(p) {
             try_send!(self.send_ack(p, now, port));
         }
         // Retransmissions first: they hold up the receiver's in-order delivery.
@@ -582,7 +584,57 @@ impl<S: Storage> Rdm<S> {
             self.peers.as_mut()[p].probe_at = None;
             try_send!(self.send_plan(p, Plan::New(plan), now, port, mem, ctx));
         }
+        // Expected to be piggybacked, but nothing carried it after all.
+        if self.peers.as_ref()[p].ack_now {
+            try_send!(self.send_ack(p, now, port));
+        }
         true
+    }
+
+    /// Whether the first sequenced packet peer `p` will send next (a retransmission,
+    /// else a new packet within window and credits) has room for an ACK.
+    fn next_carries_ack(&self, p: usize) -> bool {
+        let peer = &self.peers.as_ref()[p];
+        let next = if peer.rtx_pending > 0 {
+            let mut s = peer.snd_una;
+            let mut found = None;
+            while seq_lt(s, peer.next_seq) {
+                let e = self.win_get(p, s);
+                if e.live && e.rtx {
+                    found = Some(e.regen);
+                    break;
+                }
+                s = s.wrapping_add(1);
+            }
+            found
+        } else {
+            let wnd = (self.cfg.window as u32).min(peer.params.window.max(1) as u32);
+            let room = peer.in_flight() < wnd && seq_lt(peer.next_seq, peer.snd_limit);
+            if room { self.next_new(p) } else { None }
+        };
+        next.is_some_and(|r| {
+            let len = self.regen_len(&r);
+            len > 0 && len + wire::packet::hdr_len::ACK <= self.pkt_limit(p)
+        })
+    }
+
+    /// The length of the packet `r` builds, without a piggybacked ACK (0 if its
+    /// operation is gone).
+    fn regen_len(&self, r: &Regen) -> usize {
+        use wire::packet::{BASE_LEN, hdr_len};
+        let op = r
+            .op()
+            .and_then(|o| self.ops.get_by_index(o as usize).map(|(_, op)| op));
+        let opt = |v: Option<u64>| if v.is_some() { 8 } else { 0 };
+        match (*r, op) {
+            (Regen::Seg { len, .. }, Some(op)) => {
+                BASE_LEN + hdr_len::MSG + opt(op.tag) + opt(op.data) + len as usize
+            }
+            (Regen::Rts { .. }, Some(op)) => BASE_LEN + hdr_len::RTS + opt(op.tag) + opt(op.data),
+            (Regen::Data { len, .. }, Some(_)) => BASE_LEN + hdr_len::DATA + len as usize,
+            (Regen::Cts { .. }, _) => BASE_LEN + hdr_len::CTS,
+            _ => 0,
+        }
     }
 
     /// The next new sequenced packet of peer `p`: a pending CTS, rendezvous DATA, then
@@ -712,6 +764,11 @@ impl<S: Storage> Rdm<S> {
         let header = self.header(p, seq, ack_req);
         let dst = self.peers.as_ref()[p].addr;
         let mut fault = None;
+        // An acknowledgement the peer is owed rides along if it fits (generated now,
+        // also on a retransmission: never a replayed one).
+        let ack = self.ack_owed(p).then(|| self.ack_body(p, now));
+        let limit = self.pkt_limit(p);
+        let mut carried = None;
         let res = {
             let this = &*self;
             let op = regen
@@ -730,6 +787,7 @@ impl<S: Storage> Rdm<S> {
                     };
                     (
                         Body::Msg(MsgRepr {
+                            ack: None,
                             msg_id,
                             total_len: op.len as u32,
                             offset: off as u32,
@@ -742,6 +800,7 @@ impl<S: Storage> Rdm<S> {
                 }
                 (Regen::Rts { op: o }, Some((_, op))) => (
                     Body::Rts(RtsRepr {
+                        ack: None,
                         op_id: op_id(o as usize, this.op_gen(o)),
                         msg_id,
                         total_len: op.len,
@@ -752,6 +811,7 @@ impl<S: Storage> Rdm<S> {
                 ),
                 (Regen::Data { off, len, .. }, Some((_, op))) => (
                     Body::Data(DataRepr {
+                        ack: None,
                         rx_op_id: op.rx_op,
                         offset: off,
                         payload: &[],
@@ -769,6 +829,7 @@ impl<S: Storage> Rdm<S> {
                     _,
                 ) => (
                     Body::Cts(CtsRepr {
+                        ack: None,
                         rts_op_id: rts_op,
                         rx_op_id: rx_op,
                         offset: off,
@@ -779,7 +840,13 @@ impl<S: Storage> Rdm<S> {
                 ),
                 _ => return Sent::Yes,
             };
-            let head = Repr { header, body };
+            let mut head = Repr { header, body };
+            if let Some(a) = ack
+                && head.buffer_len() + payload.len() + wire::packet::hdr_len::ACK <= limit
+                && head.body.set_ack(Some(a)).is_ok()
+            {
+                carried = Some(a);
+            }
             let total = head.buffer_len() + payload.len();
             port.send(&dst, total, |buf| {
                 write_packet(buf, &head, payload, mem, &mut fault)
@@ -789,6 +856,10 @@ impl<S: Storage> Rdm<S> {
             return res;
         }
         self.stats.tx_packets += 1;
+        if let Some(a) = carried {
+            self.stats.acks_piggybacked += 1;
+            self.acked(p, &a);
+        }
         if let (Some(e), Some(o)) = (fault, regen.op())
             && let Some(op) = self.ops.get_mut_by_index(o as usize)
         {
@@ -925,9 +996,11 @@ impl<S: Storage> Rdm<S> {
 
     // ---- control packets ---------------------------------------------------------------
 
-    fn send_ack<P: TxPort>(&mut self, p: usize, now: Instant, port: &mut P) -> Sent {
+    /// The acknowledgement peer `p` is owed right now (spec 5.2), fresh: for an ACK
+    /// packet or to piggyback on a sequenced one.
+    fn ack_body(&self, p: usize, now: Instant) -> AckRepr {
         let credits = self.credits_for(p);
-        let peer = self.peers.as_ref()[p];
+        let peer = &self.peers.as_ref()[p];
         let w = self.cfg.window as u32;
         let mut sack = 0u64;
         if peer.held > 0 {
@@ -938,24 +1011,42 @@ impl<S: Storage> Rdm<S> {
                 }
             }
         }
+        AckRepr {
+            cum_ack: peer.rcv_nxt,
+            credits,
+            sack,
+            ts: ts32(now),
+            echo_ts: peer.ts_recent,
+        }
+    }
+
+    /// Whether peer `p` is owed an acknowledgement (due now or on a timer).
+    fn ack_owed(&self, p: usize) -> bool {
+        let peer = &self.peers.as_ref()[p];
+        peer.ack_now || peer.ack_at.is_some() || peer.since_ack > 0
+    }
+
+    /// Acknowledgement `a` left for peer `p` (standalone or piggybacked).
+    fn acked(&mut self, p: usize, a: &AckRepr) {
+        let pm = &mut self.peers.as_mut()[p];
+        pm.ack_now = false;
+        pm.ack_at = None;
+        pm.since_ack = 0;
+        pm.adv_credits = a.credits;
+        pm.adv_cum = a.cum_ack;
+    }
+
+    fn send_ack<P: TxPort>(&mut self, p: usize, now: Instant, port: &mut P) -> Sent {
+        let ack = self.ack_body(p, now);
+        let peer = self.peers.as_ref()[p];
         let head = Repr {
             header: self.header(p, peer.next_seq, false),
-            body: Body::Ack(AckRepr {
-                cum_ack: peer.rcv_nxt,
-                credits,
-                sack,
-                ts: ts32(now),
-                echo_ts: peer.ts_recent,
-            }),
+            body: Body::Ack(ack),
         };
         let r = self.send_ctl(&peer.addr, &head, port);
         if r == Sent::Yes {
             self.stats.acks_sent += 1;
-            let pm = &mut self.peers.as_mut()[p];
-            pm.ack_now = false;
-            pm.ack_at = None;
-            pm.since_ack = 0;
-            pm.adv_credits = credits;
+            self.acked(p, &ack);
         }
         r
     }
