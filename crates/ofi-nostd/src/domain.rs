@@ -1441,7 +1441,7 @@ impl<S: Storage> Domain<S> {
 
     fn rdm_prepare<M: Memory>(&mut self, now: Instant, mem: &mut M) {
         for (_, ep) in self.eps.iter_mut() {
-            if ep.state != EpState::Enabled || ep.rdm.is_none() {
+            if ep.state != EpState::Enabled || !ep.rdm.as_ref().is_some_and(|r| r.prepare_due()) {
                 continue;
             }
             let mut ctx = rdm_ctx(

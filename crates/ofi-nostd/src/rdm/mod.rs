@@ -917,6 +917,12 @@ impl<S: Storage> Rdm<S> {
         self.ux_nfree
     }
 
+    /// Whether `flush_copies` or `retry_blocked` has work (a progress pass skips
+    /// building their context otherwise).
+    pub(crate) fn prepare_due(&self) -> bool {
+        self.copies_pending > 0 || self.blocked > 0
+    }
+
     /// The earliest time the engine needs `progress` even without traffic.
     pub fn poll_timeout(&self, now: Instant) -> Option<Instant> {
         if self.tx_ready {
