@@ -81,7 +81,9 @@ pub struct RdmConfig {
     /// sequenced packet leaving for the peer meanwhile carries the ack instead.
     pub ack_delay: Duration,
     /// How long an in-order packet with `ACK_REQ` waits for a reply to carry its ack
-    /// (spec 5.3: at most 50 µs) before a standalone ACK goes. At most `ack_delay`.
+    /// (spec 5.3: at most 50 µs) before a standalone ACK goes. At most `ack_delay`; 0
+    /// acknowledges in the same progress pass. A peer whose last hold expired unused
+    /// is acknowledged at once until it gets a reply within the hold again.
     pub ack_hold: Duration,
     /// How long a new session offered by an already-connected peer waits for its first
     /// packet before it is forgotten (spec 4.5: replayed HELLOs).

@@ -196,6 +196,15 @@ pub(crate) struct Peer {
     /// `rcv_nxt` as our last acknowledgement (standalone or piggybacked) announced it:
     /// with `adv_credits`, where the peer's grant ends.
     pub(super) adv_cum: u32,
+    /// The armed `ack_at` is an `ACK_REQ` hold (waiting for a reply to carry the ack).
+    pub(super) holding: bool,
+    /// Holding pays off with this peer: it replied within the hold last time (or we
+    /// have not seen otherwise). Cleared when a hold expires unused, set again when we
+    /// send to the peer soon after acknowledging an `ACK_REQ` at once (as TCP's
+    /// delayed-ack "pingpong" mode).
+    pub(super) hold_ok: bool,
+    /// When we last acknowledged an `ACK_REQ` at once because holding did not pay off.
+    pub(super) req_acked_at: Option<Instant>,
     pub(super) ts_recent: u32,
     pub(super) blocked: bool,
     pub(super) adv_credits: u32,
@@ -263,6 +272,9 @@ impl Peer {
         ack_at: None,
         since_ack: 0,
         adv_cum: 0,
+        holding: false,
+        hold_ok: true,
+        req_acked_at: None,
         ts_recent: 0,
         blocked: false,
         adv_credits: 0,
@@ -615,6 +627,9 @@ impl<S: Storage> Rdm<S> {
         peer.ack_at = None;
         peer.since_ack = 0;
         peer.adv_cum = remote_isn;
+        peer.holding = false;
+        peer.hold_ok = true;
+        peer.req_acked_at = None;
         peer.blocked = false;
         peer.adv_credits = init_credits;
         peer.probe_at = None;

@@ -40,12 +40,17 @@ struct Target {
 }
 
 /// In-order packets a receiver lets go unacknowledged (unless a reply carries the ack
-/// first) when the sender may have `grant` packets in flight: a quarter of the grant,
-/// so acks arrive while three quarters are still in flight and a stream never waits
-/// for one, and at least 2 (one ack per two packets, TCP's delayed-ack floor). A
-/// small grant is covered by the "grant exhausted" rule in [`Rdm::advance`].
+/// first) when the sender may have `grant` packets in flight: a sixteenth of the grant
+/// (4 with the default window of 64), at least 2 (TCP's delayed-ack floor). The
+/// receiver cannot see the sender's pipeline: an application may keep far fewer sends
+/// posted than the grant allows, and its next sends wait for these acks. In the
+/// simulator (64 B one-way messages, 2 µs links) a sixteenth kept pipelines of 16 and
+/// 48 messages as fast as acking every second packet did, while a quarter cost them
+/// 12% and 24%; the 1 M message fault-mix test sent 2% fewer datagrams than before
+/// piggybacking. Small grants are covered by the "grant used up" rule, short
+/// pipelines by `ACK_REQ` (see [`Rdm::advance`]).
 fn ack_threshold(grant: u32) -> u32 {
-    (grant / 4).max(2)
+    (grant / 16).max(2)
 }
 
 fn iov_len(iov: &IovList) -> u64 {
@@ -209,8 +214,9 @@ impl<S: Storage> Rdm<S> {
     /// packets went unacknowledged for the sender's grant to run low, or when this
     /// one uses up the grant we last announced; otherwise arm the ack timer (`hold`,
     /// for a packet with `ACK_REQ`: the short `ack_hold`, so that a reply the
-    /// application posts meanwhile carries the ack; else `ack_delay`), keeping an
-    /// earlier deadline.
+    /// application posts meanwhile carries the ack, unless holding did not pay off
+    /// with this peer lately, then at once; else `ack_delay`), keeping an earlier
+    /// deadline.
     fn advance(&mut self, p: usize, now: Instant, hold: bool) {
         let delay = if hold {
             self.cfg.ack_hold
@@ -231,9 +237,17 @@ impl<S: Storage> Rdm<S> {
         if pm.since_ack >= ack_threshold(grant) || exhausted {
             pm.ack_now = true;
             self.tx_ready = true;
+        } else if hold && !pm.hold_ok {
+            // The peer sends without waiting for anything of ours: answer now.
+            pm.ack_now = true;
+            pm.req_acked_at = Some(now);
+            self.tx_ready = true;
         } else {
             let at = now + delay;
-            pm.ack_at = Some(pm.ack_at.map_or(at, |t| t.min(at)));
+            if pm.ack_at.is_none_or(|t| at < t) {
+                pm.ack_at = Some(at);
+                pm.holding = hold;
+            }
         }
     }
 

@@ -332,6 +332,11 @@ impl<S: Storage> Rdm<S> {
                     let pm = &mut self.peers.as_mut()[p];
                     pm.ack_now = true;
                     pm.ack_at = None;
+                    if pm.holding {
+                        // Nothing came to carry it: stop holding for this peer.
+                        pm.hold_ok = false;
+                        pm.holding = false;
+                    }
                 }
                 if let Some(t) = peer.rto_at
                     && now >= t
@@ -767,6 +772,18 @@ impl<S: Storage> Rdm<S> {
         // An acknowledgement the peer is owed rides along if it fits (generated now,
         // also on a retransmission: never a replayed one).
         let ack = self.ack_owed(p).then(|| self.ack_body(p, now));
+        if !retrans {
+            // A reply soon after we acknowledged an ACK_REQ at once: holding would
+            // have saved that ACK, so hold again.
+            let hold = self.cfg.ack_hold;
+            let pm = &mut self.peers.as_mut()[p];
+            if let Some(t) = pm.req_acked_at
+                && now <= t + hold
+            {
+                pm.hold_ok = true;
+                pm.req_acked_at = None;
+            }
+        }
         let limit = self.pkt_limit(p);
         let mut carried = None;
         let res = {
@@ -1031,6 +1048,7 @@ impl<S: Storage> Rdm<S> {
         let pm = &mut self.peers.as_mut()[p];
         pm.ack_now = false;
         pm.ack_at = None;
+        pm.holding = false;
         pm.since_ack = 0;
         pm.adv_credits = a.credits;
         pm.adv_cum = a.cum_ack;
