@@ -421,7 +421,7 @@ impl Session {
                 return Ok(Some(e));
             }
             polls = polls.wrapping_add(1);
-            if (!self.spin || polls % 32 == 0) && Instant::now() >= deadline {
+            if (!self.spin || polls.is_multiple_of(32)) && Instant::now() >= deadline {
                 return Ok(None);
             }
         }
