@@ -691,6 +691,15 @@ impl<S: Storage> Domain<S> {
         })
     }
 
+    /// Makes every acknowledgement endpoint `h` owes its peers due now, held ones
+    /// included (they wait briefly for a reply to carry them). Returns whether there
+    /// were any: then run one more [`Domain::progress`] pass before [`Domain::ep_close`],
+    /// or the peers' last sends, never acknowledged, fail with -FI_ETIMEDOUT.
+    pub fn ep_ack_owed(&mut self, h: EpHandle<S>) -> Result<bool> {
+        let ep = self.eps.get_mut(h).ok_or(Errno::EINVAL)?;
+        Ok(ep.rdm.as_mut().is_some_and(|r| r.ack_owed_now()))
+    }
+
     /// `fi_close` of an endpoint: outstanding operations are discarded without
     /// completions (fi_endpoint(3)), bindings are released. -FI_EBUSY while aliases of it
     /// are open.

@@ -330,6 +330,10 @@ unsafe extern "C" fn close(fid: *mut sys::fid) -> c_int {
         if e.is_alias() {
             st.core.ep_mut(e.handle)?.alias_close()
         } else {
+            // Acknowledge what arrived before the endpoint goes.
+            if st.core.ep_ack_owed(e.handle).unwrap_or(false) {
+                st.progress();
+            }
             st.core.ep_close(e.handle)
         }
     });

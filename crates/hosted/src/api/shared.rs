@@ -193,6 +193,10 @@ impl<C: Send + 'static> Inner<C> {
     /// complete (fi_close discards outstanding operations without completions). Buffers
     /// whose completions are already queued stay until the application reads them.
     pub(crate) fn close_ep(&mut self, h: EpHandle<Heap>) -> ofi_nostd::Result<Vec<Op<C>>> {
+        // Acknowledge what arrived before the endpoint goes.
+        if self.core.ep_ack_owed(h).unwrap_or(false) {
+            let _ = self.progress();
+        }
         self.core.ep_close(h)?;
         let bound = match self.eps.iter().position(|e| e.h == h) {
             Some(i) => self.eps.swap_remove(i).cqs,

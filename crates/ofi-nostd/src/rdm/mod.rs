@@ -919,6 +919,26 @@ impl<S: Storage> Rdm<S> {
         self.ux_nfree
     }
 
+    /// Makes every acknowledgement this endpoint owes due now (held ones included) and
+    /// returns whether there were any: an endpoint about to close sends them with one
+    /// more progress pass, or its peers' last sends would time out.
+    pub(crate) fn ack_owed_now(&mut self) -> bool {
+        let mut any = false;
+        let high = self.peers_high;
+        for p in self.peers.as_mut().iter_mut().take(high) {
+            if p.used
+                && p.state == peer::PeerState::Established
+                && (p.ack_now || p.ack_at.is_some() || p.since_ack > 0)
+            {
+                p.ack_now = true;
+                p.ack_at = None;
+                any = true;
+            }
+        }
+        self.tx_ready |= any;
+        any
+    }
+
     /// Whether `flush_copies` or `retry_blocked` has work (a progress pass skips
     /// building their context otherwise).
     pub(crate) fn prepare_due(&self) -> bool {
