@@ -1,5 +1,6 @@
 //! Sessions (spec 4): HELLO / HELLO_ACK with optional HMAC proofs, simultaneous open,
-//! replacement of a session by a new one the peer offers, REJECT and RESET.
+//! replacement of a session by a new one the peer offers, REJECT and RESET, and the
+//! self session of an endpoint that sends to its own address.
 
 use wire::packet::{
     Body, CloseRepr, Header, HelloRepr, MAC_LEN, RejectRepr, Repr, VERSION, caps as wcaps, close,
@@ -246,6 +247,9 @@ impl<S: Storage> Rdm<S> {
             window: h.window,
             caps: h.caps,
         };
+        if from == self.local {
+            return self.on_own_hello(h, params, now);
+        }
         let p = match self.find_peer(&from) {
             Some(p) => p,
             None => match self.peer_slot(&from) {
@@ -323,6 +327,47 @@ impl<S: Storage> Rdm<S> {
         }
     }
 
+    /// A HELLO from our own address: we send to ourselves (spec 4.2, self session).
+    /// The one peer slot of our address plays both roles, so the simultaneous-open
+    /// rule cannot settle it (neither side is lower) and nobody else would answer:
+    /// our own pending HELLO (our `rx_session`, `isn` and `nonce`, already checked
+    /// like any HELLO) is its own HELLO_ACK. The session has one sequence space for
+    /// both directions (`tx_session == rx_session`, `local_isn == remote_isn`). Any
+    /// other HELLO from our address (a stale or duplicate one, or a forgery) is
+    /// dropped: answering it would open a session whose two directions disagree.
+    fn on_own_hello(&mut self, h: &HelloRepr, params: Params, now: Instant) {
+        let Some(p) = self.find_peer(&self.local) else {
+            self.stats.rx_bad_handshake += 1;
+            return;
+        };
+        let peer = self.peers.as_ref()[p];
+        let ours =
+            h.rx_session == peer.rx_session && h.isn == peer.local_isn && h.nonce == peer.our_nonce;
+        match peer.state {
+            PeerState::HelloSent if ours => {
+                self.install_session(
+                    p,
+                    peer.rx_session,
+                    peer.rx_session,
+                    peer.local_isn,
+                    peer.local_isn,
+                    params,
+                    h.credits,
+                    now,
+                );
+                let credits = self.credits_for(p);
+                let pm = &mut self.peers.as_mut()[p];
+                pm.their_nonce = h.nonce;
+                pm.init_credits = credits;
+                pm.last_heard_ok();
+            }
+            // A retransmission of the HELLO that established the session: nothing
+            // to answer (it already acknowledged itself).
+            PeerState::Established if ours && peer.tx_session == peer.rx_session => {}
+            _ => self.stats.rx_bad_handshake += 1,
+        }
+    }
+
     /// A HELLO_ACK: completes our handshake.
     pub(super) fn on_hello_ack(
         &mut self,
@@ -332,7 +377,9 @@ impl<S: Storage> Rdm<S> {
         raw: &[u8],
         now: Instant,
     ) {
-        let Some(p) = self.find_peer(&from) else {
+        // We never answer our own HELLO with a HELLO_ACK (it is its own, see
+        // `on_own_hello`): one from our own address is forged or stray.
+        let Some(p) = self.find_peer(&from).filter(|_| from != self.local) else {
             self.stats.rx_bad_handshake += 1;
             return;
         };
