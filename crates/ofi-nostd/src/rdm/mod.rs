@@ -95,8 +95,9 @@ pub struct RdmConfig {
 
 impl RdmConfig {
     /// Defaults for a LAN or a simulator: 64-packet windows, 200 µs..100 ms RTO. A session
-    /// fails after 12 consecutive unanswered timeouts (about half a second: short for a
-    /// loaded host that deschedules a busy-polling peer, see docs/status.md).
+    /// fails after 30 consecutive timeouts with nothing from the peer (about 2 s: a busy
+    /// peer descheduled on a loaded host is not dead), a handshake after 20 unanswered
+    /// HELLOs (about 1.4 s: peers of one job do not all start at once).
     pub const DEFAULT: RdmConfig = RdmConfig {
         window: 64,
         max_peers: 64,
@@ -108,8 +109,8 @@ impl RdmConfig {
         rto_initial: Duration::from_millis(1),
         rto_min: Duration::from_micros(200),
         rto_max: Duration::from_millis(100),
-        max_retries: 12,
-        hello_retries: 8,
+        max_retries: 30,
+        hello_retries: 20,
         ack_delay: Duration::from_micros(100),
         ack_hold: Duration::from_micros(25),
         handshake_timeout: Duration::from_secs(1),
