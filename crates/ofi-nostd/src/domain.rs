@@ -691,13 +691,15 @@ impl<S: Storage> Domain<S> {
         })
     }
 
-    /// Makes every acknowledgement endpoint `h` owes its peers due now, held ones
-    /// included (they wait briefly for a reply to carry them). Returns whether there
-    /// were any: then run one more [`Domain::progress`] pass before [`Domain::ep_close`],
-    /// or the peers' last sends, never acknowledged, fail with -FI_ETIMEDOUT.
-    pub fn ep_ack_owed(&mut self, h: EpHandle<S>) -> Result<bool> {
+    /// The first half of closing an RDM endpoint (`fi_close`): it acknowledges at once
+    /// everything it owes (held acknowledgements included), takes no new packet, and
+    /// returns until when [`Domain::progress`] should keep running before
+    /// [`Domain::ep_close`], so that retransmissions from peers whose last ACK was lost
+    /// are acknowledged again (without it, their last sends fail with -FI_ETIMEDOUT).
+    /// `None`: close at once (no sessions, or not an RDM endpoint).
+    pub fn ep_begin_close(&mut self, h: EpHandle<S>, now: Instant) -> Result<Option<Instant>> {
         let ep = self.eps.get_mut(h).ok_or(Errno::EINVAL)?;
-        Ok(ep.rdm.as_mut().is_some_and(|r| r.ack_owed_now()))
+        Ok(ep.rdm.as_mut().and_then(|r| r.begin_close(now)))
     }
 
     /// `fi_close` of an endpoint: outstanding operations are discarded without

@@ -330,9 +330,16 @@ unsafe extern "C" fn close(fid: *mut sys::fid) -> c_int {
         if e.is_alias() {
             st.core.ep_mut(e.handle)?.alias_close()
         } else {
-            // Acknowledge what arrived before the endpoint goes.
-            if st.core.ep_ack_owed(e.handle).unwrap_or(false) {
-                st.progress();
+            // Acknowledge what arrived, and linger briefly for retransmissions of it
+            // (a lost last ACK would fail the peer's send).
+            let now = hosted::api::now();
+            if let Ok(Some(until)) = st.core.ep_begin_close(e.handle, now) {
+                loop {
+                    st.progress();
+                    if hosted::api::now() >= until {
+                        break;
+                    }
+                }
             }
             st.core.ep_close(e.handle)
         }

@@ -193,9 +193,15 @@ impl<C: Send + 'static> Inner<C> {
     /// complete (fi_close discards outstanding operations without completions). Buffers
     /// whose completions are already queued stay until the application reads them.
     pub(crate) fn close_ep(&mut self, h: EpHandle<Heap>) -> ofi_nostd::Result<Vec<Op<C>>> {
-        // Acknowledge what arrived before the endpoint goes.
-        if self.core.ep_ack_owed(h).unwrap_or(false) {
-            let _ = self.progress();
+        // Acknowledge what arrived, and linger briefly for retransmissions of it (a
+        // lost last ACK would fail the peer's send).
+        if let Ok(Some(until)) = self.core.ep_begin_close(h, now()) {
+            loop {
+                let _ = self.progress();
+                if now() >= until {
+                    break;
+                }
+            }
         }
         self.core.ep_close(h)?;
         let bound = match self.eps.iter().position(|e| e.h == h) {

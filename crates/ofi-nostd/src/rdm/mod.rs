@@ -167,6 +167,9 @@ pub struct RdmStats {
     pub rx_duplicates: u64,
     /// Sequenced packets beyond the receive window.
     pub rx_out_of_window: u64,
+    /// New sequenced packets that reached an endpoint while it closed (not acked: the
+    /// sender learns the endpoint is gone rather than that the data was delivered).
+    pub rx_closing: u64,
     /// Out-of-order packets held for reordering.
     pub rx_held: u64,
     /// Out-of-order packets dropped because no reorder slot was free.
@@ -709,6 +712,9 @@ pub struct Rdm<S: Storage> {
     /// One past the highest peer slot ever used: the per-pass scans (timers,
     /// transmission, deadlines) stop there instead of walking the whole table.
     peers_high: usize,
+    /// The application closed the endpoint; it lingers only to re-acknowledge
+    /// retransmissions of what it already took (see [`Rdm::begin_close`]).
+    closing: bool,
     /// Unsessioned replies (REJECT, RESET) waiting for the link; full means dropped
     /// (they are rate-limited and the other side retries).
     ctl: [Option<CtlReply>; CTL_QUEUE],
@@ -865,6 +871,7 @@ impl<S: Storage> Rdm<S> {
             last_reset: None,
             rr: 0,
             peers_high: 0,
+            closing: false,
             ctl: [None; CTL_QUEUE],
             stats: RdmStats::default(),
         })
@@ -920,24 +927,27 @@ impl<S: Storage> Rdm<S> {
         self.ux_nfree
     }
 
-    /// Makes every acknowledgement this endpoint owes due now (held ones included) and
-    /// returns whether there were any: an endpoint about to close sends them with one
-    /// more progress pass, or its peers' last sends would time out.
-    pub(crate) fn ack_owed_now(&mut self) -> bool {
-        let mut any = false;
+    /// The application closes the endpoint: every acknowledgement it owes becomes due
+    /// now, and from here on it takes no new packet (they go unacknowledged) but still
+    /// re-acknowledges retransmissions of what it took, in case its last ACK was lost
+    /// (the TIME_WAIT of TCP). Returns until when the caller should keep running
+    /// progress passes for that: eight retransmission timeouts of its slowest session,
+    /// at most 100 ms; `None` without sessions.
+    pub(crate) fn begin_close(&mut self, now: Instant) -> Option<Instant> {
+        self.closing = true;
+        let mut rto = None;
         let high = self.peers_high;
         for p in self.peers.as_mut().iter_mut().take(high) {
-            if p.used
-                && p.state == peer::PeerState::Established
-                && (p.ack_now || p.ack_at.is_some() || p.since_ack > 0)
-            {
-                p.ack_now = true;
-                p.ack_at = None;
-                any = true;
+            if p.used && p.state == peer::PeerState::Established {
+                if p.ack_now || p.ack_at.is_some() || p.since_ack > 0 {
+                    p.ack_now = true;
+                    p.ack_at = None;
+                }
+                rto = Some(rto.unwrap_or(0).max(p.rtt.rto));
             }
         }
-        self.tx_ready |= any;
-        any
+        self.tx_ready = true;
+        rto.map(|r| now + Duration::from_micros(r.saturating_mul(8).min(100_000)))
     }
 
     /// Whether `flush_copies` or `retry_blocked` has work (a progress pass skips

@@ -163,6 +163,10 @@ impl<S: Storage> Rdm<S> {
             self.tx_ready = true;
             return;
         }
+        if self.closing {
+            self.stats.rx_closing += 1;
+            return;
+        }
         if d as u32 >= self.cfg.window as u32 {
             self.stats.rx_out_of_window += 1;
             if ack_req {
