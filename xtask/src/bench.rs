@@ -76,9 +76,6 @@ pub struct Series {
 
 /// The sections of the report, in order.
 fn sections() -> Vec<Box<dyn Section>> {
-    // Hook: the libfabric provider section (`fi_pingpong -p nostd` against
-    // `udp;ofi_rxd`) is added here as its own `Section` (it can reuse [`pingpong::Tool`]
-    // and [`pingpong::measure`]); remove its line from [`PLANNED`] then.
     vec![
         Box::new(Matching),
         Box::new(pingpong::PingPong),
@@ -88,11 +85,7 @@ fn sections() -> Vec<Box<dyn Section>> {
 }
 
 /// Sections that arrive later, listed in the report so it is clear what is missing.
-const PLANNED: &[&str] = &[
-    "The libfabric provider: `fi_pingpong -p nostd` against `fi_pingpong -p \"udp;ofi_rxd\"` \
-     (same tool both sides, so only the provider differs).",
-    "TAP / AF_PACKET data planes and the simulator.",
-];
+const PLANNED: &[&str] = &["TAP / AF_PACKET data planes and the simulator."];
 
 /// Runs every section and writes `<target>/bench/report.md`.
 pub fn run(ws: &Workspace, quick: bool) -> Result {
