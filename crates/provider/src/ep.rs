@@ -332,14 +332,8 @@ unsafe extern "C" fn close(fid: *mut sys::fid) -> c_int {
         } else {
             // Acknowledge what arrived, and linger briefly for retransmissions of it
             // (a lost last ACK would fail the peer's send).
-            let now = hosted::api::now();
-            if let Ok(Some(until)) = st.core.ep_begin_close(e.handle, now) {
-                loop {
-                    st.progress();
-                    if hosted::api::now() >= until {
-                        break;
-                    }
-                }
+            if let Ok(Some(until)) = st.core.ep_begin_close(e.handle, hosted::api::now()) {
+                hosted::api::progress_until(until, || st.progress());
             }
             st.core.ep_close(e.handle)
         }

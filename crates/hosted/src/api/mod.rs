@@ -112,7 +112,7 @@ pub use error::{Error, PostError, Result};
 pub use mr::Mr;
 pub use plane::{DataPlane, WithFd};
 pub use table::OpId;
-pub use wait::now;
+pub use wait::{now, progress_until};
 
 use crate::storage::Heap;
 use shared::{CntrState, CqState, DomainRef, Inner, Shared};

@@ -196,12 +196,9 @@ impl<C: Send + 'static> Inner<C> {
         // Acknowledge what arrived, and linger briefly for retransmissions of it (a
         // lost last ACK would fail the peer's send).
         if let Ok(Some(until)) = self.core.ep_begin_close(h, now()) {
-            loop {
+            super::progress_until(until, || {
                 let _ = self.progress();
-                if now() >= until {
-                    break;
-                }
-            }
+            });
         }
         self.core.ep_close(h)?;
         let bound = match self.eps.iter().position(|e| e.h == h) {

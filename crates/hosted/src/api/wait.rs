@@ -17,6 +17,19 @@ pub fn now() -> Instant {
     Instant::from_micros(epoch.elapsed().as_micros() as u64)
 }
 
+/// Runs `pass` at least once and until [`now`] reaches `until`: the progress passes of
+/// an endpoint lingering in `fi_close` ([`Domain::ep_begin_close`]).
+///
+/// [`Domain::ep_begin_close`]: ofi_nostd::domain::Domain::ep_begin_close
+pub fn progress_until(until: Instant, mut pass: impl FnMut()) {
+    loop {
+        pass();
+        if now() >= until {
+            break;
+        }
+    }
+}
+
 /// A non-blocking eventfd: the wait object progress signals.
 #[derive(Debug)]
 pub(crate) struct EventFd(OwnedFd);

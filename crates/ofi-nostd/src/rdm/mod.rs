@@ -939,7 +939,7 @@ impl<S: Storage> Rdm<S> {
         let high = self.peers_high;
         for p in self.peers.as_mut().iter_mut().take(high) {
             if p.used && p.state == peer::PeerState::Established {
-                if p.ack_now || p.ack_at.is_some() || p.since_ack > 0 {
+                if p.owes_ack() {
                     p.ack_now = true;
                     p.ack_at = None;
                 }

@@ -284,6 +284,11 @@ impl Peer {
         ka_probe: false,
     };
 
+    /// Whether the peer is owed an acknowledgement (due now or on a timer).
+    pub(super) fn owes_ack(&self) -> bool {
+        self.ack_now || self.ack_at.is_some() || self.since_ack > 0
+    }
+
     /// The earliest instant this peer needs the engine's attention.
     pub(super) fn deadline(&self) -> Option<Instant> {
         let mut t: Option<Instant> = None;

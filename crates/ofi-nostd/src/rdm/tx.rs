@@ -771,7 +771,9 @@ impl<S: Storage> Rdm<S> {
         let mut fault = None;
         // An acknowledgement the peer is owed rides along if it fits (generated now,
         // also on a retransmission: never a replayed one).
-        let ack = self.ack_owed(p).then(|| self.ack_body(p, now));
+        let ack = self.peers.as_ref()[p]
+            .owes_ack()
+            .then(|| self.ack_body(p, now));
         if !retrans {
             // A reply soon after we acknowledged an ACK_REQ at once: holding would
             // have saved that ACK, so hold again.
@@ -1035,12 +1037,6 @@ impl<S: Storage> Rdm<S> {
             ts: ts32(now),
             echo_ts: peer.ts_recent,
         }
-    }
-
-    /// Whether peer `p` is owed an acknowledgement (due now or on a timer).
-    fn ack_owed(&self, p: usize) -> bool {
-        let peer = &self.peers.as_ref()[p];
-        peer.ack_now || peer.ack_at.is_some() || peer.since_ack > 0
     }
 
     /// Acknowledgement `a` left for peer `p` (standalone or piggybacked).
