@@ -53,13 +53,23 @@ impl DomainState {
     /// One progress pass: receive, deliver, transmit, flush; then signal the wait
     /// objects whose armed condition now holds.
     pub fn progress(&mut self) {
+        self.pass(true);
+    }
+
+    /// A pass without its receive half, what a post runs so its packet leaves at once
+    /// (the next CQ read receives).
+    pub fn progress_tx(&mut self) {
+        self.pass(false);
+    }
+
+    fn pass(&mut self, receive: bool) {
         // SAFETY: libfabric's buffer contract (fi_msg(3), fi_tagged(3)): the core only
         // copies to and from buffers the application posted, each valid and untouched
         // until its operation completes or its endpoint is closed; closing discards
         // the operation in the core first.
         let mut mem = unsafe { RawMemory::new() };
         let now = hosted::api::now();
-        let _ = self.driver.progress(&mut self.core, now, &mut mem);
+        let _ = self.driver.progress(&mut self.core, now, &mut mem, receive);
         self.last.store(now.total_micros(), Ordering::Relaxed);
         self.wake();
     }

@@ -43,8 +43,9 @@ impl Driver for Dpdk {
         core: &mut Domain<Heap>,
         now: Instant,
         mem: &mut RawMemory,
+        receive: bool,
     ) -> ofi_nostd::Result<ProgressReport> {
-        let r = core.progress(now, &mut self.plane, mem);
+        let r = crate::plane::pass(core, now, &mut self.plane, mem, receive);
         DataPlane::flush(&mut self.plane);
         r
     }

@@ -159,11 +159,11 @@ impl EpFid {
     }
 
     /// Runs `f` on the core endpoint's operations for a data-path call, with an
-    /// alias's default flags in force; then progress when `kick` (or the core refused
-    /// with -FI_EAGAIN, so the retry can succeed).
+    /// alias's default flags in force; then the pass `kick` asks for (a full pass when
+    /// the core refused with -FI_EAGAIN, so the retry can succeed).
     fn op<R>(
         &self,
-        kick: bool,
+        kick: After,
         f: impl FnOnce(&mut Domain<Heap>, EpHandle<Heap>) -> Result<R, Errno>,
     ) -> Result<R, Errno> {
         self.domain().data(|st| {
@@ -186,8 +186,10 @@ impl EpFid {
             } else {
                 f(&mut st.core, h)
             };
-            if kick || matches!(r, Err(Errno::EAGAIN)) {
+            if kick == After::Progress || matches!(r, Err(Errno::EAGAIN)) {
                 st.progress();
+            } else if kick == After::Transmit {
+                st.progress_tx();
             } else if r.is_err() {
                 st.wake();
             }
@@ -741,6 +743,17 @@ unsafe extern "C" fn join(
 
 // ---- messages (fi_msg(3)) -----------------------------------------------------------
 
+/// The pass a data-path call runs once the core has taken it.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum After {
+    /// None (a receive: nothing to send).
+    Nothing,
+    /// The transmit half of a pass, so a send's packet leaves at once.
+    Transmit,
+    /// A full pass.
+    Progress,
+}
+
 /// Runs a post on endpoint `p` and returns its `ssize_t`.
 ///
 /// # Safety
@@ -748,7 +761,7 @@ unsafe extern "C" fn join(
 /// `p` is NULL or a fid.
 unsafe fn post(
     p: *mut sys::fid_ep,
-    kick: bool,
+    kick: After,
     f: impl FnOnce(&mut Domain<Heap>, EpHandle<Heap>) -> Result<(), Errno>,
 ) -> isize {
     // SAFETY: forwarded contract.
@@ -771,7 +784,7 @@ unsafe extern "C" fn recv(
         Err(e) => return ret_len(Err(e)),
     };
     // SAFETY: the application's endpoint.
-    unsafe { post(p, false, |d, h| d.recv(h, b, src, ctx(context))) }
+    unsafe { post(p, After::Nothing, |d, h| d.recv(h, b, src, ctx(context))) }
 }
 
 unsafe extern "C" fn recvv(
@@ -788,7 +801,11 @@ unsafe extern "C" fn recvv(
         Err(e) => return ret_len(Err(e)),
     };
     // SAFETY: the application's endpoint.
-    unsafe { post(p, false, |d, h| d.recvv(h, v.iov(), src, ctx(context))) }
+    unsafe {
+        post(p, After::Nothing, |d, h| {
+            d.recvv(h, v.iov(), src, ctx(context))
+        })
+    }
 }
 
 /// # Safety
@@ -820,7 +837,7 @@ unsafe extern "C" fn recvmsg(p: *mut sys::fid_ep, msg: *const sys::fi_msg, flags
     };
     // SAFETY: the application's endpoint.
     unsafe {
-        post(p, false, |d, h| {
+        post(p, After::Nothing, |d, h| {
             d.recvmsg(h, &args, Flags::from_bits_retain(flags))
         })
     }
@@ -839,7 +856,11 @@ unsafe extern "C" fn send(
         Err(e) => return ret_len(Err(e)),
     };
     // SAFETY: the application's endpoint.
-    unsafe { post(p, true, |d, h| d.send(h, &mem(), b, dest, ctx(context))) }
+    unsafe {
+        post(p, After::Transmit, |d, h| {
+            d.send(h, &mem(), b, dest, ctx(context))
+        })
+    }
 }
 
 unsafe extern "C" fn sendv(
@@ -857,7 +878,7 @@ unsafe extern "C" fn sendv(
     };
     // SAFETY: the application's endpoint.
     unsafe {
-        post(p, true, |d, h| {
+        post(p, After::Transmit, |d, h| {
             d.sendv(h, &mem(), v.iov(), dest, ctx(context))
         })
     }
@@ -878,7 +899,7 @@ unsafe extern "C" fn sendmsg(p: *mut sys::fid_ep, msg: *const sys::fi_msg, flags
     };
     // SAFETY: the application's endpoint.
     unsafe {
-        post(p, true, |d, h| {
+        post(p, After::Transmit, |d, h| {
             d.sendmsg(h, &mem(), &args, Flags::from_bits_retain(flags))
         })
     }
@@ -895,7 +916,7 @@ unsafe extern "C" fn inject(
         Err(e) => return ret_len(Err(e)),
     };
     // SAFETY: the application's endpoint.
-    unsafe { post(p, true, |d, h| d.inject(h, &mem(), b, dest)) }
+    unsafe { post(p, After::Transmit, |d, h| d.inject(h, &mem(), b, dest)) }
 }
 
 unsafe extern "C" fn senddata(
@@ -913,7 +934,7 @@ unsafe extern "C" fn senddata(
     };
     // SAFETY: the application's endpoint.
     unsafe {
-        post(p, true, |d, h| {
+        post(p, After::Transmit, |d, h| {
             d.senddata(h, &mem(), b, data, dest, ctx(context))
         })
     }
@@ -931,7 +952,11 @@ unsafe extern "C" fn injectdata(
         Err(e) => return ret_len(Err(e)),
     };
     // SAFETY: the application's endpoint.
-    unsafe { post(p, true, |d, h| d.injectdata(h, &mem(), b, data, dest)) }
+    unsafe {
+        post(p, After::Transmit, |d, h| {
+            d.injectdata(h, &mem(), b, data, dest)
+        })
+    }
 }
 
 // ---- tagged messages (fi_tagged(3)) ---------------------------------------------------
@@ -953,7 +978,7 @@ unsafe extern "C" fn trecv(
     };
     // SAFETY: the application's endpoint.
     unsafe {
-        post(p, false, |d, h| {
+        post(p, After::Nothing, |d, h| {
             d.trecv(h, b, src, tag, ignore, ctx(context))
         })
     }
@@ -977,7 +1002,7 @@ unsafe extern "C" fn trecvv(
     };
     // SAFETY: the application's endpoint.
     unsafe {
-        post(p, false, |d, h| {
+        post(p, After::Nothing, |d, h| {
             d.trecvv(h, v.iov(), src, tag, ignore, ctx(context))
         })
     }
@@ -1020,7 +1045,11 @@ unsafe extern "C" fn trecvmsg(
     };
     let flags = Flags::from_bits_retain(flags);
     // A peek answers through the CQ: run progress so the answer is there to read.
-    let kick = flags.contains(Flags::PEEK);
+    let kick = if flags.contains(Flags::PEEK) {
+        After::Progress
+    } else {
+        After::Nothing
+    };
     // SAFETY: the application's endpoint.
     unsafe { post(p, kick, |d, h| d.trecvmsg(h, &args, flags)) }
 }
@@ -1041,7 +1070,7 @@ unsafe extern "C" fn tsend(
     };
     // SAFETY: the application's endpoint.
     unsafe {
-        post(p, true, |d, h| {
+        post(p, After::Transmit, |d, h| {
             d.tsend(h, &mem(), b, dest, tag, ctx(context))
         })
     }
@@ -1064,7 +1093,7 @@ unsafe extern "C" fn tsendv(
     };
     // SAFETY: the application's endpoint.
     unsafe {
-        post(p, true, |d, h| {
+        post(p, After::Transmit, |d, h| {
             d.tsendv(h, &mem(), v.iov(), dest, tag, ctx(context))
         })
     }
@@ -1091,7 +1120,7 @@ unsafe extern "C" fn tsendmsg(
     };
     // SAFETY: the application's endpoint.
     unsafe {
-        post(p, true, |d, h| {
+        post(p, After::Transmit, |d, h| {
             d.tsendmsg(h, &mem(), &args, Flags::from_bits_retain(flags))
         })
     }
@@ -1109,7 +1138,11 @@ unsafe extern "C" fn tinject(
         Err(e) => return ret_len(Err(e)),
     };
     // SAFETY: the application's endpoint.
-    unsafe { post(p, true, |d, h| d.tinject(h, &mem(), b, dest, tag)) }
+    unsafe {
+        post(p, After::Transmit, |d, h| {
+            d.tinject(h, &mem(), b, dest, tag)
+        })
+    }
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -1129,7 +1162,7 @@ unsafe extern "C" fn tsenddata(
     };
     // SAFETY: the application's endpoint.
     unsafe {
-        post(p, true, |d, h| {
+        post(p, After::Transmit, |d, h| {
             d.tsenddata(h, &mem(), b, data, dest, tag, ctx(context))
         })
     }
@@ -1148,5 +1181,9 @@ unsafe extern "C" fn tinjectdata(
         Err(e) => return ret_len(Err(e)),
     };
     // SAFETY: the application's endpoint.
-    unsafe { post(p, true, |d, h| d.tinjectdata(h, &mem(), b, data, dest, tag)) }
+    unsafe {
+        post(p, After::Transmit, |d, h| {
+            d.tinjectdata(h, &mem(), b, data, dest, tag)
+        })
+    }
 }

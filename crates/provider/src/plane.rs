@@ -30,15 +30,32 @@ use wire::link::Link;
 
 /// The object-safe face of a link the domain keeps.
 pub trait Driver: Send {
-    /// One progress pass of `core` over this link, then a flush of what it queued.
+    /// One progress pass of `core` over this link (without its receive half unless
+    /// `receive`: what a post runs), then a flush of what it queued.
     fn progress(
         &mut self,
         core: &mut Domain<Heap>,
         now: Instant,
         mem: &mut RawMemory,
+        receive: bool,
     ) -> ofi_nostd::Result<ProgressReport>;
     /// The descriptor that becomes readable when frames arrive.
     fn fd(&self) -> RawFd;
+}
+
+/// [`Domain::progress`], or [`Domain::progress_tx`] when not `receive`.
+pub(crate) fn pass<L: Link>(
+    core: &mut Domain<Heap>,
+    now: Instant,
+    link: &mut L,
+    mem: &mut RawMemory,
+    receive: bool,
+) -> ofi_nostd::Result<ProgressReport> {
+    if receive {
+        core.progress(now, link, mem)
+    } else {
+        core.progress_tx(now, link, mem)
+    }
 }
 
 /// A kernel link.
@@ -50,8 +67,9 @@ impl<L: KernelLink + Send> Driver for Kernel<L> {
         core: &mut Domain<Heap>,
         now: Instant,
         mem: &mut RawMemory,
+        receive: bool,
     ) -> ofi_nostd::Result<ProgressReport> {
-        let r = core.progress(now, &mut self.0, mem);
+        let r = pass(core, now, &mut self.0, mem, receive);
         self.0.flush();
         r
     }
@@ -70,9 +88,10 @@ impl<L: KernelLink + Send> Driver for Lossy<L> {
         core: &mut Domain<Heap>,
         now: Instant,
         mem: &mut RawMemory,
+        receive: bool,
     ) -> ofi_nostd::Result<ProgressReport> {
         self.0.set_now(now);
-        let r = core.progress(now, &mut self.0, mem);
+        let r = pass(core, now, &mut self.0, mem, receive);
         self.0.inner_mut().flush();
         r
     }

@@ -230,9 +230,9 @@ impl<C: Send + 'static> Endpoint<C> {
         };
         let iov = IoVec::new(mem.base, data.len());
         let mut g = self.shared.lock();
-        g.core.tinject(self.h, &mem, iov, dest, tag)?;
-        self.after_send(&mut g);
-        Ok(())
+        let r = g.core.tinject(self.h, &mem, iov, dest, tag);
+        self.after_send(&mut g, r.err());
+        Ok(r?)
     }
 
     /// `fi_inject`: sends `data`, copied before the call returns; no completion.
@@ -253,12 +253,12 @@ impl<C: Send + 'static> Endpoint<C> {
         };
         let iov = IoVec::new(mem.base, data.len());
         let mut g = self.shared.lock();
-        match cq_data {
-            None => g.core.inject(self.h, &mem, iov, dest)?,
-            Some(d) => g.core.injectdata(self.h, &mem, iov, d, dest)?,
-        }
-        self.after_send(&mut g);
-        Ok(())
+        let r = match cq_data {
+            None => g.core.inject(self.h, &mem, iov, dest),
+            Some(d) => g.core.injectdata(self.h, &mem, iov, d, dest),
+        };
+        self.after_send(&mut g, r.err());
+        Ok(r?)
     }
 
     fn post(&self, kind: Kind, buf: Buf, addr: FiAddr, context: C) -> Result<OpId, PostError<C>> {
@@ -322,11 +322,14 @@ impl<C: Send + 'static> Endpoint<C> {
         match r {
             Ok(()) => {
                 if let Kind::Send { .. } = kind {
-                    self.after_send(inner);
+                    self.after_send(inner, None);
                 }
                 Ok(id)
             }
             Err(errno) => {
+                if errno == Errno::EAGAIN {
+                    self.after_send(inner, Some(errno));
+                }
                 let op = inner
                     .ops
                     .remove(id)
@@ -340,10 +343,16 @@ impl<C: Send + 'static> Endpoint<C> {
         }
     }
 
-    /// Pushes a new send to the link now rather than at the next progress pass, and
-    /// wakes the progress thread if the link pushed back.
-    fn after_send(&self, g: &mut super::shared::Inner<C>) {
-        let _ = g.progress();
+    /// Pushes a new send to the link now rather than at the next progress pass (a pass
+    /// without receiving: the next CQ read receives), and wakes the progress thread if
+    /// the link pushed back. A post refused with -FI_EAGAIN runs a full pass instead, so
+    /// that a caller retrying the post makes progress even without reading a CQ.
+    fn after_send(&self, g: &mut super::shared::Inner<C>, refused: Option<Errno>) {
+        let _ = match refused {
+            None => g.progress_tx(),
+            Some(Errno::EAGAIN) => g.progress(),
+            Some(_) => return,
+        };
         if !self.shared.manual() && g.link.pending_tx() > 0 {
             self.shared.kick.signal();
         }

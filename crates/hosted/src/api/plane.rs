@@ -126,6 +126,14 @@ pub(crate) trait Driver: Send {
         now: Instant,
         mem: &mut dyn Memory,
     ) -> ofi_nostd::Result<ProgressReport>;
+    /// [`Domain::progress_tx`](ofi_nostd::domain::Domain::progress_tx): a pass without
+    /// receiving, what a post runs.
+    fn progress_tx(
+        &mut self,
+        core: &mut CoreDomain,
+        now: Instant,
+        mem: &mut dyn Memory,
+    ) -> ofi_nostd::Result<ProgressReport>;
     fn flush(&mut self) -> usize;
     fn pending_tx(&self) -> usize;
     fn wait_fd(&self) -> Option<BorrowedFd<'_>>;
@@ -152,6 +160,15 @@ impl<L: DataPlane> Driver for L {
         mem: &mut dyn Memory,
     ) -> ofi_nostd::Result<ProgressReport> {
         core.progress(now, self, &mut DynMem(mem))
+    }
+
+    fn progress_tx(
+        &mut self,
+        core: &mut CoreDomain,
+        now: Instant,
+        mem: &mut dyn Memory,
+    ) -> ofi_nostd::Result<ProgressReport> {
+        core.progress_tx(now, self, &mut DynMem(mem))
     }
 
     fn flush(&mut self) -> usize {

@@ -128,6 +128,19 @@ impl<C: Send + 'static> Inner<C> {
         r
     }
 
+    /// A pass without receiving ([`Domain::progress_tx`](ofi_nostd::domain::Domain::progress_tx)),
+    /// then a flush: what a post runs so its packet leaves at once.
+    pub(crate) fn progress_tx(&mut self) -> ofi_nostd::Result<ProgressReport> {
+        let r = self.link.progress_tx(
+            &mut self.core,
+            now(),
+            &mut self.ops as &mut dyn ofi_nostd::mem::Memory,
+        );
+        self.link.flush();
+        self.wake();
+        r
+    }
+
     /// When the core next needs a progress call even if no frame arrives (an instant
     /// not after the last pass: as soon as possible).
     pub(crate) fn next_timeout(&self) -> Option<Instant> {
