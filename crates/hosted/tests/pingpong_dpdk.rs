@@ -29,7 +29,7 @@ use std::time::{Duration, Instant};
 
 use hosted::pingpong::{MAX_ALL_SIZE, all_sizes, header, size_str};
 
-use common::{NetGuard, TempDir, enter_netns, ip, root_or_skip, tx_checksum_off};
+use common::{NetGuard, TempDir, af_xdp_or_skip, enter_netns, ip, root_or_skip, tx_checksum_off};
 
 const BIN: &str = env!("CARGO_BIN_EXE_ofi-pingpong");
 
@@ -313,6 +313,9 @@ fn af_packet(test: &str, op: &str, n: u32, dpdk_serves: bool) {
 /// As [`af_packet`] with `net_af_xdp`: an AF_XDP socket on the veth end's one receive
 /// queue, in copy mode (a veth has no zero-copy support).
 fn af_xdp(test: &str, op: &str, n: u32, dpdk_serves: bool) {
+    if !root_or_skip(test) || !af_xdp_or_skip(test) {
+        return;
+    }
     veth_interop(
         test,
         "net_af_xdp",
