@@ -37,7 +37,10 @@
 //! --no-pci --no-shconf --file-prefix <unique> -m <MB>`. Virtual devices then need no
 //! root for `net_memif` (two processes over a UNIX socket); `net_af_packet` and
 //! `net_af_xdp` need `CAP_NET_RAW`/`CAP_NET_ADMIN` on an interface (the tests use veth
-//! pairs in network namespaces).
+//! pairs in network namespaces; `net_af_xdp` in copy mode on queue 0 of the veth).
+//! With DPDK 22.11, a `net_af_xdp` port opened after another port of the same process
+//! was closed loses transmitted frames (`docs/status.md` has the details): open it as
+//! the process's first port.
 //!
 //! # Safety
 //!

@@ -7,7 +7,8 @@
 //! * a DPDK process (`net_af_packet` on one end of a veth pair) against a kernel-UDP
 //!   process on the other end, in a network namespace the test creates (root only; the
 //!   namespace and the pair are always removed): the same wire protocol across data
-//!   planes, RDM msg (DPDK serves) and tagged (the kernel serves), `-S all -c`.
+//!   planes, RDM msg (DPDK serves) and tagged (the kernel serves), `-S all -c`;
+//! * the same two runs with `net_af_xdp` (copy mode) on the veth end instead.
 //!
 //! Every process is killed when its test fails or outlives [`RUN_LIMIT`]; device, socket
 //! and namespace names carry the test's pid. Pairs run one at a time (each process
@@ -28,7 +29,7 @@ use std::time::{Duration, Instant};
 
 use hosted::pingpong::{MAX_ALL_SIZE, all_sizes, header, size_str};
 
-use common::{NetGuard, TempDir, enter_netns, ip, root_or_skip, tx_checksum_off};
+use common::{NetGuard, TempDir, af_xdp_or_skip, enter_netns, ip, root_or_skip, tx_checksum_off};
 
 const BIN: &str = env!("CARGO_BIN_EXE_ofi-pingpong");
 
@@ -260,7 +261,7 @@ fn memif_rdm_tagged_every_size_checked() {
     memif("tagged", 2);
 }
 
-/// A veth pair: `a` in the root namespace (DPDK's `net_af_packet`), `b` in namespace
+/// A veth pair: `a` in the root namespace (for the DPDK driver), `b` in namespace
 /// `ns` at `kernel_ip`/24 with transmit checksum offload off. Returns the guard that
 /// removes it all, armed before anything exists.
 fn veth_into_namespace(n: u32, kernel_ip: Ipv4Addr) -> (NetGuard, String, String) {
@@ -306,6 +307,29 @@ fn veth_into_namespace(n: u32, kernel_ip: Ipv4Addr) -> (NetGuard, String, String
 /// DPDK on one end of a veth, kernel UDP on the other, `dpdk_serves` choosing the
 /// server.
 fn af_packet(test: &str, op: &str, n: u32, dpdk_serves: bool) {
+    veth_interop(test, "net_af_packet", "", op, n, dpdk_serves);
+}
+
+/// As [`af_packet`] with `net_af_xdp`: an AF_XDP socket on the veth end's one receive
+/// queue, in copy mode (a veth has no zero-copy support).
+fn af_xdp(test: &str, op: &str, n: u32, dpdk_serves: bool) {
+    if !root_or_skip(test) || !af_xdp_or_skip(test) {
+        return;
+    }
+    veth_interop(
+        test,
+        "net_af_xdp",
+        ",start_queue=0,queue_count=1,force_copy=1",
+        op,
+        n,
+        dpdk_serves,
+    );
+}
+
+/// DPDK driver `driver` (device arguments `iface=` plus `extra`) on one end of a veth,
+/// kernel UDP on the other, `dpdk_serves` choosing the server; `n` keeps the names and
+/// subnets of the tests apart.
+fn veth_interop(test: &str, driver: &str, extra: &str, op: &str, n: u32, dpdk_serves: bool) {
     if !root_or_skip(test) {
         return;
     }
@@ -316,9 +340,9 @@ fn af_packet(test: &str, op: &str, n: u32, dpdk_serves: bool) {
     let mut dpdk = args(&["--dataplane", "dpdk", "-m", op]);
     dpdk.extend([
         "--eal".into(),
-        eal(&format!("afp{n}")),
+        eal(&format!("veth{n}")),
         "--dpdk-vdev".into(),
-        format!("net_af_packet{n},iface={a}"),
+        format!("{driver}{n},iface={a}{extra}"),
         "--ip".into(),
         format!("{dpdk_ip}/24"),
     ]);
@@ -355,6 +379,26 @@ fn af_packet_rdm_tagged_kernel_udp_server_dpdk_client() {
         "af_packet_rdm_tagged_kernel_udp_server_dpdk_client",
         "tagged",
         2,
+        false,
+    );
+}
+
+#[test]
+fn af_xdp_rdm_msg_dpdk_server_kernel_udp_client() {
+    af_xdp(
+        "af_xdp_rdm_msg_dpdk_server_kernel_udp_client",
+        "msg",
+        3,
+        true,
+    );
+}
+
+#[test]
+fn af_xdp_rdm_tagged_kernel_udp_server_dpdk_client() {
+    af_xdp(
+        "af_xdp_rdm_tagged_kernel_udp_server_dpdk_client",
+        "tagged",
+        4,
         false,
     );
 }

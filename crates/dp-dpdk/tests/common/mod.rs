@@ -119,6 +119,26 @@ pub fn root_or_skip(test: &str) -> bool {
     root
 }
 
+/// Whether this kernel has AF_XDP sockets (`CONFIG_XDP_SOCKETS`), which `net_af_xdp`
+/// needs; prints the notice when it has not. Call it as root (the socket needs
+/// `CAP_NET_RAW`): any failure other than "address family not supported" is left for
+/// the driver to report.
+pub fn af_xdp_or_skip(test: &str) -> bool {
+    // SAFETY: plain socket creation; the descriptor is closed below.
+    let fd = unsafe { libc::socket(libc::AF_XDP, libc::SOCK_RAW, 0) };
+    let err = std::io::Error::last_os_error();
+    if fd >= 0 {
+        // SAFETY: our descriptor, closed once.
+        unsafe { libc::close(fd) };
+        return true;
+    }
+    if err.raw_os_error() == Some(libc::EAFNOSUPPORT) {
+        println!("{test}: skipped, this kernel has no AF_XDP sockets (CONFIG_XDP_SOCKETS)");
+        return false;
+    }
+    true
+}
+
 /// Run `ip args...`, panicking with its stderr on failure.
 pub fn ip(args: &[&str]) {
     let out = std::process::Command::new("ip")
