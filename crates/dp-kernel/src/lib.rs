@@ -59,6 +59,8 @@ pub struct Stats {
     pub rx_bytes: u64,
     /// Receive system calls that returned data (for `recvmmsg` links, batches).
     pub rx_batches: u64,
+    /// Receive system calls made, also those that found nothing.
+    pub rx_calls: u64,
     /// Datagrams or frames longer than a receive slot, dropped (the kernel cut them).
     pub rx_truncated: u64,
     /// Frames the link dropped as not for the stack (AF_PACKET: our own outgoing

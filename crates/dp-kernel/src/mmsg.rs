@@ -191,9 +191,10 @@ impl<A: Name> Slots<A> {
         k
     }
 
-    /// One `recvmmsg` into every slot; returns how many datagrams arrived (slots
-    /// `0..count`, with lengths, names and `msg_flags` recorded).
-    pub(crate) fn recv(&mut self, fd: RawFd) -> io::Result<usize> {
+    /// One `recvmmsg` into every slot (one `recvmsg` into slot 0 when `single`); returns
+    /// how many datagrams arrived (slots `0..count`, with lengths, names and `msg_flags`
+    /// recorded).
+    pub(crate) fn recv(&mut self, fd: RawFd, single: bool) -> io::Result<usize> {
         let n = self.n();
         let base = self.data.as_mut_ptr() as usize;
         if self.rx_base != base {
@@ -218,14 +219,24 @@ impl<A: Name> Slots<A> {
         }
         // On failure the kernel wrote no header, except perhaps the first.
         self.rx_used = 1;
-        let hdrs = self.sys.hdrs.get_mut(..n).unwrap_or(&mut []);
+        let hdrs = self
+            .sys
+            .hdrs
+            .get_mut(..if single { n.min(1) } else { n })
+            .unwrap_or(&mut []);
         // SAFETY: `prepare` pointed every header at this ring's own `names` slot
         // (`size_of::<A>()` bytes), its own `iovs` entry and, through it, its own slot of
         // `size` bytes inside `data`, for the `data` buffer at `rx_base`, which is still
         // the one (the boxes are never replaced or resized, and a receive ring is never
         // prepared for sending); all are live heap allocations owned by `self`, which is
         // exclusively borrowed, so nothing aliases them during the call.
-        let got = unsafe { sys::recvmmsg(fd, hdrs) }?;
+        let got = unsafe {
+            if single {
+                sys::recvmsg(fd, hdrs)
+            } else {
+                sys::recvmmsg(fd, hdrs)
+            }
+        }?;
         self.rx_used = got;
         for (j, h) in self.sys.hdrs.iter().take(got).enumerate() {
             if let (Some(l), Some(f)) = (self.lens.get_mut(j), self.flags.get_mut(j)) {
@@ -250,7 +261,14 @@ impl<A: Name> Slots<A> {
         // its own `iovs` entry and, through it, at most `size` bytes of its own slot in
         // `data`; all are live heap allocations owned by `self`, exclusively borrowed, so
         // nothing writes them during the call.
-        unsafe { sys::sendmmsg(fd, hdrs) }
+        unsafe {
+            // One datagram (every ping-pong turn): `sendmsg` costs less than `sendmmsg`.
+            if k == 1 {
+                sys::sendmsg(fd, hdrs)
+            } else {
+                sys::sendmmsg(fd, hdrs)
+            }
+        }
     }
 }
 
@@ -260,6 +278,14 @@ pub(crate) struct RxRing<A: Name> {
     pub(crate) slots: Slots<A>,
     filled: usize,
     next: usize,
+    /// The last refill left the socket empty (it returned fewer datagrams than
+    /// slots): once those are lent, `next` says "nothing" without another system call.
+    /// Without this every busy-poll pass that received made a second, empty call
+    /// before its completions became visible.
+    drained: bool,
+    /// The last refill found nothing: poll with one `recvmsg`, which costs less than an
+    /// empty `recvmmsg`, until something arrives (then the next refill is a batch).
+    idle: bool,
 }
 
 impl<A: Name> std::fmt::Debug for RxRing<A> {
@@ -282,6 +308,8 @@ impl<A: Name> RxRing<A> {
             slots: Slots::new(n, size)?,
             filled: 0,
             next: 0,
+            drained: false,
+            idle: false,
         })
     }
 
@@ -315,19 +343,32 @@ impl<A: Name> RxRing<A> {
                     return Some(i);
                 }
             }
-            if refills == MAX_REFILLS {
+            if refills == MAX_REFILLS || self.drained {
+                self.drained = false;
                 return None;
             }
             refills += 1;
             self.filled = 0;
             self.next = 0;
-            match self.slots.recv(fd) {
-                Ok(0) => return None,
+            let single = self.idle;
+            stats.rx_calls += 1;
+            match self.slots.recv(fd, single) {
+                Ok(0) => {
+                    self.idle = true;
+                    return None;
+                }
                 Ok(k) => {
                     stats.rx_batches += 1;
                     self.filled = k;
+                    // A single receive cannot tell whether more wait: the next refill
+                    // (next pass) is a batch.
+                    self.drained = single || k < self.slots.n();
+                    self.idle = false;
                 }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return None,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    self.idle = true;
+                    return None;
+                }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => {
                     // E.g. a pending ICMP error on a connected socket, reported (and so

@@ -389,6 +389,46 @@ pub(crate) unsafe fn recvmmsg(fd: RawFd, hdrs: &mut [libc::mmsghdr]) -> io::Resu
     Ok(r as usize)
 }
 
+/// `recvmsg(fd, hdrs[0], MSG_DONTWAIT)`, as `recvmmsg` of one header would (its
+/// `msg_len` set); `Ok(0)` when `hdrs` is empty.
+///
+/// # Safety
+///
+/// As for [`recvmmsg`].
+pub(crate) unsafe fn recvmsg(fd: RawFd, hdrs: &mut [libc::mmsghdr]) -> io::Result<usize> {
+    let Some(h) = hdrs.first_mut() else {
+        return Ok(0);
+    };
+    // SAFETY: the caller guarantees what the header points to is writable and
+    // unaliased; `h` is a live exclusive header.
+    let r = unsafe { libc::recvmsg(fd, &mut h.msg_hdr, libc::MSG_DONTWAIT) };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    h.msg_len = r as libc::c_uint;
+    Ok(1)
+}
+
+/// `sendmsg(fd, hdrs[0], MSG_DONTWAIT)`, as `sendmmsg` of one header would (its
+/// `msg_len` set); `Ok(0)` when `hdrs` is empty.
+///
+/// # Safety
+///
+/// As for [`sendmmsg`].
+pub(crate) unsafe fn sendmsg(fd: RawFd, hdrs: &mut [libc::mmsghdr]) -> io::Result<usize> {
+    let Some(h) = hdrs.first_mut() else {
+        return Ok(0);
+    };
+    // SAFETY: the caller guarantees what the header points to is readable and not
+    // written concurrently; `h` is a live exclusive header.
+    let r = unsafe { libc::sendmsg(fd, &h.msg_hdr, libc::MSG_DONTWAIT) };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    h.msg_len = r as libc::c_uint;
+    Ok(1)
+}
+
 /// `sendmmsg(fd, hdrs, MSG_DONTWAIT)` on prepared headers.
 ///
 /// # Safety

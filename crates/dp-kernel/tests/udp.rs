@@ -412,3 +412,51 @@ fn reused_receive_headers_report_each_source_and_length() {
     }
     assert_eq!(b.stats().rx_truncated, 0);
 }
+
+/// A busy-poll pass that receives must not make a second, empty system call before its
+/// completions become visible: a refill that left the socket empty answers the next
+/// `receive` with "nothing" at once; the call after that asks the kernel again. Idle
+/// polls use one-datagram receives, and a burst arriving after them is not lost.
+#[test]
+fn receive_skips_the_empty_call_after_a_partial_refill_and_loses_nothing() {
+    let mut rx = link(8);
+    let dst = rx.local_addr();
+    let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let calls = |l: &UdpLink| l.stats().rx_calls;
+
+    // Idle: each poll is one call.
+    assert!(rx.receive().is_none());
+    assert!(rx.receive().is_none());
+    assert_eq!(calls(&rx), 2);
+
+    // One datagram, waited for by polling (bounded).
+    sock.send_to(b"one", dst).unwrap();
+    let got = recv_n(&mut rx, 1);
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].1, b"one");
+    let after = calls(&rx);
+    // The refill that found it left the socket empty: no call now ...
+    assert!(rx.receive().is_none());
+    assert_eq!(calls(&rx), after);
+    // ... and the next poll asks the kernel again.
+    assert!(rx.receive().is_none());
+    assert_eq!(calls(&rx), after + 1);
+
+    // A burst larger than the ring after idle polls: everything arrives, in order,
+    // over a few bursts, each burst a bounded number of calls.
+    for i in 0..20 {
+        sock.send_to(&msg("b", i), dst).unwrap();
+    }
+    std::thread::sleep(Duration::from_millis(20));
+    let mut out = Vec::new();
+    for _ in 0..8 {
+        let before = calls(&rx);
+        rx.receive_burst(usize::MAX, |_, b| out.push(b.to_vec()));
+        assert!(calls(&rx) - before <= 4, "one burst made too many calls");
+        if out.len() == 20 {
+            break;
+        }
+    }
+    let want: Vec<_> = (0..20).map(|i| msg("b", i)).collect();
+    assert_eq!(out, want);
+}
