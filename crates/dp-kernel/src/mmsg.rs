@@ -254,6 +254,9 @@ impl<A: Name> Slots<A> {
         k: usize,
         slot: impl Fn(usize) -> usize,
     ) -> io::Result<usize> {
+        if k == 1 {
+            return self.send_one(fd, slot(0));
+        }
         let k = self.prepare(k, slot, false);
         self.rx_base = 0;
         let hdrs = self.sys.hdrs.get_mut(..k).unwrap_or(&mut []);
@@ -261,14 +264,34 @@ impl<A: Name> Slots<A> {
         // its own `iovs` entry and, through it, at most `size` bytes of its own slot in
         // `data`; all are live heap allocations owned by `self`, exclusively borrowed, so
         // nothing writes them during the call.
-        unsafe {
-            // One datagram (every ping-pong turn): `sendmsg` costs less than `sendmmsg`.
-            if k == 1 {
-                sys::sendmsg(fd, hdrs)
-            } else {
-                sys::sendmmsg(fd, hdrs)
-            }
+        unsafe { sys::sendmmsg(fd, hdrs) }
+    }
+
+    /// One datagram (every ping-pong turn): a `sendmsg` with a header built on the
+    /// stack, which costs less than preparing the ring's headers for `sendmmsg`.
+    fn send_one(&mut self, fd: RawFd, i: usize) -> io::Result<usize> {
+        let i = i % self.n();
+        let len = self.lens.get(i).copied().unwrap_or(0).min(self.size);
+        let Some(buf) = self.data.get_mut(i * self.size..i * self.size + len) else {
+            return Ok(0);
+        };
+        let mut iov = libc::iovec {
+            iov_base: buf.as_mut_ptr().cast(),
+            iov_len: len,
+        };
+        let mut h = sys::empty_mmsghdr();
+        if A::USED
+            && let Some(name) = self.names.get_mut(i)
+        {
+            h.msg_hdr.msg_name = std::ptr::from_mut(name).cast();
+            h.msg_hdr.msg_namelen = std::mem::size_of::<A>() as libc::socklen_t;
         }
+        h.msg_hdr.msg_iov = &mut iov;
+        h.msg_hdr.msg_iovlen = 1;
+        // SAFETY: the header points at `iov` and (when used) this slot's name, both live
+        // for the call, and `iov` at `len` bytes of this slot's buffer; all are borrowed
+        // from `self` (exclusively) or the stack, so nothing writes them during the call.
+        unsafe { sys::sendmsg(fd, std::slice::from_mut(&mut h)) }
     }
 }
 

@@ -17,6 +17,8 @@ use hosted::storage::Heap;
 
 /// Completions moved per core read; the C buffer is filled in chunks of this many.
 const CHUNK: usize = 64;
+/// The chunk for reads of a few entries.
+const SMALL_CHUNK: usize = 4;
 
 /// An open completion queue.
 #[repr(C)]
@@ -276,11 +278,34 @@ unsafe fn read_locked(
         // clearing the chunk buffers below first.
         return q.read::<CqEntry>(&mut []);
     }
-    let mut entries = [CqEntry::default(); CHUNK];
-    let mut addrs = [0 as FiAddr; CHUNK];
+    // Most readers ask for one entry at a time: a small chunk spares them clearing
+    // a large one on every completion.
+    if count <= SMALL_CHUNK {
+        // SAFETY: forwarded contract.
+        unsafe { read_chunks::<SMALL_CHUNK>(q, format, buf, count, src) }
+    } else {
+        // SAFETY: forwarded contract.
+        unsafe { read_chunks::<CHUNK>(q, format, buf, count, src) }
+    }
+}
+
+/// The body of [`read_locked`], through a stack chunk of `N` entries.
+///
+/// # Safety
+///
+/// As [`read_locked`].
+unsafe fn read_chunks<const N: usize>(
+    q: &mut CqObj<Heap>,
+    format: CqFormat,
+    buf: *mut c_void,
+    count: usize,
+    src: *mut FiAddr,
+) -> Result<usize, Errno> {
+    let mut entries = [CqEntry::default(); N];
+    let mut addrs = [0 as FiAddr; N];
     let mut total = 0;
     loop {
-        let n = (count - total).min(CHUNK);
+        let n = (count - total).min(N);
         let got = if src.is_null() {
             q.read(&mut entries[..n])
         } else {
