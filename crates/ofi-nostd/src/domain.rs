@@ -223,6 +223,8 @@ pub struct Domain<S: Storage> {
     rng: Prng,
     rdm_cfg: RdmConfig,
     last_now: Instant,
+    /// The last pass received and left its transmit half to the next one.
+    tx_owed: bool,
     /// REJECTs the domain itself owes (HELLO to an endpoint id that does not exist, or
     /// in a version we do not speak): (to, from endpoint id, session, reason).
     ctl: [Option<(EpAddr, u16, u32, u16)>; 8],
@@ -330,6 +332,7 @@ impl<S: Storage> Domain<S> {
                 ..RdmConfig::DEFAULT
             },
             last_now: Instant::ZERO,
+            tx_owed: false,
             ctl: [None; 8],
         })
     }
@@ -1441,16 +1444,40 @@ impl<S: Storage> Domain<S> {
         self.rdm_prepare(now, mem);
         if receive {
             let burst = link.capabilities().max_burst.max(1) * 4;
+            let mut transport = false;
             report.rx = link.receive_burst(burst, |meta, buf| {
                 if let RxOutcome::Packet { src, payload } = self.net.rx(now, meta, buf) {
+                    transport = true;
                     self.rx_datagram(now, src, payload, mem);
                 }
             });
+            // What arrived is in the CQs now: hand it to the application before the
+            // transmit half, which the next pass runs (the application's next post or
+            // read; `poll_timeout` says "at once" meanwhile). A reply the application
+            // posts then leaves without waiting for this pass's timers and scans, and
+            // carries the acknowledgement. Never two passes in a row: a stream of
+            // arrivals cannot starve transmission. Only routine work waits: ARP alone,
+            // an acknowledgement due at once, a control answer or a DGRAM send
+            // defer nothing.
+            if transport && !self.tx_owed && !self.tx_urgent() {
+                self.tx_owed = true;
+                return Ok(report);
+            }
         }
+        self.tx_owed = false;
         self.net.poll_tx(now, link);
         report.tx = self.tx_all(now, link, mem);
         report.tx += self.rdm_tx_all(now, link, mem);
         Ok(report)
+    }
+
+    /// Whether the transmit half has work that must not wait for the next pass.
+    fn tx_urgent(&self) -> bool {
+        self.ctl.iter().any(|c| c.is_some())
+            || self.eps.iter().any(|(_, ep)| match ep.rdm.as_ref() {
+                Some(r) => r.tx_urgent(),
+                None => !ep.tx.is_empty(),
+            })
     }
 
     /// The latest instant at which [`Domain::progress`] must run again even if nothing
@@ -1459,7 +1486,7 @@ impl<S: Storage> Domain<S> {
     /// "as soon as possible" (work is ready, e.g. after posting a send).
     pub fn poll_timeout(&self) -> Option<Instant> {
         let mut t: Option<Instant> = None;
-        if self.ctl.iter().any(|c| c.is_some()) {
+        if self.tx_owed || self.ctl.iter().any(|c| c.is_some()) {
             t = Some(self.last_now);
         }
         for (_, ep) in self.eps.iter() {

@@ -950,6 +950,12 @@ impl<S: Storage> Rdm<S> {
         rto.map(|r| now + Duration::from_micros(r.saturating_mul(8).min(100_000)))
     }
 
+    /// Something must leave at once (an acknowledgement due now, a reply, a control
+    /// answer): a pass that received does not leave that to the next pass.
+    pub(crate) fn tx_urgent(&self) -> bool {
+        self.tx_ready || self.ctl.iter().any(|c| c.is_some())
+    }
+
     /// Whether `flush_copies` or `retry_blocked` has work (a progress pass skips
     /// building their context otherwise).
     pub(crate) fn prepare_due(&self) -> bool {
