@@ -433,6 +433,9 @@ impl<S: Storage> Responder<S> {
             NetConfig::new(caps, plan.ip, plan.port).with_ethernet(plan.mac, plan.prefix_len, None);
         let dc = DomainConfig {
             arp_entries: 8,
+            // The responder never sends to itself; two jumbo slots keep self-sends
+            // working without growing the arena much.
+            loopback_slots: 2,
             ..DomainConfig::new(net, PROVIDER_CONFIG, seed)
         };
         let mut domain = step("fi_domain", Domain::open(&mut fabric, &info, dc, store, 0))?;

@@ -81,6 +81,8 @@ impl<S: Storage + Clone> Pinger<S> {
             Fabric::open(&FabricAttr::default(), 0, store.clone(), 0).map_err(e("fi_fabric"))?;
         let dc = DomainConfig {
             arp_entries: 8,
+            // It only pings `target`; `Fixed<N>` storage could not hold a packet slot.
+            loopback_slots: 0,
             ..DomainConfig::new(net, PROVIDER_CONFIG, seed)
         };
         let mut domain = Domain::open(&mut fabric, &info, dc, store, 0).map_err(e("fi_domain"))?;

@@ -35,6 +35,10 @@ use crate::time::Instant;
 /// Largest iov count of one memory registration.
 pub const MR_IOV_LIMIT: usize = 4;
 
+/// Default [`DomainConfig::loopback_slots`]: a few packets, enough for a session with
+/// itself to make progress every pass (a full queue is link back-pressure).
+pub const DEFAULT_LOOPBACK_SLOTS: usize = 4;
+
 /// A CQ in domain storage `S`.
 pub type CqObj<S> = Cq<<S as Storage>::Slice<CqSlot>>;
 /// Handle of a CQ.
@@ -63,6 +67,11 @@ pub struct DomainConfig {
     pub net: NetConfig,
     /// ARP cache entries (Ethernet links).
     pub arp_entries: usize,
+    /// Datagrams to the domain's own address (an endpoint sending to itself or to
+    /// another endpoint of the domain) held for local delivery on Ethernet links, whose
+    /// data planes do not loop them back; each takes a `max_payload` slot of domain
+    /// storage. 0: such sends fail (-FI_EHOSTUNREACH). Unused on UDP links.
+    pub loopback_slots: usize,
     /// Seed of the domain's pseudo-random generator (draw it from a random source;
     /// simulations fix it to be reproducible). Everything random comes from that
     /// generator: the secret behind provider-chosen MR keys, and the session ids,
@@ -74,11 +83,12 @@ pub struct DomainConfig {
 }
 
 impl DomainConfig {
-    /// A configuration with 16 ARP entries.
+    /// A configuration with 16 ARP entries and [`DEFAULT_LOOPBACK_SLOTS`].
     pub fn new(net: NetConfig, cfg: ProviderConfig, seed: u64) -> Self {
         DomainConfig {
             net,
             arp_entries: 16,
+            loopback_slots: DEFAULT_LOOPBACK_SLOTS,
             key_seed: seed,
             cfg,
         }
@@ -195,7 +205,7 @@ pub struct DomainStats {
 /// What one call of [`Domain::progress`] did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct ProgressReport {
-    /// Datagrams received from the link.
+    /// Datagrams received from the link (and from the loopback queue on raw links).
     pub rx: usize,
     /// Datagrams handed to the link.
     pub tx: usize,
@@ -209,7 +219,7 @@ pub struct Domain<S: Storage> {
     rm_enabled: bool,
     local: EpAddr,
     max_pkt: usize,
-    net: Net<S::Slice<ArpEntry>>,
+    net: Net<S::Slice<ArpEntry>, S::Slice<u8>>,
     cfg: ProviderConfig,
     cqs: Objects<S, CqObj<S>>,
     cq_ctx: S::Slice<u64>,
@@ -266,7 +276,12 @@ impl<S: Storage> Domain<S> {
         let arp = store
             .slice(cfg.arp_entries, || ArpEntry::EMPTY)
             .ok_or(Errno::ENOMEM)?;
-        let net = Net::new(cfg.net, arp)?;
+        let lo_len = cfg
+            .net
+            .loopback_bytes(cfg.loopback_slots)
+            .ok_or(Errno::ENOMEM)?;
+        let lo = store.slice(lo_len, || 0u8).ok_or(Errno::ENOMEM)?;
+        let net = Net::with_loopback(cfg.net, arp, lo)?;
         let mut slots = |n: usize| store.slice(n, || 0u64).ok_or(Errno::ENOMEM);
         let cq_ctx = slots(pc.cq_cnt)?;
         let cntr_ctx = slots(pc.cntr_cnt)?;
@@ -1443,9 +1458,18 @@ impl<S: Storage> Domain<S> {
         // older than anything the link has now.
         self.rdm_prepare(now, mem);
         if receive {
-            let burst = link.capabilities().max_burst.max(1) * 4;
             let mut transport = false;
-            report.rx = link.receive_burst(burst, |meta, buf| {
+            // Datagrams we sent ourselves (raw links only) are older than the link's.
+            if let Some(mut q) = self.net.lend_looped() {
+                let src = self.net.local_addr();
+                while q.pop(|d| self.rx_datagram(now, src, d, mem)).is_some() {
+                    report.rx += 1;
+                    transport = true;
+                }
+                self.net.return_looped(q);
+            }
+            let burst = link.capabilities().max_burst.max(1) * 4;
+            report.rx += link.receive_burst(burst, |meta, buf| {
                 if let RxOutcome::Packet { src, payload } = self.net.rx(now, meta, buf) {
                     transport = true;
                     self.rx_datagram(now, src, payload, mem);
@@ -1486,7 +1510,7 @@ impl<S: Storage> Domain<S> {
     /// "as soon as possible" (work is ready, e.g. after posting a send).
     pub fn poll_timeout(&self) -> Option<Instant> {
         let mut t: Option<Instant> = None;
-        if self.tx_owed || self.ctl.iter().any(|c| c.is_some()) {
+        if self.tx_owed || self.ctl.iter().any(|c| c.is_some()) || self.net.has_looped() {
             t = Some(self.last_now);
         }
         for (_, ep) in self.eps.iter() {
@@ -2041,14 +2065,19 @@ fn rdm_ctx<'a, S: Storage>(
 }
 
 /// The engine's view of the link: UDP/IPv4 through the net layer.
-struct NetPort<'a, A, L> {
-    net: &'a mut Net<A>,
+struct NetPort<'a, A, B, L> {
+    net: &'a mut Net<A, B>,
     link: &'a mut L,
     now: Instant,
     full: bool,
 }
 
-impl<A: AsRef<[ArpEntry]> + AsMut<[ArpEntry]>, L: Link> TxPort for NetPort<'_, A, L> {
+impl<A, B, L> TxPort for NetPort<'_, A, B, L>
+where
+    A: AsRef<[ArpEntry]> + AsMut<[ArpEntry]>,
+    B: AsRef<[u8]> + AsMut<[u8]>,
+    L: Link,
+{
     fn send(&mut self, dst: &EpAddr, len: usize, write: impl FnOnce(&mut [u8]) -> usize) -> Sent {
         let to = UdpAddr::new(dst.ip.into(), dst.port);
         match self.net.send(self.now, self.link, to, len, write) {
@@ -2068,3 +2097,7 @@ impl<A: AsRef<[ArpEntry]> + AsMut<[ArpEntry]>, L: Link> TxPort for NetPort<'_, A
 #[cfg(test)]
 #[path = "domain_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "domain_loopback_tests.rs"]
+mod loopback_tests;

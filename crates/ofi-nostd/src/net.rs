@@ -28,6 +28,13 @@
 //! by that same link, which the token API (rightly) forbids, so [`Net::rx`] queues ARP
 //! replies in a tiny fixed queue ([`ARP_TX_QUEUE_LEN`]) and [`Net::poll_tx`] sends them.
 //! The progress loop calls `poll_tx` after each receive batch.
+//!
+//! Datagrams to our own address (an endpoint sending to itself, or to another endpoint
+//! of its domain) never reach us through a raw link: a TAP device, AF_PACKET socket, DPDK
+//! port or virtio NIC does not hand our own frames back, as the kernel's UDP loopback
+//! does. On Ethernet links [`Net::send`] therefore keeps them in a small fixed queue in
+//! caller storage ([`Looped`], sized by [`NetConfig::loopback_bytes`]) and the progress
+//! loop receives them from there ([`Net::lend_looped`]) before the link's frames.
 
 use heapless::Deque;
 use wire::frame::{
@@ -49,6 +56,9 @@ pub const MAX_UDP_PAYLOAD: usize = u16::MAX as usize - IPV4_HEADER_LEN - UDP_HEA
 
 /// Default [`NetConfig::arp_timeout`]: 60 s, like common host stacks.
 pub const DEFAULT_ARP_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Bytes in front of each [`Looped`] slot: the datagram's length.
+const LOOP_SLOT_HEADER: usize = 2;
 
 /// Default [`NetConfig::arp_request_interval`]: at most one request per next hop per
 /// 100 ms.
@@ -141,6 +151,15 @@ impl NetConfig {
             Medium::Udp => self.mtu,
         }
         .min(MAX_UDP_PAYLOAD)
+    }
+
+    /// Bytes of loopback storage ([`Net::with_loopback`]) that hold `slots` datagrams
+    /// to ourselves: 0 on UDP links (the kernel loops them back), `None` on overflow.
+    pub fn loopback_bytes(&self, slots: usize) -> Option<usize> {
+        match self.medium {
+            Medium::Ethernet => slots.checked_mul(LOOP_SLOT_HEADER + self.max_payload()),
+            Medium::Udp => Some(0),
+        }
     }
 
     fn checksum_caps(&self) -> frame::ChecksumCapabilities {
@@ -336,6 +355,15 @@ pub struct NetStats {
     pub arp_tx_dropped: u64,
     /// Live (unexpired) ARP entries replaced because the cache was full.
     pub arp_evictions: u64,
+    /// Datagrams to our own address kept for local delivery (Ethernet links), instead
+    /// of going to the link.
+    pub tx_looped: u64,
+    /// ... of those, received by the progress loop ([`Net::lend_looped`]).
+    pub rx_looped: u64,
+    /// Sends to our own address refused with `EAGAIN`: the loopback queue was full.
+    pub tx_loop_full: u64,
+    /// Sends to our own address refused with `EHOSTUNREACH`: no loopback storage.
+    pub tx_loop_refused: u64,
     dropped: [u64; DropReason::COUNT],
 }
 
@@ -399,16 +427,100 @@ enum PendingArp {
     },
 }
 
-/// The UDP/IPv4 layer of one link, with its ARP cache in storage `A`.
+/// A FIFO of datagrams to our own address, in caller storage `B` (bytes): fixed slots
+/// of a length prefix plus [`NetConfig::max_payload`] bytes. Full is an error for the
+/// sender (`EAGAIN`), never a drop.
+#[derive(Debug)]
+pub struct Looped<B> {
+    buf: B,
+    /// Bytes per slot.
+    slot: usize,
+    head: usize,
+    len: usize,
+    /// Datagrams popped since the queue was lent out (added to the stats on return).
+    popped: u64,
+}
+
+impl<B: AsRef<[u8]> + AsMut<[u8]>> Looped<B> {
+    fn new(buf: B, max_payload: usize) -> Self {
+        Looped {
+            buf,
+            slot: LOOP_SLOT_HEADER + max_payload,
+            head: 0,
+            len: 0,
+            popped: 0,
+        }
+    }
+
+    /// How many datagrams the queue holds at most.
+    pub fn capacity(&self) -> usize {
+        self.buf.as_ref().len().checked_div(self.slot).unwrap_or(0)
+    }
+
+    /// Datagrams waiting.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Nothing is waiting.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    fn slot_mut(&mut self, i: usize) -> Option<&mut [u8]> {
+        let at = i.checked_mul(self.slot)?;
+        self.buf.as_mut().get_mut(at..at.checked_add(self.slot)?)
+    }
+
+    /// Lets `write` fill the next free slot with up to `len_hint` bytes (the rules of
+    /// [`Net::send`]); `EAGAIN` when full.
+    fn push(&mut self, len_hint: usize, write: impl FnOnce(&mut [u8]) -> usize) -> Result<usize> {
+        let cap = self.capacity();
+        if self.len >= cap {
+            return Err(Errno::EAGAIN);
+        }
+        let tail = (self.head + self.len) % cap;
+        let slot = self.slot_mut(tail).ok_or(Errno::EAGAIN)?;
+        let (head, body) = slot.split_at_mut(LOOP_SLOT_HEADER);
+        let n = write(body.get_mut(..len_hint).ok_or(Errno::EMSGSIZE)?);
+        if n == 0 || n > len_hint {
+            return Err(Errno::EINVAL);
+        }
+        head.copy_from_slice(&u16::try_from(n).map_err(|_| Errno::EMSGSIZE)?.to_be_bytes());
+        self.len += 1;
+        Ok(n)
+    }
+
+    /// Hands the oldest datagram to `f` and frees its slot; `None` when empty.
+    pub fn pop<R>(&mut self, f: impl FnOnce(&[u8]) -> R) -> Option<R> {
+        if self.len == 0 {
+            return None;
+        }
+        let (head, slot) = (self.head, self.slot);
+        self.head = (head + 1) % self.capacity().max(1);
+        self.len -= 1;
+        self.popped += 1;
+        let at = head.checked_mul(slot)?;
+        let s = self.buf.as_ref().get(at..at.checked_add(slot)?)?;
+        let n = usize::from(be16(s, 0)?);
+        Some(f(s.get(LOOP_SLOT_HEADER..LOOP_SLOT_HEADER.checked_add(n)?)?))
+    }
+}
+
+/// The UDP/IPv4 layer of one link, with its ARP cache in storage `A` and its queue of
+/// datagrams to ourselves in byte storage `B`.
 ///
 /// `A` is any slice-like storage of [`ArpEntry`] (`[ArpEntry; N]`, `&mut [ArpEntry]`,
 /// `Box<[ArpEntry]>`); its length is the cache capacity (at least 1 on Ethernet; unused
-/// on UDP links, where an empty array will do).
+/// on UDP links, where an empty array will do). `B` holds [`Looped`] datagrams
+/// ([`NetConfig::loopback_bytes`]; empty: sends to ourselves fail on Ethernet).
 #[derive(Debug)]
-pub struct Net<A> {
+pub struct Net<A, B = [u8; 0]> {
     cfg: NetConfig,
     cache: A,
     arp_tx: Deque<PendingArp, ARP_TX_QUEUE_LEN>,
+    /// `None` only while lent out by [`Net::lend_looped`].
+    lo: Option<Looped<B>>,
     stats: NetStats,
 }
 
@@ -431,13 +543,23 @@ fn is_group_mac(mac: [u8; 6]) -> bool {
 }
 
 impl<A: AsRef<[ArpEntry]> + AsMut<[ArpEntry]>> Net<A> {
-    /// A network layer for `cfg` over ARP cache storage `cache` (all slots are reset).
+    /// A network layer for `cfg` over ARP cache storage `cache` (all slots are reset),
+    /// without loopback storage (see [`Net::with_loopback`]).
     ///
     /// `EINVAL` if the configuration cannot work: prefix longer than 32, TTL 0, an MTU
     /// leaving no room for a payload; on Ethernet also a zero or group MAC, a local IP
     /// that is not a usable unicast address, port 0, a gateway off the subnet or equal
     /// to the local IP, a zero ARP timeout, or an empty cache.
-    pub fn new(cfg: NetConfig, mut cache: A) -> Result<Self> {
+    pub fn new(cfg: NetConfig, cache: A) -> Result<Self> {
+        Net::with_loopback(cfg, cache, [])
+    }
+}
+
+impl<A: AsRef<[ArpEntry]> + AsMut<[ArpEntry]>, B: AsRef<[u8]> + AsMut<[u8]>> Net<A, B> {
+    /// [`Net::new`], plus storage `lo` for datagrams to our own address on Ethernet
+    /// links ([`NetConfig::loopback_bytes`] of it holds that many; a remainder is
+    /// unused). Unused on UDP links.
+    pub fn with_loopback(cfg: NetConfig, mut cache: A, lo: B) -> Result<Self> {
         if cfg.prefix_len > 32 || cfg.ttl == 0 || cfg.max_payload() == 0 {
             return Err(Errno::EINVAL);
         }
@@ -448,6 +570,7 @@ impl<A: AsRef<[ArpEntry]> + AsMut<[ArpEntry]>> Net<A> {
             cfg,
             cache,
             arp_tx: Deque::new(),
+            lo: Some(Looped::new(lo, cfg.max_payload())),
             stats: NetStats::default(),
         };
         if cfg.medium == Medium::Ethernet {
@@ -509,6 +632,39 @@ impl<A: AsRef<[ArpEntry]> + AsMut<[ArpEntry]>> Net<A> {
     /// ARP frames are queued for [`poll_tx`](Net::poll_tx).
     pub fn has_pending_tx(&self) -> bool {
         !self.arp_tx.is_empty()
+    }
+
+    /// How many datagrams to ourselves the loopback queue holds at most (0 on UDP links,
+    /// where the kernel loops them back).
+    pub fn loopback_capacity(&self) -> usize {
+        match self.cfg.medium {
+            Medium::Ethernet => self.lo.as_ref().map_or(0, Looped::capacity),
+            Medium::Udp => 0,
+        }
+    }
+
+    /// Datagrams to ourselves wait to be received: the progress loop has work now.
+    pub fn has_looped(&self) -> bool {
+        self.lo.as_ref().is_some_and(|q| !q.is_empty())
+    }
+
+    /// Lends out the non-empty loopback queue, so the caller can receive its datagrams
+    /// (each from [`local_addr`](Net::local_addr)) while it mutates whatever else owns
+    /// this `Net`; give it back with [`return_looped`](Net::return_looped). While it is
+    /// lent, sends to ourselves get `EAGAIN`.
+    pub fn lend_looped(&mut self) -> Option<Looped<B>> {
+        if self.has_looped() {
+            self.lo.take()
+        } else {
+            None
+        }
+    }
+
+    /// Takes back the queue [`lend_looped`](Net::lend_looped) lent, counting what was
+    /// received from it.
+    pub fn return_looped(&mut self, mut q: Looped<B>) {
+        self.stats.rx_looped += core::mem::take(&mut q.popped);
+        self.lo = Some(q);
     }
 
     fn on_subnet(&self, ip: [u8; 4]) -> bool {
@@ -845,6 +1001,10 @@ impl<A: AsRef<[ArpEntry]> + AsMut<[ArpEntry]>> Net<A> {
     /// link lends a smaller buffer; `EHOSTUNREACH` off the subnet without a gateway (and
     /// for loopback destinations on raw links); `EAGAIN` when the link has no transmit
     /// slot (for the packet or for the ARP request it needs).
+    ///
+    /// On Ethernet links a datagram to our own address and port goes to the loopback
+    /// queue instead of the link (`EAGAIN` when that is full, `EHOSTUNREACH` when the
+    /// `Net` has no loopback storage).
     pub fn send<L: Link>(
         &mut self,
         now: Instant,
@@ -881,6 +1041,9 @@ impl<A: AsRef<[ArpEntry]> + AsMut<[ArpEntry]>> Net<A> {
             Medium::Ethernet => {
                 if a.is_loopback() {
                     return Err(Errno::EHOSTUNREACH);
+                }
+                if dst == self.cfg.local_addr() {
+                    return self.send_looped(len_hint, write);
                 }
                 if !self.usable_unicast(dst_ip) {
                     return Err(Errno::EINVAL); // our subnet's broadcast address
@@ -922,6 +1085,33 @@ impl<A: AsRef<[ArpEntry]> + AsMut<[ArpEntry]>> Net<A> {
         let len = result?;
         self.stats.tx_packets += 1;
         Ok(SendOutcome::Sent { len })
+    }
+
+    /// A datagram to our own address on a raw link: the link would not bring it back,
+    /// so it waits in the loopback queue for the next receive.
+    fn send_looped(
+        &mut self,
+        len_hint: usize,
+        write: impl FnOnce(&mut [u8]) -> usize,
+    ) -> Result<SendOutcome> {
+        let Some(q) = self.lo.as_mut() else {
+            return Err(Errno::EAGAIN); // lent out to the receiver: retry after it
+        };
+        if q.capacity() == 0 {
+            self.stats.tx_loop_refused += 1;
+            return Err(Errno::EHOSTUNREACH);
+        }
+        match q.push(len_hint, write) {
+            Ok(len) => {
+                self.stats.tx_looped += 1;
+                Ok(SendOutcome::Sent { len })
+            }
+            Err(Errno::EAGAIN) => {
+                self.stats.tx_loop_full += 1;
+                Err(Errno::EAGAIN)
+            }
+            Err(e) => Err(e),
+        }
     }
 }
 
@@ -1016,8 +1206,8 @@ mod tests {
         out
     }
 
-    fn send<A: AsRef<[ArpEntry]> + AsMut<[ArpEntry]>, L: Link>(
-        net: &mut Net<A>,
+    fn send<A: AsRef<[ArpEntry]> + AsMut<[ArpEntry]>, B: AsRef<[u8]> + AsMut<[u8]>, L: Link>(
+        net: &mut Net<A, B>,
         now: Instant,
         link: &mut L,
         dst: UdpAddr,
@@ -1742,19 +1932,110 @@ mod tests {
         assert_eq!(f, udp_frame(MAC_A, gw_mac, addr(IP_A, PORT), far, b"x"));
     }
 
+    /// Everything the loopback queue holds, as `rx` would have delivered it.
+    fn drain_looped<A, B>(net: &mut Net<A, B>) -> Vec<Got>
+    where
+        A: AsRef<[ArpEntry]> + AsMut<[ArpEntry]>,
+        B: AsRef<[u8]> + AsMut<[u8]>,
+    {
+        let mut out = Vec::new();
+        let src = net.local_addr();
+        if let Some(mut q) = net.lend_looped() {
+            while let Some(p) = q.pop(|d| Got::Packet(src, d.to_vec())) {
+                out.push(p);
+            }
+            net.return_looped(q);
+        }
+        out
+    }
+
     #[test]
-    fn sending_to_ourselves_needs_no_arp() {
-        let mut a = eth_net(IP_A, MAC_A);
-        let mut la = Box::new(Eth::new_looped(Medium::Ethernet, None));
+    fn datagrams_to_ourselves_wait_in_the_loopback_queue() {
+        let cfg = eth_cfg(IP_A, MAC_A);
+        let lo = vec![0u8; cfg.loopback_bytes(2).unwrap()];
+        let mut a = Net::with_loopback(cfg, [ArpEntry::EMPTY; 2], lo).unwrap();
+        assert_eq!(a.loopback_capacity(), 2);
+        // Every frame that left is in the link's transmit queue: none must.
+        let mut la = link();
         let me = addr(IP_A, PORT);
+        assert!(!a.has_looped());
         assert_eq!(
             send(&mut a, t(0), &mut *la, me, b"self"),
             Ok(SendOutcome::Sent { len: 4 })
         );
+        assert!(a.has_looped());
+        // The largest payload fits a slot; the writer's rules are those of the link.
+        let big: Vec<u8> = (0..a.max_payload()).map(|i| i as u8).collect();
         assert_eq!(
-            pump(&mut a, &mut la, t(0)),
-            vec![Got::Packet(me, b"self".to_vec())]
+            send(&mut a, t(0), &mut *la, me, &big),
+            Ok(SendOutcome::Sent { len: big.len() })
         );
+        // Full: EAGAIN, the writer is not called, nothing is lost.
+        assert_eq!(
+            a.send(t(0), &mut *la, me, 1, |_| unreachable!()),
+            Err(Errno::EAGAIN)
+        );
+        assert_eq!(la.tx_len(), 0, "no frame and no ARP request left");
+        assert_eq!(
+            drain_looped(&mut a),
+            vec![
+                Got::Packet(me, b"self".to_vec()),
+                Got::Packet(me, big.clone())
+            ]
+        );
+        assert!(!a.has_looped());
+        // Wrapping around the ring, and failed writers queue nothing.
+        assert_eq!(a.send(t(0), &mut *la, me, 4, |_| 0), Err(Errno::EINVAL));
+        assert_eq!(a.send(t(0), &mut *la, me, 4, |_| 5), Err(Errno::EINVAL));
+        for round in 0u8..5 {
+            send(&mut a, t(1), &mut *la, me, &[round]).unwrap();
+            send(&mut a, t(1), &mut *la, me, &[round, 1]).unwrap();
+            assert_eq!(
+                drain_looped(&mut a),
+                vec![
+                    Got::Packet(me, vec![round]),
+                    Got::Packet(me, vec![round, 1])
+                ]
+            );
+        }
+        // Our IP at another port is not us: it goes to the link as before.
+        assert_eq!(
+            send(&mut a, t(2), &mut *la, addr(IP_A, PORT + 1), b"x"),
+            Ok(SendOutcome::Sent { len: 1 })
+        );
+        assert_eq!(la.tx_len(), 1);
+        let s = a.stats();
+        assert_eq!((s.tx_looped, s.rx_looped, s.tx_loop_full), (12, 12, 1));
+        assert_eq!((s.tx_packets, s.tx_loop_refused), (1, 0));
+        assert_eq!(s.arp_requests_sent, 0);
+    }
+
+    #[test]
+    fn without_loopback_storage_sends_to_ourselves_fail_clearly() {
+        let mut a = eth_net(IP_A, MAC_A);
+        assert_eq!(a.loopback_capacity(), 0);
+        let mut la = link();
+        assert_eq!(
+            a.send(t(0), &mut *la, addr(IP_A, PORT), 1, |_| unreachable!()),
+            Err(Errno::EHOSTUNREACH)
+        );
+        assert_eq!(la.tx_len(), 0);
+        assert_eq!(a.stats().tx_loop_refused, 1);
+        assert!(a.lend_looped().is_none());
+        // UDP links never queue: the kernel loops datagrams back.
+        let caps = Capabilities::new(Medium::Udp, 1472);
+        let cfg = NetConfig::new(&caps, IP_A, PORT);
+        assert_eq!(cfg.loopback_bytes(4), Some(0));
+        let mut u = Net::with_loopback(cfg, [ArpEntry::EMPTY; 0], vec![0u8; 4096]).unwrap();
+        assert_eq!(u.loopback_capacity(), 0);
+        let mut lu = Box::new(Loopback::<2, 1472>::new(Medium::Udp, None));
+        assert_eq!(
+            send(&mut u, t(0), &mut *lu, addr(IP_A, PORT), b"x"),
+            Ok(SendOutcome::Sent { len: 1 })
+        );
+        assert_eq!(lu.tx_len(), 1);
+        assert!(!u.has_looped());
+        assert_eq!(eth_cfg(IP_A, MAC_A).loopback_bytes(usize::MAX), None);
     }
 
     #[test]

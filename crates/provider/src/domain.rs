@@ -329,6 +329,7 @@ pub unsafe extern "C" fn open(
     let cfg = DomainConfig {
         net: plane.net,
         arp_entries: if ethernet { ARP_ENTRIES } else { 0 },
+        loopback_slots: ofi_nostd::domain::DEFAULT_LOOPBACK_SLOTS,
         key_seed: key_seed(),
         cfg: crate::prov::config(),
     };

@@ -1,0 +1,379 @@
+//! Datagrams to the domain's own address on an Ethernet link, whose data plane (TAP,
+//! AF_PACKET, DPDK, virtio) never hands our own frames back: every frame that leaves
+//! the link here is lost, as on those planes, so anything delivered went through the
+//! domain's loopback queue.
+
+extern crate std;
+
+use std::boxed::Box;
+use std::vec;
+use std::vec::Vec;
+
+use wire::link::{Capabilities, Loopback, Medium};
+
+use super::*;
+use crate::av::{AvAddrs, AvAttr};
+use crate::cq::CqFormat;
+use crate::fabric::Fabric;
+use crate::flags::FI_ADDR_UNSPEC;
+use crate::info::{FabricAttr, ProviderConfig, default_info};
+use crate::mem::SliceMemory;
+use crate::storage::test_storage::VecStorage;
+use crate::time::Duration;
+
+const FRAME: usize = 1514;
+type EthLink = Loopback<32, FRAME>;
+const BASE: u64 = 0x10_0000;
+/// Bytes of memory per operation: its source at the start, its destination at half.
+const STRIDE: usize = 0x10000;
+const IP: [u8; 4] = [10, 9, 0, 1];
+
+fn cfg() -> ProviderConfig {
+    ProviderConfig {
+        tx_size: 32,
+        rx_size: 32,
+        ep_cnt: 3,
+        cq_cnt: 8,
+        cntr_cnt: 1,
+        mr_cnt: 1,
+        inject_size: 64,
+        ..ProviderConfig::DEFAULT
+    }
+}
+
+struct Ep {
+    h: EpHandle<VecStorage>,
+    tx_cq: CqHandle<VecStorage>,
+    rx_cq: CqHandle<VecStorage>,
+}
+
+struct Node {
+    _fabric: Fabric<VecStorage>,
+    dom: Domain<VecStorage>,
+    link: Box<EthLink>,
+    mem: Vec<u8>,
+    now: Instant,
+    /// Frames that went to the link (and were lost there).
+    leaked: usize,
+}
+
+impl Node {
+    fn new(loopback_slots: usize) -> Node {
+        let info = default_info(EpType::Rdm, None, &cfg());
+        let mut fabric = Fabric::open(&FabricAttr::default(), 0, VecStorage, 1).unwrap();
+        let caps = Capabilities::new(Medium::Ethernet, FRAME);
+        let net = NetConfig::new(&caps, IP, 7000).with_ethernet([2, 0, 0, 0, 9, 1], 24, None);
+        let dc = DomainConfig {
+            arp_entries: 4,
+            loopback_slots,
+            ..DomainConfig::new(net, cfg(), 5)
+        };
+        let dom = Domain::open(&mut fabric, &info, dc, VecStorage, 0).unwrap();
+        Node {
+            _fabric: fabric,
+            dom,
+            link: Box::new(EthLink::new(Medium::Ethernet, None)),
+            mem: vec![0; 16 * STRIDE],
+            now: Instant::from_millis(1),
+            leaked: 0,
+        }
+    }
+
+    /// An enabled endpoint of `ep_type` with its own CQs, bound to `av`.
+    fn ep(&mut self, ep_type: EpType, av: AvHandle<VecStorage>) -> Ep {
+        let info = default_info(ep_type, None, &cfg());
+        let attr = CqAttr {
+            format: CqFormat::Tagged,
+            size: 64,
+            ..CqAttr::default()
+        };
+        let d = &mut self.dom;
+        let tx_cq = d.cq_open(&attr, 1).unwrap();
+        let rx_cq = d.cq_open(&attr, 2).unwrap();
+        let h = d.ep_open(&info, 3).unwrap();
+        d.ep_bind(h, BindTarget::Cq(tx_cq), Flags::TRANSMIT)
+            .unwrap();
+        d.ep_bind(h, BindTarget::Cq(rx_cq), Flags::RECV).unwrap();
+        d.ep_bind(h, BindTarget::Av(av), Flags::empty()).unwrap();
+        d.ep_enable(h).unwrap();
+        Ep { h, tx_cq, rx_cq }
+    }
+
+    fn av(&mut self) -> AvHandle<VecStorage> {
+        let mut attr = AvAttr {
+            count: 4,
+            ..AvAttr::default()
+        };
+        self.dom.av_open(&mut attr, 4).unwrap()
+    }
+
+    /// Inserts the addresses of `eps` into `av`, returning their fi_addrs in order.
+    fn insert(&mut self, av: AvHandle<VecStorage>, eps: &[&Ep]) -> Vec<FiAddr> {
+        let addrs: Vec<EpAddr> = eps.iter().map(|e| self.dom.ep_addr(e.h).unwrap()).collect();
+        let mut out = vec![0; addrs.len()];
+        let n = self
+            .dom
+            .av_mut(av)
+            .unwrap()
+            .insert(AvAddrs::Ep(&addrs), Some(&mut out), Flags::empty(), None)
+            .unwrap();
+        assert_eq!(n, addrs.len());
+        out
+    }
+
+    fn fill(&mut self, op: usize, len: usize, seed: u8) {
+        let at = op * STRIDE;
+        for (i, b) in self.mem[at..at + len].iter_mut().enumerate() {
+            *b = (i as u8).wrapping_mul(31).wrapping_add(seed);
+        }
+        self.mem[at + STRIDE / 2..at + STRIDE].fill(0xee);
+    }
+
+    fn src(op: usize, len: usize) -> IoVec {
+        IoVec::new(BASE + (op * STRIDE) as u64, len)
+    }
+
+    fn dst(op: usize) -> IoVec {
+        IoVec::new(BASE + (op * STRIDE + STRIDE / 2) as u64, STRIDE / 2)
+    }
+
+    fn check(&self, op: usize, len: usize) {
+        let at = op * STRIDE;
+        assert_eq!(
+            self.mem[at..at + len],
+            self.mem[at + STRIDE / 2..at + STRIDE / 2 + len],
+            "data of op {op} ({len} B)"
+        );
+        assert_eq!(self.mem[at + STRIDE / 2 + len], 0xee, "op {op} overran");
+    }
+
+    fn send(&mut self, ep: &Ep, op: usize, len: usize, dest: FiAddr, tag: Option<u64>) {
+        let mem = SliceMemory::new(BASE, &mut self.mem);
+        let ctx = 100 + op as u64;
+        match tag {
+            Some(t) => self.dom.tsend(ep.h, &mem, Self::src(op, len), dest, t, ctx),
+            None => self.dom.send(ep.h, &mem, Self::src(op, len), dest, ctx),
+        }
+        .unwrap();
+    }
+
+    fn recv(&mut self, ep: &Ep, op: usize, tag: Option<u64>) {
+        let ctx = 100 + op as u64;
+        match tag {
+            Some(t) => self
+                .dom
+                .trecv(ep.h, Self::dst(op), FI_ADDR_UNSPEC, t, 0, ctx),
+            None => self.dom.recv(ep.h, Self::dst(op), FI_ADDR_UNSPEC, ctx),
+        }
+        .unwrap();
+    }
+
+    /// One progress pass (full, or only its transmit half), then time moves on by `dt`.
+    fn step(&mut self, receive: bool, dt: Duration) {
+        let mut mem = SliceMemory::new(BASE, &mut self.mem);
+        let link = &mut *self.link;
+        if receive {
+            self.dom.progress(self.now, link, &mut mem).unwrap();
+        } else {
+            self.dom.progress_tx(self.now, link, &mut mem).unwrap();
+        }
+        while self.link.pop_tx(|_, _| ()).is_some() {
+            self.leaked += 1;
+        }
+        self.now += dt;
+    }
+
+    /// Completions of `cq`: (context, result, len, tag).
+    fn read(
+        &mut self,
+        cq: CqHandle<VecStorage>,
+    ) -> Vec<(u64, core::result::Result<(), Errno>, usize, u64)> {
+        let mut out = Vec::new();
+        let q = self.dom.cq_mut(cq).unwrap();
+        loop {
+            let mut e = [CqEntry::default(); 8];
+            match q.read(&mut e) {
+                Ok(n) => out.extend(e[..n].iter().map(|e| (e.op_context, Ok(()), e.len, e.tag))),
+                Err(Errno::EAVAIL) => {
+                    let x = q
+                        .readerr(Flags::empty(), crate::cq::API_VERSION_1_5, &mut [])
+                        .unwrap();
+                    let err = Errno::from_code(x.err).unwrap_or(Errno::EOTHER);
+                    out.push((x.op_context, Err(err), x.len, x.tag));
+                }
+                Err(_) => return out,
+            }
+        }
+    }
+
+    /// Runs full passes until `want` completions arrived on each of `cqs` (at most
+    /// `steps` passes of 10 µs), and returns them per CQ.
+    #[allow(clippy::type_complexity)]
+    fn run(
+        &mut self,
+        cqs: &[(CqHandle<VecStorage>, usize)],
+        steps: usize,
+    ) -> Vec<Vec<(u64, core::result::Result<(), Errno>, usize, u64)>> {
+        let mut got: Vec<Vec<_>> = cqs.iter().map(|_| Vec::new()).collect();
+        for _ in 0..steps {
+            self.step(true, Duration::from_micros(10));
+            for (i, (cq, _)) in cqs.iter().enumerate() {
+                let mut c = self.read(*cq);
+                got[i].append(&mut c);
+            }
+            if cqs.iter().zip(&got).all(|((_, want), g)| g.len() >= *want) {
+                break;
+            }
+        }
+        for ((_, want), g) in cqs.iter().zip(&got) {
+            assert_eq!(g.len(), *want, "completions: {g:?}");
+        }
+        got
+    }
+}
+
+fn sorted_ctx(c: &[(u64, core::result::Result<(), Errno>, usize, u64)]) -> Vec<u64> {
+    assert!(c.iter().all(|e| e.1.is_ok()), "errors: {c:?}");
+    let mut v: Vec<u64> = c.iter().map(|e| e.0).collect();
+    v.sort_unstable();
+    v
+}
+
+/// An RDM endpoint sends msg and tagged messages to itself, and two endpoints of the
+/// domain exchange both kinds, at sizes from 1 B to rendezvous: every byte arrives,
+/// and no frame goes to the link (not even an ARP request).
+#[test]
+fn rdm_endpoints_talk_to_themselves_and_each_other_over_ethernet() {
+    let mut n = Node::new(DEFAULT_LOOPBACK_SLOTS);
+    let av = n.av();
+    let a = n.ep(EpType::Rdm, av);
+    let b = n.ep(EpType::Rdm, av);
+    let fi = n.insert(av, &[&a, &b]);
+    let (to_a, to_b) = (fi[0], fi[1]);
+    // 1 B, one packet, several eager segments, rendezvous (eager threshold 8192).
+    for (round, len) in [1usize, 1000, 5000, 20_000].into_iter().enumerate() {
+        let op = |k: usize| round * 4 + k;
+        // a -> a msg, a -> a tagged (tag 1), a -> b msg, b -> a tagged (tag 2).
+        for k in 0..4 {
+            n.fill(op(k), len, (op(k) * 7) as u8);
+        }
+        n.recv(&a, op(0), None);
+        n.recv(&a, op(1), Some(1));
+        n.recv(&b, op(2), None);
+        n.recv(&a, op(3), Some(2));
+        n.send(&a, op(0), len, to_a, None);
+        n.send(&a, op(1), len, to_a, Some(1));
+        n.send(&a, op(2), len, to_b, None);
+        n.send(&b, op(3), len, to_a, Some(2));
+        let got = n.run(
+            &[(a.tx_cq, 3), (b.tx_cq, 1), (a.rx_cq, 3), (b.rx_cq, 1)],
+            5000,
+        );
+        let ctx = |k: usize| 100 + op(k) as u64;
+        assert_eq!(sorted_ctx(&got[0]), vec![ctx(0), ctx(1), ctx(2)]);
+        assert_eq!(sorted_ctx(&got[1]), vec![ctx(3)]);
+        assert_eq!(sorted_ctx(&got[2]), vec![ctx(0), ctx(1), ctx(3)]);
+        assert_eq!(sorted_ctx(&got[3]), vec![ctx(2)]);
+        for e in got[2].iter().chain(&got[3]) {
+            assert_eq!(e.2, len, "received length of {e:?}");
+        }
+        let tag_of = |c: u64| got[2].iter().find(|e| e.0 == c).unwrap().3;
+        assert_eq!((tag_of(ctx(1)), tag_of(ctx(3))), (1, 2));
+        for k in 0..4 {
+            n.check(op(k), len);
+        }
+    }
+    assert_eq!(n.leaked, 0, "a frame went to the link");
+    let s = *n.dom.net_stats();
+    assert!(s.tx_looped > 40, "{s:?}");
+    assert_eq!(s.rx_looped, s.tx_looped);
+    assert_eq!(
+        (s.tx_packets, s.arp_requests_sent, s.tx_loop_refused),
+        (0, 0, 0)
+    );
+    assert!(n.dom.poll_timeout().is_none_or(|t| t > n.now));
+}
+
+/// A one-slot queue: every self-send beyond it is EAGAIN back-pressure, retried, never
+/// lost; a pass that only transmits leaves the datagram waiting and `poll_timeout`
+/// asks for the receiving pass at once.
+#[test]
+fn a_full_loopback_queue_is_back_pressure_not_loss() {
+    let mut n = Node::new(1);
+    let av = n.av();
+    let a = n.ep(EpType::Rdm, av);
+    let b = n.ep(EpType::Rdm, av);
+    let fi = n.insert(av, &[&a, &b]);
+    let lens = [20_000usize, 5000, 7, 12_000, 3000, 1];
+    for (op, &len) in lens.iter().enumerate() {
+        n.fill(op, len, op as u8 + 1);
+        let (from, to, rx) = if op % 2 == 0 {
+            (&a, fi[0], &a)
+        } else {
+            (&b, fi[0], &a)
+        };
+        n.recv(rx, op, Some(op as u64));
+        n.send(from, op, len, to, Some(op as u64));
+    }
+    // The posts' own transmit passes: the first packet fills the queue, the rest wait.
+    n.step(false, Duration::ZERO);
+    let s = *n.dom.net_stats();
+    assert_eq!((s.tx_looped, s.rx_looped), (1, 0));
+    assert!(s.tx_loop_full >= 1, "{s:?}");
+    assert!(
+        n.dom.poll_timeout().is_some_and(|t| t <= n.now),
+        "work is waiting"
+    );
+    let got = n.run(&[(a.tx_cq, 3), (b.tx_cq, 3), (a.rx_cq, 6)], 20_000);
+    assert_eq!(sorted_ctx(&got[2]), (100..106).collect::<Vec<u64>>());
+    for (op, &len) in lens.iter().enumerate() {
+        n.check(op, len);
+    }
+    let s = *n.dom.net_stats();
+    assert!(s.tx_loop_full > 10, "{s:?}");
+    assert_eq!(s.rx_looped, s.tx_looped);
+    assert_eq!(n.leaked, 0);
+}
+
+/// DGRAM endpoints loop back too, and with no loopback slots a send to ourselves fails
+/// with -FI_EHOSTUNREACH (DGRAM at once, RDM when its handshake gives up) instead of
+/// vanishing on the wire.
+#[test]
+fn dgram_loops_back_and_zero_slots_fail_clearly() {
+    for slots in [2, 0] {
+        let mut n = Node::new(slots);
+        let av = n.av();
+        let d = n.ep(EpType::Dgram, av);
+        let fi = n.insert(av, &[&d]);
+        n.fill(0, 300, 9);
+        n.recv(&d, 0, None);
+        n.send(&d, 0, 300, fi[0], None);
+        if slots > 0 {
+            let got = n.run(&[(d.tx_cq, 1), (d.rx_cq, 1)], 10);
+            assert_eq!(got[1][0].2, 300);
+            n.check(0, 300);
+        } else {
+            let got = n.run(&[(d.tx_cq, 1)], 10);
+            assert_eq!(got[0][0].1, Err(Errno::EHOSTUNREACH));
+        }
+    }
+    let mut n = Node::new(0);
+    let av = n.av();
+    let r = n.ep(EpType::Rdm, av);
+    let fi = n.insert(av, &[&r]);
+    n.fill(0, 100, 1);
+    n.send(&r, 0, 100, fi[0], None);
+    // The handshake gives up after about 1.4 s: 1 ms steps keep this short.
+    let mut got = Vec::new();
+    for _ in 0..5000 {
+        n.step(true, Duration::from_millis(1));
+        got.extend(n.read(r.tx_cq));
+        if !got.is_empty() {
+            break;
+        }
+    }
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].1, Err(Errno::EHOSTUNREACH));
+    assert!(n.dom.net_stats().tx_loop_refused > 0);
+    assert_eq!(n.leaked, 0);
+}
