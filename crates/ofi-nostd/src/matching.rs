@@ -120,6 +120,9 @@ where
     per_table: usize,
     ordered: Bucket,
     next_seq: u64,
+    /// Entries linked into each kind of list: a search skips the kinds that hold none
+    /// (a queue of any-source exact-tag receives never hashes for the other two).
+    linked: [u32; 3],
 }
 
 impl<T, S, B> Table<T, S, B>
@@ -141,6 +144,7 @@ where
             per_table,
             ordered: Bucket::EMPTY,
             next_seq: 0,
+            linked: [0; 3],
         }
     }
 
@@ -209,6 +213,7 @@ where
                 next: NIL,
             };
             n.linked[which] = true;
+            self.linked[which] += 1;
         }
         if tail == NIL {
             self.head_mut(which, bucket).head = idx;
@@ -228,6 +233,7 @@ where
         let Link { prev, next } = n.links[which];
         n.linked[which] = false;
         n.links[which] = UNLINKED;
+        self.linked[which] -= 1;
         match self.nodes.get_mut_by_index(prev as usize) {
             Some(p) if prev != NIL => p.links[which].next = next,
             _ => self.head_mut(which, bucket).head = next,
@@ -383,17 +389,25 @@ where
     /// The earliest-posted receive that a message from `src` with `tag` matches.
     pub fn find(&self, src: FiAddr, tag: u64) -> Option<EntryHandle<T>> {
         let t = &self.t;
-        let exact = t.bucket_of(BY_TAG_SRC, src, tag).and_then(|b| {
-            t.first(BY_TAG_SRC, Some(b), |n| {
-                n.src == src && n.tag == tag && n.ignore == 0
-            })
-        });
-        let any_src = t.bucket_of(BY_TAG, src, tag).and_then(|b| {
-            t.first(BY_TAG, Some(b), |n| {
-                n.src == FI_ADDR_UNSPEC && n.tag == tag && n.ignore == 0
-            })
-        });
-        let wild = t.first(ORDERED, None, |n| n.matches(src, tag));
+        let exact = (t.linked[BY_TAG_SRC] > 0)
+            .then(|| t.bucket_of(BY_TAG_SRC, src, tag))
+            .flatten()
+            .and_then(|b| {
+                t.first(BY_TAG_SRC, Some(b), |n| {
+                    n.src == src && n.tag == tag && n.ignore == 0
+                })
+            });
+        let any_src = (t.linked[BY_TAG] > 0)
+            .then(|| t.bucket_of(BY_TAG, src, tag))
+            .flatten()
+            .and_then(|b| {
+                t.first(BY_TAG, Some(b), |n| {
+                    n.src == FI_ADDR_UNSPEC && n.tag == tag && n.ignore == 0
+                })
+            });
+        let wild = (t.linked[ORDERED] > 0)
+            .then(|| t.first(ORDERED, None, |n| n.matches(src, tag)))
+            .flatten();
         earliest([exact, any_src, wild])
     }
 
