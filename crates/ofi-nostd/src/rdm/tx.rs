@@ -73,6 +73,18 @@ enum Plan {
     New(Regen),
 }
 
+/// What `run_timers` reads of a peer, copied out so the peer table stays borrowable.
+#[derive(Clone, Copy)]
+struct TimerView {
+    cand: Option<super::peer::Cand>,
+    state: PeerState,
+    hello_at: Instant,
+    hello_tries: u32,
+    ack_at: Option<Instant>,
+    rto_at: Option<Instant>,
+    probe_at: Option<Instant>,
+}
+
 impl<S: Storage> Rdm<S> {
     // ---- posting ---------------------------------------------------------------------
 
@@ -312,7 +324,19 @@ impl<S: Storage> Rdm<S> {
 
     fn run_timers(&mut self, p: usize, now: Instant, ctx: &mut Ctx<'_, S>) {
         let cfg = self.cfg;
-        let peer = self.peers.as_ref()[p];
+        // Only the fields read below: this runs for every session on every pass.
+        let peer = {
+            let pr = &self.peers.as_ref()[p];
+            TimerView {
+                cand: pr.cand,
+                state: pr.state,
+                hello_at: pr.hello_at,
+                hello_tries: pr.hello_tries,
+                ack_at: pr.ack_at,
+                rto_at: pr.rto_at,
+                probe_at: pr.probe_at,
+            }
+        };
         if let Some(c) = peer.cand
             && !c.send_ack
             && now >= c.expires
@@ -366,15 +390,18 @@ impl<S: Storage> Rdm<S> {
     /// `max_retries` unanswered probes.
     fn liveness(&mut self, p: usize, now: Instant, ctx: &mut Ctx<'_, S>) {
         let cfg = self.cfg;
+        {
+            let pr = &mut self.peers.as_mut()[p];
+            if pr.state != PeerState::Established {
+                return;
+            }
+            let waiting = pr.inbound > 0 || pr.asm.is_some();
+            if !waiting || pr.rto_at.is_some() || pr.probe_at.is_some() {
+                pr.live_at = None;
+                return;
+            }
+        }
         let peer = self.peers.as_ref()[p];
-        if peer.state != PeerState::Established {
-            return;
-        }
-        let waiting = peer.inbound > 0 || peer.asm.is_some();
-        if !waiting || peer.rto_at.is_some() || peer.probe_at.is_some() {
-            self.peers.as_mut()[p].live_at = None;
-            return;
-        }
         let interval = |n: u32| {
             Duration::from_micros(
                 peer.rtt
