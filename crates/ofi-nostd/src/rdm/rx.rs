@@ -29,6 +29,14 @@ enum Take {
     NoRoom,
 }
 
+/// What `rx_segment` reads of a peer.
+struct SegView {
+    asm: Option<Asm>,
+    addr: EpAddr,
+    epoch: u32,
+    rx_msg_id: u32,
+}
+
 /// A receive buffer a message was matched to.
 #[derive(Debug, Clone, Copy)]
 struct Target {
@@ -91,13 +99,16 @@ impl<S: Storage> Rdm<S> {
             }
             return;
         };
-        let peer = self.peers.as_ref()[p];
-        let mut ok = peer.state == PeerState::Established && h.session == peer.rx_session;
+        let (state, rx_session) = {
+            let pr = &self.peers.as_ref()[p];
+            (pr.state, pr.rx_session)
+        };
+        let mut ok = state == PeerState::Established && h.session == rx_session;
         if !ok && self.adopt_candidate(p, h.session, now, ctx) {
             ok = true;
         }
         if !ok {
-            if peer.state == PeerState::HelloSent && h.session == peer.rx_session {
+            if state == PeerState::HelloSent && h.session == rx_session {
                 // The peer answered our HELLO and already sends; its HELLO_ACK is late.
                 self.stats.rx_early += 1;
             } else {
@@ -154,8 +165,7 @@ impl<S: Storage> Rdm<S> {
     ) {
         let seq = repr.header.seq;
         let ack_req = repr.header.ack_req;
-        let peer = self.peers.as_ref()[p];
-        let d = seq_diff(seq, peer.rcv_nxt);
+        let d = seq_diff(seq, self.peers.as_ref()[p].rcv_nxt);
         if d < 0 {
             // Already processed: the sender missed our ACK.
             self.stats.rx_duplicates += 1;
@@ -500,7 +510,16 @@ impl<S: Storage> Rdm<S> {
         mem: &mut M,
         ctx: &mut Ctx<'_, S>,
     ) -> Outcome {
-        let peer = self.peers.as_ref()[p];
+        // The four peer fields used below (every eager packet: no whole-peer copy).
+        let peer = {
+            let pr = &self.peers.as_ref()[p];
+            SegView {
+                asm: pr.asm,
+                addr: pr.addr,
+                epoch: pr.epoch,
+                rx_msg_id: pr.rx_msg_id,
+            }
+        };
         if m.offset != 0 {
             let Some(mut asm) = peer.asm else {
                 self.stats.rx_protocol_errors += 1;

@@ -73,6 +73,13 @@ enum Plan {
     New(Regen),
 }
 
+/// What `on_ack` reads of a peer before it changes it.
+struct AckView {
+    next_seq: u32,
+    snd_una: u32,
+    last_ack_ts: u32,
+}
+
 /// What `run_timers` reads of a peer, copied out so the peer table stays borrowable.
 #[derive(Clone, Copy)]
 struct TimerView {
@@ -1135,7 +1142,15 @@ impl<S: Storage> Rdm<S> {
     /// retransmit, completions.
     pub(super) fn on_ack(&mut self, p: usize, a: &AckRepr, now: Instant, ctx: &mut Ctx<'_, S>) {
         let cfg = self.cfg;
-        let peer = self.peers.as_ref()[p];
+        // Three fields, not a copy of the whole peer (every received ack).
+        let peer = {
+            let pr = &self.peers.as_ref()[p];
+            AckView {
+                next_seq: pr.next_seq,
+                snd_una: pr.snd_una,
+                last_ack_ts: pr.last_ack_ts,
+            }
+        };
         if seq_lt(peer.next_seq, a.cum_ack) {
             self.stats.rx_bad_acks += 1;
             return;
