@@ -1495,6 +1495,13 @@ impl<S: Storage> Domain<S> {
         Ok(report)
     }
 
+    /// The last pass received and left its transmit half to the next pass (see
+    /// [`Domain::progress`]). A caller about to sleep runs [`Domain::progress_tx`]
+    /// first, so nothing waits for the sleep.
+    pub fn transmit_owed(&self) -> bool {
+        self.tx_owed
+    }
+
     /// Whether the transmit half has work that must not wait for the next pass.
     fn tx_urgent(&self) -> bool {
         self.ctl.iter().any(|c| c.is_some())

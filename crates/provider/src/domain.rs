@@ -98,8 +98,12 @@ impl DomainState {
     }
 
     /// How long until the core's next timer (`Some(ZERO)`: work is due now); `None`
-    /// when no timer is armed.
-    pub fn next_timer(&self) -> Option<std::time::Duration> {
+    /// when no timer is armed. What a waiter asks before it sleeps, so a transmit half
+    /// the last pass left for the next one runs first.
+    pub fn next_timer(&mut self) -> Option<std::time::Duration> {
+        if self.core.transmit_owed() {
+            self.progress_tx();
+        }
         let at = self.core.poll_timeout()?;
         let left = at.saturating_duration_since(hosted::api::now());
         Some(std::time::Duration::from_micros(left.total_micros()))

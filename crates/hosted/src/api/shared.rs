@@ -150,7 +150,12 @@ impl<C: Send + 'static> Inner<C> {
     /// How long a waiter driving manual progress may block: until `deadline`, or the
     /// core's next timer if sooner (at least a short pause when work is already due but
     /// did not move, so waiting never spins).
-    pub(crate) fn manual_nap(&self, deadline: std::time::Instant) -> std::time::Duration {
+    pub(crate) fn manual_nap(&mut self, deadline: std::time::Instant) -> std::time::Duration {
+        // A pass that received left its transmit half for the next one: run it before
+        // sleeping, so nothing it would send waits for the nap.
+        if self.core.transmit_owed() {
+            let _ = self.progress_tx();
+        }
         let left = deadline.saturating_duration_since(std::time::Instant::now());
         match self.next_timeout() {
             None => left,

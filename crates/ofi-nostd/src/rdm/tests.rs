@@ -567,7 +567,9 @@ fn a_lone_message_is_acknowledged_after_the_hold() {
     // The receiving pass left its routine transmit half to the next pass, due at once;
     // that pass sends nothing either.
     assert_eq!(b.dom.poll_timeout(), Some(now));
+    assert!(b.dom.transmit_owed());
     b.progress(now);
+    assert!(!b.dom.transmit_owed());
     assert!(b.link.pop_tx(|_, _| ()).is_none(), "held: no ack at once");
     // The domain's timeout names the end of the hold, so a sleeping wait wakes for it.
     assert_eq!(b.dom.poll_timeout(), Some(now + hold));
