@@ -754,6 +754,19 @@ enum After {
     Progress,
 }
 
+impl After {
+    /// After a send posted with `flags`: FI_MORE says more posts follow at once, so
+    /// the transmit pass waits for the last of them (or the next progress call) and
+    /// the batch leaves together (fi_msg(3)).
+    fn sent(flags: u64) -> After {
+        if Flags::from_bits_retain(flags).contains(Flags::MORE) {
+            After::Nothing
+        } else {
+            After::Transmit
+        }
+    }
+}
+
 /// Runs a post on endpoint `p` and returns its `ssize_t`.
 ///
 /// # Safety
@@ -899,7 +912,7 @@ unsafe extern "C" fn sendmsg(p: *mut sys::fid_ep, msg: *const sys::fi_msg, flags
     };
     // SAFETY: the application's endpoint.
     unsafe {
-        post(p, After::Transmit, |d, h| {
+        post(p, After::sent(flags), |d, h| {
             d.sendmsg(h, &mem(), &args, Flags::from_bits_retain(flags))
         })
     }
@@ -1120,7 +1133,7 @@ unsafe extern "C" fn tsendmsg(
     };
     // SAFETY: the application's endpoint.
     unsafe {
-        post(p, After::Transmit, |d, h| {
+        post(p, After::sent(flags), |d, h| {
             d.tsendmsg(h, &mem(), &args, Flags::from_bits_retain(flags))
         })
     }

@@ -27,6 +27,7 @@
 #include <rdma/fi_atomic.h>
 #include <rdma/fi_tagged.h>
 #include <poll.h>
+#include <time.h>
 
 static int failures;
 static int checks;
@@ -682,6 +683,153 @@ static void test_dgram(struct fid_domain *domain)
 	fi_freeinfo(info);
 }
 
+/* One side of test_more: a domain with a wait-less CQ, an AV and an enabled RDM endpoint. */
+struct side {
+	struct fid_domain *domain;
+	struct fid_cq *cq;
+	struct fid_av *av;
+	struct fid_ep *ep;
+};
+
+static int open_side(struct fid_fabric *fabric, struct fi_info *info, struct side *s)
+{
+	struct fi_cq_attr cq_attr = { .format = FI_CQ_FORMAT_TAGGED };
+	struct fi_av_attr av_attr = { .type = FI_AV_TABLE };
+
+	memset(s, 0, sizeof *s);
+	EXPECT(fi_domain(fabric, info, &s->domain, NULL), 0);
+	if (!s->domain)
+		return -1;
+	EXPECT(fi_cq_open(s->domain, &cq_attr, &s->cq, NULL), 0);
+	EXPECT(fi_av_open(s->domain, &av_attr, &s->av, NULL), 0);
+	EXPECT(fi_endpoint(s->domain, info, &s->ep, NULL), 0);
+	if (!s->cq || !s->av || !s->ep)
+		return -1;
+	EXPECT(fi_ep_bind(s->ep, &s->cq->fid, FI_TRANSMIT | FI_RECV), 0);
+	EXPECT(fi_ep_bind(s->ep, &s->av->fid, 0), 0);
+	EXPECT(fi_enable(s->ep), 0);
+	return 0;
+}
+
+static void close_side(struct side *s)
+{
+	if (s->ep)
+		EXPECT(fi_close(&s->ep->fid), 0);
+	if (s->av)
+		EXPECT(fi_close(&s->av->fid), 0);
+	if (s->cq)
+		EXPECT(fi_close(&s->cq->fid), 0);
+	if (s->domain)
+		EXPECT(fi_close(&s->domain->fid), 0);
+}
+
+/* Polls `cq` (which progresses only its own domain) until `want` entries came or about
+ * `ms` milliseconds passed; returns how many came. */
+static int poll_cq(struct fid_cq *cq, struct fi_cq_tagged_entry *e, int want, int ms)
+{
+	struct timespec t0, t;
+	int n = 0;
+	ssize_t k;
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (;;) {
+		/* want 0: one progress pass through a read of nothing. */
+		k = fi_cq_read(cq, want ? &e[n] : NULL, want ? 1 : 0);
+		if (k > 0)
+			n++;
+		else if (k != -FI_EAGAIN)
+			return n;
+		if (n >= want)
+			return n;
+		clock_gettime(CLOCK_MONOTONIC, &t);
+		if ((t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000 > ms)
+			return n;
+	}
+}
+
+/* FI_MORE (fi_msg(3)): sends posted with it wait for the send without it, then leave
+ * together. Two domains, so reading the receiver's CQ cannot progress the sender;
+ * FI_THREAD_DOMAIN, so no watchdog progresses it either. */
+static void test_more(struct fid_fabric *fabric)
+{
+	struct fi_info *hints = fi_allocinfo(), *info = NULL;
+	struct side a, b;
+	struct fi_cq_tagged_entry e[8], ea[8];
+	int got_a = 0, got_b = 0;
+	char name[64], tx[4][16], rx[5][16];
+	size_t len = sizeof name;
+	fi_addr_t to_b = FI_ADDR_NOTAVAIL, to_a = FI_ADDR_NOTAVAIL;
+	struct iovec iov;
+	struct fi_msg msg;
+	int i;
+
+	memset(&a, 0, sizeof a);
+	memset(&b, 0, sizeof b);
+	hints->fabric_attr->prov_name = strdup("nostd");
+	hints->ep_attr->type = FI_EP_RDM;
+	hints->domain_attr->threading = FI_THREAD_DOMAIN;
+	EXPECT(fi_getinfo(FI_VERSION(1, 17), NULL, NULL, 0, hints, &info), 0);
+	fi_freeinfo(hints);
+	if (!info || open_side(fabric, info, &a) || open_side(fabric, info, &b))
+		goto out;
+	EXPECT(fi_getname(&b.ep->fid, name, &len), 0);
+	EXPECT(fi_av_insert(a.av, name, 1, &to_b, 0, NULL), 1);
+	len = sizeof name;
+	EXPECT(fi_getname(&a.ep->fid, name, &len), 0);
+	EXPECT(fi_av_insert(b.av, name, 1, &to_a, 0, NULL), 1);
+	for (i = 0; i < 5; i++)
+		EXPECT(fi_recv(b.ep, rx[i], sizeof rx[i], NULL, FI_ADDR_UNSPEC, rx[i]), 0);
+	/* The session first: one send, completed on both sides. */
+	EXPECT(fi_send(a.ep, "hello", 6, NULL, to_b, NULL), 0);
+	/* Manual progress: both sides are polled (B acknowledges through its reads). */
+	for (i = 0, got_b = 0; i < 2000 && (got_a < 1 || got_b < 1); i++) {
+		if (got_a < 1)
+			got_a += poll_cq(a.cq, ea, 1, 0);
+		if (got_b < 1)
+			got_b += poll_cq(b.cq, e, 1, 0);
+		else
+			poll_cq(b.cq, e, 0, 0);
+	}
+	EXPECT(got_b, 1);
+	EXPECT(strcmp(rx[0], "hello"), 0);
+	EXPECT(got_a, 1); /* the send's completion */
+	/* Three sends with FI_MORE: nothing leaves while the receiver polls. */
+	for (i = 0; i < 4; i++) {
+		snprintf(tx[i], sizeof tx[i], "more %d", i);
+		iov.iov_base = tx[i];
+		iov.iov_len = strlen(tx[i]) + 1;
+		memset(&msg, 0, sizeof msg);
+		msg.msg_iov = &iov;
+		msg.iov_count = 1;
+		msg.addr = to_b;
+		msg.context = tx[i];
+		EXPECT(fi_sendmsg(a.ep, &msg, FI_INJECT | (i < 3 ? FI_MORE : 0)), 0);
+		if (i == 2)
+			EXPECT(poll_cq(b.cq, e, 1, 20), 0);
+	}
+	/* The last one (without FI_MORE) sent the batch: B gets all four, in order, and A
+	 * their completions (both sides polled). */
+	for (i = 0, got_a = 0, got_b = 0; i < 2000 && (got_a < 4 || got_b < 4); i++) {
+		if (got_b < 4)
+			got_b += poll_cq(b.cq, &e[got_b], 1, 0);
+		else
+			poll_cq(b.cq, e, 0, 0);
+		if (got_a < 4)
+			got_a += poll_cq(a.cq, &ea[got_a], 1, 0);
+	}
+	EXPECT(got_b, 4);
+	for (i = 0; i < got_b; i++) {
+		EXPECT_TRUE(e[i].op_context == rx[i + 1]);
+		EXPECT(strcmp(rx[i + 1], tx[i]), 0);
+	}
+	EXPECT(got_a, 4);
+out:
+	close_side(&a);
+	close_side(&b);
+	if (info)
+		fi_freeinfo(info);
+}
+
 int main(void)
 {
 	struct fi_info *info;
@@ -730,6 +878,7 @@ int main(void)
 	test_mr(domain, &mr);
 	test_ep(fabric, domain, info);
 	test_dgram(domain);
+	test_more(fabric);
 
 	/* fi_trywait: a domain is not a waitable object; a wait-less CQ cannot wait. */
 	wrong[0] = &domain->fid;
