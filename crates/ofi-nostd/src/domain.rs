@@ -1556,6 +1556,7 @@ impl<S: Storage> Domain<S> {
             link,
             now,
             full: false,
+            unreachable: false,
         };
         let mut sent = 0;
         for i in 0..self.ctl.len() {
@@ -2077,6 +2078,8 @@ struct NetPort<'a, A, B, L> {
     link: &'a mut L,
     now: Instant,
     full: bool,
+    /// The last send found no way to its destination (`EHOSTUNREACH`).
+    unreachable: bool,
 }
 
 impl<A, B, L> TxPort for NetPort<'_, A, B, L>
@@ -2087,6 +2090,7 @@ where
 {
     fn send(&mut self, dst: &EpAddr, len: usize, write: impl FnOnce(&mut [u8]) -> usize) -> Sent {
         let to = UdpAddr::new(dst.ip.into(), dst.port);
+        self.unreachable = false;
         match self.net.send(self.now, self.link, to, len, write) {
             Ok(SendOutcome::Sent { .. }) => Sent::Yes,
             Ok(SendOutcome::ArpPending) => Sent::NotNow,
@@ -2094,10 +2098,18 @@ where
                 self.full = true;
                 Sent::LinkFull
             }
-            // Unsendable (e.g. no route): counted by the net layer; the reliability
-            // layer sees a lost packet and its timers decide.
-            Err(_) => Sent::Yes,
+            // Unsendable: counted by the net layer; the reliability layer sees a lost
+            // packet and its timers decide, except that a handshake to a destination
+            // with no way to it fails at once (`take_unreachable`).
+            Err(e) => {
+                self.unreachable = e == Errno::EHOSTUNREACH;
+                Sent::Yes
+            }
         }
+    }
+
+    fn take_unreachable(&mut self) -> bool {
+        core::mem::take(&mut self.unreachable)
     }
 }
 

@@ -662,6 +662,9 @@ pub(crate) trait TxPort {
     /// Sends one packet of exactly `len` bytes to `dst`; `write` fills it and returns
     /// its length.
     fn send(&mut self, dst: &EpAddr, len: usize, write: impl FnOnce(&mut [u8]) -> usize) -> Sent;
+    /// Whether the last send was refused because the destination cannot be reached
+    /// at all (it still returned [`Sent::Yes`]: a lost packet); clears the mark.
+    fn take_unreachable(&mut self) -> bool;
 }
 
 /// The reliability engine of one RDM endpoint.

@@ -519,9 +519,16 @@ impl<S: Storage> Rdm<S> {
         match self.peers.as_ref()[p].state {
             PeerState::HelloSent => {
                 if now >= self.peers.as_ref()[p].hello_at {
+                    port.take_unreachable(); // a mark of an earlier send is not ours
                     match self.send_hello(p, now, port) {
                         Sent::LinkFull => return false,
                         Sent::NotNow => return true,
+                        Sent::Yes if port.take_unreachable() => {
+                            // No way to the peer at all (off-subnet without a gateway;
+                            // our own address on a raw link without loopback slots):
+                            // fail now rather than after every HELLO retry.
+                            self.fail_peer(p, Errno::EHOSTUNREACH, false, now, ctx);
+                        }
                         Sent::Yes => {
                             let cap = self.cfg.rto_max.total_micros();
                             let pm = &mut self.peers.as_mut()[p];
