@@ -648,3 +648,31 @@ fn any_link_plugs_in_through_with_fd() {
     assert_eq!(&*b.cq.sread(WAIT).unwrap().buf, b"custom");
     assert_eq!(a.cq.sread(WAIT).unwrap().context, 2);
 }
+
+/// `Endpoint::set_more` (FI_MORE): sends posted while it is on wait, and leave together
+/// when it is turned off.
+#[test]
+fn sends_posted_with_more_leave_when_it_is_turned_off() {
+    let (a, b, a_to_b, _) = rdm_pair::<u64>(ProgressMode::Manual);
+    // The session first.
+    b.ep.recv(Buf::zeroed(16), FI_ADDR_UNSPEC, 100).unwrap();
+    a.ep.inject(b"hello", a_to_b).unwrap();
+    assert_eq!(&*next_of(&b.cq, &a.domain).buf, b"hello");
+    for i in 0..3 {
+        b.ep.recv(Buf::zeroed(16), FI_ADDR_UNSPEC, i).unwrap();
+    }
+    a.ep.set_more(true);
+    for i in 0..3u8 {
+        a.ep.inject(&[b'm', i], a_to_b).unwrap();
+    }
+    // Only B progresses here: nothing has left A.
+    assert_eq!(
+        b.cq.sread(Duration::from_millis(20)).unwrap_err(),
+        Errno::EAGAIN
+    );
+    a.ep.set_more(false);
+    for i in 0..3u8 {
+        let c = next_of(&b.cq, &a.domain);
+        assert_eq!((c.context, &*c.buf), (u64::from(i), &[b'm', i][..]));
+    }
+}

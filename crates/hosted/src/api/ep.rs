@@ -1,5 +1,7 @@
 //! Endpoints and their data transfers.
 
+use std::sync::atomic::{AtomicBool, Ordering};
+
 use ofi_nostd::Errno;
 use ofi_nostd::addr::EpAddr;
 use ofi_nostd::domain::{BindTarget, EpHandle, MsgArgs, TaggedArgs};
@@ -25,6 +27,8 @@ pub struct Endpoint<C: Send + 'static = u64> {
     h: EpHandle<Heap>,
     addr: EpAddr,
     closed: bool,
+    /// [`Endpoint::set_more`]: sends posted now carry FI_MORE.
+    more: AtomicBool,
 }
 
 enum Kind {
@@ -68,6 +72,7 @@ impl<C: Send + 'static> Endpoint<C> {
             h,
             addr,
             closed: false,
+            more: AtomicBool::new(false),
         }
     }
 
@@ -343,12 +348,25 @@ impl<C: Send + 'static> Endpoint<C> {
         }
     }
 
+    /// FI_MORE (fi_msg(3)) on every send posted while `on`: their packets wait, and
+    /// leave together with the transmit pass that turning it off runs (or with the next
+    /// progress call, whichever comes first). For bursts: one pass and one transmit
+    /// batch for the burst instead of one per message.
+    pub fn set_more(&self, on: bool) {
+        if !self.more.swap(on, Ordering::Relaxed) || on {
+            return;
+        }
+        let mut g = self.shared.lock();
+        self.after_send(&mut g, None);
+    }
+
     /// Pushes a new send to the link now rather than at the next progress pass (a pass
     /// without receiving: the next CQ read receives), and wakes the progress thread if
     /// the link pushed back. A post refused with -FI_EAGAIN runs a full pass instead, so
     /// that a caller retrying the post makes progress even without reading a CQ.
     fn after_send(&self, g: &mut super::shared::Inner<C>, refused: Option<Errno>) {
         let _ = match refused {
+            None if self.more.load(Ordering::Relaxed) => return,
             None => g.progress_tx(),
             Some(Errno::EAGAIN) => g.progress(),
             Some(_) => return,

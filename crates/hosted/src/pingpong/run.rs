@@ -553,10 +553,14 @@ impl Client<'_> {
         round: u16,
         seqs: std::ops::Range<u64>,
     ) -> Result<(), Failure> {
-        for i in seqs {
+        // FI_MORE on the burst: its messages leave in one transmit pass and batch.
+        self.c.s.set_more(true);
+        let sent = seqs.into_iter().try_for_each(|i| {
             let pat = self.c.pattern(round, i, TO_SERVER);
-            self.c.s.send_data(size, round, i, pat)?;
-        }
+            self.c.s.send_data(size, round, i, pat)
+        });
+        self.c.s.set_more(false);
+        sent?;
         self.c.s.tx_idle()
     }
 }

@@ -215,6 +215,11 @@ impl Session {
 
     /// Posts one data-class receive: untagged in msg mode; in tagged mode for the next
     /// iteration number of the current round, exactly.
+    /// FI_MORE on the sends that follow until turned off (see `Endpoint::set_more`).
+    pub(crate) fn set_more(&self, on: bool) {
+        self.ep.set_more(on);
+    }
+
     pub(crate) fn post_rx(&mut self, buf: Buf) -> Result<(), Failure> {
         let r = if self.tagged {
             let tag = data_word(self.rx_round, self.rx_next_seq);
