@@ -120,19 +120,15 @@ impl<L: Link + Send + 'static> DataPlane for WithFd<L> {
 /// The object-safe face of a [`DataPlane`] the domain keeps (links have generic
 /// methods, so the domain stores them behind this).
 pub(crate) trait Driver: Send {
+    /// A progress pass of `core` over this link; without its receive half unless
+    /// `receive` ([`Domain::progress_tx`](ofi_nostd::domain::Domain::progress_tx), what a
+    /// post runs).
     fn progress(
         &mut self,
         core: &mut CoreDomain,
         now: Instant,
         mem: &mut dyn Memory,
-    ) -> ofi_nostd::Result<ProgressReport>;
-    /// [`Domain::progress_tx`](ofi_nostd::domain::Domain::progress_tx): a pass without
-    /// receiving, what a post runs.
-    fn progress_tx(
-        &mut self,
-        core: &mut CoreDomain,
-        now: Instant,
-        mem: &mut dyn Memory,
+        receive: bool,
     ) -> ofi_nostd::Result<ProgressReport>;
     fn flush(&mut self) -> usize;
     fn pending_tx(&self) -> usize;
@@ -158,17 +154,13 @@ impl<L: DataPlane> Driver for L {
         core: &mut CoreDomain,
         now: Instant,
         mem: &mut dyn Memory,
+        receive: bool,
     ) -> ofi_nostd::Result<ProgressReport> {
-        core.progress(now, self, &mut DynMem(mem))
-    }
-
-    fn progress_tx(
-        &mut self,
-        core: &mut CoreDomain,
-        now: Instant,
-        mem: &mut dyn Memory,
-    ) -> ofi_nostd::Result<ProgressReport> {
-        core.progress_tx(now, self, &mut DynMem(mem))
+        if receive {
+            core.progress(now, self, &mut DynMem(mem))
+        } else {
+            core.progress_tx(now, self, &mut DynMem(mem))
+        }
     }
 
     fn flush(&mut self) -> usize {

@@ -118,23 +118,21 @@ impl<C: Send + 'static> Inner<C> {
     /// One pass of progress: receive, deliver, transmit, flush the link, then signal
     /// every wait object whose armed condition now holds.
     pub(crate) fn progress(&mut self) -> ofi_nostd::Result<ProgressReport> {
-        let r = self.link.progress(
-            &mut self.core,
-            now(),
-            &mut self.ops as &mut dyn ofi_nostd::mem::Memory,
-        );
-        self.link.flush();
-        self.wake();
-        r
+        self.pass(true)
     }
 
     /// A pass without receiving ([`Domain::progress_tx`](ofi_nostd::domain::Domain::progress_tx)),
     /// then a flush: what a post runs so its packet leaves at once.
     pub(crate) fn progress_tx(&mut self) -> ofi_nostd::Result<ProgressReport> {
-        let r = self.link.progress_tx(
+        self.pass(false)
+    }
+
+    fn pass(&mut self, receive: bool) -> ofi_nostd::Result<ProgressReport> {
+        let r = self.link.progress(
             &mut self.core,
             now(),
             &mut self.ops as &mut dyn ofi_nostd::mem::Memory,
+            receive,
         );
         self.link.flush();
         self.wake();
