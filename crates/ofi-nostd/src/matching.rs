@@ -244,6 +244,26 @@ where
         }
     }
 
+    /// The first entry satisfying `pred` in the list of kind `which` that `src` and
+    /// `tag` hash to (the ordered list has one); nothing to search, and no hashing,
+    /// when no entry is linked into lists of that kind.
+    fn search(
+        &self,
+        which: usize,
+        src: FiAddr,
+        tag: u64,
+        pred: impl Fn(&Node<T>) -> bool,
+    ) -> Option<(EntryHandle<T>, u64)> {
+        if self.linked[which] == 0 {
+            return None;
+        }
+        let bucket = match which {
+            ORDERED => None,
+            _ => Some(self.bucket_of(which, src, tag)?),
+        };
+        self.first(which, bucket, pred)
+    }
+
     /// The first entry of one list satisfying `pred`, in list order.
     fn first(
         &self,
@@ -389,25 +409,13 @@ where
     /// The earliest-posted receive that a message from `src` with `tag` matches.
     pub fn find(&self, src: FiAddr, tag: u64) -> Option<EntryHandle<T>> {
         let t = &self.t;
-        let exact = (t.linked[BY_TAG_SRC] > 0)
-            .then(|| t.bucket_of(BY_TAG_SRC, src, tag))
-            .flatten()
-            .and_then(|b| {
-                t.first(BY_TAG_SRC, Some(b), |n| {
-                    n.src == src && n.tag == tag && n.ignore == 0
-                })
-            });
-        let any_src = (t.linked[BY_TAG] > 0)
-            .then(|| t.bucket_of(BY_TAG, src, tag))
-            .flatten()
-            .and_then(|b| {
-                t.first(BY_TAG, Some(b), |n| {
-                    n.src == FI_ADDR_UNSPEC && n.tag == tag && n.ignore == 0
-                })
-            });
-        let wild = (t.linked[ORDERED] > 0)
-            .then(|| t.first(ORDERED, None, |n| n.matches(src, tag)))
-            .flatten();
+        let exact = t.search(BY_TAG_SRC, src, tag, |n| {
+            n.src == src && n.tag == tag && n.ignore == 0
+        });
+        let any_src = t.search(BY_TAG, src, tag, |n| {
+            n.src == FI_ADDR_UNSPEC && n.tag == tag && n.ignore == 0
+        });
+        let wild = t.search(ORDERED, src, tag, |n| n.matches(src, tag));
         earliest([exact, any_src, wild])
     }
 
