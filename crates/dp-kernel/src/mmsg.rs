@@ -232,7 +232,7 @@ impl<A: Name> Slots<A> {
         // exclusively borrowed, so nothing aliases them during the call.
         let got = unsafe {
             if single {
-                sys::recvmsg(fd, hdrs)
+                sys::recv_single(fd, hdrs)
             } else {
                 sys::recvmmsg(fd, hdrs)
             }
@@ -267,7 +267,7 @@ impl<A: Name> Slots<A> {
         unsafe { sys::sendmmsg(fd, hdrs) }
     }
 
-    /// One datagram (every ping-pong turn): a `sendmsg` with a header built on the
+    /// One datagram (every ping-pong turn): a `sendto` with a header built on the
     /// stack, which costs less than preparing the ring's headers for `sendmmsg`.
     fn send_one(&mut self, fd: RawFd, i: usize) -> io::Result<usize> {
         let i = i % self.n();
@@ -291,7 +291,7 @@ impl<A: Name> Slots<A> {
         // SAFETY: the header points at `iov` and (when used) this slot's name, both live
         // for the call, and `iov` at `len` bytes of this slot's buffer; all are borrowed
         // from `self` (exclusively) or the stack, so nothing writes them during the call.
-        unsafe { sys::sendmsg(fd, std::slice::from_mut(&mut h)) }
+        unsafe { sys::send_single(fd, std::slice::from_mut(&mut h)) }
     }
 }
 
@@ -306,7 +306,7 @@ pub(crate) struct RxRing<A: Name> {
     /// Without this every busy-poll pass that received made a second, empty call
     /// before its completions became visible.
     drained: bool,
-    /// The last refill found nothing: poll with one `recvmsg`, which costs less than an
+    /// The last refill found nothing: poll with one `recvfrom`, which costs less than an
     /// empty `recvmmsg`, until something arrives (then the next refill is a batch).
     idle: bool,
 }

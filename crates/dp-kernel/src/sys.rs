@@ -389,39 +389,85 @@ pub(crate) unsafe fn recvmmsg(fd: RawFd, hdrs: &mut [libc::mmsghdr]) -> io::Resu
     Ok(r as usize)
 }
 
-/// `recvmsg(fd, hdrs[0], MSG_DONTWAIT)`, as `recvmmsg` of one header would (its
-/// `msg_len` set); `Ok(0)` when `hdrs` is empty.
+/// One datagram into `hdrs[0]` (its first iovec and its name), as `recvmmsg` of one
+/// header would (`msg_len`, `msg_namelen` and `MSG_TRUNC` in `msg_flags` set);
+/// `Ok(0)` when `hdrs` is empty. It is a `recvfrom` (`MSG_TRUNC` reports the real
+/// length): the kernel skips copying in and checking a `msghdr` and its iovec array,
+/// which is most of an empty poll's cost after the system call itself.
 ///
 /// # Safety
 ///
 /// As for [`recvmmsg`].
-pub(crate) unsafe fn recvmsg(fd: RawFd, hdrs: &mut [libc::mmsghdr]) -> io::Result<usize> {
+pub(crate) unsafe fn recv_single(fd: RawFd, hdrs: &mut [libc::mmsghdr]) -> io::Result<usize> {
     let Some(h) = hdrs.first_mut() else {
         return Ok(0);
     };
-    // SAFETY: the caller guarantees what the header points to is writable and
-    // unaliased; `h` is a live exclusive header.
-    let r = unsafe { libc::recvmsg(fd, &mut h.msg_hdr, libc::MSG_DONTWAIT) };
+    let m = &mut h.msg_hdr;
+    if m.msg_iov.is_null() || m.msg_iovlen < 1 {
+        return Ok(0);
+    }
+    // SAFETY: the caller guarantees the header's first iovec is valid and names a
+    // writable, unaliased buffer.
+    let iov = unsafe { *m.msg_iov };
+    // SAFETY: that buffer is writable for `iov_len` bytes and the name (when not null)
+    // for `msg_namelen` bytes, both unaliased during the call (the caller's guarantee);
+    // `msg_namelen` is a live field the kernel updates.
+    let r = unsafe {
+        libc::recvfrom(
+            fd,
+            iov.iov_base,
+            iov.iov_len,
+            libc::MSG_DONTWAIT | libc::MSG_TRUNC,
+            m.msg_name.cast(),
+            if m.msg_name.is_null() {
+                ptr::null_mut()
+            } else {
+                &mut m.msg_namelen
+            },
+        )
+    };
     if r < 0 {
         return Err(io::Error::last_os_error());
     }
-    h.msg_len = r as libc::c_uint;
+    let got = r as usize;
+    m.msg_flags = if got > iov.iov_len {
+        libc::MSG_TRUNC
+    } else {
+        0
+    };
+    h.msg_len = got.min(iov.iov_len) as libc::c_uint;
     Ok(1)
 }
 
-/// `sendmsg(fd, hdrs[0], MSG_DONTWAIT)`, as `sendmmsg` of one header would (its
-/// `msg_len` set); `Ok(0)` when `hdrs` is empty.
+/// `hdrs[0]` (its first iovec, to its name) as one datagram, as `sendmmsg` of one
+/// header would (its `msg_len` set); `Ok(0)` when `hdrs` is empty. A `sendto`, for
+/// the same reason as [`recv_single`].
 ///
 /// # Safety
 ///
 /// As for [`sendmmsg`].
-pub(crate) unsafe fn sendmsg(fd: RawFd, hdrs: &mut [libc::mmsghdr]) -> io::Result<usize> {
+pub(crate) unsafe fn send_single(fd: RawFd, hdrs: &mut [libc::mmsghdr]) -> io::Result<usize> {
     let Some(h) = hdrs.first_mut() else {
         return Ok(0);
     };
-    // SAFETY: the caller guarantees what the header points to is readable and not
-    // written concurrently; `h` is a live exclusive header.
-    let r = unsafe { libc::sendmsg(fd, &h.msg_hdr, libc::MSG_DONTWAIT) };
+    let m = &h.msg_hdr;
+    if m.msg_iov.is_null() || m.msg_iovlen < 1 {
+        return Ok(0);
+    }
+    // SAFETY: the caller guarantees the header's first iovec is valid.
+    let iov = unsafe { *m.msg_iov };
+    // SAFETY: the buffer (`iov_len` bytes) and the name (`msg_namelen` bytes, or null)
+    // are readable and not written during the call (the caller's guarantee).
+    let r = unsafe {
+        libc::sendto(
+            fd,
+            iov.iov_base,
+            iov.iov_len,
+            libc::MSG_DONTWAIT,
+            m.msg_name.cast(),
+            m.msg_namelen,
+        )
+    };
     if r < 0 {
         return Err(io::Error::last_os_error());
     }

@@ -270,6 +270,41 @@ fn datagrams_longer_than_a_slot_are_dropped_and_counted() {
     assert_eq!(b.stats().rx_truncated, 1);
 }
 
+/// The idle poll receives one datagram with `recvfrom`: a datagram longer than a slot
+/// is dropped and counted there too, and one that fits keeps its source address.
+#[test]
+fn an_idle_poll_drops_and_counts_a_datagram_longer_than_a_slot() {
+    let mut c = config(8);
+    c.max_payload = 512;
+    let mut b = UdpLink::new(c).unwrap();
+    let ba = b.local_addr();
+    let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
+    // Idle: the next poll is a one-datagram receive.
+    assert!(b.receive().is_none());
+    let calls = b.stats().rx_calls;
+    sock.send_to(&[1; 1000], ba).unwrap();
+    std::thread::sleep(Duration::from_millis(20));
+    assert!(
+        b.receive().is_none(),
+        "a truncated datagram is not delivered"
+    );
+    assert_eq!(b.stats().rx_calls, calls + 1, "one call");
+    assert_eq!(b.stats().rx_truncated, 1);
+    // Idle again, then a datagram that fits.
+    assert!(b.receive().is_none());
+    assert!(b.receive().is_none());
+    sock.send_to(&[2; 512], ba).unwrap();
+    let got = recv_n(&mut b, 1);
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].1, vec![2; 512]);
+    let src = match sock.local_addr().unwrap() {
+        std::net::SocketAddr::V4(a) => UdpAddr::new(*a.ip(), a.port()),
+        other => panic!("not IPv4: {other}"),
+    };
+    assert_eq!(got[0].0.src, Some(src));
+    assert_eq!(b.stats().rx_truncated, 1);
+}
+
 #[test]
 fn send_errors_do_not_wedge_the_link() {
     let (mut a, mut b) = (link(8), link(8));

@@ -73,7 +73,17 @@ enum Plan {
     New(Regen),
 }
 
+/// What unlinking an operation needs of it.
+#[derive(Clone, Copy)]
+struct OpLinks {
+    peer: u16,
+    prev: u32,
+    next: u32,
+    rndv_ready: bool,
+}
+
 /// What `on_ack` reads of a peer before it changes it.
+#[derive(Clone, Copy)]
 struct AckView {
     next_seq: u32,
     snd_una: u32,
@@ -228,8 +238,14 @@ impl<S: Storage> Rdm<S> {
 
     /// Removes op `idx` from its peer's FIFO and the pool.
     pub(super) fn unlink_op(&mut self, idx: usize) -> Option<TxOp> {
-        let (_, op) = self.ops.get_by_index(idx)?;
-        let op = *op;
+        // The links only, not a copy of the whole operation (every completed send).
+        let (_, o) = self.ops.get_by_index(idx)?;
+        let op = OpLinks {
+            peer: o.peer,
+            prev: o.prev,
+            next: o.next,
+            rndv_ready: o.has_data_to_send(),
+        };
         let p = op.peer as usize;
         if op.prev != NIL
             && let Some(o) = self.ops.get_mut_by_index(op.prev as usize)
@@ -251,7 +267,7 @@ impl<S: Storage> Rdm<S> {
             if peer.cursor == idx as u32 {
                 peer.cursor = op.next;
             }
-            if op.has_data_to_send() {
+            if op.rndv_ready {
                 peer.rndv_ready = peer.rndv_ready.saturating_sub(1);
             }
         }
@@ -285,10 +301,11 @@ impl<S: Storage> Rdm<S> {
                 self.stats.tx_msgs += 1;
             }
         }
-        let Some(op) = self.ops.get_by_index(idx).map(|(_, o)| *o) else {
-            return;
-        };
-        if op.completed && sent && op.undelivered == 0 {
+        let done = self
+            .ops
+            .get_by_index(idx)
+            .is_some_and(|(_, o)| o.completed && sent && o.undelivered == 0);
+        if done {
             self.unlink_op(idx);
         }
     }
@@ -796,10 +813,13 @@ impl<S: Storage> Rdm<S> {
         // A new message takes its id when its first packet leaves (no gaps on cancel).
         let mut msg_id = 0;
         if let Some(o) = regen.op()
-            && let Some(op) = self.ops.get_by_index(o as usize).map(|(_, op)| *op)
+            && let Some((started, id)) = self
+                .ops
+                .get_by_index(o as usize)
+                .map(|(_, op)| (op.started, op.msg_id))
         {
-            msg_id = if op.started {
-                op.msg_id
+            msg_id = if started {
+                id
             } else {
                 self.peers.as_ref()[p].next_msg_id
             };
@@ -1277,7 +1297,15 @@ impl<S: Storage> Rdm<S> {
                 self.stats.tx_fast_retransmits += marked as u64;
             }
         }
-        self.tx_ready = true;
+        // Only what the acknowledgement let go (a wider window or more credits for
+        // queued data, a fast retransmission) needs the transmitter now. Completions
+        // are written already and timers are in `poll_timeout`: a ping-pong's reply
+        // carries the ack it owes, so its receiving pass hands the completion over
+        // without a transmit half first.
+        let pm = &self.peers.as_ref()[p];
+        if pm.cursor != NIL || pm.rndv_ready > 0 || pm.cts_pending > 0 || pm.rtx_pending > 0 {
+            self.tx_ready = true;
+        }
     }
 
     // ---- failure -----------------------------------------------------------------------

@@ -1,0 +1,258 @@
+//! What the core itself costs per message, without a system call: two domains joined by
+//! in-memory links play an RDM ping-pong of 64 B tagged injects, posting as the adapters
+//! do (post, then the transmit half of a pass; a full pass to receive; re-post the
+//! receive). One iteration is one round trip: two sends, two receives, two completions.
+//!
+//! `cargo xtask bench` reports the time per round trip. With `ENGINE_ROUND_TRIPS=<n>`
+//! in the environment the binary runs `n` round trips untimed and exits, for instruction
+//! counts (`valgrind --tool=callgrind target/release/deps/engine-* `).
+
+#![allow(missing_docs)] // criterion_main! generates an undocumented `main`.
+
+use std::hint::black_box;
+
+use criterion::{Criterion, criterion_group};
+use hosted::ofi_nostd;
+use hosted::storage::Heap;
+use ofi_nostd::av::{AvAddrs, AvAttr};
+use ofi_nostd::cq::{CqAttr, CqEntry, CqFormat};
+use ofi_nostd::domain::{AvHandle, BindTarget, CqHandle, Domain, DomainConfig, EpHandle};
+use ofi_nostd::fabric::Fabric;
+use ofi_nostd::flags::{FiAddr, Flags};
+use ofi_nostd::info::{EpType, FabricAttr, ProviderConfig, default_info};
+use ofi_nostd::mem::{IoVec, SliceMemory};
+use ofi_nostd::net::NetConfig;
+use ofi_nostd::time::{Duration, Instant};
+use wire::link::{Capabilities, Loopback, Medium, UdpAddr};
+
+const MTU: usize = 1472;
+const SIZE: usize = 64;
+const BASE: u64 = 0x1000;
+const TAG: u64 = 0x42;
+type Link = Loopback<64, MTU>;
+
+struct Host {
+    _fabric: Fabric<Heap>,
+    dom: Domain<Heap>,
+    link: Box<Link>,
+    mem: Vec<u8>,
+    ep: EpHandle<Heap>,
+    rx_cq: CqHandle<Heap>,
+    av: AvHandle<Heap>,
+    ip: [u8; 4],
+    peer: FiAddr,
+}
+
+fn host(ip: [u8; 4]) -> Host {
+    let cfg = ProviderConfig::DEFAULT;
+    let info = default_info(EpType::Rdm, None, &cfg);
+    let mut fabric = Fabric::open(&FabricAttr::default(), 0, Heap, 1).unwrap();
+    let net = NetConfig::new(&Capabilities::new(Medium::Udp, MTU), ip, 7000);
+    let mut dom =
+        Domain::open(&mut fabric, &info, DomainConfig::new(net, cfg, 1), Heap, 0).unwrap();
+    // As the adapters configure kernel UDP: the UDP checksum protects the packet.
+    let rdm = ofi_nostd::rdm::RdmConfig {
+        crc: false,
+        ..*dom.rdm_config()
+    };
+    dom.set_rdm_config(rdm).unwrap();
+    let attr = CqAttr {
+        format: CqFormat::Tagged,
+        size: 64,
+        ..CqAttr::default()
+    };
+    let tx_cq = dom.cq_open(&attr, 1).unwrap();
+    let rx_cq = dom.cq_open(&attr, 2).unwrap();
+    let av = dom
+        .av_open(
+            &mut AvAttr {
+                count: 4,
+                ..AvAttr::default()
+            },
+            3,
+        )
+        .unwrap();
+    let ep = dom.ep_open(&info, 4).unwrap();
+    dom.ep_bind(ep, BindTarget::Cq(tx_cq), Flags::TRANSMIT)
+        .unwrap();
+    dom.ep_bind(ep, BindTarget::Cq(rx_cq), Flags::RECV).unwrap();
+    dom.ep_bind(ep, BindTarget::Av(av), Flags::empty()).unwrap();
+    dom.ep_enable(ep).unwrap();
+    let link = Box::new(Link::new(Medium::Udp, Some(UdpAddr::new(ip.into(), 7000))));
+    Host {
+        _fabric: fabric,
+        dom,
+        link,
+        mem: vec![0; 1 << 16],
+        ep,
+        rx_cq,
+        av,
+        ip,
+        peer: 0,
+    }
+}
+
+impl Host {
+    fn post_recv(&mut self) {
+        self.dom
+            .trecv(
+                self.ep,
+                IoVec::new(BASE + 0x8000, SIZE),
+                self.peer,
+                TAG,
+                0,
+                7,
+            )
+            .unwrap();
+    }
+
+    /// fi_tinject, then the transmit half of a pass (what the adapters run after a post).
+    fn inject(&mut self, now: Instant) {
+        let mut mem = SliceMemory::new(BASE, &mut self.mem);
+        self.dom
+            .tinject(self.ep, &mem, IoVec::new(BASE, SIZE), self.peer, TAG)
+            .unwrap();
+        self.dom
+            .progress_tx(now, &mut *self.link, &mut mem)
+            .unwrap();
+    }
+
+    /// Full passes until the receive completes (fi_cq_read in a loop), then re-posts it.
+    fn complete_recv(&mut self, now: Instant) {
+        for _ in 0..8 {
+            let mut mem = SliceMemory::new(BASE, &mut self.mem);
+            self.dom.progress(now, &mut *self.link, &mut mem).unwrap();
+            let mut e = [CqEntry::default(); 1];
+            if self.dom.cq_mut(self.rx_cq).unwrap().read(&mut e) == Ok(1) {
+                black_box(e);
+                self.post_recv();
+                return;
+            }
+        }
+        panic!("no receive completion");
+    }
+}
+
+impl Host {
+    fn stats(&self) -> ofi_nostd::rdm::RdmStats {
+        *self.dom.ep(self.ep).unwrap().rdm().unwrap().stats()
+    }
+}
+
+/// A full pass of `x` (re-posting a completed receive, whether one did), then its
+/// packets to `y`.
+fn step(x: &mut Host, y: &mut Host, now: Instant) -> bool {
+    let mut mem = SliceMemory::new(BASE, &mut x.mem);
+    x.dom.progress(now, &mut *x.link, &mut mem).unwrap();
+    let mut e = [CqEntry::default(); 1];
+    let got = x.dom.cq_mut(x.rx_cq).unwrap().read(&mut e) == Ok(1);
+    if got {
+        x.post_recv();
+    }
+    wire(x, y);
+    got
+}
+
+/// Moves what `from` transmitted into `to`'s link.
+fn wire(from: &mut Host, to: &mut Host) {
+    let src = Some(UdpAddr::new(from.ip.into(), 7000));
+    while from.link.pop_tx(|_, d| to.link.inject(d, src)).is_some() {}
+}
+
+struct Pair {
+    a: Host,
+    b: Host,
+    now: Instant,
+}
+
+impl Pair {
+    fn new() -> Pair {
+        let mut a = host([10, 0, 0, 1]);
+        let mut b = host([10, 0, 0, 2]);
+        let (ea, eb) = (a.dom.ep_addr(a.ep).unwrap(), b.dom.ep_addr(b.ep).unwrap());
+        for (x, addr) in [(&mut a, eb), (&mut b, ea)] {
+            let mut out = [0; 1];
+            x.dom
+                .av_mut(x.av)
+                .unwrap()
+                .insert(AvAddrs::Ep(&[addr]), Some(&mut out), Flags::empty(), None)
+                .unwrap();
+            x.peer = out[0];
+        }
+        a.post_recv();
+        b.post_recv();
+        let mut p = Pair {
+            a,
+            b,
+            now: Instant::from_millis(1),
+        };
+        p.handshake();
+        for _ in 0..100 {
+            p.round_trip(); // RTT estimate, steady state
+        }
+        p
+    }
+
+    /// One message each way while the session is set up (several passes and packets).
+    fn handshake(&mut self) {
+        let Pair { a, b, now } = self;
+        a.inject(*now);
+        b.inject(*now);
+        let mut done = [false; 2];
+        for _ in 0..100 {
+            *now += Duration::from_micros(10);
+            done[0] |= step(a, b, *now);
+            done[1] |= step(b, a, *now);
+            if done == [true; 2] {
+                return;
+            }
+        }
+        panic!("no session");
+    }
+
+    fn round_trip(&mut self) {
+        let Pair { a, b, now } = self;
+        *now += Duration::from_micros(3);
+        a.inject(*now);
+        wire(a, b);
+        b.complete_recv(*now);
+        b.inject(*now);
+        wire(b, a);
+        a.complete_recv(*now);
+    }
+}
+
+fn engine(c: &mut Criterion) {
+    let mut pair = Pair::new();
+    c.bench_function("engine/rdm_tagged_inject_round_trip/64", |bench| {
+        bench.iter(|| pair.round_trip())
+    });
+}
+
+criterion_group!(benches, engine);
+
+fn main() {
+    if let Some(n) = std::env::var("ENGINE_ROUND_TRIPS")
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
+    {
+        let mut pair = Pair::new();
+        let before = [pair.a.stats(), pair.b.stats()];
+        for _ in 0..n {
+            pair.round_trip();
+        }
+        // A ping-pong is one packet each way per round trip (acknowledgements ride on
+        // the replies): say so when it is not.
+        for (h, b) in [&pair.a, &pair.b].into_iter().zip(before) {
+            let s = h.stats();
+            eprintln!(
+                "engine: {} packets ({} ACK packets) sent per round trip",
+                (s.tx_packets - b.tx_packets) as f64 / n as f64,
+                (s.acks_sent - b.acks_sent) as f64 / n as f64
+            );
+        }
+        return;
+    }
+    benches();
+    Criterion::default().configure_from_args().final_summary();
+}
