@@ -78,6 +78,7 @@ pub struct Series {
 fn sections() -> Vec<Box<dyn Section>> {
     vec![
         Box::new(Matching),
+        Box::new(Engine),
         Box::new(pingpong::PingPong),
         Box::new(dpdk::DpdkMemif),
         Box::new(bench_provider::Provider),
@@ -441,6 +442,55 @@ impl Section for Matching {
     }
 }
 
+/// The core's own cost per RDM round trip, without system calls
+/// (`crates/hosted/benches/engine.rs`): what the latency sections' gap to raw sockets
+/// is made of, tracked on its own (no target).
+struct Engine;
+
+impl Section for Engine {
+    fn title(&self) -> &'static str {
+        "The core's cost per RDM round trip (no system calls)"
+    }
+
+    fn run(&self, ctx: &Ctx<'_>) -> Result<Outcome> {
+        let home = ctx.target.join("criterion");
+        let mut bench = ctx.ws.cargo([
+            "bench", "-p", "hosted", "--bench", "engine", "--", "--noplot",
+        ]);
+        if ctx.quick {
+            bench.arg("--quick");
+        }
+        cmd::run(bench.env("CRITERION_HOME", &home))?;
+        let dir = home
+            .join("engine")
+            .join("rdm_tagged_inject_round_trip")
+            .join("64");
+        let ns = fresh_mean_ns(&dir.join("new/estimates.json"), ctx.started)?;
+        Ok(render_engine(ns))
+    }
+}
+
+fn render_engine(ns: f64) -> Outcome {
+    let markdown = format!(
+        "Two domains joined by in-memory links play an RDM ping-pong of 64 B tagged \
+         injects, posting as the adapters do; one iteration is two sends, two receives \
+         and two completions, with no system call. Mean per round trip: **{}** ({} per \
+         message, send and receive side together). No target: the part of the \
+         ping-pong latency gap to raw sockets that is the core's own work.\n",
+        human_ns(ns),
+        human_ns(ns / 2.0)
+    );
+    Outcome {
+        markdown,
+        summary: vec![format!(
+            "engine: {} per RDM round trip, {} per message (no system calls)",
+            human_ns(ns),
+            human_ns(ns / 2.0)
+        )],
+        plots: Vec::new(),
+    }
+}
+
 /// The matching section from the means (ns) of [`ROWS`] × [`LENGTHS`].
 fn render_matching(means: &[Vec<f64>]) -> Outcome {
     let mut md = String::from(
@@ -557,6 +607,14 @@ mod tests {
         );
         assert!(fresh_mean_ns(&dir.join("absent.json"), past).is_err());
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn engine_section_names_round_trip_and_message() {
+        let out = render_engine(1500.0);
+        assert!(out.markdown.contains("**1.50 µs**"), "{}", out.markdown);
+        assert!(out.markdown.contains("(750.0 ns per"), "{}", out.markdown);
+        assert!(out.summary[0].starts_with("engine: 1.50 µs"));
     }
 
     #[test]

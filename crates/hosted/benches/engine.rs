@@ -3,7 +3,8 @@
 //! do (post, then the transmit half of a pass; a full pass to receive; re-post the
 //! receive). One iteration is one round trip: two sends, two receives, two completions.
 //!
-//! `cargo xtask bench` reports the time per round trip. With `ENGINE_ROUND_TRIPS=<n>`
+//! `cargo xtask bench` reports the time per round trip (criterion id
+//! `engine/rdm_tagged_inject_round_trip/64`). With `ENGINE_ROUND_TRIPS=<n>`
 //! in the environment the binary runs `n` round trips untimed and exits, for instruction
 //! counts (`valgrind --tool=callgrind target/release/deps/engine-* `).
 
@@ -11,7 +12,7 @@
 
 use std::hint::black_box;
 
-use criterion::{Criterion, criterion_group};
+use criterion::{BenchmarkId, Criterion, criterion_group};
 use hosted::ofi_nostd;
 use hosted::storage::Heap;
 use ofi_nostd::av::{AvAddrs, AvAttr};
@@ -224,9 +225,13 @@ impl Pair {
 
 fn engine(c: &mut Criterion) {
     let mut pair = Pair::new();
-    c.bench_function("engine/rdm_tagged_inject_round_trip/64", |bench| {
-        bench.iter(|| pair.round_trip())
-    });
+    let mut g = c.benchmark_group("engine");
+    g.bench_with_input(
+        BenchmarkId::new("rdm_tagged_inject_round_trip", SIZE),
+        &SIZE,
+        |bench, _| bench.iter(|| pair.round_trip()),
+    );
+    g.finish();
 }
 
 criterion_group!(benches, engine);
