@@ -412,20 +412,7 @@ impl Section for Matching {
     }
 
     fn run(&self, ctx: &Ctx<'_>) -> Result<Outcome> {
-        let home = ctx.target.join("criterion");
-        let mut bench = ctx.ws.cargo([
-            "bench",
-            "-p",
-            "ofi-nostd",
-            "--bench",
-            "matching",
-            "--",
-            "--noplot",
-        ]);
-        if ctx.quick {
-            bench.arg("--quick");
-        }
-        cmd::run(bench.env("CRITERION_HOME", &home))?;
+        let home = run_criterion(ctx, "ofi-nostd", "matching")?;
         let means = ROWS
             .iter()
             .map(|r| {
@@ -442,6 +429,20 @@ impl Section for Matching {
     }
 }
 
+/// Runs criterion bench `bench` of `package` (`--quick` in quick mode) and returns the
+/// directory it wrote its estimates to.
+fn run_criterion(ctx: &Ctx<'_>, package: &str, bench: &str) -> Result<PathBuf> {
+    let home = ctx.target.join("criterion");
+    let mut c = ctx
+        .ws
+        .cargo(["bench", "-p", package, "--bench", bench, "--", "--noplot"]);
+    if ctx.quick {
+        c.arg("--quick");
+    }
+    cmd::run(c.env("CRITERION_HOME", &home))?;
+    Ok(home)
+}
+
 /// The core's own cost per RDM round trip, without system calls
 /// (`crates/hosted/benches/engine.rs`): what the latency sections' gap to raw sockets
 /// is made of, tracked on its own (no target).
@@ -453,14 +454,7 @@ impl Section for Engine {
     }
 
     fn run(&self, ctx: &Ctx<'_>) -> Result<Outcome> {
-        let home = ctx.target.join("criterion");
-        let mut bench = ctx.ws.cargo([
-            "bench", "-p", "hosted", "--bench", "engine", "--", "--noplot",
-        ]);
-        if ctx.quick {
-            bench.arg("--quick");
-        }
-        cmd::run(bench.env("CRITERION_HOME", &home))?;
+        let home = run_criterion(ctx, "hosted", "engine")?;
         let dir = home
             .join("engine")
             .join("rdm_tagged_inject_round_trip")
