@@ -713,7 +713,7 @@ fn handshake_never_answered_is_host_unreachable() {
 }
 
 #[test]
-fn restarted_peer_resets_the_stale_session() {
+fn restarted_peer_resets_the_stale_session_and_the_send_goes_again() {
     let mut c = cluster(2, &NodeConfig::default());
     c.nodes[1]
         .op(|d, ep, _| d.recv(ep, IoVec::new(B, 100), FI_ADDR_UNSPEC, 0xB0))
@@ -736,16 +736,26 @@ fn restarted_peer_resets_the_stale_session() {
     c.nodes[1]
         .op(|d, ep, _| d.recv(ep, IoVec::new(B, 100), FI_ADDR_UNSPEC, 0xB1))
         .unwrap();
-    // The first send goes out on the stale session: RESET, -FI_ECONNRESET.
+    // The first send goes out on the stale session and meets RESET(UNKNOWN_SESSION):
+    // the restarted node holds nothing of that session, so nothing of the send was
+    // delivered, and it goes again on a new session.
     send(&mut c, 0, 0, b"stale", 1, 0xA1);
     let t = wait(&mut c, 0, false, 1);
-    assert_eq!((t[0].context, t[0].err), (0xA1, Some(Errno::ECONNRESET)));
+    assert_eq!((t[0].context, t[0].err), (0xA1, None));
+    let r = wait(&mut c, 1, true, 1);
+    assert_eq!((r[0].context, r[0].len, r[0].err), (0xB1, 5, None));
+    assert_eq!(c.nodes[1].get(0, 5), b"stale");
     assert!(rdm_stats(&c, 1).resets_sent >= 1);
-    // The next one re-handshakes and arrives.
+    assert_eq!(rdm_stats(&c, 0).tx_replayed, 1);
+    // The next one uses the new session.
+    c.nodes[1]
+        .op(|d, ep, _| d.recv(ep, IoVec::new(B, 100), FI_ADDR_UNSPEC, 0xB2))
+        .unwrap();
     send(&mut c, 0, 0, b"fresh", 1, 0xA2);
     let r = wait(&mut c, 1, true, 1);
-    assert_eq!((r[0].context, r[0].len), (0xB1, 5));
+    assert_eq!((r[0].context, r[0].len), (0xB2, 5));
     assert_eq!(c.nodes[1].get(0, 5), b"fresh");
+    assert_eq!(rdm_stats(&c, 0).tx_replayed, 1);
 }
 
 #[test]

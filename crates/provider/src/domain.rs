@@ -348,6 +348,7 @@ pub unsafe extern "C" fn open(
     let mut rc = *d.rdm_config();
     // UDP checksums already protect every datagram end to end: no CRC32C on top.
     rc.crc = ethernet;
+    rc.max_peers = hosted::api::HOST_MAX_PEERS;
     if let Some(w) = crate::params::get_size(c"window") {
         rc.window = u16::try_from(w).unwrap_or(u16::MAX);
     }

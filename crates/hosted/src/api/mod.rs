@@ -127,6 +127,12 @@ const MAX_EQS: usize = 16;
 /// ARP cache entries of a domain on an Ethernet link.
 const ARP_ENTRIES: usize = 64;
 
+/// Peers an RDM endpoint keeps sessions with on a host: as many addresses as a default
+/// AV holds (an MPI job of that many ranks never waits). Beyond that, sessions idle
+/// for a while make room (`RdmStats::sessions_evicted`). About 3 KiB each, allocated
+/// when the endpoint opens.
+pub const HOST_MAX_PEERS: usize = 1024;
+
 /// An open fabric (fi_fabric(3)): the root every domain is opened from.
 #[derive(Clone)]
 pub struct Fabric {
@@ -347,16 +353,15 @@ impl DomainBuilder<'_> {
             let mut f = self.fabric.lock();
             CoreDomain::open(&mut f, &info, dc, Heap, 0)?
         };
-        if medium == Medium::Udp {
-            // Kernel UDP sockets verify the UDP checksum end to end, so the protocol's
-            // CRC32C (spec 3.3: SHOULD only where nothing else protects the packet) would
-            // only cost CPU on every byte. A peer that wants it (CRC_RX) still gets it.
-            let rdm = ofi_nostd::rdm::RdmConfig {
-                crc: false,
-                ..*core.rdm_config()
-            };
-            core.set_rdm_config(rdm)?;
-        }
+        // Kernel UDP sockets verify the UDP checksum end to end, so the protocol's
+        // CRC32C (spec 3.3: SHOULD only where nothing else protects the packet) would
+        // only cost CPU on every byte. A peer that wants it (CRC_RX) still gets it.
+        let rdm = ofi_nostd::rdm::RdmConfig {
+            crc: medium != Medium::Udp,
+            max_peers: HOST_MAX_PEERS,
+            ..*core.rdm_config()
+        };
+        core.set_rdm_config(rdm)?;
         let local = core.local_addr();
         let auto = match self.progress {
             ProgressMode::Manual => None,

@@ -8,6 +8,7 @@ use wire::packet::{
 };
 
 use super::peer::{Cand, Params};
+use super::tx::Keep;
 use super::*;
 
 /// Capabilities this engine announces.
@@ -54,6 +55,11 @@ impl<S: Storage> Rdm<S> {
     /// A RESET(UNKNOWN_SESSION) for a sequenced packet of a session we do not have,
     /// at most one per 50 µs.
     pub(super) fn reset_unknown(&mut self, from: EpAddr, session: u32, now: Instant) {
+        self.reset_peer(from, session, close::UNKNOWN_SESSION, now);
+    }
+
+    /// Queues RESET(`reason`) naming `session` to `from`, rate-limited (one per 50 µs).
+    pub(super) fn reset_peer(&mut self, from: EpAddr, session: u32, reason: u16, now: Instant) {
         if self
             .last_reset
             .is_some_and(|t| now.saturating_duration_since(t) < Duration::from_micros(50))
@@ -61,7 +67,7 @@ impl<S: Storage> Rdm<S> {
             return;
         }
         self.last_reset = Some(now);
-        self.queue_ctl(from, session, CtlKind::Reset(close::UNKNOWN_SESSION));
+        self.queue_ctl(from, session, CtlKind::Reset(reason));
     }
 
     /// Sends queued REJECTs and RESETs. `false` when the link is full.
@@ -252,7 +258,7 @@ impl<S: Storage> Rdm<S> {
         }
         let p = match self.find_peer(&from) {
             Some(p) => p,
-            None => match self.peer_slot(&from) {
+            None => match self.peer_slot(&from, now) {
                 Ok(p) => p,
                 Err(_) => {
                     self.queue_ctl(from, h.rx_session, CtlKind::Reject(reject::NO_RESOURCES));
@@ -359,7 +365,7 @@ impl<S: Storage> Rdm<S> {
                 let pm = &mut self.peers.as_mut()[p];
                 pm.their_nonce = h.nonce;
                 pm.init_credits = credits;
-                pm.last_heard_ok();
+                pm.last_heard_ok(now);
             }
             // A retransmission of the HELLO that established the session: nothing
             // to answer (it already acknowledged itself).
@@ -414,7 +420,7 @@ impl<S: Storage> Rdm<S> {
         );
         let pm = &mut self.peers.as_mut()[p];
         pm.their_nonce = h.nonce;
-        pm.last_heard_ok();
+        pm.last_heard_ok(now);
     }
 
     /// If `session` is the candidate session of peer `p`, makes it the session (the
@@ -433,7 +439,7 @@ impl<S: Storage> Rdm<S> {
             return false;
         };
         if self.peers.as_ref()[p].state == PeerState::Established {
-            self.fail_peer(p, Errno::ECONNRESET, true, now, ctx);
+            self.fail_peer(p, Errno::ECONNRESET, Keep::Unstarted, now, ctx);
         }
         self.install_session(
             p,
@@ -477,7 +483,7 @@ impl<S: Storage> Rdm<S> {
             reject::AUTH_FAILED => Errno::EKEYREJECTED,
             _ => Errno::ECONNREFUSED,
         };
-        self.fail_peer(p, err, false, now, ctx);
+        self.fail_peer(p, err, Keep::Nothing, now, ctx);
     }
 
     /// A RESET: accepted when it names our receive session, or (UNKNOWN_SESSION, which
@@ -503,7 +509,15 @@ impl<S: Storage> Rdm<S> {
             return;
         }
         self.stats.resets_received += 1;
-        self.fail_peer(p, Errno::ECONNRESET, true, now, ctx);
+        // UNKNOWN_SESSION: the peer holds nothing of the session (it forgot an idle
+        // one, or restarted), so sends of which nothing was acknowledged were not
+        // delivered and go again on a new session.
+        let keep = if r.reason == close::UNKNOWN_SESSION {
+            Keep::Unacknowledged
+        } else {
+            Keep::Unstarted
+        };
+        self.fail_peer(p, Errno::ECONNRESET, keep, now, ctx);
         if self.peers.as_ref()[p].op_head != NIL {
             // Sends that had not started survive: a new session carries them.
             self.start_hello(p, now);
@@ -513,8 +527,9 @@ impl<S: Storage> Rdm<S> {
 
 impl super::peer::Peer {
     /// Any valid packet from the peer proves it alive.
-    pub(super) fn last_heard_ok(&mut self) {
+    pub(super) fn last_heard_ok(&mut self, now: Instant) {
         self.timeouts = 0;
         self.live_at = None;
+        self.last_active = now;
     }
 }

@@ -208,6 +208,12 @@ pub struct RdmStats {
     pub fail_retransmit: u64,
     /// ... of which: unanswered credit or liveness probes (-FI_ETIMEDOUT).
     pub fail_probe: u64,
+    /// Idle established sessions forgotten to make room in a full peer table.
+    pub sessions_evicted: u64,
+    /// Sends that went again on a new session after the peer answered
+    /// RESET(UNKNOWN_SESSION) to a session it had forgotten (nothing of them was
+    /// acknowledged, so nothing of them was delivered).
+    pub tx_replayed: u64,
     /// Unexpected messages queued.
     pub unexpected: u64,
     /// Messages delivered to the application.
@@ -277,6 +283,9 @@ struct TxOp {
     completed: bool,
     /// The send failed locally (its buffer could not be read): report this at the end.
     error: Option<Errno>,
+    /// The peer acknowledged a packet of it or answered its RTS: it may have been
+    /// delivered, so it is never sent again on another session.
+    acked_any: bool,
 }
 
 impl TxOp {

@@ -215,6 +215,15 @@ pub(crate) struct Peer {
     pub(super) live_at: Option<Instant>,
     /// Send a KEEPALIVE with ACK_REQ (liveness probe).
     pub(super) ka_probe: bool,
+    /// When a valid packet last came from the peer, a send to it was posted, or its
+    /// session failed: how long it has been idle, for eviction.
+    pub(super) last_active: Instant,
+    /// The receive session of the peer's last failed session (0: none): a late packet
+    /// of it is answered RESET(RETRY_EXHAUSTED), not UNKNOWN_SESSION, so the peer does
+    /// not re-send what we may have delivered.
+    pub(super) failed_rx_session: u32,
+    /// Our transmit session of that failed session (what the RESET names).
+    pub(super) failed_tx_session: u32,
 }
 
 impl Peer {
@@ -282,6 +291,9 @@ impl Peer {
         inbound: 0,
         live_at: None,
         ka_probe: false,
+        last_active: Instant::ZERO,
+        failed_rx_session: 0,
+        failed_tx_session: 0,
     };
 
     /// Whether the peer is owed an acknowledgement (due now or on a timer).
@@ -470,7 +482,7 @@ impl<S: Storage> Rdm<S> {
 
     /// The slot of `addr`, adding it (evicting an idle peer if the table is full).
     /// -FI_EAGAIN when every peer is busy.
-    pub(super) fn peer_slot(&mut self, addr: &EpAddr) -> Result<usize> {
+    pub(super) fn peer_slot(&mut self, addr: &EpAddr, now: Instant) -> Result<usize> {
         if let Some(i) = self.find_peer(addr) {
             return Ok(i);
         }
@@ -478,7 +490,10 @@ impl<S: Storage> Rdm<S> {
         let i = match free {
             Some(i) => i,
             None => {
-                let victim = (0..self.peers.as_ref().len()).find(|&i| self.evictable(i));
+                // The table is full: the peer idle the longest among those that can go.
+                let victim = (0..self.peers.as_ref().len())
+                    .filter(|&i| self.evictable(i, now))
+                    .min_by_key(|&i| self.peers.as_ref()[i].last_active);
                 let i = victim.ok_or(Errno::EAGAIN)?;
                 self.evict(i);
                 i
@@ -498,16 +513,66 @@ impl<S: Storage> Rdm<S> {
         Ok(i)
     }
 
-    fn evictable(&self, i: usize) -> bool {
+    /// How long a peer must have been idle before its slot may be reused: longer than
+    /// the peer can go on retransmitting a packet we acknowledged (its whole retry
+    /// budget at the longest timeout), so nothing of it is still in flight when we
+    /// forget it, and a later packet of the forgotten session is new.
+    pub(super) fn idle_evict(&self) -> Duration {
+        let span = self.cfg.rto_max.total_micros() * (u64::from(self.cfg.max_retries) + 2);
+        Duration::from_micros(span.saturating_mul(2))
+    }
+
+    /// Whether peer `i`'s slot can be reused for another peer: nothing queued, in
+    /// flight or half received with it, and, unless it never had a session, idle for
+    /// [`Rdm::idle_evict`]. An established session goes silently: the peer's next
+    /// packet of it is answered RESET(UNKNOWN_SESSION), and its sends of which nothing
+    /// was acknowledged go again on a new session (wire protocol 4.7).
+    fn evictable(&self, i: usize, now: Instant) -> bool {
         let p = &self.peers.as_ref()[i];
-        p.used
-            && matches!(p.state, PeerState::Idle | PeerState::Failed)
-            && p.op_head == NIL
-            && p.cand.is_none()
-            && p.held == 0
+        let quiet = p.used && p.op_head == NIL && p.cand.is_none() && p.held == 0;
+        if !quiet {
+            return false;
+        }
+        let idle = now.saturating_duration_since(p.last_active) >= self.idle_evict();
+        match p.state {
+            PeerState::Idle => true,
+            PeerState::Failed => idle,
+            PeerState::Established => {
+                idle && p.next_seq == p.snd_una
+                    && p.inbound == 0
+                    && p.asm.is_none()
+                    && !p.owes_ack()
+                    && p.cts_pending == 0
+                    && p.rndv_ready == 0
+                    && !p.send_hello_ack
+                    && !p.ka_reply
+                    && !p.ka_probe
+                    && !self.has_unexpected_rndv(i)
+            }
+            _ => false,
+        }
+    }
+
+    /// Whether a message from peer `i`'s session waits unexpected and still needs the
+    /// session (a rendezvous RTS, or an eager message not complete yet). Scans the
+    /// queues: only a full table asks.
+    fn has_unexpected_rndv(&self, i: usize) -> bool {
+        let epoch = self.peers.as_ref()[i].epoch;
+        let needs = |m: &UxMsg| m.peer as usize == i && m.epoch == epoch && !m.complete();
+        self.ux_msg.find_by(needs).is_some()
+            || self.ux_tag.find_by(needs).is_some()
+            || self.claimed.iter().any(|(_, m)| needs(m))
     }
 
     fn evict(&mut self, i: usize) {
+        if self.peers.as_ref()[i].state == PeerState::Established {
+            self.established = self.established.saturating_sub(1);
+            self.stats.sessions_evicted += 1;
+            let w = self.cfg.window as usize;
+            for e in self.win.as_mut()[i * w..(i + 1) * w].iter_mut() {
+                *e = WinEntry::EMPTY;
+            }
+        }
         let key = addr_key(&self.peers.as_ref()[i].addr);
         let peers = &self.peers;
         self.peer_index.remove(key, i as u32, |j| {

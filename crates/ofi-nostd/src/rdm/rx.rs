@@ -3,7 +3,7 @@
 //! bounded segment pool, rendezvous as headers only), rendezvous grants, multi-recv,
 //! FI_PEEK / FI_CLAIM / FI_DISCARD and receive cancellation.
 
-use wire::packet::{Body, CtsRepr, DataRepr, Header, MsgRepr, Repr, RtsRepr, status};
+use wire::packet::{Body, CtsRepr, DataRepr, Header, MsgRepr, Repr, RtsRepr, close, status};
 use wire::seq::seq_diff;
 
 use super::*;
@@ -108,9 +108,18 @@ impl<S: Storage> Rdm<S> {
             ok = true;
         }
         if !ok {
+            let failed = self.peers.as_ref()[p];
             if state == PeerState::HelloSent && h.session == rx_session {
                 // The peer answered our HELLO and already sends; its HELLO_ACK is late.
                 self.stats.rx_early += 1;
+            } else if h.session != 0 && h.session == failed.failed_rx_session {
+                // A late packet of a session we failed: we may have delivered some of
+                // what the peer still retransmits, so it must not send it again on a
+                // new session (as UNKNOWN_SESSION would let it).
+                self.stats.rx_unknown_session += 1;
+                if sequenced {
+                    self.reset_peer(from, failed.failed_tx_session, close::RETRY_EXHAUSTED, now);
+                }
             } else {
                 self.stats.rx_unknown_session += 1;
                 if sequenced {
@@ -123,7 +132,7 @@ impl<S: Storage> Rdm<S> {
             self.stats.rx_missing_crc += 1;
             return;
         }
-        self.peers.as_mut()[p].last_heard_ok();
+        self.peers.as_mut()[p].last_heard_ok(now);
         match &repr.body {
             Body::Ack(a) => {
                 self.peers.as_mut()[p].ts_recent = a.ts;
@@ -1085,6 +1094,7 @@ impl<S: Storage> Rdm<S> {
                 .min(op.len);
         }
         op.cts_seen = true;
+        op.acked_any = true;
         let has = op.has_data_to_send();
         let pm = &mut self.peers.as_mut()[p];
         if has && !had {

@@ -118,7 +118,8 @@ impl<S: Storage> Rdm<S> {
         if self.ops.is_full() {
             return Err(Errno::EAGAIN);
         }
-        let p = self.peer_slot(&dest)?;
+        let p = self.peer_slot(&dest, now)?;
+        self.peers.as_mut()[p].last_active = now;
         let injected = req.flags.contains(Flags::INJECT);
         let level = if req.flags.contains(Flags::DELIVERY_COMPLETE) {
             Level::Delivery
@@ -158,6 +159,7 @@ impl<S: Storage> Rdm<S> {
             reserved: req.reserved,
             completed: false,
             error: None,
+            acked_any: false,
         };
         let h = self.ops.insert(op).map_err(|_| Errno::EAGAIN)?;
         let idx = h.index();
@@ -371,7 +373,7 @@ impl<S: Storage> Rdm<S> {
             PeerState::HelloSent
                 if now >= peer.hello_at && peer.hello_tries >= cfg.hello_retries =>
             {
-                self.fail_peer(p, Errno::EHOSTUNREACH, false, now, ctx);
+                self.fail_peer(p, Errno::EHOSTUNREACH, Keep::Nothing, now, ctx);
             }
             PeerState::Established => {
                 if let Some(t) = peer.ack_at
@@ -399,7 +401,7 @@ impl<S: Storage> Rdm<S> {
                     pm.timeouts += 1;
                     if pm.timeouts > cfg.max_retries {
                         self.stats.fail_probe += 1;
-                        self.fail_peer(p, Errno::ETIMEDOUT, false, now, ctx);
+                        self.fail_peer(p, Errno::ETIMEDOUT, Keep::Nothing, now, ctx);
                     }
                 }
                 self.liveness(p, now, ctx);
@@ -439,7 +441,7 @@ impl<S: Storage> Rdm<S> {
             Some(t) if now >= t => {
                 if peer.timeouts >= cfg.max_retries {
                     self.stats.fail_probe += 1;
-                    self.fail_peer(p, Errno::ETIMEDOUT, false, now, ctx);
+                    self.fail_peer(p, Errno::ETIMEDOUT, Keep::Nothing, now, ctx);
                     return;
                 }
                 let pm = &mut self.peers.as_mut()[p];
@@ -460,7 +462,7 @@ impl<S: Storage> Rdm<S> {
         let peer = self.peers.as_ref()[p];
         if peer.timeouts >= cfg.max_retries {
             self.stats.fail_retransmit += 1;
-            self.fail_peer(p, Errno::ETIMEDOUT, false, now, ctx);
+            self.fail_peer(p, Errno::ETIMEDOUT, Keep::Nothing, now, ctx);
             return;
         }
         let rto = Duration::from_micros(peer.rtt.rto);
@@ -544,7 +546,7 @@ impl<S: Storage> Rdm<S> {
                             // No way to the peer at all (off-subnet without a gateway;
                             // our own address on a raw link without loopback slots):
                             // fail now rather than after every HELLO retry.
-                            self.fail_peer(p, Errno::EHOSTUNREACH, false, now, ctx);
+                            self.fail_peer(p, Errno::EHOSTUNREACH, Keep::Nothing, now, ctx);
                         }
                         Sent::Yes => {
                             let cap = self.cfg.rto_max.total_micros();
@@ -1208,6 +1210,7 @@ impl<S: Storage> Rdm<S> {
                             op.unacked = op.unacked.saturating_sub(1);
                         }
                         op.undelivered = op.undelivered.saturating_sub(1);
+                        op.acked_any = true;
                     }
                     self.op_progress(o as usize, ctx);
                 }
@@ -1251,6 +1254,7 @@ impl<S: Storage> Rdm<S> {
             if let Some(o) = e.regen.op() {
                 if let Some(op) = self.ops.get_mut_by_index(o as usize) {
                     op.unacked = op.unacked.saturating_sub(1);
+                    op.acked_any = true;
                 }
                 self.op_progress(o as usize, ctx);
             }
@@ -1311,13 +1315,13 @@ impl<S: Storage> Rdm<S> {
     // ---- failure -----------------------------------------------------------------------
 
     /// The session with peer `p` failed: every pending operation with it completes with
-    /// `err` (except, with `keep_unstarted`, sends that have not sent anything: they
-    /// wait for a new session), held packets and partial messages from it are dropped.
+    /// `err`, except the sends `keep` names (they wait for a new session); held
+    /// packets and partial messages from it are dropped.
     pub(super) fn fail_peer(
         &mut self,
         p: usize,
         err: Errno,
-        keep_unstarted: bool,
+        keep: Keep,
         now: Instant,
         ctx: &mut Ctx<'_, S>,
     ) {
@@ -1331,12 +1335,34 @@ impl<S: Storage> Rdm<S> {
                 break;
             };
             let next = op.next;
-            if !keep_unstarted || op.started {
+            let kept = match keep {
+                Keep::Nothing => false,
+                Keep::Unstarted => !op.started,
+                Keep::Unacknowledged => !op.acked_any,
+            };
+            if !kept {
                 self.unlink_op(o as usize);
                 if !op.completed {
                     ctx.tx_done(op.context, op.tag.is_some(), Err(err), true, op.reserved);
                 }
             } else if let Some(op) = self.ops.get_mut_by_index(o as usize) {
+                if op.started {
+                    // Nothing of it reached the application: all of it again.
+                    *op = TxOp {
+                        started: false,
+                        msg_id: 0,
+                        sent: 0,
+                        initial_done: false,
+                        granted: 0,
+                        end: op.len,
+                        cts_seen: false,
+                        rx_op: 0,
+                        unacked: 0,
+                        undelivered: 0,
+                        ..*op
+                    };
+                    self.stats.tx_replayed += 1;
+                }
                 op.epoch = 0;
             }
             o = next;
@@ -1403,8 +1429,25 @@ impl<S: Storage> Rdm<S> {
         pm.timeouts = 0;
         pm.cursor = pm.op_head;
         pm.rtt = super::peer::Rtt::new(&self.cfg);
-        let _ = now;
+        if peer.rx_session != 0 {
+            pm.failed_rx_session = peer.rx_session;
+            pm.failed_tx_session = peer.tx_session;
+        }
+        pm.last_active = now;
     }
+}
+
+/// Which sends survive a failed session ([`Rdm::fail_peer`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Keep {
+    /// None: every pending send fails.
+    Nothing,
+    /// Those that have not sent anything.
+    Unstarted,
+    /// Also those of which nothing was acknowledged: the peer answered a packet with
+    /// RESET(UNKNOWN_SESSION), so it holds nothing of the session and delivered none
+    /// of them.
+    Unacknowledged,
 }
 
 impl TxOp {
