@@ -1,6 +1,7 @@
 //! More peers than the peer table holds (an MPI job with more ranks than `max_peers`):
-//! idle sessions are forgotten to make room, and a peer that still sends on a session
-//! we forgot gets RESET(UNKNOWN_SESSION) and sends again on a new session. Every message
+//! idle sessions are forgotten to make room, a peer that still sends on a session we
+//! forgot gets RESET(UNKNOWN_SESSION) and sends again on a new session, and a HELLO that
+//! finds the table full of recent sessions is asked to come back later. Every message
 //! arrives exactly once, intact; nothing fails.
 
 use hosted::netsim::{Faults, NetSim};
@@ -136,4 +137,21 @@ fn more_peers_than_the_table_holds_lose_nothing_under_loss() {
         let s = stats(&c, i);
         assert_eq!(s.rx_msgs, if i == 0 { 9 } else { 1 }, "node {i}: {s:?}");
     }
+}
+
+#[test]
+fn a_hello_to_a_full_table_waits_for_room_instead_of_failing() {
+    let mut c = cluster(Faults::default());
+    // Node 0's table fills with four fresh sessions.
+    for from in 1..=TABLE {
+        one_message(&mut c, from, 0);
+    }
+    // A fifth node's HELLO finds nothing node 0 may forget yet: REJECT(NO_RESOURCES),
+    // and it asks again until a session there has been idle long enough.
+    let late = TABLE + 1;
+    one_message(&mut c, late, 0);
+    assert!(stats(&c, late).hello_busy >= 1, "{:?}", stats(&c, late));
+    assert!(stats(&c, 0).rejects_sent >= 1);
+    assert_eq!(stats(&c, 0).sessions_evicted, 1);
+    assert_eq!(stats(&c, late).peer_failures, 0);
 }

@@ -479,6 +479,21 @@ impl<S: Storage> Rdm<S> {
             return;
         }
         self.stats.resets_received += 1;
+        if r.reason == reject::NO_RESOURCES {
+            // Its peer table is full of sessions too recent to forget: one will be
+            // idle long enough within `idle_evict`. Ask again (same session) every
+            // `rto_max` until then: back-pressure, not a failed send.
+            let wait = self.idle_evict() + self.idle_evict();
+            let retry = self.cfg.rto_max;
+            let pm = &mut self.peers.as_mut()[p];
+            let until = *pm.busy_until.get_or_insert(now + wait);
+            if now < until {
+                pm.hello_tries = 0;
+                pm.hello_at = now + retry;
+                self.stats.hello_busy += 1;
+                return;
+            }
+        }
         let err = match r.reason {
             reject::AUTH_FAILED => Errno::EKEYREJECTED,
             _ => Errno::ECONNREFUSED,
@@ -531,5 +546,6 @@ impl super::peer::Peer {
         self.timeouts = 0;
         self.live_at = None;
         self.last_active = now;
+        self.busy_until = None;
     }
 }

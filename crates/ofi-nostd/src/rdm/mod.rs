@@ -210,6 +210,9 @@ pub struct RdmStats {
     pub fail_probe: u64,
     /// Idle established sessions forgotten to make room in a full peer table.
     pub sessions_evicted: u64,
+    /// REJECT(NO_RESOURCES) answers to our HELLO that we answered by asking again later
+    /// (the peer's table was full).
+    pub hello_busy: u64,
     /// Sends that went again on a new session after the peer answered
     /// RESET(UNKNOWN_SESSION) to a session it had forgotten (nothing of them was
     /// acknowledged, so nothing of them was delivered).

@@ -224,6 +224,9 @@ pub(crate) struct Peer {
     pub(super) failed_rx_session: u32,
     /// Our transmit session of that failed session (what the RESET names).
     pub(super) failed_tx_session: u32,
+    /// The peer refused our HELLO for lack of room (REJECT(NO_RESOURCES)): we ask again
+    /// until this instant, by when an idle session of its should have made room.
+    pub(super) busy_until: Option<Instant>,
 }
 
 impl Peer {
@@ -294,6 +297,7 @@ impl Peer {
         last_active: Instant::ZERO,
         failed_rx_session: 0,
         failed_tx_session: 0,
+        busy_until: None,
     };
 
     /// Whether the peer is owed an acknowledgement (due now or on a timer).

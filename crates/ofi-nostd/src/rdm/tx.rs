@@ -1434,6 +1434,7 @@ impl<S: Storage> Rdm<S> {
             pm.failed_tx_session = peer.tx_session;
         }
         pm.last_active = now;
+        pm.busy_until = None;
     }
 }
 
