@@ -202,6 +202,17 @@ pub struct DomainStats {
     pub rx_packets: u64,
 }
 
+/// Which parts of a progress pass run ([`Domain::progress_pass`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PassKind {
+    /// Receive, then transmit (unless deferred): [`Domain::progress`].
+    Full,
+    /// Transmit everything, timers and deferred work included: [`Domain::progress_owed`].
+    Transmit,
+    /// Transmit what was posted: [`Domain::progress_tx`].
+    Posted,
+}
+
 /// What one call of [`Domain::progress`] did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct ProgressReport {
@@ -1430,19 +1441,45 @@ impl<S: Storage> Domain<S> {
         link: &mut L,
         mem: &mut M,
     ) -> Result<ProgressReport> {
-        self.pass(now, link, mem, true)
+        self.pass(now, link, mem, PassKind::Full)
     }
 
-    /// The transmit half of [`Domain::progress`]: everything but receiving. What a
-    /// data-path post runs so that its packet leaves at once, without paying for a
-    /// receive (the application's next CQ read receives). Timers run as in a full pass.
+    /// The transmit half of [`Domain::progress`] for what was posted: what a data-path
+    /// post runs so that its packet leaves at once, without paying for a receive (the
+    /// application's next CQ read receives). An RDM endpoint serves the peers sends
+    /// were posted to; other peers and timers wait for the next full pass, which
+    /// `poll_timeout` names (or run here when they are due already).
     pub fn progress_tx<L: Link, M: Memory>(
         &mut self,
         now: Instant,
         link: &mut L,
         mem: &mut M,
     ) -> Result<ProgressReport> {
-        self.pass(now, link, mem, false)
+        self.pass(now, link, mem, PassKind::Posted)
+    }
+
+    /// The whole transmit half of [`Domain::progress`], without receiving: every peer
+    /// and timer, including what a receiving pass left to the next one (see
+    /// [`Domain::transmit_owed`]). What a caller about to sleep runs.
+    pub fn progress_owed<L: Link, M: Memory>(
+        &mut self,
+        now: Instant,
+        link: &mut L,
+        mem: &mut M,
+    ) -> Result<ProgressReport> {
+        self.pass(now, link, mem, PassKind::Transmit)
+    }
+
+    /// [`Domain::progress`], [`Domain::progress_owed`] or [`Domain::progress_tx`] by
+    /// `kind` (for adapters that pass the choice along).
+    pub fn progress_pass<L: Link, M: Memory>(
+        &mut self,
+        now: Instant,
+        link: &mut L,
+        mem: &mut M,
+        kind: PassKind,
+    ) -> Result<ProgressReport> {
+        self.pass(now, link, mem, kind)
     }
 
     fn pass<L: Link, M: Memory>(
@@ -1450,8 +1487,9 @@ impl<S: Storage> Domain<S> {
         now: Instant,
         link: &mut L,
         mem: &mut M,
-        receive: bool,
+        kind: PassKind,
     ) -> Result<ProgressReport> {
+        let receive = kind == PassKind::Full;
         self.last_now = now;
         let mut report = ProgressReport::default();
         // Work the application made possible since the last call comes first: it is
@@ -1488,15 +1526,19 @@ impl<S: Storage> Domain<S> {
                 return Ok(report);
             }
         }
-        self.tx_owed = false;
+        // A post's pass leaves what a receiving pass deferred to the next full pass.
+        let posted_only = kind == PassKind::Posted;
+        if !posted_only {
+            self.tx_owed = false;
+        }
         self.net.poll_tx(now, link);
         report.tx = self.tx_all(now, link, mem);
-        report.tx += self.rdm_tx_all(now, link, mem);
+        report.tx += self.rdm_tx_all(now, link, mem, posted_only);
         Ok(report)
     }
 
     /// The last pass received and left its transmit half to the next pass (see
-    /// [`Domain::progress`]). A caller about to sleep runs [`Domain::progress_tx`]
+    /// [`Domain::progress`]). A caller about to sleep runs [`Domain::progress_owed`]
     /// first, so nothing waits for the sleep.
     pub fn transmit_owed(&self) -> bool {
         self.tx_owed
@@ -1550,7 +1592,13 @@ impl<S: Storage> Domain<S> {
         }
     }
 
-    fn rdm_tx_all<L: Link, M: Memory>(&mut self, now: Instant, link: &mut L, mem: &M) -> usize {
+    fn rdm_tx_all<L: Link, M: Memory>(
+        &mut self,
+        now: Instant,
+        link: &mut L,
+        mem: &M,
+        posted_only: bool,
+    ) -> usize {
         let mut port = NetPort {
             net: &mut self.net,
             link,
@@ -1605,7 +1653,11 @@ impl<S: Storage> Domain<S> {
                 self.rm_enabled,
             );
             if let Some(r) = ep.rdm.as_mut() {
-                let n = r.transmit(now, &mut port, mem, &mut ctx);
+                let n = if posted_only {
+                    r.transmit_posted(now, &mut port, mem, &mut ctx)
+                } else {
+                    r.transmit(now, &mut port, mem, &mut ctx)
+                };
                 sent += n;
                 self.stats.tx_packets += n as u64;
             }

@@ -15,7 +15,7 @@ use hosted::storage::Heap;
 use hosted::sysinfo::HostInterface;
 use ofi_nostd::Errno;
 use ofi_nostd::addr::EpAddr;
-use ofi_nostd::domain::{CntrHandle, CqHandle, Domain, DomainConfig};
+use ofi_nostd::domain::{CntrHandle, CqHandle, Domain, DomainConfig, PassKind};
 use ofi_nostd::info::{AddrFormat, Info, Threading};
 use wire::link::Medium;
 
@@ -53,23 +53,23 @@ impl DomainState {
     /// One progress pass: receive, deliver, transmit, flush; then signal the wait
     /// objects whose armed condition now holds.
     pub fn progress(&mut self) {
-        self.pass(true);
+        self.pass(PassKind::Full);
     }
 
-    /// A pass without its receive half, what a post runs so its packet leaves at once
-    /// (the next CQ read receives).
+    /// What a post runs so its packet leaves at once: the sends posted (the next CQ
+    /// read receives and runs what else is due).
     pub fn progress_tx(&mut self) {
-        self.pass(false);
+        self.pass(PassKind::Posted);
     }
 
-    fn pass(&mut self, receive: bool) {
+    fn pass(&mut self, kind: PassKind) {
         // SAFETY: libfabric's buffer contract (fi_msg(3), fi_tagged(3)): the core only
         // copies to and from buffers the application posted, each valid and untouched
         // until its operation completes or its endpoint is closed; closing discards
         // the operation in the core first.
         let mut mem = unsafe { RawMemory::new() };
         let now = hosted::api::now();
-        let _ = self.driver.progress(&mut self.core, now, &mut mem, receive);
+        let _ = self.driver.progress(&mut self.core, now, &mut mem, kind);
         self.last.store(now.total_micros(), Ordering::Relaxed);
         self.wake();
     }
@@ -102,7 +102,7 @@ impl DomainState {
     /// the last pass left for the next one runs first.
     pub fn next_timer(&mut self) -> Option<std::time::Duration> {
         if self.core.transmit_owed() {
-            self.progress_tx();
+            self.pass(PassKind::Transmit);
         }
         let at = self.core.poll_timeout()?;
         let left = at.saturating_duration_since(hosted::api::now());

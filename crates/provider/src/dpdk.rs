@@ -43,9 +43,9 @@ impl Driver for Dpdk {
         core: &mut Domain<Heap>,
         now: Instant,
         mem: &mut RawMemory,
-        receive: bool,
+        kind: ofi_nostd::domain::PassKind,
     ) -> ofi_nostd::Result<ProgressReport> {
-        let r = crate::plane::pass(core, now, &mut self.plane, mem, receive);
+        let r = crate::plane::pass(core, now, &mut self.plane, mem, kind);
         DataPlane::flush(&mut self.plane);
         r
     }

@@ -23,39 +23,35 @@ use hosted::mem::RawMemory;
 use hosted::storage::Heap;
 use hosted::sysinfo::HostInterface;
 use ofi_nostd::Errno;
-use ofi_nostd::domain::{Domain, ProgressReport};
+use ofi_nostd::domain::{Domain, PassKind, ProgressReport};
 use ofi_nostd::net::NetConfig;
 use ofi_nostd::time::Instant;
 use wire::link::Link;
 
 /// The object-safe face of a link the domain keeps.
 pub trait Driver: Send {
-    /// One progress pass of `core` over this link (without its receive half unless
-    /// `receive`: what a post runs), then a flush of what it queued.
+    /// One progress pass of `core` over this link (the parts `kind` names), then a
+    /// flush of what it queued.
     fn progress(
         &mut self,
         core: &mut Domain<Heap>,
         now: Instant,
         mem: &mut RawMemory,
-        receive: bool,
+        kind: PassKind,
     ) -> ofi_nostd::Result<ProgressReport>;
     /// The descriptor that becomes readable when frames arrive.
     fn fd(&self) -> RawFd;
 }
 
-/// [`Domain::progress`], or [`Domain::progress_tx`] when not `receive`.
+/// [`Domain::progress_pass`] of the parts `kind` names.
 pub(crate) fn pass<L: Link>(
     core: &mut Domain<Heap>,
     now: Instant,
     link: &mut L,
     mem: &mut RawMemory,
-    receive: bool,
+    kind: PassKind,
 ) -> ofi_nostd::Result<ProgressReport> {
-    if receive {
-        core.progress(now, link, mem)
-    } else {
-        core.progress_tx(now, link, mem)
-    }
+    core.progress_pass(now, link, mem, kind)
 }
 
 /// A kernel link.
@@ -67,9 +63,9 @@ impl<L: KernelLink + Send> Driver for Kernel<L> {
         core: &mut Domain<Heap>,
         now: Instant,
         mem: &mut RawMemory,
-        receive: bool,
+        kind: PassKind,
     ) -> ofi_nostd::Result<ProgressReport> {
-        let r = pass(core, now, &mut self.0, mem, receive);
+        let r = pass(core, now, &mut self.0, mem, kind);
         self.0.flush();
         r
     }
@@ -88,10 +84,10 @@ impl<L: KernelLink + Send> Driver for Lossy<L> {
         core: &mut Domain<Heap>,
         now: Instant,
         mem: &mut RawMemory,
-        receive: bool,
+        kind: PassKind,
     ) -> ofi_nostd::Result<ProgressReport> {
         self.0.set_now(now);
-        let r = pass(core, now, &mut self.0, mem, receive);
+        let r = pass(core, now, &mut self.0, mem, kind);
         self.0.inner_mut().flush();
         r
     }

@@ -3,7 +3,7 @@
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
 use dp_kernel::{AfPacketLink, KernelLink, TapLink, UdpLink};
-use ofi_nostd::domain::ProgressReport;
+use ofi_nostd::domain::{PassKind, ProgressReport};
 use ofi_nostd::mem::Memory;
 use ofi_nostd::time::Instant;
 use wire::link::{Capabilities, Link, RxMeta, TxMeta};
@@ -120,15 +120,14 @@ impl<L: Link + Send + 'static> DataPlane for WithFd<L> {
 /// The object-safe face of a [`DataPlane`] the domain keeps (links have generic
 /// methods, so the domain stores them behind this).
 pub(crate) trait Driver: Send {
-    /// A progress pass of `core` over this link; without its receive half unless
-    /// `receive` ([`Domain::progress_tx`](ofi_nostd::domain::Domain::progress_tx), what a
-    /// post runs).
+    /// A progress pass of `core` over this link, of the parts `kind` names
+    /// ([`Domain::progress_pass`](ofi_nostd::domain::Domain::progress_pass)).
     fn progress(
         &mut self,
         core: &mut CoreDomain,
         now: Instant,
         mem: &mut dyn Memory,
-        receive: bool,
+        kind: PassKind,
     ) -> ofi_nostd::Result<ProgressReport>;
     fn flush(&mut self) -> usize;
     fn pending_tx(&self) -> usize;
@@ -154,13 +153,9 @@ impl<L: DataPlane> Driver for L {
         core: &mut CoreDomain,
         now: Instant,
         mem: &mut dyn Memory,
-        receive: bool,
+        kind: PassKind,
     ) -> ofi_nostd::Result<ProgressReport> {
-        if receive {
-            core.progress(now, self, &mut DynMem(mem))
-        } else {
-            core.progress_tx(now, self, &mut DynMem(mem))
-        }
+        core.progress_pass(now, self, &mut DynMem(mem), kind)
     }
 
     fn flush(&mut self) -> usize {

@@ -11,7 +11,7 @@ use std::thread::JoinHandle;
 use ofi_nostd::Errno;
 use ofi_nostd::addr::EpAddr;
 use ofi_nostd::cq::{CqEntry, CqErrOut};
-use ofi_nostd::domain::{AvHandle, CntrHandle, CqHandle, EpHandle, ProgressReport};
+use ofi_nostd::domain::{AvHandle, CntrHandle, CqHandle, EpHandle, PassKind, ProgressReport};
 use ofi_nostd::flags::Flags;
 use ofi_nostd::info::{API_VERSION, Info};
 use ofi_nostd::time::Instant;
@@ -118,21 +118,21 @@ impl<C: Send + 'static> Inner<C> {
     /// One pass of progress: receive, deliver, transmit, flush the link, then signal
     /// every wait object whose armed condition now holds.
     pub(crate) fn progress(&mut self) -> ofi_nostd::Result<ProgressReport> {
-        self.pass(true)
+        self.pass(PassKind::Full)
     }
 
-    /// A pass without receiving ([`Domain::progress_tx`](ofi_nostd::domain::Domain::progress_tx)),
+    /// The sends posted ([`Domain::progress_tx`](ofi_nostd::domain::Domain::progress_tx)),
     /// then a flush: what a post runs so its packet leaves at once.
     pub(crate) fn progress_tx(&mut self) -> ofi_nostd::Result<ProgressReport> {
-        self.pass(false)
+        self.pass(PassKind::Posted)
     }
 
-    fn pass(&mut self, receive: bool) -> ofi_nostd::Result<ProgressReport> {
+    fn pass(&mut self, kind: PassKind) -> ofi_nostd::Result<ProgressReport> {
         let r = self.link.progress(
             &mut self.core,
             now(),
             &mut self.ops as &mut dyn ofi_nostd::mem::Memory,
-            receive,
+            kind,
         );
         self.link.flush();
         self.wake();
@@ -152,7 +152,7 @@ impl<C: Send + 'static> Inner<C> {
         // A pass that received left its transmit half for the next one: run it before
         // sleeping, so nothing it would send waits for the nap.
         if self.core.transmit_owed() {
-            let _ = self.progress_tx();
+            let _ = self.pass(PassKind::Transmit);
         }
         let left = deadline.saturating_duration_since(std::time::Instant::now());
         match self.next_timeout() {

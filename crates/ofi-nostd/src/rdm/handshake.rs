@@ -478,6 +478,12 @@ impl<S: Storage> Rdm<S> {
             self.stats.rx_bad_handshake += 1;
             return;
         }
+        if r.reason == reject::VERSION && (r.ver_min..=r.ver_max).contains(&VERSION) {
+            // The rejecter speaks our version: what it refused was not our HELLO as
+            // sent (a corrupted copy whose version byte changed). Keep asking.
+            self.stats.rx_bad_handshake += 1;
+            return;
+        }
         self.stats.resets_received += 1;
         if r.reason == reject::NO_RESOURCES {
             // Its peer table is full of sessions too recent to forget: one will be

@@ -718,6 +718,15 @@ pub struct Rdm<S: Storage> {
     blocked: u32,
     /// Something may be ready to send: the next progress should run the transmitter.
     tx_ready: bool,
+    /// Peers that sends were posted to since the transmitter last ran: what
+    /// [`Rdm::transmit_posted`] serves. `posted_n` past the array's length means "too
+    /// many: run it all".
+    posted: [u16; POSTED_PEERS],
+    posted_n: u8,
+    /// No peer's timer is due before this instant (a lower bound of every peer's
+    /// `deadline`, lowered whenever a timer is armed): until then, and unless
+    /// `tx_ready`, the transmitter has nothing to scan the peers for.
+    next_scan: Instant,
     /// Receives matched to buffered unexpected data wait for a progress call (which has
     /// the application's memory) to copy it.
     copies_pending: u32,
@@ -738,6 +747,10 @@ pub struct Rdm<S: Storage> {
 
 /// Unsessioned replies an endpoint can have waiting.
 const CTL_QUEUE: usize = 16;
+
+/// Peers [`Rdm::transmit_posted`] serves on their own; more posted-to peers between two
+/// transmitter runs make it a whole run.
+const POSTED_PEERS: usize = 4;
 
 /// Sizes of an RDM endpoint's queues.
 #[derive(Debug, Clone, Copy)]
@@ -882,6 +895,9 @@ impl<S: Storage> Rdm<S> {
             multis,
             blocked: 0,
             tx_ready: false,
+            posted: [0; POSTED_PEERS],
+            posted_n: 0,
+            next_scan: Instant::ZERO,
             copies_pending: 0,
             last_reset: None,
             rr: 0,
@@ -968,7 +984,12 @@ impl<S: Storage> Rdm<S> {
     /// Something must leave at once (an acknowledgement due now, a reply, a control
     /// answer): a pass that received does not leave that to the next pass.
     pub(crate) fn tx_urgent(&self) -> bool {
-        self.tx_ready || self.ctl.iter().any(|c| c.is_some())
+        self.tx_ready || self.posted_n > 0 || self.ctl.iter().any(|c| c.is_some())
+    }
+
+    /// A peer timer was armed for `at`: the transmitter scans the peers by then.
+    pub(super) fn arm(&mut self, at: Instant) {
+        self.next_scan = self.next_scan.min(at);
     }
 
     /// Whether `flush_copies` or `retry_blocked` has work (a progress pass skips
@@ -979,7 +1000,7 @@ impl<S: Storage> Rdm<S> {
 
     /// The earliest time the engine needs `progress` even without traffic.
     pub fn poll_timeout(&self, now: Instant) -> Option<Instant> {
-        if self.tx_ready {
+        if self.tx_ready || self.posted_n > 0 {
             return Some(now);
         }
         let mut t: Option<Instant> = None;

@@ -337,6 +337,22 @@ impl Peer {
         t
     }
 
+    /// When a transmitter scan must look at this peer again: its [`Peer::deadline`],
+    /// or `now` while it waits for data with no timer armed (the scan arms a liveness
+    /// probe then).
+    pub(super) fn scan_due(&self, now: Instant) -> Option<Instant> {
+        let waiting = self.inbound > 0 || self.asm.is_some();
+        if self.state == PeerState::Established
+            && waiting
+            && self.live_at.is_none()
+            && self.rto_at.is_none()
+            && self.probe_at.is_none()
+        {
+            return Some(now);
+        }
+        self.deadline()
+    }
+
     /// Packets in flight (sent, not cumulatively acked).
     pub(super) fn in_flight(&self) -> u32 {
         self.next_seq.wrapping_sub(self.snd_una)

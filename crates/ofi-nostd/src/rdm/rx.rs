@@ -81,10 +81,22 @@ impl<S: Storage> Rdm<S> {
         self.stats.rx_packets += 1;
         let h = &repr.header;
         match &repr.body {
-            Body::Hello(x) => return self.on_hello(from, x, raw, now, ctx),
-            Body::HelloAck(x) => return self.on_hello_ack(from, h, x, raw, now),
-            Body::Reject(x) => return self.on_reject(from, h, x, now, ctx),
-            Body::Reset(x) => return self.on_reset(from, h, x, now, ctx),
+            Body::Hello(x) => {
+                self.on_hello(from, x, raw, now, ctx);
+                return self.arm_addr(&from, now);
+            }
+            Body::HelloAck(x) => {
+                self.on_hello_ack(from, h, x, raw, now);
+                return self.arm_addr(&from, now);
+            }
+            Body::Reject(x) => {
+                self.on_reject(from, h, x, now, ctx);
+                return self.arm_addr(&from, now);
+            }
+            Body::Reset(x) => {
+                self.on_reset(from, h, x, now, ctx);
+                return self.arm_addr(&from, now);
+            }
             Body::Dgram(_) => {
                 self.stats.rx_unsupported += 1;
                 return;
@@ -158,6 +170,21 @@ impl<S: Storage> Rdm<S> {
                 }
                 self.on_sequenced(p, repr, raw, now, mem, ctx)
             }
+        }
+        self.arm_peer(p, now);
+    }
+
+    /// Lowers `next_scan` to peer `p`'s earliest timer after something changed it
+    /// outside a transmitter scan (a packet from it, a post to it).
+    pub(super) fn arm_peer(&mut self, p: usize, now: Instant) {
+        if let Some(t) = self.peers.as_ref().get(p).and_then(|pr| pr.scan_due(now)) {
+            self.arm(t);
+        }
+    }
+
+    fn arm_addr(&mut self, from: &EpAddr, now: Instant) {
+        if let Some(p) = self.find_peer(from) {
+            self.arm_peer(p, now);
         }
     }
 
@@ -378,6 +405,7 @@ impl<S: Storage> Rdm<S> {
         for p in 0..self.peers_high {
             if self.peers.as_ref()[p].used && self.peers.as_ref()[p].blocked {
                 self.drain(p, now, mem, ctx);
+                self.arm_peer(p, now);
             }
         }
     }

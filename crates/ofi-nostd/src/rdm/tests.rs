@@ -961,3 +961,34 @@ fn a_self_session_recovers_losses_with_sacks_and_piggybacked_acks() {
         "one sequence space, all acked"
     );
 }
+
+/// A HELLO whose version byte was corrupted on the way draws REJECT(VERSION) naming
+/// versions we speak: that is no answer to the HELLO we sent, so the handshake goes on
+/// and the message arrives.
+#[test]
+fn a_version_reject_for_a_corrupted_hello_does_not_fail_the_handshake() {
+    let mut a = host([10, 0, 0, 1], 1);
+    let mut b = host([10, 0, 0, 2], 2);
+    let b_at_a = a.insert(&b);
+    b.insert(&a);
+    let mut now = Instant::from_millis(1);
+    recv(&mut b, 5, 50);
+    send(&mut a, b_at_a, 5, 100, 51);
+    a.progress(now);
+    let src = Some(UdpAddr::new(a.ip.into(), 7000));
+    let mut hello = a.link.pop_tx(|_, d| d.to_vec()).expect("a HELLO");
+    assert_eq!(kind(&hello).0, wire::packet::PacketType::Hello);
+    hello[2] ^= 0x40; // the version byte
+    b.link.inject(&hello, src);
+    b.progress(now);
+    let rejects = carry(&mut b, &mut a);
+    assert_eq!(rejects.len(), 1, "REJECT(VERSION) for the mangled HELLO");
+    a.progress(now);
+    assert!(a.read(a.tx_cq).is_empty(), "the send did not fail");
+    assert_eq!(stats(&a).peer_failures, 0);
+    // The HELLO is repeated; the session comes up and the message arrives.
+    pump(&mut a, &mut b, &mut now, 400, &mut Vec::new());
+    let (atx, brx) = (a.tx_cq, b.rx_cq);
+    assert!(matches!(a.read(atx)[..], [Ok(e)] if e.op_context == 51));
+    assert!(matches!(b.read(brx)[..], [Ok(e)] if e.op_context == 50 && e.len == 100));
+}

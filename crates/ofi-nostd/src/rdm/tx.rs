@@ -212,7 +212,7 @@ impl<S: Storage> Rdm<S> {
                 o.completed = true;
             }
         }
-        self.tx_ready = true;
+        self.mark_posted(p);
         Ok(())
     }
 
@@ -323,9 +323,16 @@ impl<S: Storage> Rdm<S> {
         mem: &M,
         ctx: &mut Ctx<'_, S>,
     ) -> usize {
+        let ctl = self.ctl.iter().any(|c| c.is_some());
+        let due = self.tx_ready || self.posted_n > 0 || ctl || now >= self.next_scan;
         self.tx_ready = false;
+        self.posted_n = 0;
+        if !due {
+            // No flag, no post and no timer due: scanning the peers would find nothing.
+            return 0;
+        }
         let before = self.stats.tx_packets;
-        if self.ctl.iter().any(|c| c.is_some()) && !self.send_ctl_replies(port) {
+        if ctl && !self.send_ctl_replies(port) {
             self.tx_ready = true;
             return 0;
         }
@@ -335,7 +342,7 @@ impl<S: Storage> Rdm<S> {
         self.rr = (self.rr + 1) % n.max(1);
         for i in 0..n {
             let p = (self.rr + i) % n;
-            if !self.peers.as_ref()[p].used {
+            if !self.peers.as_ref()[p].used || !self.needs_transmit(p, now) {
                 continue;
             }
             self.run_timers(p, now, ctx);
@@ -345,7 +352,95 @@ impl<S: Storage> Rdm<S> {
                 break;
             }
         }
+        self.next_scan = self.earliest_deadline(now);
         (self.stats.tx_packets - before) as usize
+    }
+
+    /// The earliest instant any peer's timer is due, after a scan (`now` for a peer
+    /// that waits for data with no timer armed yet: the next scan arms its liveness
+    /// probe); "never" when none is armed.
+    fn earliest_deadline(&self, now: Instant) -> Instant {
+        let n = self.peers_high.min(self.peers.as_ref().len());
+        self.peers.as_ref()[..n]
+            .iter()
+            .filter(|p| p.used)
+            .filter_map(|p| p.scan_due(now))
+            .min()
+            .unwrap_or(Instant::from_micros(u64::MAX))
+    }
+
+    /// What a post runs: when the only work is sends posted to a few peers, sends what
+    /// those peers have ready (acknowledgements, retransmissions and new packets, in the
+    /// usual order) and leaves other peers to the next [`Rdm::transmit`], which
+    /// `next_scan` or a flag makes run in time; otherwise that whole run. Returns the
+    /// packets sent.
+    pub(crate) fn transmit_posted<P: TxPort, M: Memory>(
+        &mut self,
+        now: Instant,
+        port: &mut P,
+        mem: &M,
+        ctx: &mut Ctx<'_, S>,
+    ) -> usize {
+        let n = self.posted_n as usize;
+        if self.tx_ready
+            || n > POSTED_PEERS
+            || now >= self.next_scan
+            || self.ctl.iter().any(|c| c.is_some())
+        {
+            return self.transmit(now, port, mem, ctx);
+        }
+        self.posted_n = 0;
+        let before = self.stats.tx_packets;
+        for i in 0..n {
+            let p = self.posted[i] as usize;
+            if !self.peers.as_ref().get(p).is_some_and(|pr| pr.used) {
+                continue;
+            }
+            let more = self.pump(p, now, port, mem, ctx);
+            self.arm_peer(p, now);
+            if !more {
+                // Link full: the next pass goes on, with everything else.
+                self.tx_ready = true;
+                break;
+            }
+        }
+        (self.stats.tx_packets - before) as usize
+    }
+
+    /// Peer `p` has a new send: remember it for [`Rdm::transmit_posted`].
+    fn mark_posted(&mut self, p: usize) {
+        let n = self.posted_n as usize;
+        if self
+            .posted
+            .get(..n)
+            .is_some_and(|v| v.contains(&(p as u16)))
+        {
+            return;
+        }
+        if let Some(slot) = self.posted.get_mut(n) {
+            *slot = p as u16;
+        }
+        self.posted_n = self.posted_n.saturating_add(1);
+    }
+
+    /// Whether `run_timers` or `pump` could do anything for peer `p` now: a timer or
+    /// flag due or a liveness probe to arm
+    /// ([`Peer::scan_due`](super::peer::Peer::scan_due)), data or a CTS to send, a
+    /// credit update. Every pass asks it of every
+    /// peer, so an endpoint with many idle sessions pays little for them.
+    fn needs_transmit(&self, p: usize, now: Instant) -> bool {
+        let pr = &self.peers.as_ref()[p];
+        if pr.scan_due(now).is_some_and(|d| d <= now) {
+            return true;
+        }
+        if pr.state != PeerState::Established {
+            return false;
+        }
+        if pr.cursor != NIL || pr.rndv_ready > 0 || pr.cts_pending > 0 {
+            return true;
+        }
+        let credits = self.credits_for(p);
+        credits > pr.adv_credits && (pr.adv_credits == 0 || credits >= pr.adv_credits * 2)
     }
 
     fn run_timers(&mut self, p: usize, now: Instant, ctx: &mut Ctx<'_, S>) {
