@@ -455,31 +455,38 @@ impl Section for Engine {
 
     fn run(&self, ctx: &Ctx<'_>) -> Result<Outcome> {
         let home = run_criterion(ctx, "hosted", "engine")?;
-        let dir = home
-            .join("engine")
-            .join("rdm_tagged_inject_round_trip")
-            .join("64");
-        let ns = fresh_mean_ns(&dir.join("new/estimates.json"), ctx.started)?;
-        Ok(render_engine(ns))
+        let mean = |name: &str, param: &str| {
+            let dir = home.join("engine").join(name).join(param);
+            fresh_mean_ns(&dir.join("new/estimates.json"), ctx.started)
+        };
+        let ns = mean("rdm_tagged_inject_round_trip", "64")?;
+        let idle = mean("rdm_tagged_inject_round_trip_idle_peers", "60")?;
+        Ok(render_engine(ns, idle))
     }
 }
 
-fn render_engine(ns: f64) -> Outcome {
+/// The engine section from the mean round trip (ns) without and with 60 idle sessions
+/// per side.
+fn render_engine(ns: f64, idle: f64) -> Outcome {
     let markdown = format!(
         "Two domains joined by in-memory links play an RDM ping-pong of 64 B tagged \
          injects, posting as the adapters do; one iteration is two sends, two receives \
          and two completions, with no system call. Mean per round trip: **{}** ({} per \
-         message, send and receive side together). No target: the part of the \
-         ping-pong latency gap to raw sockets that is the core's own work.\n",
+         message, send and receive side together); with 60 idle sessions on each side \
+         (an MPI rank's other peers): {} ({:.2}x). No target: the part of the ping-pong \
+         latency gap to raw sockets that is the core's own work.\n",
         human_ns(ns),
-        human_ns(ns / 2.0)
+        human_ns(ns / 2.0),
+        human_ns(idle),
+        idle / ns
     );
     Outcome {
         markdown,
         summary: vec![format!(
-            "engine: {} per RDM round trip, {} per message (no system calls)",
+            "engine: {} per RDM round trip, {} per message (no system calls); {} with 60 idle sessions",
             human_ns(ns),
-            human_ns(ns / 2.0)
+            human_ns(ns / 2.0),
+            human_ns(idle)
         )],
         plots: Vec::new(),
     }
@@ -605,9 +612,10 @@ mod tests {
 
     #[test]
     fn engine_section_names_round_trip_and_message() {
-        let out = render_engine(1500.0);
+        let out = render_engine(1500.0, 1650.0);
         assert!(out.markdown.contains("**1.50 µs**"), "{}", out.markdown);
         assert!(out.markdown.contains("(750.0 ns per"), "{}", out.markdown);
+        assert!(out.markdown.contains("1.65 µs (1.10x)"), "{}", out.markdown);
         assert!(out.summary[0].starts_with("engine: 1.50 µs"));
     }
 

@@ -3,8 +3,9 @@
 //! do (post, then the transmit half of a pass; a full pass to receive; re-post the
 //! receive). One iteration is one round trip: two sends, two receives, two completions.
 //!
-//! `cargo xtask bench` reports the time per round trip (criterion id
-//! `engine/rdm_tagged_inject_round_trip/64`). With `ENGINE_ROUND_TRIPS=<n>`
+//! `cargo xtask bench` reports the time per round trip (criterion ids
+//! `engine/rdm_tagged_inject_round_trip/64`, and `..._idle_peers/60` with 60 idle
+//! sessions on each side, what every pass of an MPI rank with many peers carries). With `ENGINE_ROUND_TRIPS=<n>`
 //! in the environment the binary runs `n` round trips untimed and exits, for instruction
 //! counts (`valgrind --tool=callgrind target/release/deps/engine-* `).
 
