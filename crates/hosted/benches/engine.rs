@@ -7,7 +7,8 @@
 //! `engine/rdm_tagged_inject_round_trip/64`, and `..._idle_peers/60` with 60 idle
 //! sessions on each side, what every pass of an MPI rank with many peers carries). With `ENGINE_ROUND_TRIPS=<n>`
 //! in the environment the binary runs `n` round trips untimed and exits, for instruction
-//! counts (`valgrind --tool=callgrind target/release/deps/engine-* `).
+//! counts (`valgrind --tool=callgrind target/release/deps/engine-*`); `ENGINE_IDLE_PEERS=<k>`
+//! gives each side `k` idle sessions first.
 
 #![allow(missing_docs)] // criterion_main! generates an undocumented `main`.
 
@@ -20,7 +21,7 @@ use ofi_nostd::av::{AvAddrs, AvAttr};
 use ofi_nostd::cq::{CqAttr, CqEntry, CqFormat};
 use ofi_nostd::domain::{AvHandle, BindTarget, CqHandle, Domain, DomainConfig, EpHandle};
 use ofi_nostd::fabric::Fabric;
-use ofi_nostd::flags::{FiAddr, Flags};
+use ofi_nostd::flags::{FI_ADDR_UNSPEC, FiAddr, Flags};
 use ofi_nostd::info::{EpType, FabricAttr, ProviderConfig, default_info};
 use ofi_nostd::mem::{IoVec, SliceMemory};
 use ofi_nostd::net::NetConfig;
@@ -31,6 +32,9 @@ const MTU: usize = 1472;
 const SIZE: usize = 64;
 const BASE: u64 = 0x1000;
 const TAG: u64 = 0x42;
+/// Idle sessions each side has in the second benchmark (the core's default table holds
+/// 64 peers).
+const IDLE_PEERS: usize = 60;
 type Link = Loopback<64, MTU>;
 
 struct Host {
@@ -68,7 +72,7 @@ fn host(ip: [u8; 4]) -> Host {
     let av = dom
         .av_open(
             &mut AvAttr {
-                count: 4,
+                count: 256,
                 ..AvAttr::default()
             },
             3,
@@ -167,10 +171,72 @@ struct Pair {
     now: Instant,
 }
 
+/// Inserts `y` into `x`'s AV; returns its fi_addr there.
+fn insert(x: &mut Host, y: &Host) -> FiAddr {
+    let addr = y.dom.ep_addr(y.ep).unwrap();
+    let mut out = [0; 1];
+    x.dom
+        .av_mut(x.av)
+        .unwrap()
+        .insert(AvAddrs::Ep(&[addr]), Some(&mut out), Flags::empty(), None)
+        .unwrap();
+    out[0]
+}
+
+/// Sets up a session between `x` and `y` with one message from `x`, then leaves it
+/// idle.
+fn connect(x: &mut Host, y: &mut Host, now: &mut Instant) {
+    let to_y = insert(x, y);
+    insert(y, x);
+    y.dom
+        .trecv(
+            y.ep,
+            IoVec::new(BASE + 0x8000, SIZE),
+            FI_ADDR_UNSPEC,
+            TAG,
+            0,
+            7,
+        )
+        .unwrap();
+    let mut mem = SliceMemory::new(BASE, &mut x.mem);
+    x.dom
+        .tinject(x.ep, &mem, IoVec::new(BASE, SIZE), to_y, TAG)
+        .unwrap();
+    x.dom.progress_tx(*now, &mut *x.link, &mut mem).unwrap();
+    for _ in 0..100 {
+        *now += Duration::from_micros(10);
+        wire(x, y);
+        if step(y, x, *now) {
+            // Let the acknowledgement reach `x`, so nothing is left in flight.
+            *now += Duration::from_millis(2);
+            for _ in 0..4 {
+                step(y, x, *now);
+                step(x, y, *now);
+            }
+            return;
+        }
+        step(x, y, *now);
+    }
+    panic!("no session");
+}
+
 impl Pair {
-    fn new() -> Pair {
+    /// The ping-pong pair; each side also has `idle` established sessions with other
+    /// hosts that send nothing (what every pass of theirs scans).
+    fn new(idle: usize) -> Pair {
         let mut a = host([10, 0, 0, 1]);
         let mut b = host([10, 0, 0, 2]);
+        let mut now = Instant::from_millis(1);
+        for i in 0..idle {
+            let mut c = host([10, 0, 1, i as u8 + 1]);
+            connect(&mut c, &mut a, &mut now);
+            connect(&mut c, &mut b, &mut now);
+        }
+        // Those receives were consumed; the pair's own come below.
+        for h in [&mut a, &mut b] {
+            let mut e = [CqEntry::default(); 64];
+            while h.dom.cq_mut(h.rx_cq).unwrap().read(&mut e).is_ok() {}
+        }
         let (ea, eb) = (a.dom.ep_addr(a.ep).unwrap(), b.dom.ep_addr(b.ep).unwrap());
         for (x, addr) in [(&mut a, eb), (&mut b, ea)] {
             let mut out = [0; 1];
@@ -183,11 +249,7 @@ impl Pair {
         }
         a.post_recv();
         b.post_recv();
-        let mut p = Pair {
-            a,
-            b,
-            now: Instant::from_millis(1),
-        };
+        let mut p = Pair { a, b, now };
         p.handshake();
         for _ in 0..100 {
             p.round_trip(); // RTT estimate, steady state
@@ -225,11 +287,17 @@ impl Pair {
 }
 
 fn engine(c: &mut Criterion) {
-    let mut pair = Pair::new();
     let mut g = c.benchmark_group("engine");
+    let mut pair = Pair::new(0);
     g.bench_with_input(
         BenchmarkId::new("rdm_tagged_inject_round_trip", SIZE),
         &SIZE,
+        |bench, _| bench.iter(|| pair.round_trip()),
+    );
+    let mut pair = Pair::new(IDLE_PEERS);
+    g.bench_with_input(
+        BenchmarkId::new("rdm_tagged_inject_round_trip_idle_peers", IDLE_PEERS),
+        &IDLE_PEERS,
         |bench, _| bench.iter(|| pair.round_trip()),
     );
     g.finish();
@@ -242,7 +310,11 @@ fn main() {
         .ok()
         .and_then(|v| v.parse::<usize>().ok())
     {
-        let mut pair = Pair::new();
+        let idle = std::env::var("ENGINE_IDLE_PEERS")
+            .ok()
+            .and_then(|v| v.parse::<usize>().ok())
+            .unwrap_or(0);
+        let mut pair = Pair::new(idle);
         let before = [pair.a.stats(), pair.b.stats()];
         for _ in 0..n {
             pair.round_trip();
