@@ -267,31 +267,16 @@ impl<A: Name> Slots<A> {
         unsafe { sys::sendmmsg(fd, hdrs) }
     }
 
-    /// One datagram (every ping-pong turn): a `sendto` with a header built on the
-    /// stack, which costs less than preparing the ring's headers for `sendmmsg`.
-    fn send_one(&mut self, fd: RawFd, i: usize) -> io::Result<usize> {
+    /// One datagram (every ping-pong turn): a `sendto` of the slot, which costs less
+    /// than preparing the ring's headers for `sendmmsg`.
+    fn send_one(&self, fd: RawFd, i: usize) -> io::Result<usize> {
         let i = i % self.n();
         let len = self.lens.get(i).copied().unwrap_or(0).min(self.size);
-        let Some(buf) = self.data.get_mut(i * self.size..i * self.size + len) else {
+        let Some(buf) = self.data.get(i * self.size..i * self.size + len) else {
             return Ok(0);
         };
-        let mut iov = libc::iovec {
-            iov_base: buf.as_mut_ptr().cast(),
-            iov_len: len,
-        };
-        let mut h = sys::empty_mmsghdr();
-        if A::USED
-            && let Some(name) = self.names.get_mut(i)
-        {
-            h.msg_hdr.msg_name = std::ptr::from_mut(name).cast();
-            h.msg_hdr.msg_namelen = std::mem::size_of::<A>() as libc::socklen_t;
-        }
-        h.msg_hdr.msg_iov = &mut iov;
-        h.msg_hdr.msg_iovlen = 1;
-        // SAFETY: the header points at `iov` and (when used) this slot's name, both live
-        // for the call, and `iov` at `len` bytes of this slot's buffer; all are borrowed
-        // from `self` (exclusively) or the stack, so nothing writes them during the call.
-        unsafe { sys::send_single(fd, std::slice::from_mut(&mut h)) }
+        let name = if A::USED { self.names.get(i) } else { None };
+        sys::sendto(fd, buf, name)
     }
 }
 

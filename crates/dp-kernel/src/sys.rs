@@ -439,39 +439,31 @@ pub(crate) unsafe fn recv_single(fd: RawFd, hdrs: &mut [libc::mmsghdr]) -> io::R
     Ok(1)
 }
 
-/// `hdrs[0]` (its first iovec, to its name) as one datagram, as `sendmmsg` of one
-/// header would (its `msg_len` set); `Ok(0)` when `hdrs` is empty. A `sendto`, for
-/// the same reason as [`recv_single`].
-///
-/// # Safety
-///
-/// As for [`sendmmsg`].
-pub(crate) unsafe fn send_single(fd: RawFd, hdrs: &mut [libc::mmsghdr]) -> io::Result<usize> {
-    let Some(h) = hdrs.first_mut() else {
-        return Ok(0);
+/// `buf` as one datagram to `name` (`None`: the socket's bound destination), with
+/// `sendto`, for the same reason as [`recv_single`]; `Ok(1)` when the kernel took it.
+pub(crate) fn sendto<A>(fd: RawFd, buf: &[u8], name: Option<&A>) -> io::Result<usize> {
+    let (addr, len) = match name {
+        Some(a) => (
+            ptr::from_ref(a).cast(),
+            std::mem::size_of::<A>() as libc::socklen_t,
+        ),
+        None => (ptr::null(), 0),
     };
-    let m = &h.msg_hdr;
-    if m.msg_iov.is_null() || m.msg_iovlen < 1 {
-        return Ok(0);
-    }
-    // SAFETY: the caller guarantees the header's first iovec is valid.
-    let iov = unsafe { *m.msg_iov };
-    // SAFETY: the buffer (`iov_len` bytes) and the name (`msg_namelen` bytes, or null)
-    // are readable and not written during the call (the caller's guarantee).
+    // SAFETY: `buf` is readable for its length and `addr` (when not null) for `len`
+    // bytes, both borrowed for the call; the kernel only reads them.
     let r = unsafe {
         libc::sendto(
             fd,
-            iov.iov_base,
-            iov.iov_len,
+            buf.as_ptr().cast(),
+            buf.len(),
             libc::MSG_DONTWAIT,
-            m.msg_name.cast(),
-            m.msg_namelen,
+            addr,
+            len,
         )
     };
     if r < 0 {
         return Err(io::Error::last_os_error());
     }
-    h.msg_len = r as libc::c_uint;
     Ok(1)
 }
 

@@ -237,16 +237,8 @@ impl Pair {
             let mut e = [CqEntry::default(); 64];
             while h.dom.cq_mut(h.rx_cq).unwrap().read(&mut e).is_ok() {}
         }
-        let (ea, eb) = (a.dom.ep_addr(a.ep).unwrap(), b.dom.ep_addr(b.ep).unwrap());
-        for (x, addr) in [(&mut a, eb), (&mut b, ea)] {
-            let mut out = [0; 1];
-            x.dom
-                .av_mut(x.av)
-                .unwrap()
-                .insert(AvAddrs::Ep(&[addr]), Some(&mut out), Flags::empty(), None)
-                .unwrap();
-            x.peer = out[0];
-        }
+        a.peer = insert(&mut a, &b);
+        b.peer = insert(&mut b, &a);
         a.post_recv();
         b.post_recv();
         let mut p = Pair { a, b, now };

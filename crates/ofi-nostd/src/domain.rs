@@ -207,7 +207,8 @@ pub struct DomainStats {
 pub enum PassKind {
     /// Receive, then transmit (unless deferred): [`Domain::progress`].
     Full,
-    /// Transmit everything, timers and deferred work included: [`Domain::progress_owed`].
+    /// Transmit everything, timers and deferred work included (what a caller about to
+    /// sleep runs when [`Domain::transmit_owed`]).
     Transmit,
     /// Transmit what was posted: [`Domain::progress_tx`].
     Posted,
@@ -1458,20 +1459,9 @@ impl<S: Storage> Domain<S> {
         self.pass(now, link, mem, PassKind::Posted)
     }
 
-    /// The whole transmit half of [`Domain::progress`], without receiving: every peer
-    /// and timer, including what a receiving pass left to the next one (see
-    /// [`Domain::transmit_owed`]). What a caller about to sleep runs.
-    pub fn progress_owed<L: Link, M: Memory>(
-        &mut self,
-        now: Instant,
-        link: &mut L,
-        mem: &mut M,
-    ) -> Result<ProgressReport> {
-        self.pass(now, link, mem, PassKind::Transmit)
-    }
-
-    /// [`Domain::progress`], [`Domain::progress_owed`] or [`Domain::progress_tx`] by
-    /// `kind` (for adapters that pass the choice along).
+    /// A pass of the parts `kind` names: [`Domain::progress`], [`Domain::progress_tx`],
+    /// or (`PassKind::Transmit`) the whole transmit half without receiving, what a
+    /// caller about to sleep runs when [`Domain::transmit_owed`].
     pub fn progress_pass<L: Link, M: Memory>(
         &mut self,
         now: Instant,
@@ -1538,8 +1528,8 @@ impl<S: Storage> Domain<S> {
     }
 
     /// The last pass received and left its transmit half to the next pass (see
-    /// [`Domain::progress`]). A caller about to sleep runs [`Domain::progress_owed`]
-    /// first, so nothing waits for the sleep.
+    /// [`Domain::progress`]). A caller about to sleep runs a [`PassKind::Transmit`]
+    /// pass first, so nothing waits for the sleep.
     pub fn transmit_owed(&self) -> bool {
         self.tx_owed
     }

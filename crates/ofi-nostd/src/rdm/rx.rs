@@ -80,28 +80,31 @@ impl<S: Storage> Rdm<S> {
     ) {
         self.stats.rx_packets += 1;
         let h = &repr.header;
-        match &repr.body {
+        let handshake = match &repr.body {
             Body::Hello(x) => {
                 self.on_hello(from, x, raw, now, ctx);
-                return self.arm_addr(&from, now);
+                true
             }
             Body::HelloAck(x) => {
                 self.on_hello_ack(from, h, x, raw, now);
-                return self.arm_addr(&from, now);
+                true
             }
             Body::Reject(x) => {
                 self.on_reject(from, h, x, now, ctx);
-                return self.arm_addr(&from, now);
+                true
             }
             Body::Reset(x) => {
                 self.on_reset(from, h, x, now, ctx);
-                return self.arm_addr(&from, now);
+                true
             }
             Body::Dgram(_) => {
                 self.stats.rx_unsupported += 1;
                 return;
             }
-            _ => {}
+            _ => false,
+        };
+        if handshake {
+            return self.arm_addr(&from, now);
         }
         let sequenced = repr.packet_type().is_sequenced();
         let Some(p) = self.find_peer(&from) else {

@@ -439,8 +439,15 @@ impl<S: Storage> Rdm<S> {
         if pr.cursor != NIL || pr.rndv_ready > 0 || pr.cts_pending > 0 {
             return true;
         }
+        self.credit_update_due(p)
+    }
+
+    /// Our grant to peer `p` grew enough since we last announced it (doubled, or from
+    /// nothing) that the peer may be waiting for it.
+    fn credit_update_due(&self, p: usize) -> bool {
+        let adv = self.peers.as_ref()[p].adv_credits;
         let credits = self.credits_for(p);
-        credits > pr.adv_credits && (pr.adv_credits == 0 || credits >= pr.adv_credits * 2)
+        credits > adv && (adv == 0 || credits >= adv * 2)
     }
 
     fn run_timers(&mut self, p: usize, now: Instant, ctx: &mut Ctx<'_, S>) {
@@ -689,12 +696,8 @@ impl<S: Storage> Rdm<S> {
             self.peers.as_mut()[p].ka_probe = false;
         }
         // A credit update the peer may be waiting for.
-        let credits = self.credits_for(p);
-        {
-            let pm = &mut self.peers.as_mut()[p];
-            if credits > pm.adv_credits && (pm.adv_credits == 0 || credits >= pm.adv_credits * 2) {
-                pm.ack_now = true;
-            }
+        if self.credit_update_due(p) {
+            self.peers.as_mut()[p].ack_now = true;
         }
         // An acknowledgement due now goes on its own unless the first sequenced packet
         // about to leave can carry it (then it does, below).
