@@ -146,6 +146,44 @@ fn inject_needs_no_buffer_and_writes_no_completion() {
     assert_eq!(a.ep.inject(&big, a_to_b).unwrap_err(), Errno::EMSGSIZE);
 }
 
+/// Under manual progress a read that finds a completion queued hands it out without a
+/// progress pass (nothing new is received), but never more than `READS_PER_PASS` in a
+/// row; an empty CQ runs a pass. Nothing is lost or reordered either way.
+#[test]
+fn reads_of_a_queued_completion_skip_the_pass_a_bounded_number_of_times() {
+    let (a, b, a_to_b, _) = pair::<u64>(ProgressMode::Manual);
+    let queued = hosted::api::READS_PER_PASS as u64 + 8;
+    for i in 0..=queued {
+        b.ep.recv(Buf::zeroed(8), FI_ADDR_UNSPEC, i).unwrap();
+    }
+    for i in 0..queued {
+        a.ep.inject(&i.to_le_bytes(), a_to_b).unwrap();
+    }
+    let t = Instant::now();
+    while b.domain.stats().rx_packets < queued {
+        b.domain.progress().unwrap();
+        assert!(t.elapsed() < WAIT, "the datagrams did not arrive");
+    }
+    // One more waits in B's socket until a pass receives it.
+    a.ep.inject(&queued.to_le_bytes(), a_to_b).unwrap();
+    std::thread::sleep(Duration::from_millis(20));
+    let mut order = Vec::new();
+    for n in 1..=hosted::api::READS_PER_PASS as u64 {
+        let c = b.cq.read().unwrap();
+        order.push(u64::from_le_bytes(c.buf[..8].try_into().unwrap()));
+        assert_eq!(b.domain.stats().rx_packets, queued, "read {n} ran a pass");
+    }
+    // The next read runs a pass first (and gets the oldest completion still queued).
+    let c = b.cq.read().unwrap();
+    order.push(u64::from_le_bytes(c.buf[..8].try_into().unwrap()));
+    assert_eq!(b.domain.stats().rx_packets, queued + 1);
+    while let Ok(c) = b.cq.read() {
+        order.push(u64::from_le_bytes(c.buf[..8].try_into().unwrap()));
+    }
+    assert_eq!(order, (0..=queued).collect::<Vec<_>>());
+    assert_eq!(b.cq.read().unwrap_err(), Errno::EAGAIN);
+}
+
 #[test]
 fn sread_times_out_with_eagain() {
     for mode in [

@@ -160,13 +160,14 @@ impl<C: Send + 'static> Cq<C> {
     }
 
     /// `fi_cq_read` of one completion: -FI_EAGAIN when there is none. With manual
-    /// progress it first runs a progress pass, as fi_cq_read does. Failed operations
-    /// are completions too (see [`Completion::error`]): their buffers come back the same
-    /// way.
+    /// progress it runs a progress pass when the CQ has nothing ready (and after a
+    /// bounded run of reads that found something), as fi_cq_read does. Failed
+    /// operations are completions too (see [`Completion::error`]): their buffers come
+    /// back the same way.
     pub fn read(&self) -> Result<Completion<C>> {
         let mut g = self.shared.lock();
         if self.shared.manual() {
-            let _ = g.progress();
+            return Ok(g.read_manual(self.h)?);
         }
         Ok(g.next_completion(self.h)?)
     }
@@ -175,12 +176,15 @@ impl<C: Send + 'static> Cq<C> {
     /// returns how many, -FI_EAGAIN when there were none.
     pub fn read_into(&self, out: &mut Vec<Completion<C>>, max: usize) -> Result<usize> {
         let mut g = self.shared.lock();
-        if self.shared.manual() {
-            let _ = g.progress();
-        }
+        let manual = self.shared.manual();
         let mut n = 0;
         while n < max {
-            match g.next_completion(self.h) {
+            let r = if manual && n == 0 {
+                g.read_manual(self.h)
+            } else {
+                g.next_completion(self.h)
+            };
+            match r {
                 Ok(c) => out.push(c),
                 Err(Errno::EAGAIN) if n > 0 => break,
                 Err(e) => return Err(e.into()),

@@ -111,6 +111,7 @@ pub use ep::Endpoint;
 pub use error::{Error, PostError, Result};
 pub use mr::Mr;
 pub use plane::{DataPlane, WithFd};
+pub use shared::READS_PER_PASS;
 pub use table::OpId;
 pub use wait::{now, progress_until};
 

@@ -99,7 +99,14 @@ pub(crate) struct Inner<C> {
     pub zombies: Vec<Zombie>,
     /// Completions that named no posted buffer (a failed inject): counted, skipped.
     pub orphans: u64,
+    /// Completions read since the last progress pass (see [`Inner::read_manual`]).
+    reads_unprogressed: u32,
 }
+
+/// Completions a manual-progress read may hand out from a non-empty CQ before it runs a
+/// progress pass anyway: a stream of completions delays the acknowledgements and sends
+/// the pass would have made by at most this many reads.
+pub const READS_PER_PASS: u32 = 32;
 
 impl<C: Send + 'static> Inner<C> {
     pub(crate) fn new(core: CoreDomain, link: Box<dyn Driver>) -> Self {
@@ -112,6 +119,7 @@ impl<C: Send + 'static> Inner<C> {
             eps: Vec::new(),
             zombies: Vec::new(),
             orphans: 0,
+            reads_unprogressed: 0,
         }
     }
 
@@ -127,7 +135,27 @@ impl<C: Send + 'static> Inner<C> {
         self.pass(PassKind::Posted)
     }
 
+    /// `fi_cq_read` of one completion of CQ `h` under manual progress. A completion
+    /// already queued is handed out without a pass (a pass per completion cost more than
+    /// the rest of the read: one receive burst fills the CQ with up to a burst of them),
+    /// unless [`READS_PER_PASS`] were; an empty CQ runs a pass and looks again, as
+    /// fi_cq_read does.
+    pub(crate) fn read_manual(&mut self, h: CqHandle<Heap>) -> ofi_nostd::Result<Completion<C>> {
+        if self.reads_unprogressed < READS_PER_PASS {
+            match self.next_completion(h) {
+                Err(Errno::EAGAIN) => {}
+                r => {
+                    self.reads_unprogressed += 1;
+                    return r;
+                }
+            }
+        }
+        let _ = self.progress();
+        self.next_completion(h)
+    }
+
     fn pass(&mut self, kind: PassKind) -> ofi_nostd::Result<ProgressReport> {
+        self.reads_unprogressed = 0;
         let r = self.link.progress(
             &mut self.core,
             now(),
