@@ -9,6 +9,12 @@
 //! in the environment the binary runs `n` round trips untimed and exits, for instruction
 //! counts (`valgrind --tool=callgrind target/release/deps/engine-*`); `ENGINE_IDLE_PEERS=<k>`
 //! gives each side `k` idle sessions first.
+//!
+//! The message-rate side: `engine/rdm_tagged_inject_stream/32` streams bursts of
+//! [`BURST`] injects one way (one transmit pass), the receiver takes them in full passes
+//! and re-posts its receives, its acknowledgements go back and the sender's next full
+//! pass takes them; one iteration is one burst, both sides on one core.
+//! `ENGINE_STREAM_BURSTS=<n>` runs `n` bursts untimed, for callgrind.
 
 #![allow(missing_docs)] // criterion_main! generates an undocumented `main`.
 
@@ -35,6 +41,9 @@ const TAG: u64 = 0x42;
 /// Idle sessions each side has in the second benchmark (the core's default table holds
 /// 64 peers).
 const IDLE_PEERS: usize = 60;
+/// Messages per burst in the streaming benchmark: half the default window, so a burst
+/// never waits for acknowledgements of the one before.
+const BURST: usize = 32;
 type Link = Loopback<64, MTU>;
 
 struct Host {
@@ -278,6 +287,61 @@ impl Pair {
     }
 }
 
+impl Pair {
+    /// One burst of [`BURST`] injects from `a` to `b` (posted back to back, then one
+    /// transmit pass, as with FI_MORE); `b` receives them all and re-posts; its
+    /// acknowledgements reach `a`, whose next full pass takes them.
+    fn stream(&mut self) {
+        let Pair { a, b, now } = self;
+        *now += Duration::from_micros(3);
+        {
+            let mut mem = SliceMemory::new(BASE, &mut a.mem);
+            for _ in 0..BURST {
+                a.dom
+                    .tinject(a.ep, &mem, IoVec::new(BASE, SIZE), a.peer, TAG)
+                    .unwrap();
+            }
+            a.dom.progress_tx(*now, &mut *a.link, &mut mem).unwrap();
+        }
+        wire(a, b);
+        let mut got = 0;
+        for _ in 0..4 * BURST {
+            let mut mem = SliceMemory::new(BASE, &mut b.mem);
+            b.dom.progress(*now, &mut *b.link, &mut mem).unwrap();
+            let mut e = [CqEntry::default(); BURST];
+            if let Ok(n) = b.dom.cq_mut(b.rx_cq).unwrap().read(&mut e) {
+                black_box(e);
+                for _ in 0..n {
+                    b.post_recv();
+                }
+                got += n;
+            }
+            if got == BURST {
+                break;
+            }
+        }
+        assert_eq!(got, BURST, "a burst was not delivered");
+        // The receiver's transmit half (acknowledgements), then the sender takes them.
+        let mut mem = SliceMemory::new(BASE, &mut b.mem);
+        b.dom.progress(*now, &mut *b.link, &mut mem).unwrap();
+        wire(b, a);
+        let mut mem = SliceMemory::new(BASE, &mut a.mem);
+        a.dom.progress(*now, &mut *a.link, &mut mem).unwrap();
+    }
+
+    /// A pair ready to stream: `b` has [`BURST`] receives posted (one is already).
+    fn streaming() -> Pair {
+        let mut p = Pair::new(0);
+        for _ in 1..BURST {
+            p.b.post_recv();
+        }
+        for _ in 0..100 {
+            p.stream();
+        }
+        p
+    }
+}
+
 fn engine(c: &mut Criterion) {
     let mut g = c.benchmark_group("engine");
     let mut pair = Pair::new(0);
@@ -292,12 +356,38 @@ fn engine(c: &mut Criterion) {
         &IDLE_PEERS,
         |bench, _| bench.iter(|| pair.round_trip()),
     );
+    let mut pair = Pair::streaming();
+    g.throughput(criterion::Throughput::Elements(BURST as u64));
+    g.bench_with_input(
+        BenchmarkId::new("rdm_tagged_inject_stream", BURST),
+        &BURST,
+        |bench, _| bench.iter(|| pair.stream()),
+    );
     g.finish();
 }
 
 criterion_group!(benches, engine);
 
 fn main() {
+    if let Some(n) = std::env::var("ENGINE_STREAM_BURSTS")
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
+    {
+        let mut pair = Pair::streaming();
+        let before = [pair.a.stats(), pair.b.stats()];
+        for _ in 0..n {
+            pair.stream();
+        }
+        for (h, b) in [&pair.a, &pair.b].into_iter().zip(before) {
+            let s = h.stats();
+            eprintln!(
+                "engine stream: {:.3} packets ({:.3} ACK packets) sent per message",
+                (s.tx_packets - b.tx_packets) as f64 / (n * BURST) as f64,
+                (s.acks_sent - b.acks_sent) as f64 / (n * BURST) as f64
+            );
+        }
+        return;
+    }
     if let Some(n) = std::env::var("ENGINE_ROUND_TRIPS")
         .ok()
         .and_then(|v| v.parse::<usize>().ok())
