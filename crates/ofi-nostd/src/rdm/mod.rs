@@ -963,7 +963,8 @@ impl<S: Storage> Rdm<S> {
     /// re-acknowledges retransmissions of what it took, in case its last ACK was lost
     /// (the TIME_WAIT of TCP). Returns until when the caller should keep running
     /// progress passes for that: eight retransmission timeouts of its slowest session,
-    /// at most 100 ms; `None` without sessions.
+    /// at least `rto_max` and at most twice it (100-200 ms with the defaults); `None`
+    /// without sessions.
     pub(crate) fn begin_close(&mut self, now: Instant) -> Option<Instant> {
         self.closing = true;
         let mut rto = None;
@@ -978,7 +979,12 @@ impl<S: Storage> Rdm<S> {
             }
         }
         self.tx_ready = true;
-        rto.map(|r| now + Duration::from_micros(r.saturating_mul(8).min(100_000)))
+        // The peer retransmits on *its* timer, which its own losses may have backed off
+        // far beyond our RTO (measured on our packets): linger at least `rto_max`, the
+        // longest any peer waits between retransmissions, so a lost last ACK meets at
+        // least one retransmission.
+        let max = self.cfg.rto_max.total_micros();
+        rto.map(|r| now + Duration::from_micros(r.saturating_mul(8).clamp(max, 2 * max)))
     }
 
     /// Something must leave at once (an acknowledgement due now, a reply, a control

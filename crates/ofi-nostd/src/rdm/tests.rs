@@ -992,3 +992,48 @@ fn a_version_reject_for_a_corrupted_hello_does_not_fail_the_handshake() {
     assert!(matches!(a.read(atx)[..], [Ok(e)] if e.op_context == 51));
     assert!(matches!(b.read(brx)[..], [Ok(e)] if e.op_context == 50 && e.len == 100));
 }
+
+/// A closing endpoint lingers for at least `rto_max`, not a few of its own (small)
+/// RTOs: a peer whose retransmissions backed off (its last ACK lost, then some of its
+/// retransmissions too) still gets the ACK, and its send completes instead of failing
+/// with -FI_ETIMEDOUT after the process that received it exited.
+#[test]
+fn a_closing_endpoint_acknowledges_a_peer_retransmitting_after_backoff() {
+    let (mut a, mut b, b_at_a, _, mut now) = pair();
+    recv(&mut b, 5, 50);
+    send(&mut a, b_at_a, 5, 64, 51);
+    a.progress(now);
+    carry(&mut a, &mut b);
+    b.progress(now);
+    let (atx, brx) = (a.tx_cq, b.rx_cq);
+    assert_eq!(b.read(brx).len(), 1);
+    let until = b
+        .dom
+        .ep_begin_close(b.ep, now)
+        .unwrap()
+        .expect("a session to linger for");
+    assert!(until >= now + b.dom.rdm_config().rto_max);
+    let t0 = now;
+    let mut acked = false;
+    while now < until && !acked {
+        b.progress(now);
+        // B's ACKs are lost until A has backed off for 5 ms, and so are A's
+        // retransmissions meanwhile.
+        let lossy = now < t0 + Duration::from_millis(5);
+        if lossy {
+            while b.link.pop_tx(|_, _| ()).is_some() {}
+        } else {
+            carry(&mut b, &mut a);
+        }
+        a.progress(now);
+        if lossy {
+            while a.link.pop_tx(|_, _| ()).is_some() {}
+        } else {
+            carry(&mut a, &mut b);
+        }
+        acked = matches!(a.read(atx)[..], [Ok(e)] if e.op_context == 51);
+        now += Duration::from_micros(50);
+    }
+    assert!(acked, "the send completed while B lingered");
+    assert!(now > t0 + Duration::from_millis(5));
+}
