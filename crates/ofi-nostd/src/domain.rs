@@ -722,14 +722,27 @@ impl<S: Storage> Domain<S> {
     }
 
     /// The first half of closing an RDM endpoint (`fi_close`): it acknowledges at once
-    /// everything it owes (held acknowledgements included), takes no new packet, and
-    /// returns until when [`Domain::progress`] should keep running before
-    /// [`Domain::ep_close`], so that retransmissions from peers whose last ACK was lost
-    /// are acknowledged again (without it, their last sends fail with -FI_ETIMEDOUT).
-    /// `None`: close at once (no sessions, or not an RDM endpoint).
+    /// everything it owes (held acknowledgements included), sends every peer a CLOSE,
+    /// takes no new packet, and returns until when [`Domain::progress`] should keep
+    /// running before [`Domain::ep_close`], so that retransmissions from peers whose
+    /// last ACK was lost are acknowledged again (without it, their last sends fail with
+    /// -FI_ETIMEDOUT); [`Domain::ep_lingering`] says when every peer acknowledged its
+    /// CLOSE (then stop sooner). `None`: close at once (no sessions, or not an RDM
+    /// endpoint).
     pub fn ep_begin_close(&mut self, h: EpHandle<S>, now: Instant) -> Result<Option<Instant>> {
         let ep = self.eps.get_mut(h).ok_or(Errno::EINVAL)?;
         Ok(ep.rdm.as_mut().and_then(|r| r.begin_close(now)))
+    }
+
+    /// Whether an endpoint [`Domain::ep_begin_close`] began closing still needs progress
+    /// passes before [`Domain::ep_close`]: a peer has not yet acknowledged the CLOSE it
+    /// was sent (wire protocol 4.7). Once every peer has, each holds every
+    /// acknowledgement the endpoint owed it, and lingering longer serves nothing.
+    pub fn ep_lingering(&self, h: EpHandle<S>) -> bool {
+        self.eps
+            .get(h)
+            .and_then(|ep| ep.rdm.as_ref())
+            .is_some_and(|r| r.lingering())
     }
 
     /// `fi_close` of an endpoint: outstanding operations are discarded without

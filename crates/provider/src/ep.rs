@@ -332,10 +332,14 @@ unsafe extern "C" fn close(fid: *mut sys::fid) -> c_int {
         if e.is_alias() {
             st.core.ep_mut(e.handle)?.alias_close()
         } else {
-            // Acknowledge what arrived, and linger briefly for retransmissions of it
-            // (a lost last ACK would fail the peer's send).
+            // Acknowledge what arrived, send every peer a CLOSE, and linger for
+            // retransmissions until each acknowledged it (a lost last ACK would fail
+            // the peer's send).
             if let Ok(Some(until)) = st.core.ep_begin_close(e.handle, hosted::api::now()) {
-                hosted::api::progress_until(until, || st.progress());
+                hosted::api::progress_until(until, || {
+                    st.progress();
+                    st.core.ep_lingering(e.handle)
+                });
             }
             st.core.ep_close(e.handle)
         }

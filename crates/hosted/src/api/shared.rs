@@ -237,11 +237,13 @@ impl<C: Send + 'static> Inner<C> {
     /// complete (fi_close discards outstanding operations without completions). Buffers
     /// whose completions are already queued stay until the application reads them.
     pub(crate) fn close_ep(&mut self, h: EpHandle<Heap>) -> ofi_nostd::Result<Vec<Op<C>>> {
-        // Acknowledge what arrived, and linger briefly for retransmissions of it (a
-        // lost last ACK would fail the peer's send).
+        // Acknowledge what arrived, send every peer a CLOSE, and linger for
+        // retransmissions until each acknowledged it (a lost last ACK would fail the
+        // peer's send).
         if let Ok(Some(until)) = self.core.ep_begin_close(h, now()) {
             super::progress_until(until, || {
                 let _ = self.progress();
+                self.core.ep_lingering(h)
             });
         }
         self.core.ep_close(h)?;

@@ -17,17 +17,14 @@ pub fn now() -> Instant {
     Instant::from_micros(epoch.elapsed().as_micros() as u64)
 }
 
-/// Runs `pass` at least once and until [`now`] reaches `until`: the progress passes of
-/// an endpoint lingering in `fi_close` ([`Domain::ep_begin_close`]).
+/// Runs `pass` at least once, and again while it returns `true` (more to do) and [`now`]
+/// is before `until`: the progress passes of an endpoint lingering in `fi_close`
+/// ([`Domain::ep_begin_close`], [`Domain::ep_lingering`]).
 ///
 /// [`Domain::ep_begin_close`]: ofi_nostd::domain::Domain::ep_begin_close
-pub fn progress_until(until: Instant, mut pass: impl FnMut()) {
-    loop {
-        pass();
-        if now() >= until {
-            break;
-        }
-    }
+/// [`Domain::ep_lingering`]: ofi_nostd::domain::Domain::ep_lingering
+pub fn progress_until(until: Instant, mut pass: impl FnMut() -> bool) {
+    while pass() && now() < until {}
 }
 
 /// A non-blocking eventfd: the wait object progress signals.
@@ -86,4 +83,31 @@ pub(crate) fn timespec(d: Duration) -> Timespec {
 pub(crate) fn wait_readable(fd: BorrowedFd<'_>, timeout: Duration) -> bool {
     let mut fds = [PollFd::from_borrowed_fd(fd, PollFlags::IN)];
     matches!(poll(&mut fds, Some(&timespec(timeout))), Ok(n) if n > 0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn progress_until_stops_when_the_pass_is_done_or_at_the_deadline() {
+        // Done after three passes, long before the deadline.
+        let mut n = 0;
+        progress_until(now() + ofi_nostd::time::Duration::from_secs(60), || {
+            n += 1;
+            n < 3
+        });
+        assert_eq!(n, 3);
+        // At least one pass even when the deadline has passed.
+        let mut n = 0;
+        progress_until(Instant::ZERO, || {
+            n += 1;
+            true
+        });
+        assert_eq!(n, 1);
+        // A pass that always has more stops at the deadline.
+        let until = now() + ofi_nostd::time::Duration::from_millis(5);
+        progress_until(until, || true);
+        assert!(now() >= until);
+    }
 }

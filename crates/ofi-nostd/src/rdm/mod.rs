@@ -202,6 +202,10 @@ pub struct RdmStats {
     pub resets_sent: u64,
     /// RESETs and REJECTs accepted.
     pub resets_received: u64,
+    /// CLOSEs sent (one per session of a closing endpoint; retransmissions not counted).
+    pub closes_sent: u64,
+    /// CLOSEs processed (the peer's endpoint closed: its session then ends).
+    pub closes_received: u64,
     /// Sessions that failed (timeout, reset, reject, handshake timeout).
     pub peer_failures: u64,
     /// ... of which: retransmission timeouts without an answer (-FI_ETIMEDOUT).
@@ -975,6 +979,7 @@ impl<S: Storage> Rdm<S> {
                     p.ack_now = true;
                     p.ack_at = None;
                 }
+                p.close_pending = true;
                 rto = Some(rto.unwrap_or(0).max(p.rtt.rto));
             }
         }
@@ -985,6 +990,22 @@ impl<S: Storage> Rdm<S> {
         // least one retransmission.
         let max = self.cfg.rto_max.total_micros();
         rto.map(|r| now + Duration::from_micros(r.saturating_mul(8).clamp(max, 2 * max)))
+    }
+
+    /// Whether a closing endpoint still needs progress passes: some session has not yet
+    /// acknowledged our CLOSE (past its sequence number, so the peer also has every
+    /// acknowledgement before it). Sessions that failed or were reset meanwhile do not
+    /// count. The caller stops at the instant [`Rdm::begin_close`] returned anyway.
+    pub(crate) fn lingering(&self) -> bool {
+        self.peers.as_ref()[..self.peers_high.min(self.peers.as_ref().len())]
+            .iter()
+            .any(|p| {
+                p.used
+                    && p.state == peer::PeerState::Established
+                    && p.close_pending
+                    && p.close_seq
+                        .is_none_or(|s| wire::seq::seq_lt(p.snd_una, s.wrapping_add(1)))
+            })
     }
 
     /// Something must leave at once (an acknowledgement due now, a reply, a control

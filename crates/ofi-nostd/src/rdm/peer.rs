@@ -111,13 +111,15 @@ pub(super) enum Regen {
         len: u32,
         status: u16,
     },
+    /// Our CLOSE (the endpoint is closing; nothing follows it).
+    Close,
 }
 
 impl Regen {
     pub(super) fn op(&self) -> Option<u32> {
         match *self {
             Regen::Seg { op, .. } | Regen::Rts { op } | Regen::Data { op, .. } => Some(op),
-            Regen::Cts { .. } => None,
+            Regen::Cts { .. } | Regen::Close => None,
         }
     }
 }
@@ -227,6 +229,14 @@ pub(crate) struct Peer {
     /// The peer refused our HELLO for lack of room (REJECT(NO_RESOURCES)): we ask again
     /// until this instant, by when an idle session of its should have made room.
     pub(super) busy_until: Option<Instant>,
+    /// Our endpoint is closing: send CLOSE (spec 4.7) after what is in flight, and
+    /// nothing new.
+    pub(super) close_pending: bool,
+    /// The sequence number our CLOSE went out with: once the peer's cumulative ack
+    /// passes it, the peer has every acknowledgement we owed and the linger can end.
+    pub(super) close_seq: Option<u32>,
+    /// The peer's CLOSE was processed: fail the session once its ACK has left.
+    pub(super) closed_by_peer: bool,
 }
 
 impl Peer {
@@ -298,6 +308,9 @@ impl Peer {
         failed_rx_session: 0,
         failed_tx_session: 0,
         busy_until: None,
+        close_pending: false,
+        close_seq: None,
+        closed_by_peer: false,
     };
 
     /// Whether the peer is owed an acknowledgement (due now or on a timer).
@@ -727,6 +740,8 @@ impl<S: Storage> Rdm<S> {
         peer.inbound = 0;
         peer.live_at = None;
         peer.ka_probe = false;
+        peer.close_seq = None;
+        peer.closed_by_peer = false;
         peer.cursor = peer.op_head;
         if !keep_epoch {
             // Operations queued while no session existed join this one.

@@ -212,7 +212,9 @@ impl<S: Storage> Rdm<S> {
             self.tx_ready = true;
             return;
         }
-        if self.closing {
+        // A closing endpoint takes no new packet, except the peer's CLOSE in order
+        // (it delivers nothing, and acknowledging it ends the peer's linger).
+        if self.closing && !(d == 0 && matches!(repr.body, Body::Close(_))) {
             self.stats.rx_closing += 1;
             return;
         }
@@ -434,8 +436,18 @@ impl<S: Storage> Rdm<S> {
                 self.rx_data(p, d, mem, ctx);
                 Outcome::Done
             }
+            Body::Close(_) => {
+                // Everything the peer sent before it was processed, and it takes
+                // nothing more: acknowledge at once, then the session ends (`pump`).
+                self.stats.closes_received += 1;
+                let pm = &mut self.peers.as_mut()[p];
+                pm.closed_by_peer = true;
+                pm.ack_now = true;
+                self.tx_ready = true;
+                Outcome::Done
+            }
             _ => {
-                // CLOSE, RMA and atomics: not served by this endpoint (not advertised).
+                // RMA and atomics: not served by this endpoint (not advertised).
                 self.stats.rx_unsupported += 1;
                 let _ = now;
                 Outcome::Done

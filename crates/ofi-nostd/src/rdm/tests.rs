@@ -1037,3 +1037,82 @@ fn a_closing_endpoint_acknowledges_a_peer_retransmitting_after_backoff() {
     assert!(acked, "the send completed while B lingered");
     assert!(now > t0 + Duration::from_millis(5));
 }
+
+/// Closing sends every peer a CLOSE (wire protocol 4.7) after what is in flight: the
+/// peer processes it in order, acknowledges it at once and ends the session, failing
+/// what the closed endpoint will never take with -FI_ECONNRESET; the acknowledgement
+/// ends the closing endpoint's linger long before its deadline.
+#[test]
+fn close_is_acknowledged_and_ends_the_peer_session_and_the_linger() {
+    use wire::packet::PacketType;
+    let (mut a, mut b, b_at_a, a_at_b, mut now) = pair();
+    // A send posted right before fi_close still goes, before the CLOSE.
+    recv(&mut b, 4, 40);
+    send(&mut a, b_at_a, 4, 64, 41);
+    let until = a
+        .dom
+        .ep_begin_close(a.ep, now)
+        .unwrap()
+        .expect("a session to linger for");
+    assert!(a.dom.ep_lingering(a.ep));
+    a.progress(now);
+    // Held back from B for now.
+    let mut close = Vec::new();
+    while let Some(p) = a.link.pop_tx(|_, d| d.to_vec()) {
+        close.push(p);
+    }
+    assert_eq!(close.len(), 2);
+    assert_eq!(kind(&close[0]).0, PacketType::Tagged);
+    let (ty, ack, ack_req) = kind(&close[1]);
+    assert_eq!(ty, PacketType::Close);
+    assert!(
+        ack.is_some(),
+        "a CLOSE always carries the closing side's ACK"
+    );
+    assert!(ack_req, "a CLOSE asks for its ACK at once");
+    // B sends meanwhile: the closing endpoint does not take it.
+    recv(&mut a, 3, 30);
+    send(&mut b, a_at_b, 3, 64, 31);
+    b.progress(now);
+    carry(&mut b, &mut a);
+    a.progress(now);
+    assert_eq!(stats(&a).rx_closing, 1);
+    assert!(
+        a.dom.ep_lingering(a.ep),
+        "the CLOSE is not acknowledged yet"
+    );
+    // B's retransmission timer has not fired: A's message and CLOSE arrive, B
+    // delivers the one and answers the other.
+    carry(&mut a, &mut b);
+    let from_a = Some(UdpAddr::new(a.ip.into(), 7000));
+    for p in &close {
+        b.link.inject(p, from_a);
+    }
+    now += Duration::from_micros(10);
+    b.progress(now);
+    let (btx, brx, atx) = (b.tx_cq, b.rx_cq, a.tx_cq);
+    assert!(matches!(b.read(brx)[..], [Ok(e)] if e.op_context == 40));
+    assert_eq!(
+        b.read(btx),
+        [Err(Errno::ECONNRESET)],
+        "the send the closed endpoint never took fails"
+    );
+    assert_eq!(stats(&b).closes_received, 1);
+    let ack = carry(&mut b, &mut a);
+    assert_eq!(ack.len(), 1, "the CLOSE is acknowledged at once");
+    a.progress(now);
+    assert!(matches!(a.read(atx)[..], [Ok(e)] if e.op_context == 41));
+    assert!(
+        !a.dom.ep_lingering(a.ep),
+        "every peer acknowledged the CLOSE"
+    );
+    assert!(now < until);
+    assert_eq!(stats(&a).closes_sent, 1);
+    a.dom.ep_close(a.ep).unwrap();
+    // A retransmitted CLOSE (had B's ACK been lost) meets the failed session: RESET.
+    b.link.inject(&close[1], from_a);
+    b.progress(now);
+    let reset = carry(&mut b, &mut a);
+    assert_eq!(reset.len(), 1);
+    assert_eq!(kind(&reset[0]).0, PacketType::Reset);
+}

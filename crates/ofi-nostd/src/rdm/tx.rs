@@ -3,8 +3,8 @@
 //! completions, and session failure.
 
 use wire::packet::{
-    AckRepr, Body, CtsRepr, DataRepr, Header, KeepAliveRepr, MsgRepr, Packet, Repr, RtsRepr,
-    caps as wcaps, status,
+    AckRepr, Body, CloseRepr, CtsRepr, DataRepr, Header, KeepAliveRepr, MsgRepr, Packet, Repr,
+    RtsRepr, caps as wcaps, close, status,
 };
 use wire::seq::{seq_le, seq_lt};
 
@@ -439,6 +439,9 @@ impl<S: Storage> Rdm<S> {
         if pr.cursor != NIL || pr.rndv_ready > 0 || pr.cts_pending > 0 {
             return true;
         }
+        if (pr.close_pending && pr.close_seq.is_none()) || pr.closed_by_peer {
+            return true;
+        }
         self.credit_update_due(p)
     }
 
@@ -661,7 +664,16 @@ impl<S: Storage> Rdm<S> {
                 }
                 true
             }
-            PeerState::Established => self.pump_session(p, now, port, mem, ctx),
+            PeerState::Established => {
+                let more = self.pump_session(p, now, port, mem, ctx);
+                let peer = &self.peers.as_ref()[p];
+                if peer.closed_by_peer && !peer.owes_ack() {
+                    // The peer closed and has our last acknowledgement: what it did not
+                    // take it never will.
+                    self.fail_peer(p, Errno::ECONNRESET, Keep::Nothing, now, ctx);
+                }
+                more
+            }
             _ => true,
         }
     }
@@ -796,14 +808,19 @@ impl<S: Storage> Rdm<S> {
             (Regen::Rts { .. }, Some(op)) => BASE_LEN + hdr_len::RTS + opt(op.tag) + opt(op.data),
             (Regen::Data { len, .. }, Some(_)) => BASE_LEN + hdr_len::DATA + len as usize,
             (Regen::Cts { .. }, _) => BASE_LEN + hdr_len::CTS,
+            (Regen::Close, _) => BASE_LEN + hdr_len::CLOSE,
             _ => 0,
         }
     }
 
     /// The next new sequenced packet of peer `p`: a pending CTS, rendezvous DATA, then
-    /// the next eager segment or RTS in posting order.
+    /// the next eager segment or RTS in posting order; when the endpoint is closing and
+    /// none is left, its CLOSE.
     fn next_new(&self, p: usize) -> Option<Regen> {
         let peer = &self.peers.as_ref()[p];
+        if peer.close_seq.is_some() {
+            return None; // nothing follows our CLOSE
+        }
         if peer.cts_pending > 0 {
             let found = self.active.iter().find(|(_, a)| {
                 a.peer as usize == p && a.epoch == peer.epoch && (a.cts_pending || a.end_pending)
@@ -857,7 +874,8 @@ impl<S: Storage> Rdm<S> {
                 len: n as u32,
             });
         }
-        None
+        // Closing: the CLOSE goes last, after every send queued before fi_close.
+        peer.close_pending.then_some(Regen::Close)
     }
 
     /// Whether, after `r`, peer `p` would have nothing more to send right away (then
@@ -892,6 +910,7 @@ impl<S: Storage> Rdm<S> {
             Regen::Cts { .. } => {
                 peer.cts_pending <= 1 && peer.cursor == NIL && peer.rndv_ready == 0
             }
+            Regen::Close => true,
         }
     }
 
@@ -932,8 +951,9 @@ impl<S: Storage> Rdm<S> {
         let mut fault = None;
         // An acknowledgement the peer is owed rides along if it fits (generated now,
         // also on a retransmission: never a replayed one).
-        let ack = self.peers.as_ref()[p]
-            .owes_ack()
+        // A CLOSE always carries one: it is the closing side's final word on what it
+        // took, and the peer fails whatever it does not cover.
+        let ack = (self.peers.as_ref()[p].owes_ack() || matches!(regen, Regen::Close))
             .then(|| self.ack_body(p, now));
         if !retrans {
             // A reply soon after we acknowledged an ACK_REQ at once: holding would
@@ -1018,6 +1038,13 @@ impl<S: Storage> Rdm<S> {
                     }),
                     Payload::None,
                 ),
+                (Regen::Close, _) => (
+                    Body::Close(CloseRepr {
+                        reason: close::NORMAL,
+                        ack: None,
+                    }),
+                    Payload::None,
+                ),
                 _ => return Sent::Yes,
             };
             let mut head = Repr { header, body };
@@ -1075,6 +1102,10 @@ impl<S: Storage> Rdm<S> {
             }
         }
         match regen {
+            Regen::Close => {
+                self.peers.as_mut()[p].close_seq = Some(seq);
+                self.stats.closes_sent += 1;
+            }
             Regen::Cts { rx_op, len, .. } => {
                 let mut finished = None;
                 let mut none_left = true;
