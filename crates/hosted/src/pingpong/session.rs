@@ -34,6 +34,8 @@ const CQ_SIZE: usize = 4096;
 const CTX_TX: u64 = 1;
 const CTX_RX: u64 = 2;
 const CTX_CTRL_RX: u64 = 3;
+/// Busy-polling pumps between two readings of the clock (see `Session::pump`).
+const PUMPS_PER_CLOCK: u32 = 32;
 
 /// What a control message is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -124,6 +126,8 @@ pub(crate) struct Session {
     pub stale: u64,
     /// Polls spent waiting for a send buffer to come back, for -v.
     pub tx_waits: u64,
+    /// Pumps so far (see [`Session::pump`]).
+    pumps: u32,
 }
 
 fn fab(what: &str) -> impl Fn(crate::api::Error) -> Failure + '_ {
@@ -186,6 +190,7 @@ impl Session {
             ctrl_id: 0,
             stale: 0,
             tx_waits: 0,
+            pumps: 0,
         };
         // Ready for control messages: two untagged receives (msg mode) or the control
         // receive (tagged mode).
@@ -301,9 +306,9 @@ impl Session {
 
     /// Waits until every send has completed.
     pub(crate) fn tx_idle(&mut self) -> Result<(), Failure> {
-        let deadline = self.deadline();
+        let mut deadline = None;
         while self.tx_free.len() < self.tx_total {
-            self.pump(deadline, "a send to complete")?;
+            self.pump(&mut deadline, "a send to complete")?;
         }
         Ok(())
     }
@@ -319,14 +324,21 @@ impl Session {
         )
     }
 
-    /// Reads one completion (events go to the inbox); fails at `deadline`.
-    fn pump(&mut self, deadline: Instant, what: &str) -> Result<(), Failure> {
-        if let Some(e) = self.poll(Some(
-            deadline.min(Instant::now() + Duration::from_millis(1)),
-        ))? {
+    /// Reads one completion (events go to the inbox) while waiting for `what`; fails at
+    /// the deadline, which the first pump of a wait sets (`None` before: waits that
+    /// never pump never read the clock). Busy-polling, the clock is read every
+    /// [`PUMPS_PER_CLOCK`] pumps only: a send that waits for room pumps once per
+    /// message, and a clock reading cost as much as the rest of the pump.
+    fn pump(&mut self, deadline: &mut Option<Instant>, what: &str) -> Result<(), Failure> {
+        self.pumps = self.pumps.wrapping_add(1);
+        let now = (deadline.is_none() || !self.spin || self.pumps.is_multiple_of(PUMPS_PER_CLOCK))
+            .then(Instant::now);
+        let d = *deadline.get_or_insert_with(|| now.unwrap_or_else(Instant::now) + self.timeout);
+        let nap = now.map(|n| d.min(n + Duration::from_millis(1)));
+        if let Some(e) = self.poll(nap)? {
             self.inbox.push_back(e);
         }
-        if Instant::now() >= deadline {
+        if now.is_some() && Instant::now() >= d {
             return Err(Failure::new(format!(
                 "timed out after {:?} waiting for {what}",
                 self.timeout
@@ -339,11 +351,11 @@ impl Session {
     pub(crate) fn send_ctrl(&mut self, kind: Kind, id: u32, payload: &[u8]) -> Result<(), Failure> {
         debug_assert!(payload.len() <= CTRL_MAX);
         let word = CTRL | (u64::from(kind as u8) << 48) | u64::from(id);
-        let deadline = self.deadline();
+        let mut deadline = None;
         loop {
             match self.ep.injectdata(payload, word, self.peer) {
                 Ok(()) => return Ok(()),
-                Err(e) if e == Errno::EAGAIN => self.pump(deadline, "room to send")?,
+                Err(e) if e == Errno::EAGAIN => self.pump(&mut deadline, "room to send")?,
                 Err(e) => return Err(Failure::new(format!("sending {kind:?}: {e}"))),
             }
         }
@@ -360,7 +372,7 @@ impl Session {
         pattern: Option<u64>,
     ) -> Result<(), Failure> {
         let word = data_word(round, seq);
-        let deadline = self.deadline();
+        let mut deadline = None;
         if size < self.inject_size {
             if let Some(p) = pattern {
                 super::fill(&mut self.scratch[..size], p);
@@ -374,7 +386,7 @@ impl Session {
                 };
                 match r {
                     Ok(()) => return Ok(()),
-                    Err(e) if e == Errno::EAGAIN => self.pump(deadline, "room to send")?,
+                    Err(e) if e == Errno::EAGAIN => self.pump(&mut deadline, "room to send")?,
                     Err(e) => return Err(Failure::new(format!("fi_inject of {size} bytes: {e}"))),
                 }
             }
@@ -384,7 +396,7 @@ impl Session {
                 Some(b) => break b,
                 None => {
                     self.tx_waits += 1;
-                    self.pump(deadline, "a send buffer to come back")?;
+                    self.pump(&mut deadline, "a send buffer to come back")?;
                 }
             }
         };
@@ -402,7 +414,7 @@ impl Session {
                 Ok(_) => return Ok(()),
                 Err(e) if e.errno == Errno::EAGAIN => {
                     buf = e.buf;
-                    self.pump(deadline, "room to send")?;
+                    self.pump(&mut deadline, "room to send")?;
                 }
                 Err(e) => {
                     return Err(Failure::new(format!(
