@@ -75,11 +75,7 @@ pub fn open(iface: &HostInterface, port: u16, loss: f64) -> Result<Plane, Errno>
         .unwrap_or_else(|| format!("net_af_packetnostd{n},iface={}", iface.name));
     // An Ethernet stack needs a port of its own: one from the dynamic range when the
     // application gave none.
-    let port = if port == 0 {
-        49152 + ((std::process::id() + n * 7919) % 16384) as u16
-    } else {
-        port
-    };
+    let port = crate::plane::stack_port(port, n);
     let p = open_port(eal, Some(&vdev), None).map_err(|_| Errno::EIO)?;
     let link = p.link(0).map_err(|_| Errno::EBUSY)?;
     let net = NetConfig::new(&link.capabilities(), iface.ip.octets(), port).with_ethernet(

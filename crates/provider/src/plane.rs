@@ -153,8 +153,21 @@ fn random_mac() -> [u8; 6] {
     [(r[0] & 0xfc) | 0x02, r[1], r[2], r[3], r[4], r[5]]
 }
 
+/// The UDP port of an Ethernet stack (AF_PACKET, TAP, DPDK), which has no kernel to
+/// pick an ephemeral one: `port`, or for 0 one from the dynamic range (49152-65535),
+/// different for each process and each `n` (the plane's sequence number in it).
+pub(crate) fn stack_port(port: u16, n: u32) -> u16 {
+    if port != 0 {
+        return port;
+    }
+    49152 + (std::process::id().wrapping_add(n.wrapping_mul(7919)) % 16384) as u16
+}
+
+/// Ethernet planes opened in this process (for [`stack_port`]).
+static STACK_PLANES: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+
 /// Opens the data plane the parameters name on `iface`, at UDP port `port` (0:
-/// ephemeral for `udp`).
+/// ephemeral for `udp`, one from the dynamic range for the Ethernet planes).
 pub fn open(iface: &HostInterface, port: u16) -> Result<Plane, Errno> {
     let loss = loss()?;
     let kind = crate::params::get_str(c"dataplane").unwrap_or_default();
@@ -177,6 +190,8 @@ pub fn open(iface: &HostInterface, port: u16) -> Result<Plane, Errno> {
         }
         "af_packet" => {
             let link = AfPacketLink::open(&iface.name).map_err(io)?;
+            let n = STACK_PLANES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let port = stack_port(port, n);
             let net = NetConfig::new(&link.capabilities(), iface.ip.octets(), port).with_ethernet(
                 link.mac(),
                 iface.prefix_len,
@@ -190,6 +205,8 @@ pub fn open(iface: &HostInterface, port: u16) -> Result<Plane, Errno> {
         "tap" => {
             let link = TapLink::open(None).map_err(io)?;
             link.set_up(true).map_err(io)?;
+            let n = STACK_PLANES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let port = stack_port(port, n);
             let ip: Ipv4Addr = iface.ip;
             let net = NetConfig::new(&link.capabilities(), ip.octets(), port).with_ethernet(
                 random_mac(),

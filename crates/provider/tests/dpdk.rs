@@ -10,9 +10,13 @@
 
 #![cfg(feature = "dpdk")]
 
+mod netns;
+
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
+
+use netns::{Kill, VethPair, describe};
 
 /// The name libfabric loads external providers by.
 const LIB_NAME: &str = "libnostd-fi.so";
@@ -60,51 +64,6 @@ fn provider_dir() -> PathBuf {
     dir
 }
 
-fn ip(args: &[&str]) {
-    let out = Command::new("ip").args(args).output().expect("run ip");
-    assert!(
-        out.status.success(),
-        "ip {}: {}",
-        args.join(" "),
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-/// Deletes the namespace (and the veth pair inside it) when dropped.
-struct Netns(String);
-
-impl Drop for Netns {
-    fn drop(&mut self) {
-        let _ = Command::new("ip")
-            .args(["netns", "del", &self.0])
-            .stderr(Stdio::null())
-            .status();
-    }
-}
-
-/// A child killed and reaped when dropped.
-struct Kill(Option<Child>);
-
-impl Kill {
-    fn wait(mut self, deadline: Instant) -> Output {
-        let mut c = self.0.take().expect("child");
-        while c.try_wait().expect("try_wait").is_none() && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        let _ = c.kill();
-        c.wait_with_output().expect("child output")
-    }
-}
-
-impl Drop for Kill {
-    fn drop(&mut self) {
-        if let Some(mut c) = self.0.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
-
 #[test]
 fn fi_pingpong_rdm_over_memif() {
     // SAFETY: geteuid has no preconditions.
@@ -114,20 +73,8 @@ fn fi_pingpong_rdm_over_memif() {
     }
     let lib = provider_dir();
     let pid = std::process::id();
-    let ns = format!("nostd-dpdk-{pid}");
-    let x = (pid % 250) as u8 + 1;
-    let (a, b) = (format!("nda{pid}"), format!("ndb{pid}"));
-    let (ip_a, ip_b) = (format!("10.92.{x}.1"), format!("10.92.{x}.2"));
-    let _ns = Netns(ns.clone());
-    ip(&["netns", "add", &ns]);
-    ip(&["-n", &ns, "link", "set", "lo", "up"]);
-    ip(&[
-        "-n", &ns, "link", "add", &a, "type", "veth", "peer", "name", &b,
-    ]);
-    ip(&["-n", &ns, "addr", "add", &format!("{ip_a}/24"), "dev", &a]);
-    ip(&["-n", &ns, "addr", "add", &format!("{ip_b}/24"), "dev", &b]);
-    ip(&["-n", &ns, "link", "set", &a, "up"]);
-    ip(&["-n", &ns, "link", "set", &b, "up"]);
+    let pair = VethPair::new("nostd-dpdk", 92);
+    let (ns, a, b, ip_a) = (&pair.ns, &pair.a, &pair.b, &pair.ip_a);
     let dir = scratch("sock");
     let sock = dir.join("memif.sock");
     let sock = sock.to_str().expect("utf-8 path");
@@ -136,7 +83,7 @@ fn fi_pingpong_rdm_over_memif() {
         c.args([
             "netns",
             "exec",
-            &ns,
+            ns,
             "fi_pingpong",
             "-p",
             "nostd",
@@ -167,21 +114,13 @@ fn fi_pingpong_rdm_over_memif() {
         Kill(Some(c.spawn().expect("start fi_pingpong (libfabric-bin)")))
     };
     let deadline = Instant::now() + LIMIT;
-    let server = run(&a, "server", 0, None);
+    let server = run(a, "server", 0, None);
     // fi_pingpong's client retries its control connection only briefly.
     std::thread::sleep(Duration::from_millis(500));
-    let client = run(&b, "client", 1, Some(&ip_a)).wait(deadline);
+    let client = run(b, "client", 1, Some(ip_a)).wait(deadline);
     let server = server.wait(deadline);
-    let text = |o: &Output| {
-        format!(
-            "{}\nstdout:\n{}\nstderr:\n{}",
-            o.status,
-            String::from_utf8_lossy(&o.stdout),
-            String::from_utf8_lossy(&o.stderr)
-        )
-    };
-    assert!(client.status.success(), "client: {}", text(&client));
-    assert!(server.status.success(), "server: {}", text(&server));
+    assert!(client.status.success(), "client: {}", describe(&client));
+    assert!(server.status.success(), "server: {}", describe(&server));
     let out = String::from_utf8_lossy(&client.stdout);
     let rows: Vec<&str> = out.lines().skip(1).collect();
     assert!(

@@ -8,9 +8,11 @@
 //! build), otherwise the test builds the `cdylib` of its own profile and copies it under
 //! that name.
 
+mod netns;
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::{Command, Output, Stdio};
 
 /// The library's file name libfabric looks for.
 const LIB_NAME: &str = "libnostd-fi.so";
@@ -367,6 +369,73 @@ fn fi_pingpong_rdm_with_five_percent_loss() {
             300,
         );
         assert_eq!(sizes(&r).last().map(String::as_str), Some("6m"), "{r}");
+    }
+}
+
+/// The `af_packet` data plane (`FI_NOSTD_DATAPLANE=af_packet`): the provider frames
+/// UDP/IPv4 itself and answers ARP on a raw socket. `fi_pingpong` (RDM, every size, data
+/// checked) between the two ends of a veth pair in a namespace, each process on its own
+/// end; neither names a port, so each stack takes one from the dynamic range. Root
+/// only (skipped with a notice otherwise); the namespace is always removed.
+#[test]
+fn fi_pingpong_rdm_over_af_packet() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        println!("fi_pingpong_rdm_over_af_packet: skipped, needs root for a network namespace");
+        return;
+    }
+    let dir = provider_dir("pp-afp");
+    let pair = netns::VethPair::new("nostd-afp", 93);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(300);
+    let port = "47706";
+    let run = |iface: &str, server: Option<&str>| {
+        let mut c = with_provider("ip", &dir);
+        c.args(["netns", "exec", &pair.ns, "fi_pingpong", "-p", "nostd"])
+            .args(["-e", "rdm", "-m", "tagged", "-c", "-S", "all", "-I", "5"])
+            .env("FI_NOSTD_DATAPLANE", "af_packet")
+            .env("FI_NOSTD_IFACE", iface)
+            .env_remove("FI_NOSTD_LOSS")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        match server {
+            Some(ip) => c.args(["-P", port, ip]),
+            None => c.args(["-B", port]),
+        };
+        netns::Kill(Some(c.spawn().expect("run fi_pingpong (libfabric-bin)")))
+    };
+    let server = run(&pair.a, None);
+    // The client gives up at once if the server is not listening yet: retry.
+    let mut client = None;
+    for _ in 0..50 {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        let out = run(&pair.b, Some(&pair.ip_a)).wait(deadline);
+        let refused = String::from_utf8_lossy(&out.stderr).contains("failed to connect");
+        client = Some(out);
+        if !refused {
+            break;
+        }
+    }
+    let client = client.expect("a client run");
+    let server = server.wait(deadline);
+    assert!(
+        client.status.success(),
+        "client: {}",
+        netns::describe(&client)
+    );
+    assert!(
+        server.status.success(),
+        "server: {}",
+        netns::describe(&server)
+    );
+    let report = String::from_utf8_lossy(&client.stdout);
+    assert_eq!(
+        sizes(&report).last().map(String::as_str),
+        Some("6m"),
+        "{report}"
+    );
+    for row in report.lines().skip(1) {
+        assert_eq!(row.split_whitespace().nth(2), Some("=5"), "row {row:?}");
     }
 }
 

@@ -1,0 +1,113 @@
+//! A network namespace with a veth pair, for the tests that run the provider on an
+//! Ethernet data plane (root only). Shared by the test crates as `mod netns;`.
+
+#![allow(dead_code)] // each test crate uses its own part
+
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+/// Runs `ip <args>`; panics with its error output unless it succeeds.
+pub fn ip(args: &[&str]) {
+    let out = Command::new("ip").args(args).output().expect("run ip");
+    assert!(
+        out.status.success(),
+        "ip {}: {}",
+        args.join(" "),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A namespace holding a veth pair `a` (at `ip_a`) and `b` (at `ip_b`) of one /24, both
+/// up; deleted (with the pair) when dropped.
+pub struct VethPair {
+    pub ns: String,
+    pub a: String,
+    pub b: String,
+    pub ip_a: String,
+    pub ip_b: String,
+}
+
+impl VethPair {
+    /// A pair in namespace `<prefix>-<pid>`, addresses in `10.<net>.<x>.0/24`.
+    pub fn new(prefix: &str, net: u8) -> VethPair {
+        let pid = std::process::id();
+        let x = (pid % 250) as u8 + 1;
+        let p = VethPair {
+            ns: format!("{prefix}-{pid}"),
+            a: format!("nda{pid}"),
+            b: format!("ndb{pid}"),
+            ip_a: format!("10.{net}.{x}.1"),
+            ip_b: format!("10.{net}.{x}.2"),
+        };
+        let ns = p.ns.as_str();
+        ip(&["netns", "add", ns]);
+        ip(&["-n", ns, "link", "set", "lo", "up"]);
+        ip(&[
+            "-n", ns, "link", "add", &p.a, "type", "veth", "peer", "name", &p.b,
+        ]);
+        ip(&[
+            "-n",
+            ns,
+            "addr",
+            "add",
+            &format!("{}/24", p.ip_a),
+            "dev",
+            &p.a,
+        ]);
+        ip(&[
+            "-n",
+            ns,
+            "addr",
+            "add",
+            &format!("{}/24", p.ip_b),
+            "dev",
+            &p.b,
+        ]);
+        ip(&["-n", ns, "link", "set", &p.a, "up"]);
+        ip(&["-n", ns, "link", "set", &p.b, "up"]);
+        p
+    }
+}
+
+impl Drop for VethPair {
+    fn drop(&mut self) {
+        let _ = Command::new("ip")
+            .args(["netns", "del", &self.ns])
+            .stderr(Stdio::null())
+            .status();
+    }
+}
+
+/// A child killed and reaped when dropped.
+pub struct Kill(pub Option<Child>);
+
+impl Kill {
+    /// Waits until it exits or `deadline` passes (then kills it); its output.
+    pub fn wait(mut self, deadline: Instant) -> Output {
+        let mut c = self.0.take().expect("child");
+        while c.try_wait().expect("try_wait").is_none() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let _ = c.kill();
+        c.wait_with_output().expect("child output")
+    }
+}
+
+impl Drop for Kill {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.0.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// Exit status, stdout and stderr of `o`, for an assertion message.
+pub fn describe(o: &Output) -> String {
+    format!(
+        "{}\nstdout:\n{}\nstderr:\n{}",
+        o.status,
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
