@@ -119,6 +119,9 @@ impl DpdkLink {
         let mtu = (usize::from(port.mtu) + ETH_HEADER_LEN).min(room);
         let mut caps = Capabilities::new(Medium::Ethernet, mtu);
         caps.max_burst = MAX_BURST;
+        // memif is shared memory between two processes: nothing on the way can alter
+        // a frame.
+        caps.intact = port.is_memif();
         DpdkLink {
             port,
             queue,

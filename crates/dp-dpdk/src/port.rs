@@ -462,7 +462,7 @@ impl PortShared {
         })
     }
 
-    fn is_memif(&self) -> bool {
+    pub(crate) fn is_memif(&self) -> bool {
         self.driver.contains("memif")
     }
 

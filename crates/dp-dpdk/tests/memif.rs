@@ -90,6 +90,8 @@ fn memif_between_two_processes() {
     port.wait_link_up(WAIT).unwrap();
     let mut link = port.link(0).unwrap();
     let mtu = link.capabilities().mtu;
+    // Shared memory: nothing between the two processes can alter a frame.
+    assert!(link.capabilities().intact);
     println!("memif: mtu {mtu}, port mtu {}", port.mtu());
     let me = link.mac();
     let deadline = Instant::now() + Duration::from_secs(120);

@@ -84,6 +84,9 @@ pub struct NetConfig {
     pub rx_checksum_offload: bool,
     /// The NIC fills transmitted IPv4/UDP checksums (Ethernet only).
     pub tx_checksum_offload: bool,
+    /// The medium cannot alter a frame ([`Capabilities::intact`]): received checksums
+    /// are not verified, and adapters leave the RDM CRC32C off.
+    pub intact: bool,
     /// Our IPv4 address. On UDP links it is informational (the socket's binding).
     pub local_ip: [u8; 4],
     /// Our UDP port. On UDP links 0 means "whatever the socket is bound to".
@@ -113,6 +116,7 @@ impl NetConfig {
             mtu: caps.mtu,
             rx_checksum_offload: caps.rx_checksum_offload,
             tx_checksum_offload: caps.tx_checksum_offload,
+            intact: caps.intact,
             local_ip,
             local_port,
             local_mac: [0; 6],
@@ -164,7 +168,8 @@ impl NetConfig {
 
     fn checksum_caps(&self) -> frame::ChecksumCapabilities {
         let mut caps = Capabilities::new(self.medium, self.mtu);
-        caps.rx_checksum_offload = self.rx_checksum_offload;
+        // Nothing to verify on a medium that cannot corrupt.
+        caps.rx_checksum_offload = self.rx_checksum_offload || self.intact;
         caps.tx_checksum_offload = self.tx_checksum_offload;
         caps.checksum_caps()
     }
@@ -1809,6 +1814,41 @@ mod tests {
         assert_eq!(&sent[24..26], &[0, 0]);
         assert_eq!(&sent[40..42], &[0, 0]);
         assert_eq!(&sent[42..], b"abc");
+    }
+
+    /// An intact medium (memif): a wrong UDP checksum is not looked at on receive (it
+    /// is dropped on any other), while the frames sent still carry real checksums.
+    #[test]
+    fn an_intact_medium_skips_receive_verification_only() {
+        let src = addr(IP_A, 5000);
+        let mut f = udp_frame(MAC_A, MAC_B, src, addr(IP_B, PORT), b"abc");
+        f[40] ^= 0x5a;
+        let mut plain = eth_net(IP_B, MAC_B);
+        assert!(matches!(feed(&mut plain, t(0), &f), Got::Dropped(_)));
+        let mut caps = Capabilities::new(Medium::Ethernet, 1514);
+        caps.intact = true;
+        let cfg = NetConfig::new(&caps, IP_B, PORT).with_ethernet(MAC_B, 24, None);
+        assert!(cfg.intact);
+        let mut b = Net::new(cfg, [ArpEntry::EMPTY; 1]).unwrap();
+        assert_eq!(feed(&mut b, t(0), &f), Got::Packet(src, b"abc".to_vec()));
+        // Sending: both checksums filled and valid.
+        let mut lb = link();
+        assert_eq!(
+            feed(&mut b, t(0), &arp_request(MAC_A, IP_A, IP_B)),
+            Got::Consumed
+        );
+        assert_eq!(
+            send(&mut b, t(0), &mut *lb, addr(IP_A, PORT), b"xyz"),
+            Ok(SendOutcome::Sent { len: 3 })
+        );
+        let (_, sent) = pop(&mut lb).unwrap();
+        assert_ne!(&sent[24..26], &[0, 0]);
+        assert_ne!(&sent[40..42], &[0, 0]);
+        let mut a = eth_net(IP_A, MAC_A);
+        assert_eq!(
+            feed(&mut a, t(0), &sent),
+            Got::Packet(addr(IP_B, PORT), b"xyz".to_vec())
+        );
     }
 
     #[test]

@@ -330,6 +330,7 @@ pub unsafe extern "C" fn open(
         Err(e) => return neg(e),
     };
     let ethernet = plane.net.medium == Medium::Ethernet;
+    let intact = plane.net.intact;
     let cfg = DomainConfig {
         net: plane.net,
         arp_entries: if ethernet { ARP_ENTRIES } else { 0 },
@@ -346,8 +347,9 @@ pub unsafe extern "C" fn open(
     };
     let mut d = d;
     let mut rc = *d.rdm_config();
-    // UDP checksums already protect every datagram end to end: no CRC32C on top.
-    rc.crc = ethernet;
+    // UDP checksums already protect every datagram end to end, and an intact medium
+    // (memif) cannot corrupt: no CRC32C on top.
+    rc.crc = ethernet && !intact;
     rc.max_peers = hosted::api::HOST_MAX_PEERS;
     if let Some(w) = crate::params::get_size(c"window") {
         rc.window = u16::try_from(w).unwrap_or(u16::MAX);

@@ -43,6 +43,12 @@ pub struct Capabilities {
     /// The NIC fills IPv4 and UDP checksums of transmitted frames, so the stack leaves
     /// them zero. Ignored for [`Medium::Udp`].
     pub tx_checksum_offload: bool,
+    /// The medium cannot alter a frame between the two ends: shared memory such as
+    /// DPDK's memif, not a wire or a NIC. Received checksums need no
+    /// verifying, and the protocol's CRC32C (spec 3.3, for packets nothing else
+    /// protects) would only cost CPU; the stack and adapters leave both out. Frames it
+    /// sends still carry their IPv4 and UDP checksums, for whatever forwards them.
+    pub intact: bool,
 }
 
 impl Capabilities {
@@ -54,6 +60,7 @@ impl Capabilities {
             max_burst: 1,
             rx_checksum_offload: false,
             tx_checksum_offload: false,
+            intact: false,
         }
     }
 

@@ -354,11 +354,12 @@ impl DomainBuilder<'_> {
             let mut f = self.fabric.lock();
             CoreDomain::open(&mut f, &info, dc, Heap, 0)?
         };
-        // Kernel UDP sockets verify the UDP checksum end to end, so the protocol's
-        // CRC32C (spec 3.3: SHOULD only where nothing else protects the packet) would
-        // only cost CPU on every byte. A peer that wants it (CRC_RX) still gets it.
+        // Kernel UDP sockets verify the UDP checksum end to end, and an intact medium
+        // (memif) cannot corrupt, so the protocol's CRC32C (spec 3.3: SHOULD only where
+        // nothing else protects the packet) would only cost CPU on every byte. A peer
+        // that wants it (CRC_RX) still gets it.
         let rdm = ofi_nostd::rdm::RdmConfig {
-            crc: medium != Medium::Udp,
+            crc: medium != Medium::Udp && !net.intact,
             max_peers: HOST_MAX_PEERS,
             ..*core.rdm_config()
         };
