@@ -445,6 +445,32 @@ impl Session {
         }
     }
 
+    /// The next event, waiting at most about `timeout`. Busy-polling, the clock is
+    /// first read after a few empty polls (then the wait starts), so an event that is
+    /// already there costs no reading of it.
+    pub(crate) fn next_within(&mut self, timeout: Duration) -> Result<Option<Event>, Failure> {
+        if !self.spin {
+            return self.next(Instant::now() + timeout);
+        }
+        if let Some(e) = self.inbox.pop_front() {
+            return Ok(Some(e));
+        }
+        let mut deadline = None;
+        let mut polls = 0u32;
+        loop {
+            if let Some(e) = self.poll(None)? {
+                return Ok(Some(e));
+            }
+            polls = polls.wrapping_add(1);
+            if polls.is_multiple_of(PUMPS_PER_CLOCK) {
+                let now = Instant::now();
+                if now >= *deadline.get_or_insert(now + timeout) {
+                    return Ok(None);
+                }
+            }
+        }
+    }
+
     /// Reads at most one completion: busy-polling (`fi_cq_read`) or, with blocking
     /// waits, sleeping in `fi_cq_sread` until `deadline` (at most 100 ms at a time).
     fn poll(&mut self, deadline: Option<Instant>) -> Result<Option<Event>, Failure> {
