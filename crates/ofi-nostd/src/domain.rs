@@ -1139,7 +1139,7 @@ impl<S: Storage> Domain<S> {
         let pushed = ep.tx.push(op, |bounce| {
             let mut at = 0;
             for v in iov.as_slice() {
-                mem.read(v.addr, &mut bounce[at..at + v.len])?;
+                mem.read_op(msg.context, v.addr, &mut bounce[at..at + v.len])?;
                 at += v.len;
             }
             Ok(())
@@ -1899,7 +1899,7 @@ fn emit_dgram(
     } else {
         let mut at = hl;
         for v in op.iov.as_slice() {
-            mem.read(v.addr, &mut buf[at..at + v.len])?;
+            mem.read_op(op.context, v.addr, &mut buf[at..at + v.len])?;
             at += v.len;
         }
     }
@@ -2006,7 +2006,7 @@ fn deliver<S: Storage>(
                 return;
             }
             let at = buf.addr + op.used as u64;
-            let placed = mem.write(at, d.payload);
+            let placed = mem.write_op(op.context, at, d.payload);
             entry = entry.with_buf(at).with_len(len);
             if last {
                 ep.rx.remove(h);
@@ -2035,7 +2035,7 @@ fn deliver<S: Storage>(
                 break;
             }
             let n = v.len.min(len - at);
-            if let Err(e) = mem.write(v.addr, &d.payload[at..at + n]) {
+            if let Err(e) = mem.write_op(op.context, v.addr, &d.payload[at..at + n]) {
                 placed = Err(e);
                 break;
             }

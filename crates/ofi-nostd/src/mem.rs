@@ -33,6 +33,22 @@ pub trait Memory {
 
     /// Copies `data` to `addr`; -FI_EFAULT if any of that range is not accessible.
     fn write(&mut self, addr: u64, data: &[u8]) -> Result<()>;
+
+    /// [`Memory::read`] from a buffer of the operation posted with context `ctx`: what
+    /// the core calls for every copy out of a posted buffer (it always knows whose
+    /// buffer it is), so memory that keeps buffers per operation checks the access
+    /// against that operation alone, in constant time. By default the plain `read`.
+    fn read_op(&self, ctx: u64, addr: u64, out: &mut [u8]) -> Result<()> {
+        let _ = ctx;
+        self.read(addr, out)
+    }
+
+    /// [`Memory::write`] into a buffer of the operation posted with context `ctx`; see
+    /// [`Memory::read_op`].
+    fn write_op(&mut self, ctx: u64, addr: u64, data: &[u8]) -> Result<()> {
+        let _ = ctx;
+        self.write(addr, data)
+    }
 }
 
 /// A [`Memory`] over one byte slice mapped at `base`: what tests and simulations use.

@@ -145,6 +145,14 @@ impl Memory for DynMem<'_> {
     fn write(&mut self, addr: u64, data: &[u8]) -> ofi_nostd::Result<()> {
         self.0.write(addr, data)
     }
+
+    fn read_op(&self, ctx: u64, addr: u64, out: &mut [u8]) -> ofi_nostd::Result<()> {
+        self.0.read_op(ctx, addr, out)
+    }
+
+    fn write_op(&mut self, ctx: u64, addr: u64, data: &[u8]) -> ofi_nostd::Result<()> {
+        self.0.write_op(ctx, addr, data)
+    }
 }
 
 impl<L: DataPlane> Driver for L {

@@ -6,10 +6,13 @@
 //! posted operation is *moved* into this table (the application cannot reach it any
 //! more) and stays there until the operation's completion is read, the endpoint is
 //! closed, or the domain is dropped. The core reads and writes application memory only
-//! through [`Memory`], which this table implements by looking up the address among the
-//! buffers it holds: an access is served only when `addr..addr + len` lies entirely
-//! inside the posted range of one buffer in the table, and then by an ordinary safe
-//! slice copy into that `Box<[u8]>`. Anything else is -FI_EFAULT. There is no `unsafe`
+//! through [`Memory`], whose every copy names the operation it is for
+//! ([`Memory::read_op`] / [`Memory::write_op`], with the context the operation was
+//! posted with, which is its [`OpId`]): an access is served only when that id is a live
+//! operation of the table and `addr..addr + len` lies entirely inside its posted range,
+//! and then by an ordinary safe slice copy into that `Box<[u8]>`; a lookup by slot, in
+//! constant time however many buffers are posted. Anything else, including an access
+//! that names no operation (plain `read`/`write`), is -FI_EFAULT. There is no `unsafe`
 //! here, so a core bug can at worst write the wrong bytes into a buffer that is posted;
 //! it can never reach freed memory or memory the application holds.
 //!
@@ -68,19 +71,10 @@ struct Slot<C> {
     op: Option<Op<C>>,
 }
 
-/// A posted range, sorted by start address.
-#[derive(Clone, Copy)]
-struct Range {
-    start: u64,
-    end: u64,
-    slot: u32,
-}
-
 /// The table. See the [module docs](self).
 pub(crate) struct OpTable<C> {
     slots: Vec<Slot<C>>,
     free: Vec<u32>,
-    ranges: Vec<Range>,
 }
 
 impl<C> OpTable<C> {
@@ -88,7 +82,6 @@ impl<C> OpTable<C> {
         OpTable {
             slots: Vec::new(),
             free: Vec::new(),
-            ranges: Vec::new(),
         }
     }
 
@@ -97,7 +90,6 @@ impl<C> OpTable<C> {
         let want = self.slots.len() + n;
         self.slots.reserve(n);
         self.free.reserve(want.saturating_sub(self.free.len()));
-        self.ranges.reserve(want.saturating_sub(self.ranges.len()));
     }
 
     /// Operations held.
@@ -107,7 +99,6 @@ impl<C> OpTable<C> {
 
     /// Takes `op` in and returns its id.
     pub(crate) fn insert(&mut self, op: Op<C>) -> OpId {
-        let (start, end) = (op.buf.addr(), op.buf.addr() + op.posted as u64);
         let slot = match self.free.pop() {
             Some(s) => s,
             None => {
@@ -120,10 +111,6 @@ impl<C> OpTable<C> {
         };
         let s = &mut self.slots[slot as usize];
         s.op = Some(op);
-        if end > start {
-            let at = self.ranges.partition_point(|r| r.start < start);
-            self.ranges.insert(at, Range { start, end, slot });
-        }
         OpId::new(slot, s.generation)
     }
 
@@ -147,16 +134,6 @@ impl<C> OpTable<C> {
         }
         let op = s.op.take()?;
         s.generation = s.generation.wrapping_add(1);
-        let start = op.buf.addr();
-        if op.posted > 0 {
-            let at = self.ranges.partition_point(|r| r.start < start);
-            if let Some(i) = (at..self.ranges.len())
-                .take_while(|&i| self.ranges[i].start == start)
-                .find(|&i| self.ranges[i].slot as usize == slot)
-            {
-                self.ranges.remove(i);
-            }
-        }
         self.free.push(slot as u32);
         Some(op)
     }
@@ -171,27 +148,49 @@ impl<C> OpTable<C> {
             .collect()
     }
 
-    /// Which buffer holds all of `addr..addr + len`: (slot, offset), or -FI_EFAULT.
-    fn locate(&self, addr: u64, len: usize) -> ofi_nostd::Result<(usize, usize)> {
-        let end = addr.checked_add(len as u64).ok_or(Errno::EFAULT)?;
-        let i = self.ranges.partition_point(|r| r.start <= addr);
-        let r = i
-            .checked_sub(1)
-            .map(|i| self.ranges[i])
-            .ok_or(Errno::EFAULT)?;
-        if end > r.end {
+    /// Where `addr..addr + len` lies in the buffer of operation `ctx` (an [`OpId`]):
+    /// (slot, offset), or -FI_EFAULT unless the operation is here and the range is
+    /// inside what was posted of its buffer.
+    fn locate(&self, ctx: u64, addr: u64, len: usize) -> ofi_nostd::Result<(usize, usize)> {
+        let id = OpId::from_raw(ctx);
+        let slot = id.slot().ok_or(Errno::EFAULT)?;
+        let s = self.slots.get(slot).ok_or(Errno::EFAULT)?;
+        let op = s.op.as_ref().ok_or(Errno::EFAULT)?;
+        if s.generation != id.generation() {
             return Err(Errno::EFAULT);
         }
-        Ok((r.slot as usize, (addr - r.start) as usize))
+        let start = op.buf.addr();
+        let end = addr.checked_add(len as u64).ok_or(Errno::EFAULT)?;
+        if addr < start || end > start + op.posted as u64 {
+            return Err(Errno::EFAULT);
+        }
+        Ok((slot, (addr - start) as usize))
     }
 }
 
 impl<C> Memory for OpTable<C> {
-    fn read(&self, addr: u64, out: &mut [u8]) -> ofi_nostd::Result<()> {
+    /// Every copy the core makes out of a posted buffer names its operation
+    /// ([`Memory::read_op`]); one that does not is refused.
+    fn read(&self, _addr: u64, out: &mut [u8]) -> ofi_nostd::Result<()> {
         if out.is_empty() {
             return Ok(());
         }
-        let (slot, off) = self.locate(addr, out.len())?;
+        Err(Errno::EFAULT)
+    }
+
+    /// See [`OpTable::read`](Memory::read).
+    fn write(&mut self, _addr: u64, data: &[u8]) -> ofi_nostd::Result<()> {
+        if data.is_empty() {
+            return Ok(());
+        }
+        Err(Errno::EFAULT)
+    }
+
+    fn read_op(&self, ctx: u64, addr: u64, out: &mut [u8]) -> ofi_nostd::Result<()> {
+        if out.is_empty() {
+            return Ok(());
+        }
+        let (slot, off) = self.locate(ctx, addr, out.len())?;
         let op = self.slots[slot].op.as_ref().ok_or(Errno::EFAULT)?;
         let src = op
             .buf
@@ -202,11 +201,11 @@ impl<C> Memory for OpTable<C> {
         Ok(())
     }
 
-    fn write(&mut self, addr: u64, data: &[u8]) -> ofi_nostd::Result<()> {
+    fn write_op(&mut self, ctx: u64, addr: u64, data: &[u8]) -> ofi_nostd::Result<()> {
         if data.is_empty() {
             return Ok(());
         }
-        let (slot, off) = self.locate(addr, data.len())?;
+        let (slot, off) = self.locate(ctx, addr, data.len())?;
         let op = self.slots[slot].op.as_mut().ok_or(Errno::EFAULT)?;
         let dst = op
             .buf
@@ -237,20 +236,45 @@ mod tests {
         let a = Buf::zeroed(16);
         let a_addr = a.addr();
         let id = t.insert(op(a, 8));
-        t.write(a_addr + 2, &[1, 2, 3]).unwrap();
+        let ctx = id.raw();
+        t.write_op(ctx, a_addr + 2, &[1, 2, 3]).unwrap();
         let mut out = [0u8; 4];
-        t.read(a_addr + 1, &mut out).unwrap();
+        t.read_op(ctx, a_addr + 1, &mut out).unwrap();
         assert_eq!(out, [0, 1, 2, 3]);
         // Past the posted length, though inside the allocation.
-        assert_eq!(t.write(a_addr + 6, &[0; 3]), Err(Errno::EFAULT));
-        assert_eq!(t.read(a_addr - 1, &mut out), Err(Errno::EFAULT));
-        assert_eq!(t.read(u64::MAX, &mut out), Err(Errno::EFAULT));
+        assert_eq!(t.write_op(ctx, a_addr + 6, &[0; 3]), Err(Errno::EFAULT));
+        assert_eq!(t.read_op(ctx, a_addr - 1, &mut out), Err(Errno::EFAULT));
+        assert_eq!(t.read_op(ctx, u64::MAX, &mut out), Err(Errno::EFAULT));
+        // An access that names no operation is refused, even inside the buffer.
+        assert_eq!(t.read(a_addr, &mut out), Err(Errno::EFAULT));
+        assert_eq!(t.write(a_addr, &[1]), Err(Errno::EFAULT));
         let back = t.remove(id).unwrap();
         assert_eq!(&back.buf[..5], &[0, 0, 1, 2, 3]);
         // Gone from the table: the core can no longer reach it.
-        assert_eq!(t.read(a_addr, &mut out), Err(Errno::EFAULT));
+        assert_eq!(t.read_op(ctx, a_addr, &mut out), Err(Errno::EFAULT));
         assert!(t.remove(id).is_none(), "stale id");
         assert_eq!(t.len(), 0);
+    }
+
+    /// An access names its operation: another operation's buffer, or a slot reused by a
+    /// later operation (new generation), is out of reach of the old id.
+    #[test]
+    fn an_access_reaches_only_the_buffer_of_the_operation_it_names() {
+        let mut t = OpTable::new();
+        let a = Buf::zeroed(8);
+        let b = Buf::zeroed(8);
+        let (a_addr, b_addr) = (a.addr(), b.addr());
+        let ia = t.insert(op(a, 8));
+        let ib = t.insert(op(b, 8));
+        assert_eq!(t.write_op(ia.raw(), b_addr, &[1]), Err(Errno::EFAULT));
+        assert_eq!(t.write_op(ib.raw(), a_addr, &[1]), Err(Errno::EFAULT));
+        t.write_op(ib.raw(), b_addr, &[9]).unwrap();
+        t.remove(ia).unwrap();
+        let c = t.insert(op(Buf::zeroed(8), 8));
+        assert_ne!(c, ia);
+        assert_eq!(t.write_op(ia.raw(), a_addr, &[1]), Err(Errno::EFAULT));
+        assert_eq!(t.write_op(0, b_addr, &[1]), Err(Errno::EFAULT));
+        assert_eq!(&t.remove(ib).unwrap().buf[..1], &[9]);
     }
 
     #[test]
@@ -278,18 +302,21 @@ mod tests {
             ids.push(t.insert(op(b, 4)));
         }
         let e = t.insert(op(Buf::zeroed(0), 0));
-        t.write(0, &[]).unwrap();
-        for (i, a) in addrs.iter().enumerate() {
+        t.write_op(e.raw(), 0, &[]).unwrap();
+        for (i, (a, id)) in addrs.iter().zip(&ids).enumerate() {
             let mut out = [0u8; 4];
-            t.read(*a, &mut out).unwrap();
+            t.read_op(id.raw(), *a, &mut out).unwrap();
             assert_eq!(out, [i as u8; 4]);
         }
         for id in ids.iter().step_by(2) {
             t.remove(*id).unwrap();
         }
         let mut out = [0u8; 1];
-        assert_eq!(t.read(addrs[0], &mut out), Err(Errno::EFAULT));
-        t.read(addrs[1], &mut out).unwrap();
+        assert_eq!(
+            t.read_op(ids[0].raw(), addrs[0], &mut out),
+            Err(Errno::EFAULT)
+        );
+        t.read_op(ids[1].raw(), addrs[1], &mut out).unwrap();
         assert_eq!(out, [1]);
         assert!(t.remove(e).is_some());
         assert_eq!(t.ids_of(0).len(), 16);

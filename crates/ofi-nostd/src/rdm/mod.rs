@@ -1077,9 +1077,16 @@ impl<S: Storage> Rdm<S> {
     }
 }
 
-/// Copies `data` into the buffers `iov` starting at message offset `off`; bytes beyond
-/// the buffers are dropped. Returns how many were placed.
-fn iov_write(mem: &mut impl Memory, iov: &[IoVec], off: u64, data: &[u8]) -> Result<usize> {
+/// Copies `data` into the buffers `iov` of the operation posted with context `ctx`,
+/// starting at message offset `off`; bytes beyond the buffers are dropped. Returns how
+/// many were placed.
+fn iov_write(
+    mem: &mut impl Memory,
+    ctx: u64,
+    iov: &[IoVec],
+    off: u64,
+    data: &[u8],
+) -> Result<usize> {
     let mut base = 0u64;
     let mut done = 0usize;
     for v in iov {
@@ -1088,7 +1095,7 @@ fn iov_write(mem: &mut impl Memory, iov: &[IoVec], off: u64, data: &[u8]) -> Res
         if done < data.len() && pos < end && pos >= base {
             let within = (pos - base) as usize;
             let n = (v.len - within).min(data.len() - done);
-            mem.write(v.addr + within as u64, &data[done..done + n])?;
+            mem.write_op(ctx, v.addr + within as u64, &data[done..done + n])?;
             done += n;
         }
         base = end;
@@ -1099,8 +1106,9 @@ fn iov_write(mem: &mut impl Memory, iov: &[IoVec], off: u64, data: &[u8]) -> Res
     Ok(done)
 }
 
-/// Copies message bytes `off .. off + out.len()` of the buffers `iov` into `out`.
-fn iov_read(mem: &impl Memory, iov: &[IoVec], off: u64, out: &mut [u8]) -> Result<()> {
+/// Copies message bytes `off .. off + out.len()` of the buffers `iov` of the operation
+/// posted with context `ctx` into `out`.
+fn iov_read(mem: &impl Memory, ctx: u64, iov: &[IoVec], off: u64, out: &mut [u8]) -> Result<()> {
     let mut base = 0u64;
     let mut done = 0usize;
     for v in iov {
@@ -1109,7 +1117,7 @@ fn iov_read(mem: &impl Memory, iov: &[IoVec], off: u64, out: &mut [u8]) -> Resul
         if done < out.len() && pos < end && pos >= base {
             let within = (pos - base) as usize;
             let n = (v.len - within).min(out.len() - done);
-            mem.read(v.addr + within as u64, &mut out[done..done + n])?;
+            mem.read_op(ctx, v.addr + within as u64, &mut out[done..done + n])?;
             done += n;
         }
         base = end;

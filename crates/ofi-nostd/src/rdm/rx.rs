@@ -677,7 +677,7 @@ impl<S: Storage> Rdm<S> {
         };
         self.peers.as_mut()[p].rx_msg_id = m.msg_id.wrapping_add(1);
         let want = total.min(iov_len(&t.iov));
-        let mut err = iov_write(mem, t.iov.as_slice(), 0, m.payload).err();
+        let mut err = iov_write(mem, t.context, t.iov.as_slice(), 0, m.payload).err();
         if single {
             let olen = (total - want) as usize;
             self.complete_recv(
@@ -764,7 +764,7 @@ impl<S: Storage> Rdm<S> {
                     return;
                 };
                 let r = if a.want > off {
-                    iov_write(mem, a.iov.as_slice(), off, payload).err()
+                    iov_write(mem, a.context, a.iov.as_slice(), off, payload).err()
                 } else {
                     None
                 };
@@ -1079,7 +1079,7 @@ impl<S: Storage> Rdm<S> {
             self.stats.rx_protocol_errors += 1;
             return;
         }
-        let r = iov_write(mem, a.iov.as_slice(), d.offset, d.payload).err();
+        let r = iov_write(mem, a.context, a.iov.as_slice(), d.offset, d.payload).err();
         let grant = self.grant_size();
         let Some(am) = self.active.get_mut(h) else {
             return;
@@ -1204,11 +1204,13 @@ impl<S: Storage> Rdm<S> {
         }
     }
 
-    /// Copies the first `len` bytes of chain `first` into the buffers `iov`.
+    /// Copies the first `len` bytes of chain `first` into the buffers `iov` of the
+    /// receive posted with context `ctx`.
     fn ux_copy_out<M: Memory>(
         &self,
         first: u32,
         len: u64,
+        ctx: u64,
         iov: &[IoVec],
         mem: &mut M,
     ) -> Option<Errno> {
@@ -1218,7 +1220,7 @@ impl<S: Storage> Rdm<S> {
         while s != NIL && off < len {
             let n = (self.useg as u64).min(len - off) as usize;
             let start = s as usize * self.useg;
-            if let Err(e) = iov_write(mem, iov, off, &self.ux_buf.as_ref()[start..start + n]) {
+            if let Err(e) = iov_write(mem, ctx, iov, off, &self.ux_buf.as_ref()[start..start + n]) {
                 err.get_or_insert(e);
             }
             off += n as u64;
@@ -1478,7 +1480,7 @@ impl<S: Storage> Rdm<S> {
                 break;
             };
             let len = (a.chain_len as u64).min(a.want);
-            let err = self.ux_copy_out(a.chain, len, a.iov.as_slice(), mem);
+            let err = self.ux_copy_out(a.chain, len, a.context, a.iov.as_slice(), mem);
             self.ux_free_chain(a.chain);
             self.copies_pending = self.copies_pending.saturating_sub(1);
             let done = {

@@ -15,8 +15,9 @@ use super::*;
 #[derive(Clone, Copy)]
 pub(super) enum Payload<'a> {
     None,
-    /// Message bytes `off .. off + len` of an operation's buffers.
-    Iov(&'a [IoVec], u64, usize),
+    /// Message bytes `off .. off + len` of the buffers of the operation posted with
+    /// context `.0`.
+    Iov(u64, &'a [IoVec], u64, usize),
     /// Bytes already in hand (an inject bounce buffer).
     Bytes(&'a [u8]),
 }
@@ -25,7 +26,7 @@ impl Payload<'_> {
     fn len(&self) -> usize {
         match *self {
             Payload::None => 0,
-            Payload::Iov(_, _, n) => n,
+            Payload::Iov(_, _, _, n) => n,
             Payload::Bytes(b) => b.len(),
         }
     }
@@ -53,8 +54,8 @@ pub(super) fn write_packet(
     match payload {
         Payload::None => {}
         Payload::Bytes(b) => buf[hl..total].copy_from_slice(b),
-        Payload::Iov(iov, off, _) => {
-            if let Err(e) = iov_read(mem, iov, off, &mut buf[hl..total]) {
+        Payload::Iov(ctx, iov, off, _) => {
+            if let Err(e) = iov_read(mem, ctx, iov, off, &mut buf[hl..total]) {
                 buf[hl..total].fill(0);
                 *fault = Some(e);
             }
@@ -170,7 +171,7 @@ impl<S: Storage> Rdm<S> {
                 .as_mut()
                 .get_mut(start..start + req.len)
                 .ok_or(Errno::EMSGSIZE);
-            let r = fill.and_then(|b| iov_read(mem, req.iov.as_slice(), 0, b));
+            let r = fill.and_then(|b| iov_read(mem, req.context, req.iov.as_slice(), 0, b));
             if let Err(e) = r {
                 self.ops.remove(h);
                 return Err(e);
@@ -983,7 +984,7 @@ impl<S: Storage> Rdm<S> {
                                 .unwrap_or(&[]),
                         )
                     } else {
-                        Payload::Iov(op.iov_slice(), off, len as usize)
+                        Payload::Iov(op.context, op.iov_slice(), off, len as usize)
                     };
                     (
                         Body::Msg(MsgRepr {
@@ -1016,7 +1017,7 @@ impl<S: Storage> Rdm<S> {
                         offset: off,
                         payload: &[],
                     }),
-                    Payload::Iov(op.iov_slice(), off, len as usize),
+                    Payload::Iov(op.context, op.iov_slice(), off, len as usize),
                 ),
                 (
                     Regen::Cts {
