@@ -443,12 +443,18 @@ impl Client<'_> {
         let mut acked = 0;
         let mut t0 = Instant::now();
         let mut last_reply = Instant::now();
+        // The buffer of the last reply is re-posted after the next send, as the server
+        // does: the other receive is posted, and the send should not wait for it.
+        let mut spent = None;
         for i in 0..total {
             if i == p.warmup {
                 t0 = Instant::now();
             }
             let pat = self.c.pattern(p.round, i, TO_SERVER);
             self.c.s.send_data(size, p.round, i, pat)?;
+            if let Some(buf) = spent.take() {
+                self.c.s.recycle(buf)?;
+            }
             let wait = if self.c.s.dgram { DGRAM_WAIT } else { timeout };
             let deadline = Instant::now() + wait;
             let got = loop {
@@ -456,7 +462,7 @@ impl Client<'_> {
                     None => break false,
                     Some(Event::Data { round, seq, buf }) if round == p.round && seq == i => {
                         self.c.check(&buf, size, round, seq, TO_CLIENT)?;
-                        self.c.s.recycle(buf)?;
+                        spent = Some(buf);
                         break true;
                     }
                     Some(Event::Data { buf, .. }) => {
@@ -467,7 +473,9 @@ impl Client<'_> {
                 }
             };
             if got {
-                last_reply = Instant::now();
+                if self.c.s.dgram {
+                    last_reply = Instant::now();
+                }
                 if i >= p.warmup {
                     acked += 1;
                 }
@@ -482,6 +490,9 @@ impl Client<'_> {
             }
         }
         let elapsed = t0.elapsed();
+        if let Some(buf) = spent.take() {
+            self.c.s.recycle(buf)?;
+        }
         self.call(
             Kind::End,
             &end_payload(p.round, total, PHASE_LAST),
