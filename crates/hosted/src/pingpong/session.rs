@@ -333,6 +333,7 @@ impl Session {
         self.pumps = self.pumps.wrapping_add(1);
         let now = (deadline.is_none() || !self.spin || self.pumps.is_multiple_of(PUMPS_PER_CLOCK))
             .then(Instant::now);
+        // `now` is read whenever no deadline is set yet.
         let d = *deadline.get_or_insert_with(|| now.unwrap_or_else(Instant::now) + self.timeout);
         let nap = now.map(|n| d.min(n + Duration::from_millis(1)));
         if let Some(e) = self.poll(nap)? {
@@ -439,7 +440,7 @@ impl Session {
                 return Ok(Some(e));
             }
             polls = polls.wrapping_add(1);
-            if (!self.spin || polls.is_multiple_of(32)) && Instant::now() >= deadline {
+            if (!self.spin || polls.is_multiple_of(PUMPS_PER_CLOCK)) && Instant::now() >= deadline {
                 return Ok(None);
             }
         }

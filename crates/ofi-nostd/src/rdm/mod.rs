@@ -1003,8 +1003,7 @@ impl<S: Storage> Rdm<S> {
                 p.used
                     && p.state == peer::PeerState::Established
                     && p.close_pending
-                    && p.close_seq
-                        .is_none_or(|s| wire::seq::seq_lt(p.snd_una, s.wrapping_add(1)))
+                    && p.close_seq.is_none_or(|s| wire::seq::seq_le(p.snd_una, s))
             })
     }
 

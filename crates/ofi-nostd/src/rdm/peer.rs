@@ -229,8 +229,8 @@ pub(crate) struct Peer {
     /// The peer refused our HELLO for lack of room (REJECT(NO_RESOURCES)): we ask again
     /// until this instant, by when an idle session of its should have made room.
     pub(super) busy_until: Option<Instant>,
-    /// Our endpoint is closing: send CLOSE (spec 4.7) after what is in flight, and
-    /// nothing new.
+    /// Our endpoint is closing: send CLOSE (spec 4.7) after the sends queued before
+    /// `fi_close`, and nothing after it.
     pub(super) close_pending: bool,
     /// The sequence number our CLOSE went out with: once the peer's cumulative ack
     /// passes it, the peer has every acknowledgement we owed and the linger can end.
