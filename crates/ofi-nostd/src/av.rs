@@ -812,6 +812,21 @@ where
         self.find_slot(addr).map(|s| self.encode(s))
     }
 
+    /// Both of the above in one lookup: the fi_addr receives from `addr` match with,
+    /// and the source to report (what [`Av::source_addr`] gives).
+    pub fn lookup_source(&self, addr: &EpAddr) -> (Option<FiAddr>, FiAddr) {
+        match self.find_slot(addr) {
+            Some(s) => {
+                let fi = self.encode(s);
+                let user = self.slots.as_ref()[s as usize]
+                    .entry
+                    .and_then(|e| e.user_id);
+                (Some(fi), user.unwrap_or(fi))
+            }
+            None => (None, FI_ADDR_NOTAVAIL),
+        }
+    }
+
     /// The source address to report in a completion for a message from `addr`: the
     /// FI_AV_USER_ID given at insert if any, else its fi_addr, else FI_ADDR_NOTAVAIL
     /// (the engine then applies FI_SOURCE_ERR rules).

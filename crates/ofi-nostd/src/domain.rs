@@ -250,6 +250,8 @@ pub struct Domain<S: Storage> {
     /// REJECTs the domain itself owes (HELLO to an endpoint id that does not exist, or
     /// in a version we do not speak): (to, from endpoint id, session, reason).
     ctl: [Option<(EpAddr, u16, u32, u16)>; 8],
+    /// How many of `ctl` are queued (every pass asks).
+    ctl_n: u8,
 }
 
 fn obj<T>(p: Option<T>) -> Result<T> {
@@ -361,6 +363,7 @@ impl<S: Storage> Domain<S> {
             last_now: Instant::ZERO,
             tx_owed: false,
             ctl: [None; 8],
+            ctl_n: 0,
         })
     }
 
@@ -1549,7 +1552,7 @@ impl<S: Storage> Domain<S> {
 
     /// Whether the transmit half has work that must not wait for the next pass.
     fn tx_urgent(&self) -> bool {
-        self.ctl.iter().any(|c| c.is_some())
+        self.ctl_n > 0
             || self.eps.iter().any(|(_, ep)| match ep.rdm.as_ref() {
                 Some(r) => r.tx_urgent(),
                 None => !ep.tx.is_empty(),
@@ -1562,7 +1565,7 @@ impl<S: Storage> Domain<S> {
     /// "as soon as possible" (work is ready, e.g. after posting a send).
     pub fn poll_timeout(&self) -> Option<Instant> {
         let mut t: Option<Instant> = None;
-        if self.tx_owed || self.ctl.iter().any(|c| c.is_some()) || self.net.has_looped() {
+        if self.tx_owed || self.ctl_n > 0 || self.net.has_looped() {
             t = Some(self.last_now);
         }
         for (_, ep) in self.eps.iter() {
@@ -1611,6 +1614,9 @@ impl<S: Storage> Domain<S> {
         };
         let mut sent = 0;
         for i in 0..self.ctl.len() {
+            if self.ctl_n == 0 {
+                break;
+            }
             let Some((to, from_ep, session, reason)) = self.ctl[i] else {
                 continue;
             };
@@ -1639,6 +1645,7 @@ impl<S: Storage> Domain<S> {
                 Sent::NotNow => {}
                 Sent::Yes => {
                     self.ctl[i] = None;
+                    self.ctl_n -= 1;
                     self.stats.tx_packets += 1;
                     sent += 1;
                 }
@@ -1690,6 +1697,7 @@ impl<S: Storage> Domain<S> {
     fn queue_reject(&mut self, to: EpAddr, from_ep: u16, session: u32, reason: u16) {
         if let Some(slot) = self.ctl.iter_mut().find(|c| c.is_none()) {
             *slot = Some((to, from_ep, session, reason));
+            self.ctl_n += 1;
         }
     }
 

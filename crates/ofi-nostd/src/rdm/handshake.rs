@@ -48,6 +48,7 @@ impl<S: Storage> Rdm<S> {
     pub(super) fn queue_ctl(&mut self, to: EpAddr, session: u32, kind: CtlKind) {
         if let Some(slot) = self.ctl.iter_mut().find(|c| c.is_none()) {
             *slot = Some(CtlReply { to, session, kind });
+            self.ctl_n += 1;
             self.tx_ready = true;
         }
     }
@@ -95,6 +96,7 @@ impl<S: Storage> Rdm<S> {
                 Sent::NotNow => continue,
                 Sent::Yes => {
                     self.ctl[i] = None;
+                    self.ctl_n -= 1;
                     match c.kind {
                         CtlKind::Reject(_) => self.stats.rejects_sent += 1,
                         CtlKind::Reset(_) => self.stats.resets_sent += 1,

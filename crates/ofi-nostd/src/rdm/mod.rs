@@ -502,13 +502,9 @@ impl<S: Storage> Ctx<'_, S> {
         let Some(av) = self.av else {
             return (FI_ADDR_NOTAVAIL, FI_ADDR_NOTAVAIL);
         };
-        let m = av.reverse_lookup(addr).unwrap_or(FI_ADDR_NOTAVAIL);
-        let r = if self.source {
-            av.source_addr(addr)
-        } else {
-            FI_ADDR_NOTAVAIL
-        };
-        (m, r)
+        let (m, r) = av.lookup_source(addr);
+        let r = if self.source { r } else { FI_ADDR_NOTAVAIL };
+        (m.unwrap_or(FI_ADDR_NOTAVAIL), r)
     }
 
     /// Reserves a receive-CQ slot for a completion no posted operation reserved.
@@ -697,6 +693,9 @@ pub struct Rdm<S: Storage> {
     epoch: u32,
     peers: S::Slice<Peer>,
     peer_index: HashIndex<S::Slice<u32>>,
+    /// The slot `find_peer` found last: most packets and posts name the peer the one
+    /// before did, and a compare is cheaper than the hash lookup.
+    last_peer: core::cell::Cell<u32>,
     established: u32,
     win: S::Slice<WinEntry>,
     reo_idx: S::Slice<u16>,
@@ -746,6 +745,8 @@ pub struct Rdm<S: Storage> {
     /// Unsessioned replies (REJECT, RESET) waiting for the link; full means dropped
     /// (they are rate-limited and the other side retries).
     ctl: [Option<CtlReply>; CTL_QUEUE],
+    /// How many of `ctl` are queued (every transmit asks).
+    ctl_n: u8,
     stats: RdmStats,
 }
 
@@ -877,6 +878,7 @@ impl<S: Storage> Rdm<S> {
             epoch: 0,
             peers,
             peer_index,
+            last_peer: core::cell::Cell::new(0),
             established: 0,
             win,
             reo_idx,
@@ -908,6 +910,7 @@ impl<S: Storage> Rdm<S> {
             peers_high: 0,
             closing: false,
             ctl: [None; CTL_QUEUE],
+            ctl_n: 0,
             stats: RdmStats::default(),
         })
     }
@@ -1010,7 +1013,7 @@ impl<S: Storage> Rdm<S> {
     /// Something must leave at once (an acknowledgement due now, a reply, a control
     /// answer): a pass that received does not leave that to the next pass.
     pub(crate) fn tx_urgent(&self) -> bool {
-        self.tx_ready || self.posted_n > 0 || self.ctl.iter().any(|c| c.is_some())
+        self.tx_ready || self.posted_n > 0 || self.ctl_n > 0
     }
 
     /// A peer timer was armed for `at`: the transmitter scans the peers by then.

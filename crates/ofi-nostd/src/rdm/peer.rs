@@ -504,13 +504,20 @@ impl<S: Storage> Rdm<S> {
     /// The peer-table slot of `addr`, in O(1).
     pub(super) fn find_peer(&self, addr: &EpAddr) -> Option<usize> {
         let peers = self.peers.as_ref();
-        self.peer_index
-            .find(addr_key(addr), |i| {
-                peers
-                    .get(i as usize)
-                    .is_some_and(|p| p.used && p.addr == *addr)
-            })
-            .map(|i| i as usize)
+        let last = self.last_peer.get();
+        if peers
+            .get(last as usize)
+            .is_some_and(|p| p.used && p.addr == *addr)
+        {
+            return Some(last as usize);
+        }
+        let i = self.peer_index.find(addr_key(addr), |i| {
+            peers
+                .get(i as usize)
+                .is_some_and(|p| p.used && p.addr == *addr)
+        })?;
+        self.last_peer.set(i);
+        Some(i as usize)
     }
 
     /// The slot of `addr`, adding it (evicting an idle peer if the table is full).

@@ -324,7 +324,7 @@ impl<S: Storage> Rdm<S> {
         mem: &M,
         ctx: &mut Ctx<'_, S>,
     ) -> usize {
-        let ctl = self.ctl.iter().any(|c| c.is_some());
+        let ctl = self.ctl_n > 0;
         let due = self.tx_ready || self.posted_n > 0 || ctl || now >= self.next_scan;
         self.tx_ready = false;
         self.posted_n = 0;
@@ -383,11 +383,7 @@ impl<S: Storage> Rdm<S> {
         ctx: &mut Ctx<'_, S>,
     ) -> usize {
         let n = self.posted_n as usize;
-        if self.tx_ready
-            || n > POSTED_PEERS
-            || now >= self.next_scan
-            || self.ctl.iter().any(|c| c.is_some())
-        {
+        if self.tx_ready || n > POSTED_PEERS || now >= self.next_scan || self.ctl_n > 0 {
             return self.transmit(now, port, mem, ctx);
         }
         self.posted_n = 0;
