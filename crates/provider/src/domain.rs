@@ -16,7 +16,7 @@ use hosted::sysinfo::HostInterface;
 use ofi_nostd::Errno;
 use ofi_nostd::addr::EpAddr;
 use ofi_nostd::domain::{CntrHandle, CqHandle, Domain, DomainConfig, PassKind};
-use ofi_nostd::info::{AddrFormat, Info, Threading};
+use ofi_nostd::info::{AddrFormat, Info, Progress, Threading};
 use wire::link::Medium;
 
 use crate::fabric::FabricFid;
@@ -45,7 +45,8 @@ pub struct DomainState {
     pub core: Domain<Heap>,
     driver: Box<dyn Driver>,
     wakes: Vec<(Wake, RawFd)>,
-    /// When progress last ran ([`hosted::api::now`] microseconds), for the watchdog.
+    /// When the application last ran progress ([`hosted::api::now`] microseconds), for
+    /// the watchdog and the FI_PROGRESS_AUTO thread.
     last: Arc<AtomicU64>,
 }
 
@@ -63,15 +64,33 @@ impl DomainState {
     }
 
     fn pass(&mut self, kind: PassKind) {
+        let now = hosted::api::now();
+        self.run(now, kind);
+        self.last.store(now.total_micros(), Ordering::Relaxed);
+    }
+
+    /// A full pass of the FI_PROGRESS_AUTO thread: as [`DomainState::progress`], but
+    /// not counted as the application's (see [`auto_progress`]). Whether it moved
+    /// anything.
+    fn auto_pass(&mut self) -> bool {
+        let now = hosted::api::now();
+        let moved = self.run(now, PassKind::Full);
+        // What a receiving pass left for the next one goes now: the thread may sleep.
+        if self.core.transmit_owed() {
+            self.run(now, PassKind::Transmit);
+        }
+        moved
+    }
+
+    fn run(&mut self, now: ofi_nostd::time::Instant, kind: PassKind) -> bool {
         // SAFETY: libfabric's buffer contract (fi_msg(3), fi_tagged(3)): the core only
         // copies to and from buffers the application posted, each valid and untouched
         // until its operation completes or its endpoint is closed; closing discards
         // the operation in the core first.
         let mut mem = unsafe { RawMemory::new() };
-        let now = hosted::api::now();
-        let _ = self.driver.progress(&mut self.core, now, &mut mem, kind);
-        self.last.store(now.total_micros(), Ordering::Relaxed);
+        let r = self.driver.progress(&mut self.core, now, &mut mem, kind);
         self.wake();
+        r.is_ok_and(|r| r.rx + r.tx > 0)
     }
 
     /// Signals every registered wait object the core says must wake.
@@ -104,6 +123,12 @@ impl DomainState {
         if self.core.transmit_owed() {
             self.pass(PassKind::Transmit);
         }
+        self.timer_left()
+    }
+
+    /// How long until the core's next timer, without a pass (see
+    /// [`DomainState::next_timer`]).
+    fn timer_left(&self) -> Option<std::time::Duration> {
         let at = self.core.poll_timeout()?;
         let left = at.saturating_duration_since(hosted::api::now());
         Some(std::time::Duration::from_micros(left.total_micros()))
@@ -121,11 +146,12 @@ pub struct DomainFid {
     pub link_fd: RawFd,
     /// The core domain and its data plane (`None` only while `fi_close` releases it).
     inner: DomainLock<Option<DomainState>>,
-    /// The progress watchdog (see [`watchdog`]), FI_THREAD_SAFE domains only.
+    /// The progress watchdog (see [`watchdog`]) of FI_THREAD_SAFE domains, or the
+    /// progress thread (see [`auto_progress`]) of FI_PROGRESS_AUTO domains.
     watchdog: Option<Watchdog>,
 }
 
-/// The watchdog thread of a domain and its stop flag.
+/// The watchdog or progress thread of a domain and its stop flag.
 struct Watchdog {
     stop: Arc<AtomicBool>,
     thread: std::sync::Mutex<Option<std::thread::JoinHandle<()>>>,
@@ -167,6 +193,49 @@ fn watchdog(d: DomainPtr, last: Arc<AtomicU64>, stop: Arc<AtomicBool>) {
             st.progress();
             Ok(())
         });
+    }
+}
+
+/// FI_PROGRESS_AUTO (fi_domain(3)): progress without application calls. While the
+/// application itself runs progress (a post, a CQ or counter read, a wait) at least
+/// every [`WATCHDOG_PERIOD`], this thread only sleeps: it never contends with an
+/// application that polls. Once the application has left the domain alone that long,
+/// the thread drives it: a pass whenever frames arrive (the data plane's descriptor),
+/// the core's next timer fires, or at the latest every [`WATCHDOG_PERIOD`], until the
+/// application calls in again. Completions it produces wake the CQ and counter waiters
+/// as the application's passes do. The data path of such a domain always locks, also
+/// under FI_THREAD_DOMAIN: this thread enters the domain too.
+fn auto_progress(d: DomainPtr, last: Arc<AtomicU64>, stop: Arc<AtomicBool>, link: RawFd) {
+    let wait = crate::wait::WaitFd::new(Some(link)).ok();
+    while !stop.load(Ordering::Acquire) {
+        let idle = hosted::api::now()
+            .total_micros()
+            .saturating_sub(last.load(Ordering::Relaxed));
+        let period = WATCHDOG_PERIOD.as_micros() as u64;
+        if idle < period {
+            std::thread::park_timeout(std::time::Duration::from_micros(period - idle));
+            continue;
+        }
+        // SAFETY: see `DomainPtr`.
+        let dom = unsafe { &*d.0 };
+        let Ok((moved, timer)) = dom.control(|st| {
+            let moved = st.auto_pass();
+            Ok((moved, st.timer_left()))
+        }) else {
+            return; // the domain is closing
+        };
+        if moved {
+            continue; // more may be waiting
+        }
+        match &wait {
+            Some(w) => {
+                // Work due at once that did not move (the link full): not a spin.
+                let nap = std::time::Duration::from_micros(50);
+                w.arm_timer(timer.map(|t| t.clamp(nap, WATCHDOG_PERIOD)));
+                w.wait(WATCHDOG_PERIOD);
+            }
+            None => std::thread::park_timeout(WATCHDOG_PERIOD),
+        }
     }
 }
 
@@ -362,7 +431,11 @@ pub unsafe extern "C" fn open(
         }
     }
     let link_fd = plane.driver.fd();
-    let data_locks = info.domain_attr.threading != Threading::Domain;
+    let auto = info.domain_attr.data_progress == Progress::Auto
+        || info.domain_attr.control_progress == Progress::Auto;
+    // A progress thread enters the domain too: its data path locks whatever the
+    // threading model.
+    let data_locks = info.domain_attr.threading != Threading::Domain || auto;
     let last = Arc::new(AtomicU64::new(hosted::api::now().total_micros()));
     let obj = publish(DomainFid {
         c: sys::fid_domain {
@@ -389,8 +462,21 @@ pub unsafe extern "C" fn open(
         let ptr = DomainPtr(obj.cast_const());
         let s2 = stop.clone();
         let spawned = std::thread::Builder::new()
-            .name("nostd-watchdog".into())
-            .spawn(move || watchdog(ptr, last, s2));
+            .name(
+                if auto {
+                    "nostd-progress"
+                } else {
+                    "nostd-watchdog"
+                }
+                .into(),
+            )
+            .spawn(move || {
+                if auto {
+                    auto_progress(ptr, last, s2, link_fd)
+                } else {
+                    watchdog(ptr, last, s2)
+                }
+            });
         match spawned {
             // SAFETY: `obj` was just published and is not shared yet.
             Ok(thread) => unsafe {

@@ -61,6 +61,8 @@ extern "C" fn cleanup() {}
 /// The limits the provider advertises and sizes its pools with.
 pub fn config() -> ProviderConfig {
     let mut cfg = ProviderConfig::DEFAULT;
+    // A progress thread per domain that asks for it (`crate::domain`).
+    cfg.progress_auto = true;
     if let Some(t) = crate::params::get_size(c"eager_threshold") {
         cfg.eager_threshold = t;
     }

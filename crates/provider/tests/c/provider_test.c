@@ -830,6 +830,62 @@ out:
 		fi_freeinfo(info);
 }
 
+/* FI_PROGRESS_AUTO (fi_domain(3)): a domain that asks for it progresses with no
+ * application call. B's application posts a receive and then never calls into its
+ * domain; A (manual, FI_THREAD_DOMAIN: no watchdog either) sends to B and polls only
+ * its own CQ. A's send completes only once B's domain answered A's handshake and
+ * acknowledged the message by itself; B's completion is then waiting in its CQ. */
+static void test_auto_progress(struct fid_fabric *fabric)
+{
+	struct fi_info *hints = fi_allocinfo(), *manual = NULL, *automatic = NULL;
+	struct side a, b;
+	struct fi_cq_tagged_entry e;
+	char name[64], rx[16];
+	size_t len = sizeof name;
+	fi_addr_t to_b = FI_ADDR_NOTAVAIL, to_a = FI_ADDR_NOTAVAIL;
+	int got;
+
+	memset(&a, 0, sizeof a);
+	memset(&b, 0, sizeof b);
+	hints->fabric_attr->prov_name = strdup("nostd");
+	hints->ep_attr->type = FI_EP_RDM;
+	hints->domain_attr->threading = FI_THREAD_DOMAIN;
+	EXPECT(fi_getinfo(FI_VERSION(1, 17), NULL, NULL, 0, hints, &manual), 0);
+	if (manual)
+		EXPECT(manual->domain_attr->data_progress, FI_PROGRESS_MANUAL);
+	hints->domain_attr->data_progress = FI_PROGRESS_AUTO;
+	EXPECT(fi_getinfo(FI_VERSION(1, 17), NULL, NULL, 0, hints, &automatic), 0);
+	fi_freeinfo(hints);
+	if (!manual || !automatic)
+		goto out;
+	EXPECT(automatic->domain_attr->data_progress, FI_PROGRESS_AUTO);
+	if (open_side(fabric, manual, &a) || open_side(fabric, automatic, &b))
+		goto out;
+	EXPECT(fi_getname(&b.ep->fid, name, &len), 0);
+	EXPECT(fi_av_insert(a.av, name, 1, &to_b, 0, NULL), 1);
+	len = sizeof name;
+	EXPECT(fi_getname(&a.ep->fid, name, &len), 0);
+	EXPECT(fi_av_insert(b.av, name, 1, &to_a, 0, NULL), 1);
+	memset(rx, 0, sizeof rx);
+	EXPECT(fi_recv(b.ep, rx, sizeof rx, NULL, FI_ADDR_UNSPEC, rx), 0);
+	/* From here on B's application calls nothing until A's send completed. */
+	EXPECT(fi_send(a.ep, "automatic", 10, NULL, to_b, (void *)0xa0), 0);
+	got = poll_cq(a.cq, &e, 1, 5000);
+	EXPECT(got, 1);
+	if (got == 1)
+		EXPECT_TRUE(e.op_context == (void *)0xa0);
+	EXPECT(fi_cq_read(b.cq, &e, 1), 1);
+	EXPECT_TRUE(e.op_context == rx);
+	EXPECT(strcmp(rx, "automatic"), 0);
+out:
+	close_side(&a);
+	close_side(&b);
+	if (manual)
+		fi_freeinfo(manual);
+	if (automatic)
+		fi_freeinfo(automatic);
+}
+
 int main(void)
 {
 	struct fi_info *info;
@@ -879,6 +935,7 @@ int main(void)
 	test_ep(fabric, domain, info);
 	test_dgram(domain);
 	test_more(fabric);
+	test_auto_progress(fabric);
 
 	/* fi_trywait: a domain is not a waitable object; a wait-less CQ cannot wait. */
 	wrong[0] = &domain->fid;
