@@ -227,14 +227,16 @@ fn auto_progress(d: DomainPtr, last: Arc<AtomicU64>, stop: Arc<AtomicBool>, link
         if moved {
             continue; // more may be waiting
         }
+        // A pass that moved nothing yet leaves the descriptor readable: a poll-mode
+        // plane (DPDK), whose descriptor always is. Nap instead of spinning.
+        let nap = std::time::Duration::from_micros(50);
         match &wait {
-            Some(w) => {
+            Some(w) if !crate::wait::readable(link) => {
                 // Work due at once that did not move (the link full): not a spin.
-                let nap = std::time::Duration::from_micros(50);
                 w.arm_timer(timer.map(|t| t.clamp(nap, WATCHDOG_PERIOD)));
                 w.wait(WATCHDOG_PERIOD);
             }
-            None => std::thread::park_timeout(WATCHDOG_PERIOD),
+            _ => std::thread::park_timeout(nap),
         }
     }
 }

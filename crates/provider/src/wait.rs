@@ -147,6 +147,17 @@ pub fn signal_fd(fd: RawFd) {
     let _ = unsafe { libc::write(fd, (&raw const one).cast(), 8) };
 }
 
+/// Whether `fd` is readable now (no wait).
+pub fn readable(fd: RawFd) -> bool {
+    let mut p = libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd; a zero timeout.
+    unsafe { libc::poll(&mut p, 1, 0) == 1 }
+}
+
 /// Writes `fd` (as an `int`) to FI_GETWAIT's argument.
 ///
 /// # Safety
@@ -160,16 +171,6 @@ pub unsafe fn put_fd(arg: *mut libc::c_void, fd: RawFd) -> Result<(), Errno> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn readable(fd: RawFd) -> bool {
-        let mut p = libc::pollfd {
-            fd,
-            events: libc::POLLIN,
-            revents: 0,
-        };
-        // SAFETY: one valid pollfd.
-        unsafe { libc::poll(&mut p, 1, 0) == 1 }
-    }
 
     #[test]
     fn signal_drain_and_timer() {
