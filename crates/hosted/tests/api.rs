@@ -714,3 +714,80 @@ fn sends_posted_with_more_leave_when_it_is_turned_off() {
         assert_eq!((c.context, &*c.buf), (u64::from(i), &[b'm', i][..]));
     }
 }
+
+#[test]
+fn a_multi_receive_buffer_takes_a_stream_of_messages_and_comes_back_once() {
+    let (a, b, a_to_b, _) = rdm_pair::<u64>(ProgressMode::Manual);
+    // 1000 bytes for 50-byte messages: after the 19th, 50 bytes are left, less than the
+    // 64-byte FI_OPT_MIN_MULTI_RECV default, so the 19th releases the buffer.
+    let id =
+        b.ep.recv_multi(Buf::zeroed(1000), FI_ADDR_UNSPEC, 9)
+            .unwrap();
+    let msg = |i: u8| vec![i; 50];
+    for i in 0..20u8 {
+        a.ep.inject(&msg(i), a_to_b).unwrap();
+    }
+    let mut offsets = Vec::new();
+    let mut copy = Buf::zeroed(64);
+    let back = loop {
+        // read_copy: each message's bytes at once, while the buffer stays posted.
+        let t = Instant::now();
+        let c = loop {
+            match b.cq.read_copy(&mut copy) {
+                Ok(c) => break c,
+                Err(e) => assert_eq!(e, Errno::EAGAIN),
+            }
+            a.domain.progress().unwrap();
+            assert!(t.elapsed() < WAIT, "no completion");
+        };
+        assert_eq!(c.op, id);
+        assert_eq!(
+            c.context, 9,
+            "every message completes with the post's context"
+        );
+        assert!(c.is_recv());
+        assert_eq!(c.result(), Ok(50));
+        let off = c.offset.expect("a multi-receive message has an offset");
+        offsets.push(off);
+        if c.flags.contains(Flags::MULTI_RECV) {
+            break c;
+        }
+        assert_eq!(c.buf.capacity(), 0, "the buffer stays posted");
+        assert_eq!(
+            &*copy,
+            &msg(offsets.len() as u8 - 1)[..],
+            "read_copy's copy"
+        );
+        copy.set_len(0);
+        assert_eq!(b.cq.copy_multi(&c, &mut copy), 50, "and copy_multi's");
+        assert_eq!(&*copy, &msg(offsets.len() as u8 - 1)[..]);
+    };
+    // The last one gives the buffer back instead: nothing copied.
+    assert_eq!(b.cq.copy_multi(&back, &mut copy), 0);
+    // Each message lands right after the one before; the buffer is released once less
+    // than 64 bytes are left: after the 19th message (950 used, 50 left).
+    assert_eq!(offsets, (0..19).map(|i| i * 50).collect::<Vec<_>>());
+    assert_eq!(back.buf.capacity(), 1000);
+    assert_eq!(
+        back.buf.len(),
+        950,
+        "the length is the bytes the messages used"
+    );
+    for (i, off) in offsets.iter().enumerate() {
+        assert_eq!(&back.buf[*off..off + 50], &msg(i as u8)[..], "message {i}");
+    }
+    // The 20th message did not fit in what was left: it waits for the next buffer.
+    let id2 =
+        b.ep.recv_multi(Buf::zeroed(1000), FI_ADDR_UNSPEC, 10)
+            .unwrap();
+    let c = next_of(&b.cq, &a.domain);
+    assert_eq!((c.op, c.context, c.offset, c.len), (id2, 10, Some(0), 50));
+    // A canceled buffer comes back with -FI_ECANCELED, its messages' offsets still valid.
+    b.ep.cancel(id2).unwrap();
+    let c = next_of(&b.cq, &a.domain);
+    assert_eq!(c.op, id2);
+    assert_eq!(c.result(), Err(Errno::ECANCELED));
+    let mut buf = c.buf;
+    assert_eq!(buf.capacity(), 1000);
+    assert_eq!(&buf.as_full_mut()[..50], &msg(19)[..]);
+}

@@ -35,7 +35,8 @@ pub struct Completion<C> {
     /// The operation's id (as returned by the post).
     pub op: OpId,
     /// The buffer, back in the application's hands. After a receive its length is the
-    /// number of bytes received.
+    /// number of bytes received. Empty for a message into a multi-receive buffer that
+    /// stays posted (see `offset`).
     pub buf: Buf,
     /// Completion flags (FI_SEND | FI_MSG, FI_RECV | FI_MSG, FI_REMOTE_CQ_DATA, ...).
     pub flags: Flags,
@@ -49,6 +50,13 @@ pub struct Completion<C> {
     pub src: FiAddr,
     /// Set when the operation failed; the buffer comes back all the same.
     pub error: Option<CompletionError>,
+    /// A message received into a multi-receive buffer
+    /// ([`Endpoint::recv_multi`](super::Endpoint::recv_multi)): where it landed, `len`
+    /// bytes from this offset. The buffer stays posted for the next messages and comes
+    /// back (its length: the bytes used) with the completion whose flags hold
+    /// FI_MULTI_RECV, which may carry a last message too; until then the application
+    /// keeps the offsets. `None` for every other operation.
+    pub offset: Option<usize>,
 }
 
 impl<C> Completion<C> {
@@ -57,41 +65,33 @@ impl<C> Completion<C> {
             mut buf,
             context,
             posted,
+            multi,
             ..
         } = op;
-        let (flags, len, data, tag, src, error) = match raw {
-            Raw::Ok(e) => (e.flags, e.len, e.data, e.tag, e.src_addr, None),
-            Raw::Err(e) => (
-                Flags::from_bits_retain(e.flags),
-                e.len,
-                e.data,
-                e.tag,
-                FI_ADDR_NOTAVAIL,
-                Some(CompletionError {
-                    errno: Errno::from_code(e.err).unwrap_or(Errno::EIO),
-                    olen: e.olen,
-                    prov_errno: e.prov_errno,
-                }),
-            ),
-        };
-        let len = if flags.contains(Flags::RECV) {
-            buf.set_len(len.min(buf.capacity()));
-            len
+        let f = Fields::of(raw);
+        let mut offset = None;
+        let len = if multi.is_some() {
+            // The buffer comes back: its length is what its messages used.
+            let at = f.at(buf.addr(), buf.capacity());
+            buf.set_len((at + f.len).min(buf.capacity()));
+            offset = Some(at);
+            f.len
+        } else if f.flags.contains(Flags::RECV) {
+            buf.set_len(f.len.min(buf.capacity()));
+            f.len
         } else {
             // libfabric leaves `len` of a send completion undefined: report what went.
             posted
         };
-        Completion {
-            context,
-            op: id,
-            buf,
-            flags,
-            len,
-            data: flags.contains(Flags::REMOTE_CQ_DATA).then_some(data),
-            tag: (flags.contains(Flags::RECV) && flags.contains(Flags::TAGGED)).then_some(tag),
-            src,
-            error,
-        }
+        f.into_completion(context, id, buf, len, offset)
+    }
+
+    /// A message into the multi-receive buffer of `op`, which stays posted.
+    pub(crate) fn part(id: OpId, op: &Op<C>, clone: fn(&C) -> C, raw: Raw) -> Self {
+        let f = Fields::of(raw);
+        let at = f.at(op.buf.addr(), op.buf.capacity());
+        let len = f.len;
+        f.into_completion(clone(&op.context), id, Buf::default(), len, Some(at))
     }
 
     /// The operation's outcome: the bytes transferred, or its error.
@@ -123,8 +123,79 @@ impl<C> fmt::Debug for Completion<C> {
             .field("tag", &self.tag)
             .field("src", &self.src)
             .field("error", &self.error)
+            .field("offset", &self.offset)
             .field("buf", &self.buf)
             .finish_non_exhaustive()
+    }
+}
+
+/// What a completion entry says, before the operation's buffer joins it.
+struct Fields {
+    flags: Flags,
+    len: usize,
+    buf: u64,
+    data: u64,
+    tag: u64,
+    src: FiAddr,
+    error: Option<CompletionError>,
+}
+
+impl Fields {
+    fn of(raw: Raw) -> Fields {
+        match raw {
+            Raw::Ok(e) => Fields {
+                flags: e.flags,
+                len: e.len,
+                buf: e.buf,
+                data: e.data,
+                tag: e.tag,
+                src: e.src_addr,
+                error: None,
+            },
+            Raw::Err(e) => Fields {
+                flags: Flags::from_bits_retain(e.flags),
+                len: e.len,
+                buf: e.buf,
+                data: e.data,
+                tag: e.tag,
+                src: FI_ADDR_NOTAVAIL,
+                error: Some(CompletionError {
+                    errno: Errno::from_code(e.err).unwrap_or(Errno::EIO),
+                    olen: e.olen,
+                    prov_errno: e.prov_errno,
+                }),
+            },
+        }
+    }
+
+    /// The entry's `buf` as an offset into the buffer at `base` (clamped to it).
+    fn at(&self, base: u64, capacity: usize) -> usize {
+        usize::try_from(self.buf.saturating_sub(base))
+            .unwrap_or(usize::MAX)
+            .min(capacity)
+    }
+
+    fn into_completion<C>(
+        self,
+        context: C,
+        op: OpId,
+        buf: Buf,
+        len: usize,
+        offset: Option<usize>,
+    ) -> Completion<C> {
+        let flags = self.flags;
+        Completion {
+            context,
+            op,
+            buf,
+            flags,
+            len,
+            data: flags.contains(Flags::REMOTE_CQ_DATA).then_some(self.data),
+            tag: (flags.contains(Flags::RECV) && flags.contains(Flags::TAGGED)).then_some(self.tag),
+            src: self.src,
+            error: self.error,
+            offset,
+        }
     }
 }
 
@@ -170,6 +241,29 @@ impl<C: Send + 'static> Cq<C> {
             return Ok(g.read_manual(self.h)?);
         }
         Ok(g.next_completion(self.h)?)
+    }
+
+    /// [`Cq::read`], and when the completion is a message in a multi-receive buffer
+    /// that stays posted, a copy of the message into `into` (its length set to the
+    /// bytes copied: the message, or `into`'s capacity if less), in the same call: what
+    /// a reader that needs each message's bytes at once uses (see
+    /// [`Completion::offset`]). `into` is untouched for other completions.
+    pub fn read_copy(&self, into: &mut Buf) -> Result<Completion<C>> {
+        let mut g = self.shared.lock();
+        let c = if self.shared.manual() {
+            g.read_manual(self.h)?
+        } else {
+            g.next_completion(self.h)?
+        };
+        g.copy_multi(&c, into);
+        Ok(c)
+    }
+
+    /// Copies the message of completion `c`, read from this domain, out of its
+    /// multi-receive buffer into `into` (as [`Cq::read_copy`] does); the bytes copied,
+    /// 0 when `c` is not a message of a buffer still posted.
+    pub fn copy_multi(&self, c: &Completion<C>, into: &mut Buf) -> usize {
+        self.shared.lock().copy_multi(c, into)
     }
 
     /// Reads up to `max` completions into `out` (no allocation when `out` has room);

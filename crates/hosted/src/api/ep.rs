@@ -165,6 +165,29 @@ impl<C: Send + 'static> Endpoint<C> {
         self.post(Kind::Recv { tag: None }, buf, src, context)
     }
 
+    /// `fi_recvmsg` with FI_MULTI_RECV: posts `buf` for as many untagged messages from
+    /// `src` as fit, each placed after the one before. Every message has its own
+    /// completion with a clone of `context`, its [`Completion::offset`] and `len`; the
+    /// buffer itself stays posted and comes back with the completion whose flags hold
+    /// FI_MULTI_RECV, once less than the endpoint's FI_OPT_MIN_MULTI_RECV (64 bytes) is
+    /// left (or with -FI_ECANCELED after [`Endpoint::cancel`]). One post serves a stream
+    /// of small messages: no receive to re-post per message. -FI_EINVAL on an endpoint
+    /// without FI_MULTI_RECV.
+    ///
+    /// [`Completion::offset`]: super::Completion::offset
+    pub fn recv_multi(&self, buf: Buf, src: FiAddr, context: C) -> Result<OpId, PostError<C>>
+    where
+        C: Clone,
+    {
+        self.post_with(
+            Kind::Recv { tag: None },
+            buf,
+            src,
+            context,
+            Some(<C as Clone>::clone),
+        )
+    }
+
     /// `fi_tsend`: a tagged send (FI_EP_RDM endpoints with FI_TAGGED; -FI_EOPNOTSUPP
     /// otherwise). Otherwise as [`Endpoint::send`].
     pub fn tsend(
@@ -267,6 +290,18 @@ impl<C: Send + 'static> Endpoint<C> {
     }
 
     fn post(&self, kind: Kind, buf: Buf, addr: FiAddr, context: C) -> Result<OpId, PostError<C>> {
+        self.post_with(kind, buf, addr, context, None)
+    }
+
+    /// A post; `multi` for a multi-receive buffer (FI_MULTI_RECV).
+    fn post_with(
+        &self,
+        kind: Kind,
+        buf: Buf,
+        addr: FiAddr,
+        context: C,
+        multi: Option<fn(&C) -> C>,
+    ) -> Result<OpId, PostError<C>> {
         let posted = match kind {
             Kind::Send { .. } => buf.len(),
             Kind::Recv { .. } => buf.capacity(),
@@ -279,6 +314,7 @@ impl<C: Send + 'static> Endpoint<C> {
             context,
             ep: self.h.index(),
             posted,
+            multi,
         });
         // Every post asks for a completion: it is what hands the buffer back.
         let dir = match kind {
@@ -291,6 +327,9 @@ impl<C: Send + 'static> Endpoint<C> {
             .and_then(|e| e.getopsflag(dir))
             .unwrap_or(Flags::empty())
             | Flags::COMPLETION;
+        if multi.is_some() {
+            flags |= Flags::MULTI_RECV;
+        }
         let r = match kind {
             Kind::Send { data, tag } => {
                 let mut args = TaggedArgs::new(&iov, addr, tag.unwrap_or(0), id.raw());

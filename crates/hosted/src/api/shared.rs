@@ -16,6 +16,7 @@ use ofi_nostd::flags::Flags;
 use ofi_nostd::info::{API_VERSION, Info};
 use ofi_nostd::time::Instant;
 
+use super::buf::Buf;
 use super::cq::Completion;
 use super::plane::Driver;
 use super::table::{Op, OpId, OpTable};
@@ -57,6 +58,19 @@ impl Raw {
         match self {
             Raw::Ok(e) => e.op_context,
             Raw::Err(e) => e.op_context,
+        }
+    }
+
+    /// Whether this completion ends its operation's hold on the buffer: always, except
+    /// for a message into a multi-receive buffer that stays posted (no FI_MULTI_RECV
+    /// in the flags; a canceled buffer comes back with -FI_ECANCELED).
+    fn releases_multi(&self) -> bool {
+        match self {
+            Raw::Ok(e) => e.flags.contains(Flags::MULTI_RECV),
+            Raw::Err(e) => {
+                Flags::from_bits_retain(e.flags).contains(Flags::MULTI_RECV)
+                    || Errno::from_code(e.err) == Some(Errno::ECANCELED)
+            }
         }
     }
 }
@@ -221,11 +235,35 @@ impl<C: Send + 'static> Inner<C> {
                 None => read_raw(&mut self.core, h)?,
             };
             let id = OpId::from_raw(raw.context());
+            if let Some(op) = self.ops.get(id)
+                && let Some(clone) = op.multi
+                && !raw.releases_multi()
+            {
+                return Ok(Completion::part(id, op, clone, raw));
+            }
             match self.ops.remove(id) {
                 Some(op) => return Ok(Completion::new(id, op, raw)),
                 None => self.orphans += 1,
             }
         }
+    }
+
+    /// Copies the message of `c` (a completion of a message into a multi-receive buffer
+    /// still posted) into `into`; the bytes copied. Sound under the lock: messages land
+    /// in disjoint ranges of the buffer, and a completed one is never written again.
+    pub(crate) fn copy_multi(&self, c: &Completion<C>, into: &mut Buf) -> usize {
+        let (Some(off), 0) = (c.offset, c.buf.capacity()) else {
+            return 0;
+        };
+        let Some(op) = self.ops.get(c.op) else {
+            return 0;
+        };
+        let n = c.len.min(into.capacity());
+        let Some(src) = op.buf.storage().get(off..off + n) else {
+            return 0;
+        };
+        into.copy_from(src);
+        n
     }
 
     /// Whether a read of CQ `h` would find something before the core's queue.

@@ -64,6 +64,9 @@ pub(crate) struct Op<C> {
     pub ep: usize,
     /// Bytes of `buf` the core was given (from its start).
     pub posted: usize,
+    /// A multi-receive buffer (FI_MULTI_RECV): how its messages' completions get a
+    /// context of their own while the buffer stays posted.
+    pub multi: Option<fn(&C) -> C>,
 }
 
 struct Slot<C> {
@@ -115,7 +118,6 @@ impl<C> OpTable<C> {
     }
 
     /// The operation `id`, if it is still here.
-    #[cfg(test)]
     pub(crate) fn get(&self, id: OpId) -> Option<&Op<C>> {
         let s = self.slots.get(id.slot()?)?;
         if s.generation != id.generation() {
@@ -227,6 +229,7 @@ mod tests {
             context: 7,
             ep: 0,
             posted,
+            multi: None,
         }
     }
 
