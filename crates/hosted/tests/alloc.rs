@@ -71,6 +71,80 @@ fn steady_state_ping_pongs_allocate_nothing_per_message() {
     ping_pong(EpType::Rdm, ProgressMode::Manual);
     // RDM tagged, with the progress thread.
     ping_pong(EpType::Rdm, ProgressMode::Auto(AutoProgress::default()));
+    // RDM, a stream into multi-receive buffers read with copies.
+    multi_stream();
+}
+
+/// A stream of 64 B injects into two multi-receive buffers that go back and forth,
+/// each message copied out with `Cq::read_copy`: 2000 messages after 500 of warm-up.
+fn multi_stream() {
+    let fabric = Fabric::open().unwrap();
+    let mk = || {
+        let d = fabric
+            .domain()
+            .progress(ProgressMode::Manual)
+            .open::<u64>()
+            .unwrap();
+        let cq = d.cq(64).unwrap();
+        let av = d.av().unwrap();
+        let ep = d.endpoint(EpType::Rdm).unwrap();
+        ep.bind_cq(&cq, Flags::TRANSMIT | Flags::RECV).unwrap();
+        ep.bind_av(&av).unwrap();
+        ep.enable().unwrap();
+        (d, cq, av, ep)
+    };
+    let (da, _cqa, ava, epa) = mk();
+    let (_db, cqb, _avb, epb) = mk();
+    let to_b = ava.insert(epb.addr()).unwrap();
+    for _ in 0..2 {
+        epb.recv_multi(Buf::zeroed(4096), FI_ADDR_UNSPEC, 1)
+            .unwrap();
+    }
+    let mut copy = Buf::zeroed(64);
+    let mut msg = [0u8; 64];
+    let mut got = 0u64;
+    let mut run = |n: u64| {
+        for i in 0..n {
+            msg[..8].copy_from_slice(&(got + i).to_le_bytes());
+            epa.inject(&msg, to_b).unwrap();
+            let t = std::time::Instant::now();
+            loop {
+                let c = match cqb.read_copy(&mut copy) {
+                    Ok(c) => c,
+                    Err(e) => {
+                        assert_eq!(e, Errno::EAGAIN);
+                        da.progress().unwrap();
+                        assert!(t.elapsed() < WAIT, "no completion");
+                        continue;
+                    }
+                };
+                let at = c.offset.unwrap();
+                let bytes = if c.buf.capacity() > 0 {
+                    &c.buf[at..at + c.len]
+                } else {
+                    &copy[..]
+                };
+                assert_eq!(bytes[..8], (got + i).to_le_bytes());
+                if c.flags.contains(Flags::MULTI_RECV) {
+                    let mut buf = c.buf;
+                    buf.set_len(buf.capacity());
+                    epb.recv_multi(buf, FI_ADDR_UNSPEC, 1).unwrap();
+                }
+                break;
+            }
+        }
+        got += n;
+    };
+    run(500);
+    ALLOCS.store(0, Ordering::SeqCst);
+    COUNTING.store(true, Ordering::SeqCst);
+    run(2000);
+    COUNTING.store(false, Ordering::SeqCst);
+    let n = ALLOCS.load(Ordering::SeqCst);
+    assert_eq!(
+        n, 0,
+        "multi-receive stream: {n} heap allocations in 2000 messages"
+    );
 }
 
 /// 2000 round trips after 200 of warm-up; RDM uses tagged operations.

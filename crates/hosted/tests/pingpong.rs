@@ -342,6 +342,52 @@ fn bandwidth_and_rate() {
 }
 
 #[test]
+fn multi_receive_buffers_in_every_mode() {
+    let _g = serial();
+    // 64 KiB messages go to ordinary receives (multi-receive takes up to 16 KiB): the
+    // receives switch kind between sizes.
+    let sizes = [1, 64, 4096, 16384, 65536];
+    for mode in ["pingpong", "bandwidth", "rate"] {
+        let (s, c) = same(&[
+            "-e",
+            "rdm",
+            "--multi-recv",
+            "--mode",
+            mode,
+            "-S",
+            "1,64,4k,16k,64k",
+            "-c",
+            "-I",
+            "300",
+            "--window",
+            "32",
+        ]);
+        assert_clean(&s, &c, &sizes, "300");
+    }
+    // Blocking waits copy each message out with a second call (Cq::copy_multi).
+    let (s, c) = same(&[
+        "-e",
+        "rdm",
+        "--multi-recv",
+        "--block",
+        "-S",
+        "64,4k",
+        "-c",
+        "-I",
+        "50",
+    ]);
+    assert_clean(&s, &c, &[64, 4096], "50");
+    // Multi-receive buffers take untagged messages only.
+    let out = spawn(&["-e", "rdm", "-m", "tagged", "--multi-recv", "-S", "64"])
+        .finish(Instant::now() + Duration::from_secs(20));
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert_eq!(
+        out.stderr.trim(),
+        "ofi-pingpong: error: --multi-recv needs -m msg"
+    );
+}
+
+#[test]
 fn automatic_progress_and_blocking_waits() {
     let _g = serial();
     let (s, c) = same(&[

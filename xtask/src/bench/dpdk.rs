@@ -78,6 +78,8 @@ struct Results {
     latency_us: Vec<f64>,
     /// ofi-pingpong 64 B `--mode rate` Mxfers/sec per row.
     rate_mmsgs: Vec<f64>,
+    /// The same with `--multi-recv` (multi-receive buffers on the receiver).
+    rate_multi_mmsgs: Vec<f64>,
     /// The CPUs the server and the client ran on.
     cpus: (usize, usize),
 }
@@ -247,10 +249,29 @@ fn measure(bins: &Bins, dir: &Path, plan: &Plan) -> Result<Results> {
             plan.rate_iters.to_string(),
         ],
     )?;
+    println!(
+        "==> bench: ofi-pingpong RDM over memif, 64 B message rate with --multi-recv, {} rows",
+        plan.rate_rows
+    );
+    let rate_multi = pingpong(
+        "rate-multi",
+        &[
+            "--mode".into(),
+            "rate".into(),
+            "--multi-recv".into(),
+            "-S".into(),
+            sizes(plan.rate_rows),
+            "-I".into(),
+            plan.rate_iters.to_string(),
+        ],
+    )?;
     let latency_us = column(&lat, 6);
     let rate_mmsgs = column(&rate, 7);
-    if latency_us.is_empty() || rate_mmsgs.is_empty() {
-        return Err(format!("no result rows from ofi-pingpong:\n{lat}\n{rate}"));
+    let rate_multi_mmsgs = column(&rate_multi, 7);
+    if latency_us.is_empty() || rate_mmsgs.is_empty() || rate_multi_mmsgs.is_empty() {
+        return Err(format!(
+            "no result rows from ofi-pingpong:\n{lat}\n{rate}\n{rate_multi}"
+        ));
     }
     Ok(Results {
         raw_batch_ns: raw[4],
@@ -259,6 +280,7 @@ fn measure(bins: &Bins, dir: &Path, plan: &Plan) -> Result<Results> {
         raw_min_ns: raw[3],
         latency_us,
         rate_mmsgs,
+        rate_multi_mmsgs,
         cpus: (cs, cc),
     })
 }
@@ -385,9 +407,12 @@ fn render(r: &Results) -> Outcome {
     let ratio = lat / raw_one_way_us;
     let rate = median(&r.rate_mmsgs);
     let best_rate = r.rate_mmsgs.iter().copied().fold(0.0, f64::max);
+    let multi = median(&r.rate_multi_mmsgs);
+    let best_multi = r.rate_multi_mmsgs.iter().copied().fold(0.0, f64::max);
     let verdict = |ok: bool| if ok { "ok" } else { "**MISSED**" };
     let lat_ok = ratio <= LATENCY_RATIO;
-    let rate_ok = rate >= RATE_MMSGS;
+    // The stack's rate: whichever way of receiving does better.
+    let rate_ok = rate.max(multi) >= RATE_MMSGS;
     let mut md = String::new();
     let _ = writeln!(
         md,
@@ -412,17 +437,24 @@ fn render(r: &Results) -> Outcome {
         md,
         "| ofi-pingpong RDM over memif, 64 B message rate (`--mode rate`), median row | \
          {rate:.2} M msg/s (best row {best_rate:.2}) | ≥ {RATE_MMSGS} M msg/s | {} |",
-        verdict(rate_ok)
+        verdict(rate >= RATE_MMSGS)
+    );
+    let _ = writeln!(
+        md,
+        "| the same, receiving into multi-receive buffers (`--multi-recv`) | \
+         {multi:.2} M msg/s (best row {best_multi:.2}) | ≥ {RATE_MMSGS} M msg/s | {} |",
+        verdict(multi >= RATE_MMSGS)
     );
     let _ = writeln!(
         md,
         "\nRaw echo round trip: median {:.2} µs, p99 {:.2} µs, min {:.2} µs. \
-         ofi-pingpong rows (µs/xfer): {}; rate rows (M msg/s): {}.",
+         ofi-pingpong rows (µs/xfer): {}; rate rows (M msg/s): {}; with --multi-recv: {}.",
         r.raw_median_ns / 1e3,
         r.raw_p99_ns / 1e3,
         r.raw_min_ns / 1e3,
         list(&r.latency_us),
-        list(&r.rate_mmsgs)
+        list(&r.rate_mmsgs),
+        list(&r.rate_multi_mmsgs)
     );
     let summary = vec![
         "dpdk memif, 64 B:".to_owned(),
@@ -432,7 +464,8 @@ fn render(r: &Results) -> Outcome {
             verdict(lat_ok).replace("**", "")
         ),
         format!(
-            "  message rate: {rate:.2} M msg/s median, {best_rate:.2} best (≥ {RATE_MMSGS}: {})",
+            "  message rate: {rate:.2} M msg/s median, {best_rate:.2} best; with --multi-recv \
+             {multi:.2} median, {best_multi:.2} best (≥ {RATE_MMSGS}: {})",
             verdict(rate_ok).replace("**", "")
         ),
     ];
@@ -499,6 +532,7 @@ mod tests {
             raw_min_ns: 1000.0,
             latency_us: vec![1.4, 1.6, 1.5],
             rate_mmsgs: vec![4.0, 6.0, 5.5],
+            rate_multi_mmsgs: vec![5.0, 6.5, 6.0],
             cpus: (0, 1),
         };
         let out = render(&r);
@@ -508,7 +542,18 @@ mod tests {
             out.markdown
         );
         assert!(out.markdown.contains("5.50 M msg/s (best row 6.00)"));
+        assert!(out.markdown.contains("6.00 M msg/s (best row 6.50)"));
         assert!(!out.markdown.contains("MISSED"));
+        // Either way of receiving meets the rate target.
+        let one = Results {
+            rate_mmsgs: vec![2.0],
+            ..r.clone()
+        };
+        assert!(
+            render(&one).summary[2].ends_with("ok)"),
+            "{:?}",
+            render(&one).summary
+        );
         let slow = Results {
             latency_us: vec![3.0],
             ..r

@@ -262,6 +262,10 @@ pub struct Args {
     /// Sleep in fi_cq_sread between completions instead of busy-polling.
     #[arg(long)]
     pub block: bool,
+    /// Receive into multi-receive buffers (FI_MULTI_RECV, -m msg, messages up to
+    /// 16 KiB): one post per buffer of at least 64 KiB instead of one per message.
+    #[arg(long)]
+    pub multi_recv: bool,
     /// Pin the process (and its progress thread) to this CPU.
     #[arg(long, value_name = "N")]
     pub cpu: Option<usize>,

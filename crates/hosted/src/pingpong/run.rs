@@ -104,6 +104,7 @@ impl Common<'_> {
         let spin = !args.block;
         let mut s = Session::open(domain, ep_type, args.op == Op::Tagged, spin, args.timeout)?;
         s.limit_inject(max_msg);
+        s.set_multi(args.multi_recv)?;
         let inject = s.inject_size;
         let mut c = Common {
             args,

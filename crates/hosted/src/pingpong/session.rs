@@ -34,6 +34,10 @@ const CQ_SIZE: usize = 4096;
 const CTX_TX: u64 = 1;
 const CTX_RX: u64 = 2;
 const CTX_CTRL_RX: u64 = 3;
+/// `--multi-recv`: messages up to this size go to multi-receive buffers...
+const MULTI_MAX_MSG: usize = 16 << 10;
+/// ...of at least this many bytes.
+const MULTI_MIN: usize = 64 << 10;
 /// Busy-polling pumps between two readings of the clock (see `Session::pump`).
 const PUMPS_PER_CLOCK: u32 = 32;
 
@@ -128,6 +132,11 @@ pub(crate) struct Session {
     pub tx_waits: u64,
     /// Pumps so far (see [`Session::pump`]).
     pumps: u32,
+    /// Data receives are multi-receive buffers (`--multi-recv`, msg mode).
+    multi: bool,
+    /// Where a message received into a multi-receive buffer is copied (the buffer
+    /// stays posted): the `buf` of its event, handed back by [`Session::recycle`].
+    rx_copy: Buf,
 }
 
 fn fab(what: &str) -> impl Fn(crate::api::Error) -> Failure + '_ {
@@ -191,11 +200,25 @@ impl Session {
             stale: 0,
             tx_waits: 0,
             pumps: 0,
+            multi: false,
+            rx_copy: Buf::default(),
         };
         // Ready for control messages: two untagged receives (msg mode) or the control
         // receive (tagged mode).
         s.configure_rx(CTRL_MAX, 2, 0)?;
         Ok(s)
+    }
+
+    /// Receives data (and, in msg mode, control messages) into multi-receive buffers
+    /// (FI_MULTI_RECV) from the next [`Session::configure_rx`] on: one post per buffer
+    /// instead of one per message. Msg mode only (multi-receive takes untagged
+    /// messages).
+    pub(crate) fn set_multi(&mut self, on: bool) -> Result<(), Failure> {
+        if on && self.tagged {
+            return Err(Failure::new("--multi-recv needs -m msg"));
+        }
+        self.multi = on;
+        Ok(())
     }
 
     /// Limits DGRAM injects to the largest DGRAM message.
@@ -225,8 +248,15 @@ impl Session {
         self.ep.set_more(on);
     }
 
+    /// Whether data receives are multi-receive buffers now (small messages only).
+    fn multi_rx(&self) -> bool {
+        self.multi && self.rx_cap <= MULTI_MAX_MSG
+    }
+
     pub(crate) fn post_rx(&mut self, buf: Buf) -> Result<(), Failure> {
-        let r = if self.tagged {
+        let r = if self.multi_rx() {
+            self.ep.recv_multi(buf, FI_ADDR_UNSPEC, CTX_RX)
+        } else if self.tagged {
             let tag = data_word(self.rx_round, self.rx_next_seq);
             self.rx_next_seq += 1;
             self.ep.trecv(buf, FI_ADDR_UNSPEC, tag, 0, CTX_RX)
@@ -274,8 +304,20 @@ impl Session {
         self.rx_round = round;
         self.rx_next_seq = 0;
         let count = count.min((BUF_BUDGET / cap.max(1)).max(2));
-        for _ in 0..count {
-            self.post_rx(Buf::zeroed(cap))?;
+        if self.multi_rx() {
+            // Two buffers, each holding at least the window: one stays posted while
+            // the other comes back and is posted again.
+            let each = (cap * count).max(MULTI_MIN);
+            if self.rx_copy.capacity() < cap {
+                self.rx_copy = Buf::zeroed(cap);
+            }
+            for _ in 0..2 {
+                self.post_rx(Buf::zeroed(each))?;
+            }
+        } else {
+            for _ in 0..count {
+                self.post_rx(Buf::zeroed(cap))?;
+            }
         }
         if self.tagged && self.ctrl_posted.is_none() {
             self.post_ctrl_rx()?;
@@ -475,7 +517,13 @@ impl Session {
     /// Reads at most one completion: busy-polling (`fi_cq_read`) or, with blocking
     /// waits, sleeping in `fi_cq_sread` until `deadline` (at most 100 ms at a time).
     fn poll(&mut self, deadline: Option<Instant>) -> Result<Option<Event>, Failure> {
-        let r = if self.spin {
+        let r = if self.spin && self.multi {
+            // A message of a multi-receive buffer is copied out in the same call.
+            if self.rx_copy.capacity() < self.rx_cap {
+                self.rx_copy = Buf::zeroed(self.rx_cap);
+            }
+            self.cq.read_copy(&mut self.rx_copy)
+        } else if self.spin {
             self.cq.read()
         } else {
             let left = deadline
@@ -493,6 +541,9 @@ impl Session {
     }
 
     fn take(&mut self, c: Completion<u64>) -> Result<Option<Event>, Failure> {
+        if c.offset.is_some() {
+            return self.take_multi(c);
+        }
         match c.context {
             CTX_TX => {
                 if let Some(e) = c.error {
@@ -558,6 +609,69 @@ impl Session {
         }
     }
 
+    /// A completion of a multi-receive buffer: a message (copied out of the buffer, or
+    /// out of the buffer that came back with it), and when the buffer came back, its
+    /// re-post.
+    fn take_multi(&mut self, mut c: Completion<u64>) -> Result<Option<Event>, Failure> {
+        let at = c.offset.unwrap_or(0);
+        let back = c.buf.capacity() > 0;
+        if back {
+            self.rx_posted.remove(&c.op);
+            if let Some(e) = c.error {
+                if e.errno == Errno::ECANCELED {
+                    return Ok(None);
+                }
+                return Err(Failure::new(format!(
+                    "a multi-receive failed: {}",
+                    crate::api::Error::Fabric(e.errno)
+                )));
+            }
+            if c.len > 0 {
+                let n = c.len.min(self.rx_copy.capacity());
+                let msg = c.buf.get(at..at + n).unwrap_or(&[]);
+                self.rx_copy.copy_from(msg);
+            }
+            // Posted again at once (unless cancelling or configured otherwise).
+            if !self.draining && self.multi_rx() {
+                let mut buf = std::mem::take(&mut c.buf);
+                buf.set_len(buf.capacity());
+                self.post_rx(buf)?;
+            }
+            if c.len == 0 {
+                return Ok(None); // the release alone
+            }
+        } else {
+            if let Some(e) = c.error {
+                return Err(Failure::new(format!(
+                    "a receive failed: {}",
+                    crate::api::Error::Fabric(e.errno)
+                )));
+            }
+            if !self.spin {
+                self.cq.copy_multi(&c, &mut self.rx_copy);
+            }
+        }
+        let Some(word) = c.data else {
+            self.stale += 1;
+            return Ok(None);
+        };
+        if word & CTRL != 0 {
+            let kind = Kind::from_u8((word >> 48) as u8);
+            return Ok(kind.map(|kind| {
+                Event::Ctrl(Ctrl {
+                    kind,
+                    id: word as u32,
+                    payload: self.rx_copy.to_vec(),
+                })
+            }));
+        }
+        Ok(Some(Event::Data {
+            round: (word >> SEQ_BITS) as u16,
+            seq: word & ((1 << SEQ_BITS) - 1),
+            buf: std::mem::take(&mut self.rx_copy),
+        }))
+    }
+
     fn repost(&mut self, ctrl_rx: bool, mut buf: Buf) -> Result<(), Failure> {
         if ctrl_rx {
             buf.set_len(buf.capacity());
@@ -582,6 +696,13 @@ impl Session {
     /// Reposts a data receive buffer the caller got in an [`Event::Data`] (dropped if
     /// it belongs to an older configuration).
     pub(crate) fn recycle(&mut self, buf: Buf) -> Result<(), Failure> {
+        if self.multi_rx() {
+            // A copy out of a multi-receive buffer: the next message's copy goes there.
+            if buf.capacity() >= self.rx_cap {
+                self.rx_copy = buf;
+            }
+            return Ok(());
+        }
         self.repost(false, buf)
     }
 }
