@@ -48,6 +48,8 @@ pub struct DomainState {
     /// When the application last ran progress ([`hosted::api::now`] microseconds), for
     /// the watchdog and the FI_PROGRESS_AUTO thread.
     last: Arc<AtomicU64>,
+    /// The time passes run at (busy-polling reads skip most clock readings).
+    clock: hosted::api::PassClock,
 }
 
 impl DomainState {
@@ -64,8 +66,9 @@ impl DomainState {
     }
 
     fn pass(&mut self, kind: PassKind) {
-        let now = hosted::api::now();
-        self.run(now, kind);
+        let now = self.clock.at(kind);
+        let moved = self.run(now, kind);
+        self.clock.after(kind, moved);
         self.last.store(now.total_micros(), Ordering::Relaxed);
     }
 
@@ -454,6 +457,7 @@ pub unsafe extern "C" fn open(
                 driver: plane.driver,
                 wakes: Vec::new(),
                 last: last.clone(),
+                clock: hosted::api::PassClock::default(),
             }),
             data_locks,
         ),
@@ -518,6 +522,7 @@ unsafe extern "C" fn close(fid: *mut sys::fid) -> c_int {
             driver,
             wakes,
             last,
+            clock,
         } = st;
         if let Err((core, e)) = core.close(&mut f) {
             *g = Some(DomainState {
@@ -525,6 +530,7 @@ unsafe extern "C" fn close(fid: *mut sys::fid) -> c_int {
                 driver,
                 wakes,
                 last,
+                clock,
             });
             return neg(e);
         }

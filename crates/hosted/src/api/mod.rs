@@ -113,7 +113,7 @@ pub use mr::Mr;
 pub use plane::{DataPlane, WithFd};
 pub use shared::READS_PER_PASS;
 pub use table::OpId;
-pub use wait::{now, progress_until};
+pub use wait::{IDLE_PASSES_PER_CLOCK, PassClock, now, progress_until};
 
 use crate::storage::Heap;
 use shared::{CntrState, CqState, DomainRef, Inner, Shared};

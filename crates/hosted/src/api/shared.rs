@@ -20,7 +20,7 @@ use super::buf::Buf;
 use super::cq::Completion;
 use super::plane::Driver;
 use super::table::{Op, OpId, OpTable};
-use super::wait::{EventFd, now};
+use super::wait::{EventFd, PassClock, now};
 use super::{AutoProgress, CoreDomain, CoreFabric};
 use crate::storage::Heap;
 
@@ -115,6 +115,8 @@ pub(crate) struct Inner<C> {
     pub orphans: u64,
     /// Completions read since the last progress pass (see [`Inner::read_manual`]).
     reads_unprogressed: u32,
+    /// The time passes run at.
+    clock: PassClock,
 }
 
 /// Completions a manual-progress read may hand out from a non-empty CQ before it runs a
@@ -134,6 +136,7 @@ impl<C: Send + 'static> Inner<C> {
             zombies: Vec::new(),
             orphans: 0,
             reads_unprogressed: 0,
+            clock: PassClock::default(),
         }
     }
 
@@ -170,12 +173,15 @@ impl<C: Send + 'static> Inner<C> {
 
     fn pass(&mut self, kind: PassKind) -> ofi_nostd::Result<ProgressReport> {
         self.reads_unprogressed = 0;
+        let at = self.clock.at(kind);
         let r = self.link.progress(
             &mut self.core,
-            now(),
+            at,
             &mut self.ops as &mut dyn ofi_nostd::mem::Memory,
             kind,
         );
+        let moved = r.as_ref().map_or(true, |rep| rep.rx + rep.tx > 0);
+        self.clock.after(kind, moved);
         self.link.flush();
         self.wake();
         r

@@ -4,6 +4,7 @@ use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::OnceLock;
 use std::time::Duration;
 
+use ofi_nostd::domain::PassKind;
 use ofi_nostd::time::Instant;
 use rustix::event::epoll;
 use rustix::event::{EventfdFlags, PollFd, PollFlags, eventfd, poll};
@@ -15,6 +16,48 @@ pub fn now() -> Instant {
     static EPOCH: OnceLock<std::time::Instant> = OnceLock::new();
     let epoch = *EPOCH.get_or_init(std::time::Instant::now);
     Instant::from_micros(epoch.elapsed().as_micros() as u64)
+}
+
+/// Passes that found nothing to do between two readings of the clock (see
+/// [`PassClock`]).
+pub const IDLE_PASSES_PER_CLOCK: u32 = 8;
+
+/// The time progress passes run at, for a loop that busy-polls: tens of millions of
+/// empty passes a second, where reading the clock cost as much as the rest of such a
+/// pass. A full pass after fewer than [`IDLE_PASSES_PER_CLOCK`] empty ones in a row
+/// reuses the last reading (at most that many empty passes old: well under a
+/// microsecond of busy-polling, where the core's timers are hundreds of times
+/// coarser); any other pass, and every pass after one that moved something, reads the
+/// clock. Never earlier than a time already handed out.
+#[derive(Debug, Clone, Copy)]
+pub struct PassClock {
+    at: Instant,
+    idle: u32,
+}
+
+impl Default for PassClock {
+    fn default() -> Self {
+        PassClock { at: now(), idle: 0 }
+    }
+}
+
+impl PassClock {
+    /// The time for a pass of `kind`.
+    pub fn at(&mut self, kind: PassKind) -> Instant {
+        if kind != PassKind::Full || self.idle.is_multiple_of(IDLE_PASSES_PER_CLOCK) {
+            self.at = now().max(self.at);
+        }
+        self.at
+    }
+
+    /// What the pass at [`PassClock::at`] did: whether it moved anything.
+    pub fn after(&mut self, kind: PassKind, moved: bool) {
+        self.idle = if kind == PassKind::Full && !moved {
+            self.idle.wrapping_add(1).max(1)
+        } else {
+            0
+        };
+    }
 }
 
 /// Runs `pass` at least once, and again while it returns `true` (more to do) and [`now`]
@@ -109,5 +152,34 @@ mod tests {
         let until = now() + ofi_nostd::time::Duration::from_millis(5);
         progress_until(until, || true);
         assert!(now() >= until);
+    }
+
+    #[test]
+    fn a_pass_clock_skips_readings_only_between_empty_full_passes() {
+        let nap = || std::thread::sleep(std::time::Duration::from_millis(2));
+        let mut c = PassClock::default();
+        let t0 = c.at(PassKind::Full);
+        c.after(PassKind::Full, false);
+        // Empty full passes reuse the reading, however long they take...
+        for _ in 1..IDLE_PASSES_PER_CLOCK {
+            nap();
+            assert_eq!(c.at(PassKind::Full), t0);
+            c.after(PassKind::Full, false);
+        }
+        // ...until the next reading is due.
+        let t1 = c.at(PassKind::Full);
+        assert!(t1 > t0);
+        // A pass that moved something: the next one reads the clock.
+        c.after(PassKind::Full, true);
+        nap();
+        let t2 = c.at(PassKind::Full);
+        assert!(t2 > t1);
+        c.after(PassKind::Full, false);
+        // A post's pass always reads it, and time never goes back.
+        nap();
+        let t3 = c.at(PassKind::Posted);
+        assert!(t3 > t2);
+        c.after(PassKind::Posted, false);
+        assert!(c.at(PassKind::Full) >= t3);
     }
 }
