@@ -6,7 +6,7 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
-use hosted::api::{AutoProgress, Buf, Cq, Domain, Endpoint, Fabric, ProgressMode};
+use hosted::api::{AutoProgress, Av, Buf, Cq, Domain, Endpoint, Fabric, ProgressMode};
 use hosted::ofi_nostd::Errno;
 use hosted::ofi_nostd::flags::{FI_ADDR_UNSPEC, Flags};
 use hosted::ofi_nostd::info::EpType;
@@ -75,26 +75,28 @@ fn steady_state_ping_pongs_allocate_nothing_per_message() {
     multi_stream();
 }
 
+/// A domain with a CQ, an AV and an enabled endpoint of `ep_type`.
+fn side(
+    fabric: &Fabric,
+    ep_type: EpType,
+    mode: ProgressMode,
+) -> (Domain<u64>, Cq<u64>, Av<u64>, Endpoint<u64>) {
+    let d = fabric.domain().progress(mode).open::<u64>().unwrap();
+    let cq = d.cq(64).unwrap();
+    let av = d.av().unwrap();
+    let ep = d.endpoint(ep_type).unwrap();
+    ep.bind_cq(&cq, Flags::TRANSMIT | Flags::RECV).unwrap();
+    ep.bind_av(&av).unwrap();
+    ep.enable().unwrap();
+    (d, cq, av, ep)
+}
+
 /// A stream of 64 B injects into two multi-receive buffers that go back and forth,
 /// each message copied out with `Cq::read_copy`: 2000 messages after 500 of warm-up.
 fn multi_stream() {
     let fabric = Fabric::open().unwrap();
-    let mk = || {
-        let d = fabric
-            .domain()
-            .progress(ProgressMode::Manual)
-            .open::<u64>()
-            .unwrap();
-        let cq = d.cq(64).unwrap();
-        let av = d.av().unwrap();
-        let ep = d.endpoint(EpType::Rdm).unwrap();
-        ep.bind_cq(&cq, Flags::TRANSMIT | Flags::RECV).unwrap();
-        ep.bind_av(&av).unwrap();
-        ep.enable().unwrap();
-        (d, cq, av, ep)
-    };
-    let (da, _cqa, ava, epa) = mk();
-    let (_db, cqb, _avb, epb) = mk();
+    let (da, _cqa, ava, epa) = side(&fabric, EpType::Rdm, ProgressMode::Manual);
+    let (_db, cqb, _avb, epb) = side(&fabric, EpType::Rdm, ProgressMode::Manual);
     let to_b = ava.insert(epb.addr()).unwrap();
     for _ in 0..2 {
         epb.recv_multi(Buf::zeroed(4096), FI_ADDR_UNSPEC, 1)
@@ -151,18 +153,8 @@ fn multi_stream() {
 fn ping_pong(ep_type: EpType, mode: ProgressMode) {
     let tagged = ep_type == EpType::Rdm;
     let fabric = Fabric::open().unwrap();
-    let mk = || {
-        let d = fabric.domain().progress(mode).open::<u64>().unwrap();
-        let cq = d.cq(64).unwrap();
-        let av = d.av().unwrap();
-        let ep = d.endpoint(ep_type).unwrap();
-        ep.bind_cq(&cq, Flags::TRANSMIT | Flags::RECV).unwrap();
-        ep.bind_av(&av).unwrap();
-        ep.enable().unwrap();
-        (d, cq, av, ep)
-    };
-    let (da, cqa, ava, epa) = mk();
-    let (db, cqb, avb, epb) = mk();
+    let (da, cqa, ava, epa) = side(&fabric, ep_type, mode);
+    let (db, cqb, avb, epb) = side(&fabric, ep_type, mode);
     // With manual progress one thread drives both sides: read one CQ, progress the
     // other domain, until a completion comes.
     let next = |cq: &Cq<u64>, other: &Domain<u64>| {

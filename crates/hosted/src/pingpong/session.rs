@@ -591,20 +591,11 @@ impl Session {
                     return Ok(None);
                 };
                 if word & CTRL != 0 {
-                    let kind = Kind::from_u8((word >> 48) as u8);
-                    let ctrl = kind.map(|kind| Ctrl {
-                        kind,
-                        id: word as u32,
-                        payload: c.buf.to_vec(),
-                    });
+                    let ctrl = ctrl_event(word, &c.buf);
                     self.repost(ctrl_rx, c.buf)?;
-                    return Ok(ctrl.map(Event::Ctrl));
+                    return Ok(ctrl);
                 }
-                Ok(Some(Event::Data {
-                    round: (word >> SEQ_BITS) as u16,
-                    seq: word & ((1 << SEQ_BITS) - 1),
-                    buf: c.buf,
-                }))
+                Ok(Some(data_event(word, c.buf)))
             }
         }
     }
@@ -656,20 +647,9 @@ impl Session {
             return Ok(None);
         };
         if word & CTRL != 0 {
-            let kind = Kind::from_u8((word >> 48) as u8);
-            return Ok(kind.map(|kind| {
-                Event::Ctrl(Ctrl {
-                    kind,
-                    id: word as u32,
-                    payload: self.rx_copy.to_vec(),
-                })
-            }));
+            return Ok(ctrl_event(word, &self.rx_copy));
         }
-        Ok(Some(Event::Data {
-            round: (word >> SEQ_BITS) as u16,
-            seq: word & ((1 << SEQ_BITS) - 1),
-            buf: std::mem::take(&mut self.rx_copy),
-        }))
+        Ok(Some(data_event(word, std::mem::take(&mut self.rx_copy))))
     }
 
     fn repost(&mut self, ctrl_rx: bool, mut buf: Buf) -> Result<(), Failure> {
@@ -704,6 +684,27 @@ impl Session {
             return Ok(());
         }
         self.repost(false, buf)
+    }
+}
+
+/// The event of a control message: its word (CTRL set) and payload; `None` for a kind
+/// we do not know.
+fn ctrl_event(word: u64, payload: &[u8]) -> Option<Event> {
+    Kind::from_u8((word >> 48) as u8).map(|kind| {
+        Event::Ctrl(Ctrl {
+            kind,
+            id: word as u32,
+            payload: payload.to_vec(),
+        })
+    })
+}
+
+/// The event of a data message: its word (round and iteration) and buffer.
+fn data_event(word: u64, buf: Buf) -> Event {
+    Event::Data {
+        round: (word >> SEQ_BITS) as u16,
+        seq: word & ((1 << SEQ_BITS) - 1),
+        buf,
     }
 }
 

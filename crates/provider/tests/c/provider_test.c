@@ -723,6 +723,19 @@ static void close_side(struct side *s)
 		EXPECT(fi_close(&s->domain->fid), 0);
 }
 
+/* Inserts each side's endpoint address into the other's AV. */
+static void insert_each_other(struct side *a, struct side *b, fi_addr_t *to_b, fi_addr_t *to_a)
+{
+	char name[64];
+	size_t len = sizeof name;
+
+	EXPECT(fi_getname(&b->ep->fid, name, &len), 0);
+	EXPECT(fi_av_insert(a->av, name, 1, to_b, 0, NULL), 1);
+	len = sizeof name;
+	EXPECT(fi_getname(&a->ep->fid, name, &len), 0);
+	EXPECT(fi_av_insert(b->av, name, 1, to_a, 0, NULL), 1);
+}
+
 /* Polls `cq` (which progresses only its own domain) until `want` entries came or about
  * `ms` milliseconds passed; returns how many came. */
 static int poll_cq(struct fid_cq *cq, struct fi_cq_tagged_entry *e, int want, int ms)
@@ -756,8 +769,7 @@ static void test_more(struct fid_fabric *fabric)
 	struct side a, b;
 	struct fi_cq_tagged_entry e[8], ea[8];
 	int got_a = 0, got_b = 0;
-	char name[64], tx[4][16], rx[5][16];
-	size_t len = sizeof name;
+	char tx[4][16], rx[5][16];
 	fi_addr_t to_b = FI_ADDR_NOTAVAIL, to_a = FI_ADDR_NOTAVAIL;
 	struct iovec iov;
 	struct fi_msg msg;
@@ -772,11 +784,7 @@ static void test_more(struct fid_fabric *fabric)
 	fi_freeinfo(hints);
 	if (!info || open_side(fabric, info, &a) || open_side(fabric, info, &b))
 		goto out;
-	EXPECT(fi_getname(&b.ep->fid, name, &len), 0);
-	EXPECT(fi_av_insert(a.av, name, 1, &to_b, 0, NULL), 1);
-	len = sizeof name;
-	EXPECT(fi_getname(&a.ep->fid, name, &len), 0);
-	EXPECT(fi_av_insert(b.av, name, 1, &to_a, 0, NULL), 1);
+	insert_each_other(&a, &b, &to_b, &to_a);
 	for (i = 0; i < 5; i++)
 		EXPECT(fi_recv(b.ep, rx[i], sizeof rx[i], NULL, FI_ADDR_UNSPEC, rx[i]), 0);
 	/* The session first: one send, completed on both sides. */
@@ -840,8 +848,7 @@ static void test_auto_progress(struct fid_fabric *fabric)
 	struct fi_info *hints = fi_allocinfo(), *manual = NULL, *automatic = NULL;
 	struct side a, b;
 	struct fi_cq_tagged_entry e;
-	char name[64], rx[16];
-	size_t len = sizeof name;
+	char rx[16];
 	fi_addr_t to_b = FI_ADDR_NOTAVAIL, to_a = FI_ADDR_NOTAVAIL;
 	int got;
 
@@ -861,11 +868,7 @@ static void test_auto_progress(struct fid_fabric *fabric)
 	EXPECT(automatic->domain_attr->data_progress, FI_PROGRESS_AUTO);
 	if (open_side(fabric, manual, &a) || open_side(fabric, automatic, &b))
 		goto out;
-	EXPECT(fi_getname(&b.ep->fid, name, &len), 0);
-	EXPECT(fi_av_insert(a.av, name, 1, &to_b, 0, NULL), 1);
-	len = sizeof name;
-	EXPECT(fi_getname(&a.ep->fid, name, &len), 0);
-	EXPECT(fi_av_insert(b.av, name, 1, &to_a, 0, NULL), 1);
+	insert_each_other(&a, &b, &to_b, &to_a);
 	memset(rx, 0, sizeof rx);
 	EXPECT(fi_recv(b.ep, rx, sizeof rx, NULL, FI_ADDR_UNSPEC, rx), 0);
 	/* From here on B's application calls nothing until A's send completed. */
