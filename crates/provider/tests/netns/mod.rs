@@ -78,6 +78,70 @@ impl Drop for VethPair {
     }
 }
 
+/// A namespace with a bridge `br0` (no address) and two interfaces `d1` (at `ip_1`) and
+/// `d2` (at `ip_2`) of one /24, all up: the host interfaces TAP data planes
+/// take their addresses from, while their frames go through TAP devices the test joins
+/// to the bridge. Deleted (with everything in it) when dropped.
+pub struct BridgeNs {
+    pub ns: String,
+    pub ip_1: String,
+    pub ip_2: String,
+}
+
+impl BridgeNs {
+    /// A bridge namespace `<prefix>-<pid>`, addresses in `10.<net>.<x>.0/24`.
+    pub fn new(prefix: &str, net: u8) -> BridgeNs {
+        let pid = std::process::id();
+        let x = (pid % 250) as u8 + 1;
+        let b = BridgeNs {
+            ns: format!("{prefix}-{pid}"),
+            ip_1: format!("10.{net}.{x}.1"),
+            ip_2: format!("10.{net}.{x}.2"),
+        };
+        let ns = b.ns.as_str();
+        ip(&["netns", "add", ns]);
+        ip(&["-n", ns, "link", "set", "lo", "up"]);
+        ip(&["-n", ns, "link", "add", "br0", "type", "bridge"]);
+        ip(&["-n", ns, "link", "set", "br0", "up"]);
+        // A veth pair serves as the two interfaces (kernels without the dummy driver
+        // have it); no frame of the test crosses it.
+        ip(&[
+            "-n", ns, "link", "add", "d1", "type", "veth", "peer", "name", "d2",
+        ]);
+        for (d, a) in [("d1", &b.ip_1), ("d2", &b.ip_2)] {
+            ip(&["-n", ns, "addr", "add", &format!("{a}/24"), "dev", d]);
+            ip(&["-n", ns, "link", "set", d, "up"]);
+        }
+        b
+    }
+
+    /// Waits (until `deadline`) for interface `dev` to appear in the namespace, then
+    /// joins it to the bridge; whether it appeared.
+    pub fn join_when_present(&self, dev: &str, deadline: Instant) -> bool {
+        while Instant::now() < deadline {
+            let ok = Command::new("ip")
+                .args(["-n", &self.ns, "link", "set", dev, "master", "br0"])
+                .stderr(Stdio::null())
+                .status()
+                .is_ok_and(|s| s.success());
+            if ok {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        false
+    }
+}
+
+impl Drop for BridgeNs {
+    fn drop(&mut self) {
+        let _ = Command::new("ip")
+            .args(["netns", "del", &self.ns])
+            .stderr(Stdio::null())
+            .status();
+    }
+}
+
 /// A child killed and reaped when dropped.
 pub struct Kill(pub Option<Child>);
 
