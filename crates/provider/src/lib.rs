@@ -21,7 +21,9 @@
 //! [`hosted::mem::RawMemory`] (libfabric's buffer contract) whenever the application
 //! posts a send, reads a CQ or counter, waits or calls fi_trywait (FI_PROGRESS_MANUAL);
 //! FI_THREAD_SAFE domains also have a watchdog thread that runs progress when the
-//! application has not for a millisecond.
+//! application has not for a millisecond. Domains opened with FI_PROGRESS_AUTO have a
+//! progress thread instead, which drives the domain (on frames, timers, every
+//! millisecond) whenever the application has left it alone that long.
 //!
 //! Locking ([`lock`]): one lock per domain (guarding the domain and everything opened on
 //! it) and one per fabric (its event queues); a domain is locked before its fabric, never
