@@ -76,10 +76,12 @@ impl DomainState {
     /// not counted as the application's (see [`auto_progress`]). Whether it moved
     /// anything.
     fn auto_pass(&mut self) -> bool {
-        let now = hosted::api::now();
+        let now = self.clock.at(PassKind::Full);
         let moved = self.run(now, PassKind::Full);
+        self.clock.after(PassKind::Full, moved);
         // What a receiving pass left for the next one goes now: the thread may sleep.
         if self.core.transmit_owed() {
+            let now = self.clock.at(PassKind::Transmit);
             self.run(now, PassKind::Transmit);
         }
         moved
