@@ -604,6 +604,11 @@ impl Session {
     /// out of the buffer that came back with it), and when the buffer came back, its
     /// re-post.
     fn take_multi(&mut self, mut c: Completion<u64>) -> Result<Option<Event>, Failure> {
+        // Busy-polling reads copied into it already (with room: see `poll`); otherwise
+        // an event may have kept the last one.
+        if self.rx_copy.capacity() < self.rx_cap {
+            self.rx_copy = Buf::zeroed(self.rx_cap);
+        }
         let at = c.offset.unwrap_or(0);
         let back = c.buf.capacity() > 0;
         if back {
