@@ -170,7 +170,8 @@ impl<C: Send + 'static> Endpoint<C> {
     /// completion with a clone of `context`, its [`Completion::offset`] and `len`; the
     /// buffer itself stays posted and comes back with the completion whose flags hold
     /// FI_MULTI_RECV, once less than the endpoint's FI_OPT_MIN_MULTI_RECV (64 bytes) is
-    /// left (or with -FI_ECANCELED after [`Endpoint::cancel`]). One post serves a stream
+    /// left (or with -FI_ECANCELED and a length of 0 after [`Endpoint::cancel`]; the
+    /// offsets of the messages completed before stay valid). One post serves a stream
     /// of small messages: no receive to re-post per message. -FI_EINVAL on an endpoint
     /// without FI_MULTI_RECV.
     ///
