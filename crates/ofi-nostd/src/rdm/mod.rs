@@ -757,6 +757,9 @@ const CTL_QUEUE: usize = 16;
 /// transmitter runs make it a whole run.
 const POSTED_PEERS: usize = 4;
 
+/// `next_scan` when no peer has a timer armed.
+pub(super) const NEVER: Instant = Instant::from_micros(u64::MAX);
+
 /// Sizes of an RDM endpoint's queues.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct RdmSizes {
@@ -1027,19 +1030,15 @@ impl<S: Storage> Rdm<S> {
         self.copies_pending > 0 || self.blocked > 0
     }
 
-    /// The earliest time the engine needs `progress` even without traffic.
+    /// The earliest time the engine needs `progress` even without traffic: at once for
+    /// a flag or a post, else the transmitter's next scan (`next_scan`, kept at or
+    /// below every peer's timer), in O(1) however many peers there are; `None` when no
+    /// timer is armed.
     pub fn poll_timeout(&self, now: Instant) -> Option<Instant> {
         if self.tx_ready || self.posted_n > 0 {
             return Some(now);
         }
-        let mut t: Option<Instant> = None;
-        let peers = self.peers.as_ref().iter().take(self.peers_high);
-        for p in peers.filter(|p| p.used) {
-            if let Some(d) = p.deadline() {
-                t = Some(t.map_or(d, |x: Instant| x.min(d)));
-            }
-        }
-        t
+        (self.next_scan != NEVER).then_some(self.next_scan)
     }
 
     pub(crate) fn set_local(&mut self, local: EpAddr) {

@@ -367,7 +367,7 @@ impl<S: Storage> Rdm<S> {
             .filter(|p| p.used)
             .filter_map(|p| p.scan_due(now))
             .min()
-            .unwrap_or(Instant::from_micros(u64::MAX))
+            .unwrap_or(NEVER)
     }
 
     /// What a post runs: when the only work is sends posted to a few peers, sends what
