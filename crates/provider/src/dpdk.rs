@@ -13,13 +13,15 @@
 //!
 //! DPDK is poll mode: the descriptor the provider's wait objects watch is an eventfd
 //! that is always readable, so `fi_cq_sread`, `fi_cntr_wait` and epoll on FI_GETWAIT
-//! descriptors poll instead of sleeping. The `loss` parameter is not available here.
+//! descriptors poll instead of sleeping. The `loss` parameter drops received frames as on
+//! the kernel planes.
 
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use hosted::api::DataPlane;
 use hosted::dpdk::{DpdkPlane, init_eal, open_port};
+use hosted::fault::FaultLink;
 use hosted::mem::RawMemory;
 use hosted::storage::Heap;
 use hosted::sysinfo::HostInterface;
@@ -31,13 +33,14 @@ use wire::link::Link;
 
 use crate::plane::{Driver, Plane};
 
-/// A DPDK queue pair and the always-readable descriptor waits watch.
-struct Dpdk {
-    plane: DpdkPlane,
+/// A DPDK queue pair (behind a fault injector with `loss`) and the always-readable
+/// descriptor waits watch.
+struct Dpdk<P> {
+    plane: P,
     ready: OwnedFd,
 }
 
-impl Driver for Dpdk {
+impl<P: DataPlane> Driver for Dpdk<P> {
     fn progress(
         &mut self,
         core: &mut Domain<Heap>,
@@ -65,9 +68,6 @@ fn non_empty(s: Option<String>) -> Option<String> {
 /// Opens the DPDK port the parameters name for a domain on `iface`, at UDP `port` (0:
 /// one from the dynamic range).
 pub fn open(iface: &HostInterface, port: u16, loss: f64) -> Result<Plane, Errno> {
-    if loss > 0.0 {
-        return Err(Errno::ENOSYS);
-    }
     let eal =
         init_eal(non_empty(crate::params::get_str(c"eal")).as_deref()).map_err(|_| Errno::EIO)?;
     let n = PORTS.fetch_add(1, Ordering::Relaxed);
@@ -90,11 +90,14 @@ pub fn open(iface: &HostInterface, port: u16, loss: f64) -> Result<Plane, Errno>
     }
     // SAFETY: a descriptor just returned by the kernel, owned by nobody else.
     let ready = unsafe { OwnedFd::from_raw_fd(fd) };
-    Ok(Plane {
-        driver: Box::new(Dpdk {
-            plane: DpdkPlane::new(eal, link),
+    let plane = DpdkPlane::new(eal, link);
+    let driver: Box<dyn Driver> = if loss > 0.0 {
+        Box::new(Dpdk {
+            plane: FaultLink::new(plane, crate::plane::lossy(loss)),
             ready,
-        }),
-        net,
-    })
+        })
+    } else {
+        Box::new(Dpdk { plane, ready })
+    };
+    Ok(Plane { driver, net })
 }

@@ -134,14 +134,19 @@ fn seed() -> u64 {
     h.finish()
 }
 
+/// The fault injector of the `loss` parameter: that fraction of received frames lost.
+pub(crate) fn lossy(loss: f64) -> FaultConfig {
+    let mut cfg = FaultConfig::new(seed());
+    cfg.rx = FaultSpec {
+        loss,
+        ..FaultSpec::NONE
+    };
+    cfg
+}
+
 fn boxed<L: KernelLink + Send + 'static>(link: L, loss: f64) -> Box<dyn Driver> {
     if loss > 0.0 {
-        let mut cfg = FaultConfig::new(seed());
-        cfg.rx = FaultSpec {
-            loss,
-            ..FaultSpec::NONE
-        };
-        Box::new(Lossy(FaultLink::new(link, cfg)))
+        Box::new(Lossy(FaultLink::new(link, lossy(loss))))
     } else {
         Box::new(Kernel(link))
     }

@@ -1,5 +1,6 @@
 //! Data planes: what a domain moves its frames over.
 
+use std::io::Write;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
 use dp_kernel::{AfPacketLink, KernelLink, TapLink, UdpLink};
@@ -9,6 +10,8 @@ use ofi_nostd::time::Instant;
 use wire::link::{Capabilities, Link, RxMeta, TxMeta};
 
 use super::CoreDomain;
+use crate::fault::FaultLink;
+use crate::pcap::PcapLink;
 
 /// A link a domain can run on: any [`Link`] that can move to the progress thread, plus
 /// what blocking progress needs from it.
@@ -114,6 +117,39 @@ impl<L: Link> Link for WithFd<L> {
 impl<L: Link + Send + 'static> DataPlane for WithFd<L> {
     fn wait_fd(&self) -> Option<BorrowedFd<'_>> {
         self.fd.as_ref().map(|f| f.as_fd())
+    }
+}
+
+/// A data plane behind a fault injector is a data plane: the inner link's descriptor,
+/// flush and queue (its clock is not driven: loss and corruption apply, timed faults
+/// wait for [`FaultLink::set_now`]).
+impl<L: DataPlane> DataPlane for FaultLink<L> {
+    fn wait_fd(&self) -> Option<BorrowedFd<'_>> {
+        self.inner().wait_fd()
+    }
+
+    fn flush(&mut self) -> usize {
+        self.inner_mut().flush()
+    }
+
+    fn pending_tx(&self) -> usize {
+        self.inner().pending_tx()
+    }
+}
+
+/// A data plane that records its frames is a data plane: the inner link's descriptor,
+/// flush and queue.
+impl<L: DataPlane, W: Write + Send + 'static> DataPlane for PcapLink<L, W> {
+    fn wait_fd(&self) -> Option<BorrowedFd<'_>> {
+        self.inner().wait_fd()
+    }
+
+    fn flush(&mut self) -> usize {
+        self.inner_mut().flush()
+    }
+
+    fn pending_tx(&self) -> usize {
+        self.inner().pending_tx()
     }
 }
 

@@ -23,15 +23,11 @@ pub(super) fn open(
     use wire::link::Link;
 
     use crate::dpdk::{DpdkPlane, init_eal, open_port};
+    use crate::pcap::PcapConfig;
 
     /// Bytes of the Ethernet, IPv4 and UDP headers under our packets.
     const ETH_IP_UDP: usize = 14 + 28;
 
-    if args.loss > 0.0 || args.pcap.is_some() {
-        return Err(Failure::new(
-            "--loss and --pcap are not available on the dpdk data plane",
-        ));
-    }
     let (ip, prefix) = args
         .ip
         .ok_or_else(|| Failure::new("--dataplane dpdk needs --ip A.B.C.D/PREFIX"))?;
@@ -57,11 +53,10 @@ pub(super) fn open(
         local: SocketAddrV4::new(ip, port),
         dgram_max: caps.mtu.saturating_sub(ETH_IP_UDP + wire_header_len),
     };
-    // The port closes when the link (inside the domain) is dropped.
-    let domain = builder
-        .link(DpdkPlane::new(eal, link), net)
-        .open::<u64>()
-        .map_err(|e| Failure::new(format!("opening the domain: {e}")))?;
+    // The port closes when the link (inside the domain) is dropped. --pcap records
+    // Ethernet frames, --loss drops them (both as on the kernel planes).
+    let plane = DpdkPlane::new(eal, link);
+    let domain = super::plane::finish(builder, plane, net, args, PcapConfig::default())?;
     Ok((domain, info))
 }
 

@@ -1,17 +1,16 @@
-//! The data plane of one `ofi-pingpong` process: the kernel link the command line names,
-//! optionally wrapped in a [`PcapLink`] (the frames as they cross the link) and a
+//! The data plane of one `ofi-pingpong` process: the link the command line names (kernel
+//! or DPDK), optionally wrapped in a [`PcapLink`] (the frames as they cross the link) and a
 //! [`FaultLink`] (seeded loss), opened as a domain.
 
 use std::fs::File;
 use std::io::BufWriter;
 use std::net::{Ipv4Addr, SocketAddrV4, UdpSocket};
-use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::Path;
 
-use dp_kernel::{AfPacketLink, KernelLink, TapLink, UdpConfig, UdpLink};
+use dp_kernel::{AfPacketLink, TapLink, UdpConfig, UdpLink};
 use ofi_nostd::info::ProviderConfig;
 use ofi_nostd::net::NetConfig;
-use wire::link::{Capabilities, Link, RxMeta, TxMeta, UdpAddr};
+use wire::link::{Capabilities, Link, UdpAddr};
 
 use super::{Args, Dataplane, Failure};
 use crate::api::{DataPlane, Domain, DomainBuilder, Fabric};
@@ -25,60 +24,6 @@ pub(crate) struct LinkInfo {
     pub local: SocketAddrV4,
     /// The largest DGRAM message: the link's payload MTU minus the headers under it.
     pub dgram_max: usize,
-}
-
-/// A kernel link (possibly wrapped) with the descriptor and the flush of the kernel link
-/// inside, so the wrappers keep the batched links' flush rule.
-struct Plane<L> {
-    link: L,
-    fd: OwnedFd,
-    flush: fn(&mut L) -> usize,
-    pending: fn(&L) -> usize,
-}
-
-impl<L: Link> Link for Plane<L> {
-    type RxToken<'a>
-        = L::RxToken<'a>
-    where
-        Self: 'a;
-    type TxToken<'a>
-        = L::TxToken<'a>
-    where
-        Self: 'a;
-
-    fn capabilities(&self) -> Capabilities {
-        self.link.capabilities()
-    }
-
-    fn receive(&mut self) -> Option<Self::RxToken<'_>> {
-        self.link.receive()
-    }
-
-    fn transmit(&mut self) -> Option<Self::TxToken<'_>> {
-        self.link.transmit()
-    }
-
-    fn receive_burst<F: FnMut(RxMeta, &[u8])>(&mut self, max: usize, f: F) -> usize {
-        self.link.receive_burst(max, f)
-    }
-
-    fn transmit_burst<F: FnMut(&mut [u8]) -> Option<TxMeta>>(&mut self, max: usize, f: F) -> usize {
-        self.link.transmit_burst(max, f)
-    }
-}
-
-impl<L: Link + Send + 'static> DataPlane for Plane<L> {
-    fn wait_fd(&self) -> Option<BorrowedFd<'_>> {
-        Some(self.fd.as_fd())
-    }
-
-    fn flush(&mut self) -> usize {
-        (self.flush)(&mut self.link)
-    }
-
-    fn pending_tx(&self) -> usize {
-        (self.pending)(&self.link)
-    }
 }
 
 /// Bytes of IPv4 + UDP headers.
@@ -154,17 +99,13 @@ pub(crate) fn open(
 }
 
 /// Wraps `link` as `--pcap` and `--loss` say and opens the domain on it.
-fn finish<K: KernelLink + AsFd + Send + 'static>(
+pub(super) fn finish<P: DataPlane>(
     builder: DomainBuilder<'_>,
-    link: K,
+    link: P,
     net: NetConfig,
     args: &Args,
     pcap: PcapConfig,
 ) -> Result<Domain<u64>, Failure> {
-    let fd = link
-        .as_fd()
-        .try_clone_to_owned()
-        .map_err(|e| Failure::new(format!("link descriptor: {e}")))?;
     let fault = (args.loss > 0.0).then(|| {
         let lossy = FaultSpec {
             loss: args.loss,
@@ -181,42 +122,12 @@ fn finish<K: KernelLink + AsFd + Send + 'static>(
         Some(path) => Some((pcap_writer(path)?, pcap)),
     };
     let domain = match (fault, pcap) {
-        (None, None) => builder.link(
-            Plane {
-                link,
-                fd,
-                flush: |l: &mut K| l.flush(),
-                pending: |l: &K| l.pending_tx(),
-            },
-            net,
-        ),
-        (Some(f), None) => builder.link(
-            Plane {
-                link: FaultLink::new(link, f),
-                fd,
-                flush: |l: &mut FaultLink<K>| l.inner_mut().flush(),
-                pending: |l: &FaultLink<K>| l.inner().pending_tx(),
-            },
-            net,
-        ),
-        (None, Some((w, cfg))) => builder.link(
-            Plane {
-                link: pcap_link(link, w, cfg, &args.pcap)?,
-                fd,
-                flush: |l: &mut PcapLink<K, Pcap>| l.inner_mut().flush(),
-                pending: |l: &PcapLink<K, Pcap>| l.inner().pending_tx(),
-            },
-            net,
-        ),
-        (Some(f), Some((w, cfg))) => builder.link(
-            Plane {
-                link: FaultLink::new(pcap_link(link, w, cfg, &args.pcap)?, f),
-                fd,
-                flush: |l: &mut FaultLink<PcapLink<K, Pcap>>| l.inner_mut().inner_mut().flush(),
-                pending: |l: &FaultLink<PcapLink<K, Pcap>>| l.inner().inner().pending_tx(),
-            },
-            net,
-        ),
+        (None, None) => builder.link(link, net),
+        (Some(f), None) => builder.link(FaultLink::new(link, f), net),
+        (None, Some((w, cfg))) => builder.link(pcap_link(link, w, cfg, &args.pcap)?, net),
+        (Some(f), Some((w, cfg))) => {
+            builder.link(FaultLink::new(pcap_link(link, w, cfg, &args.pcap)?, f), net)
+        }
     };
     domain
         .open::<u64>()
