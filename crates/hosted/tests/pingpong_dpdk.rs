@@ -273,6 +273,44 @@ fn memif_rdm_tagged_every_size_checked() {
     memif("tagged", 2);
 }
 
+/// DGRAM between two DPDK processes over net_memif: every size to the largest datagram
+/// the port carries, data checked. An unreliable endpoint may lose a message on a loaded
+/// machine (the tool reports it): every size must have at least one answer.
+#[test]
+fn memif_dgram_every_size_checked() {
+    let _g = serial();
+    let dir = TempDir::new("pp-memif-dgram");
+    let run = args(&[
+        "-e",
+        "dgram",
+        "-S",
+        "all",
+        "-c",
+        "-I",
+        "3",
+        "-W",
+        "1",
+        "--timeout",
+        "30",
+    ]);
+    let (s, c) = memif_pair(&dir, "msg", 4, run.clone(), run);
+    assert!(c.status.success(), "client failed: {c:#?}\nserver: {s:#?}");
+    assert!(s.status.success(), "server failed: {s:#?}\nclient: {c:#?}");
+    let rows: Vec<Vec<&str>> = c
+        .stdout
+        .lines()
+        .skip(1)
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    let sizes: Vec<&str> = rows.iter().map(|r| r[0]).collect();
+    assert_eq!(sizes.first(), Some(&"0"), "{}", c.stdout);
+    assert!(sizes.contains(&"1k"), "up to the port's MTU: {}", c.stdout);
+    for r in &rows {
+        let answered: u32 = r[2].trim_start_matches('=').parse().unwrap();
+        assert!((1..=3).contains(&answered), "row {r:?} of:\n{}", c.stdout);
+    }
+}
+
 /// `--loss` and `--pcap` on the dpdk data plane, as on the kernel ones: 5% of the frames
 /// each side sends and receives lost, every message still delivered and checked; the
 /// client's capture a pcap file of Ethernet frames.
