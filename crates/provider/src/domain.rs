@@ -50,6 +50,9 @@ pub struct DomainState {
     last: Arc<AtomicU64>,
     /// The time passes run at (busy-polling reads skip most clock readings).
     clock: hosted::api::PassClock,
+    /// CQ reads served from queued completions since the last pass (see
+    /// [`DomainState::progress_unless_queued`]).
+    reads_unprogressed: u32,
 }
 
 impl DomainState {
@@ -65,7 +68,21 @@ impl DomainState {
         self.pass(PassKind::Posted);
     }
 
+    /// What `fi_cq_read` runs before reading: a pass, unless `queued` (the CQ has an
+    /// entry) and fewer than [`hosted::api::READS_PER_PASS`] reads in a row went
+    /// without one. A burst of arrivals fills the CQ in one pass; reading it one entry
+    /// at a time then costs no pass (and no receive system call) per entry, while
+    /// acknowledgements and sends wait at most that many reads.
+    pub fn progress_unless_queued(&mut self, queued: bool) {
+        if queued && self.reads_unprogressed < hosted::api::READS_PER_PASS {
+            self.reads_unprogressed += 1;
+        } else {
+            self.progress();
+        }
+    }
+
     fn pass(&mut self, kind: PassKind) {
+        self.reads_unprogressed = 0;
         let now = self.clock.at(kind);
         let moved = self.run(now, kind);
         self.clock.after(kind, moved);
@@ -460,6 +477,7 @@ pub unsafe extern "C" fn open(
                 wakes: Vec::new(),
                 last: last.clone(),
                 clock: hosted::api::PassClock::default(),
+                reads_unprogressed: 0,
             }),
             data_locks,
         ),
@@ -525,6 +543,7 @@ unsafe extern "C" fn close(fid: *mut sys::fid) -> c_int {
             wakes,
             last,
             clock,
+            reads_unprogressed,
         } = st;
         if let Err((core, e)) = core.close(&mut f) {
             *g = Some(DomainState {
@@ -533,6 +552,7 @@ unsafe extern "C" fn close(fid: *mut sys::fid) -> c_int {
                 wakes,
                 last,
                 clock,
+                reads_unprogressed,
             });
             return neg(e);
         }
