@@ -197,6 +197,14 @@ fn assert_clean(s: &Outcome, c: &Outcome) {
     }
 }
 
+/// The result rows of a client's report (after the header), split into columns.
+fn rows(out: &str) -> Vec<Vec<&str>> {
+    out.lines()
+        .skip(1)
+        .map(|l| l.split_whitespace().collect())
+        .collect()
+}
+
 fn args(list: &[&str]) -> Vec<String> {
     list.iter().map(|s| (*s).to_owned()).collect()
 }
@@ -296,12 +304,7 @@ fn memif_dgram_every_size_checked() {
     let (s, c) = memif_pair(&dir, "msg", 4, run.clone(), run);
     assert!(c.status.success(), "client failed: {c:#?}\nserver: {s:#?}");
     assert!(s.status.success(), "server failed: {s:#?}\nclient: {c:#?}");
-    let rows: Vec<Vec<&str>> = c
-        .stdout
-        .lines()
-        .skip(1)
-        .map(|l| l.split_whitespace().collect())
-        .collect();
+    let rows = rows(&c.stdout);
     let sizes: Vec<&str> = rows.iter().map(|r| r[0]).collect();
     assert_eq!(sizes.first(), Some(&"0"), "{}", c.stdout);
     assert!(sizes.contains(&"1k"), "up to the port's MTU: {}", c.stdout);
@@ -343,12 +346,7 @@ fn memif_rdm_with_loss_and_a_capture() {
     let (s, c) = memif_pair(&dir, "msg", 3, run("31"), client);
     assert!(c.status.success(), "client failed: {c:#?}\nserver: {s:#?}");
     assert!(s.status.success(), "server failed: {s:#?}\nclient: {c:#?}");
-    let rows: Vec<Vec<&str>> = c
-        .stdout
-        .lines()
-        .skip(1)
-        .map(|l| l.split_whitespace().collect())
-        .collect();
+    let rows = rows(&c.stdout);
     let sizes: Vec<&str> = rows.iter().map(|r| r[0]).collect();
     assert_eq!(sizes, ["1", "64k", "1m"], "{}", c.stdout);
     for r in &rows {

@@ -372,29 +372,26 @@ fn fi_pingpong_rdm_with_five_percent_loss() {
     }
 }
 
-/// The `tap` data plane (`FI_NOSTD_DATAPLANE=tap`): each domain creates a TAP device
-/// and frames UDP/IPv4 (and ARP) at its far end, at the address of the interface
-/// `FI_NOSTD_IFACE` names. `fi_pingpong` (RDM, every size, data checked) between two
-/// processes in a namespace whose TAP devices (`tap0` for the server, `tap1` for the
-/// client, the kernel's names in a fresh namespace) the test joins to a bridge as they
-/// appear; the processes take their addresses from two other interfaces. Root only
-/// (skipped with a notice otherwise); the namespace is always removed.
-#[test]
-fn fi_pingpong_rdm_over_tap() {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        println!("fi_pingpong_rdm_over_tap: skipped, needs root for a network namespace");
-        return;
-    }
-    let dir = provider_dir("pp-tap");
-    let br = netns::BridgeNs::new("nostd-tap", 94);
+/// `fi_pingpong -p nostd` (RDM tagged, every size, data checked, 5 iterations) between
+/// a server and a client in namespace `ns` on the `dataplane` Ethernet plane, the server
+/// on interface `ifaces.0`, the client on `ifaces.1` reaching the server at `server_ip`;
+/// asserts both finished cleanly with every size answered. The client is retried while
+/// the server is not listening yet (fi_pingpong gives up at once; it opens its domain
+/// only after its control connection).
+fn pingpong_in_namespace(
+    dir: &Path,
+    ns: &str,
+    dataplane: &str,
+    ifaces: (&str, &str),
+    server_ip: &str,
+    port: &str,
+) {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(300);
-    let port = "47707";
     let run = |iface: &str, server: Option<&str>| {
-        let mut c = with_provider("ip", &dir);
-        c.args(["netns", "exec", &br.ns, "fi_pingpong", "-p", "nostd"])
+        let mut c = with_provider("ip", dir);
+        c.args(["netns", "exec", ns, "fi_pingpong", "-p", "nostd"])
             .args(["-e", "rdm", "-m", "tagged", "-c", "-S", "all", "-I", "5"])
-            .env("FI_NOSTD_DATAPLANE", "tap")
+            .env("FI_NOSTD_DATAPLANE", dataplane)
             .env("FI_NOSTD_IFACE", iface)
             .env_remove("FI_NOSTD_LOSS")
             .stdin(Stdio::null())
@@ -406,92 +403,11 @@ fn fi_pingpong_rdm_over_tap() {
         };
         netns::Kill(Some(c.spawn().expect("run fi_pingpong (libfabric-bin)")))
     };
-    // fi_pingpong opens its domain (and TAP device) once the control connection is
-    // up, so which process gets which name is a race: join both as they appear. The
-    // HELLO (and ARP) retries cover the moment before a device joins.
-    let joined = std::thread::scope(|scope| {
-        let joiner = scope.spawn(|| {
-            let until = std::time::Instant::now() + std::time::Duration::from_secs(60);
-            ["tap0", "tap1"].map(|d| br.join_when_present(d, until))
-        });
-        let server = run("d1", None);
-        // The client gives up at once if the server is not listening yet: retry (no
-        // TAP device is made before the control connection).
-        let mut client = None;
-        for _ in 0..50 {
-            std::thread::sleep(std::time::Duration::from_millis(100));
-            let out = run("d2", Some(&br.ip_1)).wait(deadline);
-            let refused = String::from_utf8_lossy(&out.stderr).contains("failed to connect");
-            client = Some(out);
-            if !refused {
-                break;
-            }
-        }
-        let client = client.expect("a client run");
-        let server = server.wait(deadline);
-        (joiner.join().expect("joiner"), client, server)
-    });
-    let (joined, client, server) = joined;
-    assert_eq!(joined, [true, true], "both TAP devices joined the bridge");
-    assert!(
-        client.status.success(),
-        "client: {}",
-        netns::describe(&client)
-    );
-    assert!(
-        server.status.success(),
-        "server: {}",
-        netns::describe(&server)
-    );
-    let report = String::from_utf8_lossy(&client.stdout);
-    assert_eq!(
-        sizes(&report).last().map(String::as_str),
-        Some("6m"),
-        "{report}"
-    );
-    for row in report.lines().skip(1) {
-        assert_eq!(row.split_whitespace().nth(2), Some("=5"), "row {row:?}");
-    }
-}
-
-/// The `af_packet` data plane (`FI_NOSTD_DATAPLANE=af_packet`): the provider frames
-/// UDP/IPv4 itself and answers ARP on a raw socket. `fi_pingpong` (RDM, every size, data
-/// checked) between the two ends of a veth pair in a namespace, each process on its own
-/// end; neither names a port, so each stack takes one from the dynamic range. Root
-/// only (skipped with a notice otherwise); the namespace is always removed.
-#[test]
-fn fi_pingpong_rdm_over_af_packet() {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        println!("fi_pingpong_rdm_over_af_packet: skipped, needs root for a network namespace");
-        return;
-    }
-    let dir = provider_dir("pp-afp");
-    let pair = netns::VethPair::new("nostd-afp", 93);
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(300);
-    let port = "47706";
-    let run = |iface: &str, server: Option<&str>| {
-        let mut c = with_provider("ip", &dir);
-        c.args(["netns", "exec", &pair.ns, "fi_pingpong", "-p", "nostd"])
-            .args(["-e", "rdm", "-m", "tagged", "-c", "-S", "all", "-I", "5"])
-            .env("FI_NOSTD_DATAPLANE", "af_packet")
-            .env("FI_NOSTD_IFACE", iface)
-            .env_remove("FI_NOSTD_LOSS")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        match server {
-            Some(ip) => c.args(["-P", port, ip]),
-            None => c.args(["-B", port]),
-        };
-        netns::Kill(Some(c.spawn().expect("run fi_pingpong (libfabric-bin)")))
-    };
-    let server = run(&pair.a, None);
-    // The client gives up at once if the server is not listening yet: retry.
+    let server = run(ifaces.0, None);
     let mut client = None;
     for _ in 0..50 {
         std::thread::sleep(std::time::Duration::from_millis(100));
-        let out = run(&pair.b, Some(&pair.ip_a)).wait(deadline);
+        let out = run(ifaces.1, Some(server_ip)).wait(deadline);
         let refused = String::from_utf8_lossy(&out.stderr).contains("failed to connect");
         client = Some(out);
         if !refused {
@@ -519,6 +435,59 @@ fn fi_pingpong_rdm_over_af_packet() {
     for row in report.lines().skip(1) {
         assert_eq!(row.split_whitespace().nth(2), Some("=5"), "row {row:?}");
     }
+}
+
+/// The `tap` data plane (`FI_NOSTD_DATAPLANE=tap`): each domain creates a TAP device
+/// and frames UDP/IPv4 (and ARP) at its far end, at the address of the interface
+/// `FI_NOSTD_IFACE` names. `fi_pingpong` (RDM, every size, data checked) between two
+/// processes in a namespace whose TAP devices (`tap0` and `tap1`, the kernel's names in
+/// a fresh namespace) the test joins to a bridge as they appear; the processes take
+/// their addresses from two other interfaces. Root only (skipped with a notice
+/// otherwise); the namespace is always removed.
+#[test]
+fn fi_pingpong_rdm_over_tap() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        println!("fi_pingpong_rdm_over_tap: skipped, needs root for a network namespace");
+        return;
+    }
+    let dir = provider_dir("pp-tap");
+    let br = netns::BridgeNs::new("nostd-tap", 94);
+    // Which process gets which device name is a race: join both as they appear. The
+    // HELLO (and ARP) retries cover the moment before a device joins.
+    let joined = std::thread::scope(|scope| {
+        let joiner = scope.spawn(|| {
+            let until = std::time::Instant::now() + std::time::Duration::from_secs(60);
+            ["tap0", "tap1"].map(|d| br.join_when_present(d, until))
+        });
+        pingpong_in_namespace(&dir, &br.ns, "tap", ("d1", "d2"), &br.ip_1, "47707");
+        joiner.join().expect("joiner")
+    });
+    assert_eq!(joined, [true, true], "both TAP devices joined the bridge");
+}
+
+/// The `af_packet` data plane (`FI_NOSTD_DATAPLANE=af_packet`): the provider frames
+/// UDP/IPv4 itself and answers ARP on a raw socket. `fi_pingpong` (RDM, every size, data
+/// checked) between the two ends of a veth pair in a namespace, each process on its own
+/// end; neither names a port, so each stack takes one from the dynamic range. Root
+/// only (skipped with a notice otherwise); the namespace is always removed.
+#[test]
+fn fi_pingpong_rdm_over_af_packet() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        println!("fi_pingpong_rdm_over_af_packet: skipped, needs root for a network namespace");
+        return;
+    }
+    let dir = provider_dir("pp-afp");
+    let pair = netns::VethPair::new("nostd-afp", 93);
+    pingpong_in_namespace(
+        &dir,
+        &pair.ns,
+        "af_packet",
+        (&pair.a, &pair.b),
+        &pair.ip_a,
+        "47706",
+    );
 }
 
 /// Open MPI 4.1 (`libopenmpi-dev`) runs `tests/mpi/mpi_test.c` on 4 ranks over the
