@@ -812,18 +812,27 @@ where
         self.find_slot(addr).map(|s| self.encode(s))
     }
 
-    /// Both of the above in one lookup: the fi_addr receives from `addr` match with,
-    /// and the source to report (what [`Av::source_addr`] gives).
-    pub fn lookup_source(&self, addr: &EpAddr) -> (Option<FiAddr>, FiAddr) {
+    /// What a message from `addr` needs, in one lookup: the fi_addr receives match it
+    /// with ([`Av::reverse_lookup`]), and, when `report` (FI_SOURCE), the source its
+    /// completion reports ([`Av::source_addr`]); FI_ADDR_NOTAVAIL for what is unknown
+    /// or not asked for.
+    pub fn message_source(&self, addr: &EpAddr, report: bool) -> (FiAddr, FiAddr) {
         match self.find_slot(addr) {
             Some(s) => {
                 let fi = self.encode(s);
                 let user = self.slots.as_ref()[s as usize]
                     .entry
                     .and_then(|e| e.user_id);
-                (Some(fi), user.unwrap_or(fi))
+                (
+                    fi,
+                    if report {
+                        user.unwrap_or(fi)
+                    } else {
+                        FI_ADDR_NOTAVAIL
+                    },
+                )
             }
-            None => (None, FI_ADDR_NOTAVAIL),
+            None => (FI_ADDR_NOTAVAIL, FI_ADDR_NOTAVAIL),
         }
     }
 
@@ -1419,6 +1428,14 @@ mod tests {
             .unwrap();
         assert_eq!(av.source_addr(&ep(3, 3)), 2);
         assert_eq!(av.source_addr(&ep(4, 4)), FI_ADDR_NOTAVAIL);
+        // Both in one lookup, the reported one only when asked for.
+        assert_eq!(av.message_source(&ep(2, 2), true), (1, 2000));
+        assert_eq!(av.message_source(&ep(2, 2), false), (1, FI_ADDR_NOTAVAIL));
+        assert_eq!(av.message_source(&ep(3, 3), true), (2, 2));
+        assert_eq!(
+            av.message_source(&ep(4, 4), true),
+            (FI_ADDR_NOTAVAIL, FI_ADDR_NOTAVAIL)
+        );
         assert_eq!(av.reverse_lookup(&ep(2, 2)), Some(1));
         assert_eq!(
             av.reverse_lookup(&EpAddr::new([10, 0, 0, 2], 2, 1)),

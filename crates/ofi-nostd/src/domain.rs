@@ -21,7 +21,7 @@ use crate::ep::{
 };
 use crate::errno::{Errno, Result};
 use crate::fabric::Fabric;
-use crate::flags::{FI_ADDR_NOTAVAIL, FI_ADDR_UNSPEC, FiAddr, Flags};
+use crate::flags::{FI_ADDR_UNSPEC, FiAddr, Flags};
 use crate::info::{AvType, EpType, Info, ProviderConfig, ResourceMgmt};
 use crate::matching::{Bucket, PostedQueue};
 use crate::mem::{IoVec, Memory};
@@ -1795,12 +1795,7 @@ impl<S: Storage> Domain<S> {
         let Some(cq) = self.cqs.get_mut(bind.cq) else {
             return;
         };
-        let src_fi = av.reverse_lookup(&from).unwrap_or(FI_ADDR_NOTAVAIL);
-        let report_src = if ep.caps.contains(Flags::SOURCE) {
-            av.source_addr(&from)
-        } else {
-            FI_ADDR_NOTAVAIL
-        };
+        let (src_fi, report_src) = av.message_source(&from, ep.caps.contains(Flags::SOURCE));
         let cntr = ep.cntrs.recv.and_then(|c| self.cntrs.get_mut(c));
         deliver(
             ep,

@@ -83,9 +83,7 @@ impl DomainState {
 
     fn pass(&mut self, kind: PassKind) {
         self.reads_unprogressed = 0;
-        let now = self.clock.at(kind);
-        let moved = self.run(now, kind);
-        self.clock.after(kind, moved);
+        let (now, _) = self.run(kind);
         self.last.store(now.total_micros(), Ordering::Relaxed);
     }
 
@@ -93,26 +91,28 @@ impl DomainState {
     /// not counted as the application's (see [`auto_progress`]). Whether it moved
     /// anything.
     fn auto_pass(&mut self) -> bool {
-        let now = self.clock.at(PassKind::Full);
-        let moved = self.run(now, PassKind::Full);
-        self.clock.after(PassKind::Full, moved);
+        let (_, moved) = self.run(PassKind::Full);
         // What a receiving pass left for the next one goes now: the thread may sleep.
         if self.core.transmit_owed() {
-            let now = self.clock.at(PassKind::Transmit);
-            self.run(now, PassKind::Transmit);
+            self.run(PassKind::Transmit);
         }
         moved
     }
 
-    fn run(&mut self, now: ofi_nostd::time::Instant, kind: PassKind) -> bool {
+    /// A pass of the parts `kind` names at the domain's [`hosted::api::PassClock`]
+    /// time, then the wake-ups: that time, and whether the pass moved anything.
+    fn run(&mut self, kind: PassKind) -> (ofi_nostd::time::Instant, bool) {
+        let now = self.clock.at(kind);
         // SAFETY: libfabric's buffer contract (fi_msg(3), fi_tagged(3)): the core only
         // copies to and from buffers the application posted, each valid and untouched
         // until its operation completes or its endpoint is closed; closing discards
         // the operation in the core first.
         let mut mem = unsafe { RawMemory::new() };
         let r = self.driver.progress(&mut self.core, now, &mut mem, kind);
+        let moved = r.is_ok_and(|r| r.rx + r.tx > 0);
+        self.clock.after(kind, moved);
         self.wake();
-        r.is_ok_and(|r| r.rx + r.tx > 0)
+        (now, moved)
     }
 
     /// Signals every registered wait object the core says must wake.

@@ -11,7 +11,7 @@ use ofi_nostd::flags::{FI_ADDR_NOTAVAIL, FiAddr, Flags};
 
 use super::buf::Buf;
 use super::error::Result;
-use super::shared::{DomainRef, Raw};
+use super::shared::{DomainRef, Inner, Raw};
 use super::table::{Op, OpId};
 use super::wait::{EventFd, wait_readable};
 use crate::storage::Heap;
@@ -236,11 +236,17 @@ impl<C: Send + 'static> Cq<C> {
     /// operations are completions too (see [`Completion::error`]): their buffers come
     /// back the same way.
     pub fn read(&self) -> Result<Completion<C>> {
-        let mut g = self.shared.lock();
+        Ok(self.read_in(&mut self.shared.lock())?)
+    }
+
+    /// One completion, under the lock `g` holds: a manual-progress read (a pass when
+    /// nothing is queued), or the next queued one.
+    fn read_in(&self, g: &mut Inner<C>) -> ofi_nostd::Result<Completion<C>> {
         if self.shared.manual() {
-            return Ok(g.read_manual(self.h)?);
+            g.read_manual(self.h)
+        } else {
+            g.next_completion(self.h)
         }
-        Ok(g.next_completion(self.h)?)
     }
 
     /// [`Cq::read`], and when the completion is a message in a multi-receive buffer
@@ -250,11 +256,7 @@ impl<C: Send + 'static> Cq<C> {
     /// [`Completion::offset`]). `into` is untouched for other completions.
     pub fn read_copy(&self, into: &mut Buf) -> Result<Completion<C>> {
         let mut g = self.shared.lock();
-        let c = if self.shared.manual() {
-            g.read_manual(self.h)?
-        } else {
-            g.next_completion(self.h)?
-        };
+        let c = self.read_in(&mut g)?;
         g.copy_multi(&c, into);
         Ok(c)
     }

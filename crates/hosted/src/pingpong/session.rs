@@ -308,9 +308,7 @@ impl Session {
             // Two buffers, each holding at least the window: one stays posted while
             // the other comes back and is posted again.
             let each = (cap * count).max(MULTI_MIN);
-            if self.rx_copy.capacity() < cap {
-                self.rx_copy = Buf::zeroed(cap);
-            }
+            self.rx_copy_room();
             for _ in 0..2 {
                 self.post_rx(Buf::zeroed(each))?;
             }
@@ -519,9 +517,7 @@ impl Session {
     fn poll(&mut self, deadline: Option<Instant>) -> Result<Option<Event>, Failure> {
         let r = if self.spin && self.multi {
             // A message of a multi-receive buffer is copied out in the same call.
-            if self.rx_copy.capacity() < self.rx_cap {
-                self.rx_copy = Buf::zeroed(self.rx_cap);
-            }
+            self.rx_copy_room();
             self.cq.read_copy(&mut self.rx_copy)
         } else if self.spin {
             self.cq.read()
@@ -600,15 +596,21 @@ impl Session {
         }
     }
 
+    /// Makes `rx_copy` hold a message of the current size (a new one only when an
+    /// event kept the last or the size grew).
+    fn rx_copy_room(&mut self) {
+        if self.rx_copy.capacity() < self.rx_cap {
+            self.rx_copy = Buf::zeroed(self.rx_cap);
+        }
+    }
+
     /// A completion of a multi-receive buffer: a message (copied out of the buffer, or
     /// out of the buffer that came back with it), and when the buffer came back, its
     /// re-post.
     fn take_multi(&mut self, mut c: Completion<u64>) -> Result<Option<Event>, Failure> {
         // Busy-polling reads copied into it already (with room: see `poll`); otherwise
         // an event may have kept the last one.
-        if self.rx_copy.capacity() < self.rx_cap {
-            self.rx_copy = Buf::zeroed(self.rx_cap);
-        }
+        self.rx_copy_room();
         let at = c.offset.unwrap_or(0);
         let back = c.buf.capacity() > 0;
         if back {

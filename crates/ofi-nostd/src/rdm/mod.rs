@@ -502,9 +502,7 @@ impl<S: Storage> Ctx<'_, S> {
         let Some(av) = self.av else {
             return (FI_ADDR_NOTAVAIL, FI_ADDR_NOTAVAIL);
         };
-        let (m, r) = av.lookup_source(addr);
-        let r = if self.source { r } else { FI_ADDR_NOTAVAIL };
-        (m.unwrap_or(FI_ADDR_NOTAVAIL), r)
+        av.message_source(addr, self.source)
     }
 
     /// Reserves a receive-CQ slot for a completion no posted operation reserved.
