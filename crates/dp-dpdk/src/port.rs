@@ -19,6 +19,10 @@ pub const DEFAULT_MBUFS: u32 = 8191;
 /// How long closing a memif port waits for its link to go down.
 pub const MEMIF_DOWN_TIMEOUT: Duration = Duration::from_secs(2);
 
+/// How long a memif port about to close waits for its peer to disconnect first (see
+/// `PortShared::shutdown`).
+pub const MEMIF_PEER_GRACE: Duration = Duration::from_millis(100);
+
 /// How to open a [`Port`]. Start from [`PortConfig::new`] or [`PortConfig::vdev`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
@@ -470,6 +474,17 @@ impl PortShared {
     fn shutdown(&self) -> Result<(), Error> {
         if self.closed.swap(true, Ordering::AcqRel) {
             return Ok(());
+        }
+        if self.is_memif() {
+            // DPDK 22.11's memif tears a connection down in the EAL interrupt thread
+            // when the peer disconnects, unsynchronised with a stop or close here:
+            // both ending at once crashed that thread (seen in CI). A peer that is
+            // closing too has usually disconnected within this grace; then nothing
+            // runs concurrently with our stop.
+            let deadline = Instant::now() + MEMIF_PEER_GRACE;
+            while Instant::now() < deadline && self.link_status().is_ok_and(|s| s.up) {
+                std::thread::sleep(Duration::from_millis(1));
+            }
         }
         // SAFETY: the port is open and no link exists (links hold the Arc we are
         // dropped from or unwrapped out of), so no burst call can race with stopping.
