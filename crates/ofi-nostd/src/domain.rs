@@ -123,6 +123,50 @@ pub struct MsgArgs<'a> {
     pub data: u64,
 }
 
+/// The remote side of an RMA operation (`struct fi_rma_iov`): an address in the
+/// target's registered region (an offset unless FI_MR_VIRT_ADDR), a length and the
+/// region's key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RmaIov {
+    /// Remote address.
+    pub addr: u64,
+    /// Bytes.
+    pub len: u64,
+    /// The region's remote key.
+    pub key: u64,
+}
+
+/// Arguments of `fi_writemsg` / `fi_readmsg` (`struct fi_msg_rma` with one remote iov).
+#[derive(Debug, Clone, Copy)]
+pub struct RmaArgs<'a> {
+    /// The local buffers (the source of a write, the destination of a read).
+    pub iov: &'a [IoVec],
+    /// Local descriptors, checked only under FI_MR_LOCAL.
+    pub desc: &'a [u64],
+    /// The target.
+    pub addr: FiAddr,
+    /// Where at the target.
+    pub rma: RmaIov,
+    /// The application's context.
+    pub context: u64,
+    /// Remote CQ data (a write with FI_REMOTE_CQ_DATA).
+    pub data: u64,
+}
+
+impl<'a> RmaArgs<'a> {
+    /// `iov` to or from `rma` at `addr`, with `context`.
+    pub fn new(iov: &'a [IoVec], addr: FiAddr, rma: RmaIov, context: u64) -> Self {
+        RmaArgs {
+            iov,
+            desc: &[],
+            addr,
+            rma,
+            context,
+            data: 0,
+        }
+    }
+}
+
 impl<'a> MsgArgs<'a> {
     /// One buffer to or from `addr`, with `context`.
     pub fn new(iov: &'a [IoVec], addr: FiAddr, context: u64) -> Self {
@@ -906,6 +950,7 @@ impl<S: Storage> Domain<S> {
                 &mut self.cqs,
                 &mut self.cntrs,
                 &self.avs,
+                &self.mrs,
                 self.rm_enabled,
             );
             if let Some(r) = ep.rdm.as_mut()
@@ -1105,6 +1150,7 @@ impl<S: Storage> Domain<S> {
                 flags,
                 completion,
                 reserved,
+                rma: None,
             };
             let now = self.last_now;
             let mut ctx = rdm_ctx(
@@ -1112,6 +1158,7 @@ impl<S: Storage> Domain<S> {
                 &mut self.cqs,
                 &mut self.cntrs,
                 &self.avs,
+                &self.mrs,
                 self.rm_enabled,
             );
             let r = match ep.rdm.as_mut() {
@@ -1154,6 +1201,137 @@ impl<S: Storage> Domain<S> {
             return Err(e);
         }
         Ok(())
+    }
+
+    /// `fi_writemsg`: writes the local buffers into the peer's registered memory
+    /// (`msg.rma`: remote address, length, key); with FI_REMOTE_CQ_DATA the target
+    /// also gets `msg.data` in a completion. Completes when the target answered (its
+    /// checks failed: an error completion, -FI_EACCES). -FI_EOPNOTSUPP without FI_RMA
+    /// (and FI_WRITE, when the endpoint named directions) or on a DGRAM endpoint,
+    /// -FI_EINVAL when the local and remote lengths differ, -FI_EMSGSIZE beyond
+    /// `max_msg_size` (or `inject_size` with FI_INJECT), -FI_EAGAIN when the transmit
+    /// queue or CQ is full.
+    pub fn writemsg(
+        &mut self,
+        h: EpHandle<S>,
+        mem: &impl Memory,
+        msg: &RmaArgs<'_>,
+        flags: Flags,
+    ) -> Result<()> {
+        self.post_rma(h, mem, msg, flags, false, false)
+    }
+
+    /// `fi_inject_write`: a write whose buffer may be reused at once, without a
+    /// completion (errors still complete with an error entry).
+    pub fn inject_write(
+        &mut self,
+        h: EpHandle<S>,
+        mem: &impl Memory,
+        buf: IoVec,
+        dest: FiAddr,
+        rma: RmaIov,
+    ) -> Result<()> {
+        let flags = obj(self.eps.get(h))?.tx_flags | Flags::INJECT;
+        let iov = [buf];
+        let m = RmaArgs::new(&iov, dest, rma, 0);
+        self.post_rma(h, mem, &m, flags, false, true)
+    }
+
+    /// `fi_readmsg`: reads the peer's registered memory (`msg.rma`) into the local
+    /// buffers. Errors as [`Domain::writemsg`]; FI_INJECT and FI_REMOTE_CQ_DATA are
+    /// -FI_EINVAL.
+    pub fn readmsg(
+        &mut self,
+        h: EpHandle<S>,
+        mem: &impl Memory,
+        msg: &RmaArgs<'_>,
+        flags: Flags,
+    ) -> Result<()> {
+        self.post_rma(h, mem, msg, flags, true, false)
+    }
+
+    fn post_rma(
+        &mut self,
+        h: EpHandle<S>,
+        mem: &impl Memory,
+        msg: &RmaArgs<'_>,
+        flags: Flags,
+        read: bool,
+        no_completion: bool,
+    ) -> Result<()> {
+        let ep = obj(self.eps.get_mut(h))?;
+        ep.require_enabled()?;
+        let dirs =
+            ep.caps & (Flags::READ | Flags::WRITE | Flags::REMOTE_READ | Flags::REMOTE_WRITE);
+        let dir = if read { Flags::READ } else { Flags::WRITE };
+        if !ep.caps.contains(Flags::RMA)
+            || !(dirs.is_empty() || dirs.contains(dir))
+            || ep.rdm.is_none()
+        {
+            return Err(Errno::EOPNOTSUPP);
+        }
+        let iov = IovList::new(msg.iov, ep.tx_iov_limit)?;
+        let len = iov.total_len();
+        if len as u64 != msg.rma.len || msg.rma.addr.checked_add(msg.rma.len).is_none() {
+            return Err(Errno::EINVAL);
+        }
+        if len > ep.max_msg_size {
+            return Err(Errno::EMSGSIZE);
+        }
+        let injected = flags.contains(Flags::INJECT);
+        if read && (injected || flags.contains(Flags::REMOTE_CQ_DATA)) {
+            return Err(Errno::EINVAL);
+        }
+        if injected && len > ep.inject_size {
+            return Err(Errno::EMSGSIZE);
+        }
+        if self.mrs.mr_mode().contains(crate::flags::MrMode::LOCAL) && !injected {
+            for (i, v) in iov.as_slice().iter().enumerate() {
+                self.mrs
+                    .check_local(msg.desc.get(i).copied().unwrap_or(0), *v, dir)?;
+            }
+        }
+        let av = obj(ep.av.and_then(|a| self.avs.get(a)))?;
+        let (dest_addr, _rx) = av.resolve(msg.addr).map_err(|_| Errno::EINVAL)?;
+        let tx_cq = obj(ep.tx_cq.as_ref())?;
+        let tx_cq_h = tx_cq.cq;
+        let completion = !no_completion && (!tx_cq.selective || flags.contains(Flags::COMPLETION));
+        let cq = obj(self.cqs.get_mut(tx_cq_h))?;
+        let reserved = self.rm_enabled && !no_completion;
+        if reserved {
+            cq.try_reserve()?;
+        }
+        let req = SendReq {
+            iov,
+            len,
+            context: msg.context,
+            tag: None,
+            data: flags.contains(Flags::REMOTE_CQ_DATA).then_some(msg.data),
+            flags,
+            completion,
+            reserved,
+            rma: Some((msg.rma.key, msg.rma.addr, read)),
+        };
+        let now = self.last_now;
+        let mut ctx = rdm_ctx(
+            ep,
+            &mut self.cqs,
+            &mut self.cntrs,
+            &self.avs,
+            &self.mrs,
+            self.rm_enabled,
+        );
+        let r = match ep.rdm.as_mut() {
+            Some(r) => r.post_send(now, dest_addr, &req, mem, &mut ctx),
+            None => Err(Errno::EOPNOTSUPP),
+        };
+        if r.is_err()
+            && reserved
+            && let Some(cq) = self.cqs.get_mut(tx_cq_h)
+        {
+            cq.release();
+        }
+        r
     }
 
     /// `fi_recvmsg`: posts a receive. -FI_EOPBADSTATE before enable, -FI_EINVAL for too
@@ -1237,6 +1415,7 @@ impl<S: Storage> Domain<S> {
                 &mut self.cqs,
                 &mut self.cntrs,
                 &self.avs,
+                &self.mrs,
                 self.rm_enabled,
             );
             let r = match ep.rdm.as_mut() {
@@ -1589,6 +1768,7 @@ impl<S: Storage> Domain<S> {
                 &mut self.cqs,
                 &mut self.cntrs,
                 &self.avs,
+                &self.mrs,
                 self.rm_enabled,
             );
             if let Some(r) = ep.rdm.as_mut() {
@@ -1660,6 +1840,7 @@ impl<S: Storage> Domain<S> {
                 &mut self.cqs,
                 &mut self.cntrs,
                 &self.avs,
+                &self.mrs,
                 self.rm_enabled,
             );
             if let Some(r) = ep.rdm.as_mut() {
@@ -1768,6 +1949,7 @@ impl<S: Storage> Domain<S> {
                 &mut self.cqs,
                 &mut self.cntrs,
                 &self.avs,
+                &self.mrs,
                 self.rm_enabled,
             );
             if let Some(r) = ep.rdm.as_mut() {
@@ -2109,11 +2291,27 @@ fn finish_rx<C: AsRef<[CqSlot]> + AsMut<[CqSlot]>>(
 }
 
 /// The endpoint's CQs, counters and AV, lent to its reliability engine.
+/// The remote accesses an endpoint with `caps` serves as an RMA target: with FI_RMA,
+/// those its FI_REMOTE_READ / FI_REMOTE_WRITE name, or both when it names no direction
+/// (fi_getinfo(3)).
+fn rma_target(caps: Flags) -> Flags {
+    if !caps.contains(Flags::RMA) {
+        return Flags::empty();
+    }
+    let remote = Flags::REMOTE_READ | Flags::REMOTE_WRITE;
+    if caps.intersects(Flags::READ | Flags::WRITE | remote) {
+        caps & remote
+    } else {
+        remote
+    }
+}
+
 fn rdm_ctx<'a, S: Storage>(
     ep: &EpObj<S>,
     cqs: &'a mut Objects<S, CqObj<S>>,
     cntrs: &'a mut Objects<S, Cntr>,
     avs: &'a Objects<S, AvObj<S>>,
+    mrs: &'a MrTableOf<S>,
     rm: bool,
 ) -> Ctx<'a, S> {
     Ctx {
@@ -2127,6 +2325,13 @@ fn rdm_ctx<'a, S: Storage>(
         rm,
         ep_context: ep.context,
         source: ep.caps.contains(Flags::SOURCE),
+        mrs: Some(mrs),
+        ep_key: ep.rdm.as_ref().map_or(0, |r| u64::from(r.ep_id())),
+        rma_target: rma_target(ep.caps),
+        read_cntr: ep.cntrs.read,
+        write_cntr: ep.cntrs.write,
+        remote_read_cntr: ep.cntrs.remote_read,
+        remote_write_cntr: ep.cntrs.remote_write,
     }
 }
 

@@ -293,6 +293,65 @@ struct TxOp {
     /// The peer acknowledged a packet of it or answered its RTS: it may have been
     /// delivered, so it is never sent again on another session.
     acked_any: bool,
+    /// An RMA write or read: where it goes at the target (`None`: a message).
+    rma: Option<RmaOp>,
+}
+
+/// The remote side and progress of an RMA operation (docs/wire-protocol.md, section 7).
+#[derive(Debug, Clone, Copy)]
+struct RmaOp {
+    key: u64,
+    addr: u64,
+    read: bool,
+    /// Read: bytes placed so far.
+    got: u64,
+    /// The target answered: a write's ATOMIC_RESP, a read's last READ_RESP or its
+    /// failure. Only then does the operation complete (a failure needs the answer).
+    answered: bool,
+}
+
+/// What kind of operation a transmit completion reports (flags and counter).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum TxKind {
+    Msg,
+    Tagged,
+    Write,
+    Read,
+}
+
+impl TxOp {
+    fn kind(&self) -> TxKind {
+        match self.rma {
+            Some(r) if r.read => TxKind::Read,
+            Some(_) => TxKind::Write,
+            None if self.tag.is_some() => TxKind::Tagged,
+            None => TxKind::Msg,
+        }
+    }
+
+    /// Whether its initial packet is a request (RTS or READ_REQ) rather than segments.
+    fn request_only(&self) -> bool {
+        self.rndv || self.rma.is_some_and(|r| r.read)
+    }
+}
+
+/// The target side of an RMA operation owes its initiator an answer: a write's status
+/// (ATOMIC_RESP), a read's failure, or a read's data (READ_RESP segments, read from the
+/// registered region as they leave).
+#[derive(Debug, Clone, Copy)]
+struct RmaResp {
+    peer: u16,
+    epoch: u32,
+    /// The initiator's operation id.
+    op_id: u32,
+    status: u16,
+    read: bool,
+    key: u64,
+    addr: u64,
+    /// Read data to send (0: a status answer only).
+    len: u64,
+    sent: u64,
+    unacked: u32,
 }
 
 impl TxOp {
@@ -493,6 +552,17 @@ pub(crate) struct Ctx<'a, S: Storage> {
     pub(crate) rm: bool,
     pub(crate) ep_context: u64,
     pub(crate) source: bool,
+    /// The domain's registrations: what remote RMA accesses are checked against.
+    pub(crate) mrs: Option<&'a crate::domain::MrTableOf<S>>,
+    /// The endpoint as FI_MR_ENDPOINT registrations name it.
+    pub(crate) ep_key: u64,
+    /// What peers may do to our memory: FI_REMOTE_READ and/or FI_REMOTE_WRITE (empty
+    /// without FI_RMA: such requests are answered UNSUPPORTED).
+    pub(crate) rma_target: Flags,
+    pub(crate) read_cntr: Option<CntrHandle>,
+    pub(crate) write_cntr: Option<CntrHandle>,
+    pub(crate) remote_read_cntr: Option<CntrHandle>,
+    pub(crate) remote_write_cntr: Option<CntrHandle>,
 }
 
 impl<S: Storage> Ctx<'_, S> {
@@ -503,6 +573,32 @@ impl<S: Storage> Ctx<'_, S> {
             return (FI_ADDR_NOTAVAIL, FI_ADDR_NOTAVAIL);
         };
         av.message_source(addr, self.source)
+    }
+
+    /// A remote access to our memory finished: its counter, and with remote CQ data a
+    /// receive-CQ entry (FI_RMA | FI_REMOTE_WRITE | FI_REMOTE_CQ_DATA; its slot reserved
+    /// by the caller through [`Ctx::rx_reserve`]).
+    fn remote_event(&mut self, cntr: Option<CntrHandle>, data: Option<u64>, len: u64) {
+        if let Some(c) = cntr.and_then(|c| self.cntrs.get_mut(c)) {
+            c.inc();
+        }
+        let Some(data) = data else {
+            return;
+        };
+        let rm = self.rm;
+        if let Some(cq) = self.rx_cq.and_then(|h| self.cqs.get_mut(h)) {
+            let mut e = CqEntry::new(
+                0,
+                crate::cq::comp::RMA_REMOTE_WRITE.union(Flags::REMOTE_CQ_DATA),
+            )
+            .with_len(len as usize);
+            e.data = data;
+            let _ = if rm {
+                cq.write_reserved(&e)
+            } else {
+                cq.write(&e)
+            };
+        }
     }
 
     /// Reserves a receive-CQ slot for a completion no posted operation reserved.
@@ -530,19 +626,20 @@ impl<S: Storage> Ctx<'_, S> {
     fn tx_done(
         &mut self,
         context: u64,
-        tagged: bool,
+        kind: TxKind,
         result: Result<()>,
         completion: bool,
         reserved: bool,
     ) {
-        if let Some(c) = self.send_cntr.and_then(|c| self.cntrs.get_mut(c)) {
+        let (flags, cntr) = match kind {
+            TxKind::Msg => (crate::cq::comp::SEND_MSG, self.send_cntr),
+            TxKind::Tagged => (crate::cq::comp::SEND_TAGGED, self.send_cntr),
+            TxKind::Write => (crate::cq::comp::RMA_WRITE, self.write_cntr),
+            TxKind::Read => (crate::cq::comp::RMA_READ, self.read_cntr),
+        };
+        if let Some(c) = cntr.and_then(|c| self.cntrs.get_mut(c)) {
             if result.is_ok() { c.inc() } else { c.inc_err() }
         }
-        let flags = if tagged {
-            crate::cq::comp::SEND_TAGGED
-        } else {
-            crate::cq::comp::SEND_MSG
-        };
         let rm = self.rm;
         let ep_ctx = self.ep_context;
         let Some(cq) = self.tx_cq.and_then(|h| self.cqs.get_mut(h)) else {
@@ -640,6 +737,8 @@ pub(crate) struct SendReq {
     pub(crate) completion: bool,
     /// A CQ slot was reserved.
     pub(crate) reserved: bool,
+    /// An RMA operation: `(key, remote address, read)`.
+    pub(crate) rma: Option<(u64, u64, bool)>,
 }
 
 /// The arguments of a receive the domain has validated.
@@ -715,6 +814,8 @@ pub struct Rdm<S: Storage> {
     claimed: PoolOf<S, UxMsg>,
     active: PoolOf<S, RxActive>,
     multis: PoolOf<S, MultiBuf>,
+    /// Answers owed to RMA initiators (full: the request waits, unacknowledged).
+    resps: PoolOf<S, RmaResp>,
     /// Peers with a refused head packet waiting for receive resources.
     blocked: u32,
     /// Something may be ready to send: the next progress should run the transmitter.
@@ -868,6 +969,11 @@ impl<S: Storage> Rdm<S> {
                 .slice(sizes.rx_size, || Slot::VACANT)
                 .ok_or(Errno::ENOMEM)?,
         );
+        let resps = Pool::new(
+            store
+                .slice(sizes.rx_size.max(1), || Slot::VACANT)
+                .ok_or(Errno::ENOMEM)?,
+        );
         Ok(Rdm {
             cfg,
             local,
@@ -900,6 +1006,7 @@ impl<S: Storage> Rdm<S> {
             claimed,
             active,
             multis,
+            resps,
             blocked: 0,
             tx_ready: false,
             posted: [0; POSTED_PEERS],
@@ -914,6 +1021,11 @@ impl<S: Storage> Rdm<S> {
             ctl_n: 0,
             stats: RdmStats::default(),
         })
+    }
+
+    /// The endpoint id this engine answers to (its index in the domain).
+    pub(crate) fn ep_id(&self) -> u16 {
+        self.local.ep_id
     }
 
     /// What the engine counted.

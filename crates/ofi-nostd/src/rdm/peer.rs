@@ -113,13 +113,25 @@ pub(super) enum Regen {
     },
     /// Our CLOSE (the endpoint is closing; nothing follows it).
     Close,
+    /// An RMA target's answer without data: a write's status (ATOMIC_RESP) or a read's
+    /// (READ_RESP, empty). Everything a retransmission needs is here: its `RmaResp`
+    /// (in slot `slot`) is gone once the first transmission left.
+    Resp {
+        slot: u32,
+        op_id: u32,
+        status: u16,
+        read: bool,
+    },
+    /// READ_RESP data of the `RmaResp` in slot `slot`, `len` bytes at `off` of the read
+    /// (read from the registered region each time it is built).
+    ReadData { slot: u32, off: u64, len: u32 },
 }
 
 impl Regen {
     pub(super) fn op(&self) -> Option<u32> {
         match *self {
             Regen::Seg { op, .. } | Regen::Rts { op } | Regen::Data { op, .. } => Some(op),
-            Regen::Cts { .. } | Regen::Close => None,
+            Regen::Cts { .. } | Regen::Close | Regen::Resp { .. } | Regen::ReadData { .. } => None,
         }
     }
 }
@@ -185,6 +197,12 @@ pub(crate) struct Peer {
     pub(super) cursor: u32,
     pub(super) rndv_ready: u32,
     pub(super) cts_pending: u32,
+    /// RMA answers (`RmaResp`) with something still to send to this peer.
+    pub(super) resp_pending: u32,
+    /// The RMA write of this peer whose segments are arriving (one at a time: the
+    /// sender finishes a write's segments before the next operation's), and the first
+    /// failure among them.
+    pub(super) wr_op: Option<(u32, u16)>,
     pub(super) probe_at: Option<Instant>,
     pub(super) rtx_pending: u32,
     // ---- receive side
@@ -284,6 +302,8 @@ impl Peer {
         cursor: NIL,
         rndv_ready: 0,
         cts_pending: 0,
+        resp_pending: 0,
+        wr_op: None,
         probe_at: None,
         rtx_pending: 0,
         rcv_nxt: 0,
@@ -583,6 +603,7 @@ impl<S: Storage> Rdm<S> {
                     && p.asm.is_none()
                     && !p.owes_ack()
                     && p.cts_pending == 0
+                    && p.resp_pending == 0
                     && p.rndv_ready == 0
                     && !p.send_hello_ack
                     && !p.ka_reply

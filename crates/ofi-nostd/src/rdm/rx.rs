@@ -446,13 +446,199 @@ impl<S: Storage> Rdm<S> {
                 self.tx_ready = true;
                 Outcome::Done
             }
+            Body::RmaWrite(w) => self.rx_rma_write(p, w, mem, ctx),
+            Body::ReadReq(r) => self.rx_read_req(p, r, ctx),
+            Body::ReadResp(r) => {
+                self.rx_read_resp(p, r, mem, ctx);
+                Outcome::Done
+            }
+            Body::AtomicResp(a) => {
+                self.rx_write_resp(p, a.op_id, a.status, ctx);
+                Outcome::Done
+            }
             _ => {
-                // RMA and atomics: not served by this endpoint (not advertised).
+                // Atomics: not served by this endpoint (not advertised).
                 self.stats.rx_unsupported += 1;
                 let _ = now;
                 Outcome::Done
             }
         }
+    }
+
+    // ---- RMA ---------------------------------------------------------------------------
+
+    /// A segment of an RMA write to our memory. Every segment is checked against the
+    /// registration; the last one answers the write with its status (ATOMIC_RESP) and,
+    /// when it succeeded, counts it and writes its remote CQ data. Without room for that
+    /// answer (or, with CQ data, a CQ slot) the last segment waits.
+    fn rx_rma_write<M: Memory>(
+        &mut self,
+        p: usize,
+        w: &wire::packet::RmaWriteRepr<'_>,
+        mem: &mut M,
+        ctx: &mut Ctx<'_, S>,
+    ) -> Outcome {
+        let last = w.offset + w.payload.len() as u64 >= w.total_len;
+        if last && (self.resps.is_full() || (w.cq_data.is_some() && !ctx.rx_reserve())) {
+            return Outcome::Blocked;
+        }
+        let mut st = match self.peers.as_ref()[p].wr_op {
+            Some((op, st)) if op == w.op_id => st,
+            _ if !ctx.rma_target.contains(Flags::REMOTE_WRITE) => status::UNSUPPORTED,
+            _ => status::OK,
+        };
+        if st == status::OK {
+            let r = match ctx.mrs {
+                Some(m) => m
+                    .write_remote(
+                        mem,
+                        w.key,
+                        w.addr.wrapping_add(w.offset),
+                        w.payload,
+                        ctx.ep_key,
+                    )
+                    .map(|_| ()),
+                None => Err(Errno::EINVAL),
+            };
+            if let Err(e) = r {
+                st = rma_status(e);
+            }
+        }
+        if !last {
+            self.peers.as_mut()[p].wr_op = Some((w.op_id, st));
+            return Outcome::Done;
+        }
+        self.peers.as_mut()[p].wr_op = None;
+        if st == status::OK {
+            ctx.remote_event(ctx.remote_write_cntr, w.cq_data, w.total_len);
+        } else if w.cq_data.is_some() {
+            ctx.release(false);
+        }
+        self.queue_resp(p, w.op_id, st, false, 0, 0, 0);
+        Outcome::Done
+    }
+
+    /// A read of our memory: checked once, answered with its data (READ_RESP segments
+    /// read from the region as they leave) or its failure.
+    fn rx_read_req(
+        &mut self,
+        p: usize,
+        r: &wire::packet::ReadReqRepr,
+        ctx: &mut Ctx<'_, S>,
+    ) -> Outcome {
+        if self.resps.is_full() {
+            return Outcome::Blocked;
+        }
+        let checked = match ctx.mrs {
+            _ if !ctx.rma_target.contains(Flags::REMOTE_READ) => Err(Errno::EOPNOTSUPP),
+            Some(m) => m
+                .check_remote(r.key, r.addr, r.len, Flags::REMOTE_READ, ctx.ep_key)
+                .map(|_| ()),
+            None => Err(Errno::EINVAL),
+        };
+        let (st, len) = match checked {
+            Ok(()) => {
+                ctx.remote_event(ctx.remote_read_cntr, None, r.len);
+                (status::OK, r.len)
+            }
+            Err(e) => (rma_status(e), 0),
+        };
+        self.queue_resp(p, r.op_id, st, true, r.key, r.addr, len);
+        Outcome::Done
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn queue_resp(
+        &mut self,
+        p: usize,
+        op_id: u32,
+        status: u16,
+        read: bool,
+        key: u64,
+        addr: u64,
+        len: u64,
+    ) {
+        let resp = RmaResp {
+            peer: p as u16,
+            epoch: self.peers.as_ref()[p].epoch,
+            op_id,
+            status,
+            read,
+            key,
+            addr,
+            len,
+            sent: 0,
+            unacked: 0,
+        };
+        // Room was checked before anything of the request was done.
+        if self.resps.insert(resp).is_ok() {
+            self.peers.as_mut()[p].resp_pending += 1;
+            self.tx_ready = true;
+        }
+    }
+
+    /// The initiator's side: data (or the failure) of one of our reads.
+    fn rx_read_resp<M: Memory>(
+        &mut self,
+        p: usize,
+        r: &wire::packet::ReadRespRepr<'_>,
+        mem: &mut M,
+        ctx: &mut Ctx<'_, S>,
+    ) {
+        let Some(idx) = self.rma_op(p, r.op_id, true) else {
+            self.stats.rx_protocol_errors += 1;
+            return;
+        };
+        let Some(op) = self.ops.get_mut_by_index(idx) else {
+            return;
+        };
+        let Some(mut rma) = op.rma else {
+            return;
+        };
+        let n = r.payload.len() as u64;
+        if r.status != status::OK {
+            op.error.get_or_insert(rma_errno(r.status));
+            rma.answered = true;
+        } else if r.offset != rma.got || rma.got + n > op.len {
+            // Segments come in order and exactly cover the read.
+            self.stats.rx_protocol_errors += 1;
+            return;
+        } else {
+            if n > 0
+                && let Err(e) = iov_write(mem, op.context, op.iov.as_slice(), r.offset, r.payload)
+            {
+                op.error.get_or_insert(e);
+            }
+            rma.got += n;
+            rma.answered = rma.got >= op.len;
+        }
+        op.rma = Some(rma);
+        self.op_progress(idx, ctx);
+    }
+
+    /// The initiator's side: the target's answer to one of our writes.
+    fn rx_write_resp(&mut self, p: usize, op_id: u32, st: u16, ctx: &mut Ctx<'_, S>) {
+        let Some(idx) = self.rma_op(p, op_id, false) else {
+            self.stats.rx_protocol_errors += 1;
+            return;
+        };
+        if let Some(op) = self.ops.get_mut_by_index(idx)
+            && let Some(rma) = op.rma.as_mut()
+        {
+            rma.answered = true;
+            if st != status::OK {
+                op.error.get_or_insert(rma_errno(st));
+            }
+        }
+        self.op_progress(idx, ctx);
+    }
+
+    /// Our unanswered RMA operation (a read when `read`) with peer `p` that `op_id` names.
+    fn rma_op(&self, p: usize, op_id: u32, read: bool) -> Option<usize> {
+        let idx = self.op_by_id(op_id)?;
+        let (_, op) = self.ops.get_by_index(idx)?;
+        let rma = op.rma?;
+        (op.peer as usize == p && op.started && rma.read == read && !rma.answered).then_some(idx)
     }
 
     /// Takes the posted receive `h` for a message of `total` bytes: the receive itself,
@@ -1645,5 +1831,25 @@ impl<S: Storage> Rdm<S> {
             return true;
         }
         false
+    }
+}
+
+/// The status an RMA target answers for a failed check of a remote access.
+fn rma_status(e: Errno) -> u16 {
+    match e {
+        Errno::EOPNOTSUPP => status::UNSUPPORTED,
+        Errno::EINVAL => status::BAD_KEY,
+        Errno::EACCES => status::ACCESS_DENIED,
+        _ => status::OUT_OF_RANGE,
+    }
+}
+
+/// The error an RMA operation completes with when its target answered `st`.
+fn rma_errno(st: u16) -> Errno {
+    match st {
+        status::BAD_KEY | status::OUT_OF_RANGE | status::ACCESS_DENIED => Errno::EACCES,
+        status::UNSUPPORTED => Errno::EOPNOTSUPP,
+        status::CANCELED => Errno::ECANCELED,
+        _ => Errno::EIO,
     }
 }

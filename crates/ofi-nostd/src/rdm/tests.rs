@@ -1116,3 +1116,263 @@ fn close_is_acknowledged_and_ends_the_peer_session_and_the_linger() {
     assert_eq!(reset.len(), 1);
     assert_eq!(kind(&reset[0]).0, PacketType::Reset);
 }
+
+// ---- RMA ---------------------------------------------------------------------------------
+
+use crate::domain::{RmaArgs, RmaIov};
+use crate::mr::MrAttr;
+
+/// Two RMA-capable hosts with a session (A initiates, B is the target) and B's region
+/// of `len` bytes at `BASE + off` (key 7).
+fn rma_pair(off: u64, len: usize, access: Flags) -> (Host, Host, FiAddr, Instant, u64) {
+    let mut a = host_caps([10, 0, 0, 1], 1, Flags::RMA);
+    let mut b = host_caps([10, 0, 0, 2], 2, Flags::RMA);
+    let b_at_a = a.insert(&b);
+    b.insert(&a);
+    let iov = [IoVec::new(BASE + off, len)];
+    let mr = b
+        .dom
+        .mr_reg(
+            &MrAttr {
+                mr_iov: &iov,
+                access,
+                requested_key: 7,
+                ..MrAttr::default()
+            },
+            Flags::empty(),
+        )
+        .unwrap();
+    let key = b.dom.mrs().key(mr).unwrap();
+    (a, b, b_at_a, Instant::from_millis(1), key)
+}
+
+fn write(a: &mut Host, to: FiAddr, local: IoVec, rma: RmaIov, data: Option<u64>, ctx: u64) {
+    let iov = [local];
+    let mut m = RmaArgs::new(&iov, to, rma, ctx);
+    let mut flags = Flags::empty();
+    if let Some(d) = data {
+        m.data = d;
+        flags |= Flags::REMOTE_CQ_DATA;
+    }
+    let mem = SliceMemory::new(BASE, &mut a.mem);
+    a.dom.writemsg(a.ep, &mem, &m, flags).unwrap();
+}
+
+fn read(a: &mut Host, from: FiAddr, local: IoVec, rma: RmaIov, ctx: u64) {
+    let iov = [local];
+    let m = RmaArgs::new(&iov, from, rma, ctx);
+    let mem = SliceMemory::new(BASE, &mut a.mem);
+    a.dom.readmsg(a.ep, &mem, &m, Flags::empty()).unwrap();
+}
+
+#[test]
+fn rma_writes_and_reads_land_in_the_registered_region() {
+    let (mut a, mut b, b_at_a, mut now, key) =
+        rma_pair(0x8000, 0x4000, Flags::REMOTE_READ | Flags::REMOTE_WRITE);
+    let mut tap = Vec::new();
+    // 5,000 bytes (four segments) with remote CQ data, 200 bytes into the region.
+    for (i, x) in a.mem[..5000].iter_mut().enumerate() {
+        *x = (i * 7 + 3) as u8;
+    }
+    let rma = RmaIov {
+        addr: 200,
+        len: 5000,
+        key,
+    };
+    write(
+        &mut a,
+        b_at_a,
+        IoVec::new(BASE, 5000),
+        rma,
+        Some(0xD47A),
+        11,
+    );
+    pump(&mut a, &mut b, &mut now, 30, &mut tap);
+    assert_eq!(b.mem[0x8000 + 200..0x8000 + 5200], a.mem[..5000]);
+    assert!(b.mem[0x8000..0x8000 + 200].iter().all(|&x| x == 0));
+    let (atx, brx) = (a.tx_cq, b.rx_cq);
+    let done = a.read(atx);
+    assert_eq!(done.len(), 1);
+    let e = done[0].unwrap();
+    assert_eq!((e.op_context, e.flags), (11, crate::cq::comp::RMA_WRITE));
+    let remote = b.read(brx);
+    assert_eq!(remote.len(), 1);
+    let r = remote[0].unwrap();
+    assert_eq!(
+        r.flags,
+        crate::cq::comp::RMA_REMOTE_WRITE | Flags::REMOTE_CQ_DATA
+    );
+    assert_eq!((r.data, r.len), (0xD47A, 5000));
+    assert!(tap.iter().any(|p| p[3] == wire::PacketType::RmaWrite as u8));
+
+    // Read it back (and 100 more bytes) into another buffer: READ_RESP segments.
+    let rma = RmaIov {
+        addr: 200,
+        len: 5100,
+        key,
+    };
+    read(&mut a, b_at_a, IoVec::new(BASE + 0x2000, 5100), rma, 12);
+    pump(&mut a, &mut b, &mut now, 30, &mut tap);
+    let done = a.read(atx);
+    assert_eq!(done.len(), 1);
+    let e = done[0].unwrap();
+    assert_eq!((e.op_context, e.flags), (12, crate::cq::comp::RMA_READ));
+    assert_eq!(a.mem[0x2000..0x2000 + 5000], a.mem[..5000].to_vec()[..]);
+    assert_eq!(
+        a.mem[0x2000 + 5000..0x2000 + 5100],
+        b.mem[0x8000 + 5200..0x8000 + 5300]
+    );
+    // No remote event for a read without FI_RMA_EVENT, and nothing left behind.
+    assert!(b.read(brx).is_empty());
+    let rb = b.dom.ep(b.ep).unwrap().rdm().unwrap();
+    assert_eq!(rb.stats().rx_protocol_errors, 0);
+    assert_eq!(a.dom.ep(a.ep).unwrap().rdm().unwrap().tx_in_use(), 0);
+    // Messages still match after RMA operations (message ids untouched by them).
+    b.dom
+        .trecv(b.ep, IoVec::new(BASE, 64), FI_ADDR_UNSPEC, 5, 0, 13)
+        .unwrap();
+    let mem = SliceMemory::new(BASE, &mut a.mem);
+    a.dom
+        .tsend(a.ep, &mem, IoVec::new(BASE, 64), b_at_a, 5, 14)
+        .unwrap();
+    pump(&mut a, &mut b, &mut now, 20, &mut tap);
+    assert_eq!(b.read(brx).len(), 1);
+}
+
+#[test]
+fn rma_to_a_bad_key_or_outside_the_region_fails_at_the_initiator() {
+    let (mut a, mut b, b_at_a, mut now, key) = rma_pair(0x8000, 0x1000, Flags::REMOTE_WRITE);
+    let mut tap = Vec::new();
+    a.mem[..3000].fill(0xEE);
+    let cases = [
+        (
+            RmaIov {
+                addr: 0,
+                len: 100,
+                key: key + 1,
+            },
+            false,
+        ), // bad key
+        (
+            RmaIov {
+                addr: 0xF00,
+                len: 3000,
+                key,
+            },
+            false,
+        ), // past the end (segmented)
+        (
+            RmaIov {
+                addr: 0,
+                len: 100,
+                key,
+            },
+            true,
+        ), // read without REMOTE_READ
+        (
+            RmaIov {
+                addr: 0x1000,
+                len: 0,
+                key: key ^ 9,
+            },
+            true,
+        ), // bad key, empty read
+    ];
+    for (i, (rma, is_read)) in cases.into_iter().enumerate() {
+        let local = IoVec::new(BASE, rma.len as usize);
+        if is_read {
+            read(&mut a, b_at_a, local, rma, 20 + i as u64);
+        } else {
+            write(&mut a, b_at_a, local, rma, Some(1), 20 + i as u64);
+        }
+        pump(&mut a, &mut b, &mut now, 30, &mut tap);
+        let atx = a.tx_cq;
+        assert_eq!(a.read(atx), vec![Err(Errno::EACCES)], "case {i}");
+    }
+    // The target's memory is untouched and it reported nothing (no CQ data events).
+    assert!(b.mem[0x8000..0x9000].iter().all(|&x| x == 0));
+    let brx = b.rx_cq;
+    assert!(b.read(brx).is_empty());
+}
+
+#[test]
+fn rma_calls_check_their_arguments() {
+    let (mut a, _b, b_at_a, _now, key) = rma_pair(0, 0x100, Flags::REMOTE_WRITE);
+    let mut plain = host([10, 0, 0, 3], 3);
+    let iov = [IoVec::new(BASE, 64)];
+    let rma = RmaIov {
+        addr: 0,
+        len: 64,
+        key,
+    };
+    let m = RmaArgs::new(&iov, b_at_a, rma, 1);
+    let mem = SliceMemory::new(BASE, &mut a.mem);
+    // Local and remote lengths differ.
+    let short = RmaArgs::new(&iov, b_at_a, RmaIov { len: 63, ..rma }, 1);
+    assert_eq!(
+        a.dom.writemsg(a.ep, &mem, &short, Flags::empty()),
+        Err(Errno::EINVAL)
+    );
+    // A read is never injected and carries no CQ data.
+    assert_eq!(
+        a.dom.readmsg(a.ep, &mem, &m, Flags::INJECT),
+        Err(Errno::EINVAL)
+    );
+    assert_eq!(
+        a.dom.readmsg(a.ep, &mem, &m, Flags::REMOTE_CQ_DATA),
+        Err(Errno::EINVAL)
+    );
+    // Beyond inject_size (64 here) with FI_INJECT.
+    let big = [IoVec::new(BASE, 65)];
+    let m65 = RmaArgs::new(&big, b_at_a, RmaIov { len: 65, ..rma }, 1);
+    assert_eq!(
+        a.dom.writemsg(a.ep, &mem, &m65, Flags::INJECT),
+        Err(Errno::EMSGSIZE)
+    );
+    // An endpoint without FI_RMA.
+    let pm = SliceMemory::new(BASE, &mut plain.mem);
+    assert_eq!(
+        plain.dom.writemsg(plain.ep, &pm, &m, Flags::empty()),
+        Err(Errno::EOPNOTSUPP)
+    );
+    // Nothing of the refused calls was queued.
+    assert_eq!(a.dom.ep(a.ep).unwrap().rdm().unwrap().tx_in_use(), 0);
+}
+
+#[test]
+fn rma_to_an_endpoint_without_the_capability_is_refused_by_it() {
+    let mut a = host_caps([10, 0, 0, 1], 1, Flags::RMA);
+    // The target asked for FI_RMA with FI_REMOTE_READ only: writes to it are refused
+    // even to a region that allows them.
+    let mut b = host_caps([10, 0, 0, 2], 2, Flags::RMA | Flags::REMOTE_READ);
+    let b_at_a = a.insert(&b);
+    b.insert(&a);
+    let iov = [IoVec::new(BASE, 0x100)];
+    let attr = MrAttr {
+        mr_iov: &iov,
+        access: Flags::REMOTE_READ | Flags::REMOTE_WRITE,
+        requested_key: 3,
+        ..MrAttr::default()
+    };
+    let mr = b.dom.mr_reg(&attr, Flags::empty()).unwrap();
+    let key = b.dom.mrs().key(mr).unwrap();
+    let mut now = Instant::from_millis(1);
+    let mut tap = Vec::new();
+    a.mem[..16].fill(0x55);
+    let rma = RmaIov {
+        addr: 0,
+        len: 16,
+        key,
+    };
+    write(&mut a, b_at_a, IoVec::new(BASE, 16), rma, None, 1);
+    pump(&mut a, &mut b, &mut now, 30, &mut tap);
+    let atx = a.tx_cq;
+    assert_eq!(a.read(atx), vec![Err(Errno::EOPNOTSUPP)]);
+    assert!(b.mem[..16].iter().all(|&x| x == 0));
+    // Reads it serves.
+    b.mem[..16].fill(0x66);
+    read(&mut a, b_at_a, IoVec::new(BASE + 0x100, 16), rma, 2);
+    pump(&mut a, &mut b, &mut now, 30, &mut tap);
+    assert_eq!(a.read(atx).len(), 1);
+    assert!(a.mem[0x100..0x110].iter().all(|&x| x == 0x66));
+}

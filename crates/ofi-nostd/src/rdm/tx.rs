@@ -3,8 +3,8 @@
 //! completions, and session failure.
 
 use wire::packet::{
-    AckRepr, Body, CloseRepr, CtsRepr, DataRepr, Header, KeepAliveRepr, MsgRepr, Packet, Repr,
-    RtsRepr, caps as wcaps, close, status,
+    AckRepr, AtomicRespRepr, Body, CloseRepr, CtsRepr, DataRepr, Header, KeepAliveRepr, MsgRepr,
+    Packet, ReadReqRepr, ReadRespRepr, Repr, RmaWriteRepr, RtsRepr, caps as wcaps, close, status,
 };
 use wire::seq::{seq_le, seq_lt};
 
@@ -20,6 +20,8 @@ pub(super) enum Payload<'a> {
     Iov(u64, &'a [IoVec], u64, usize),
     /// Bytes already in hand (an inject bounce buffer).
     Bytes(&'a [u8]),
+    /// `.1` bytes that `.0` reads (an RMA target's READ_RESP data, from the region).
+    Fill(&'a dyn Fn(&mut [u8]) -> Result<()>, usize),
 }
 
 impl Payload<'_> {
@@ -28,6 +30,7 @@ impl Payload<'_> {
             Payload::None => 0,
             Payload::Iov(_, _, _, n) => n,
             Payload::Bytes(b) => b.len(),
+            Payload::Fill(_, n) => n,
         }
     }
 }
@@ -56,6 +59,12 @@ pub(super) fn write_packet(
         Payload::Bytes(b) => buf[hl..total].copy_from_slice(b),
         Payload::Iov(ctx, iov, off, _) => {
             if let Err(e) = iov_read(mem, ctx, iov, off, &mut buf[hl..total]) {
+                buf[hl..total].fill(0);
+                *fault = Some(e);
+            }
+        }
+        Payload::Fill(f, _) => {
+            if let Err(e) = f(&mut buf[hl..total]) {
                 buf[hl..total].fill(0);
                 *fault = Some(e);
             }
@@ -122,7 +131,10 @@ impl<S: Storage> Rdm<S> {
         let p = self.peer_slot(&dest, now)?;
         self.peers.as_mut()[p].last_active = now;
         let injected = req.flags.contains(Flags::INJECT);
-        let level = if req.flags.contains(Flags::DELIVERY_COMPLETE) {
+        let level = if req.rma.is_some() {
+            // An RMA operation completes on the target's answer (see `op_progress`).
+            Level::Delivery
+        } else if req.flags.contains(Flags::DELIVERY_COMPLETE) {
             Level::Delivery
         } else if injected
             && (req.flags.contains(Flags::INJECT_COMPLETE)
@@ -132,7 +144,16 @@ impl<S: Storage> Rdm<S> {
         } else {
             Level::Transmit
         };
-        let rndv = req.len > self.cfg.eager_threshold;
+        // Writes go in segments whatever their size (the target places them directly);
+        // reads are a request.
+        let rndv = req.rma.is_none() && req.len > self.cfg.eager_threshold;
+        let rma = req.rma.map(|(key, addr, read)| RmaOp {
+            key,
+            addr,
+            read,
+            got: 0,
+            answered: false,
+        });
         let op = TxOp {
             peer: p as u16,
             epoch: self.peers.as_ref()[p].epoch,
@@ -161,6 +182,7 @@ impl<S: Storage> Rdm<S> {
             completed: false,
             error: None,
             acked_any: false,
+            rma,
         };
         let h = self.ops.insert(op).map_err(|_| Errno::EAGAIN)?;
         let idx = h.index();
@@ -204,7 +226,11 @@ impl<S: Storage> Rdm<S> {
         if level == Level::Inject {
             ctx.tx_done(
                 req.context,
-                req.tag.is_some(),
+                if req.tag.is_some() {
+                    TxKind::Tagged
+                } else {
+                    TxKind::Msg
+                },
                 Ok(()),
                 req.completion,
                 req.reserved,
@@ -230,7 +256,7 @@ impl<S: Storage> Rdm<S> {
         if let Some(op) = self.unlink_op(idx) {
             ctx.tx_done(
                 op.context,
-                op.tag.is_some(),
+                op.kind(),
                 Err(Errno::ECANCELED),
                 true,
                 op.reserved,
@@ -286,20 +312,16 @@ impl<S: Storage> Rdm<S> {
         };
         let sent = op.all_sent();
         if !op.completed {
-            let done = match op.level {
-                Level::Inject => true,
-                Level::Transmit => sent && op.unacked == 0,
-                Level::Delivery => sent && op.undelivered == 0,
+            let done = match (op.rma, op.level) {
+                (Some(r), _) => r.answered,
+                (None, Level::Inject) => true,
+                (None, Level::Transmit) => sent && op.unacked == 0,
+                (None, Level::Delivery) => sent && op.undelivered == 0,
             };
             if done {
                 op.completed = true;
-                let (c, t, r, comp, res) = (
-                    op.context,
-                    op.tag.is_some(),
-                    op.error,
-                    op.completion,
-                    op.reserved,
-                );
+                let (c, t, r, comp, res) =
+                    (op.context, op.kind(), op.error, op.completion, op.reserved);
                 ctx.tx_done(c, t, r.map_or(Ok(()), Err), comp, res);
                 self.stats.tx_msgs += 1;
             }
@@ -433,7 +455,7 @@ impl<S: Storage> Rdm<S> {
         if pr.state != PeerState::Established {
             return false;
         }
-        if pr.cursor != NIL || pr.rndv_ready > 0 || pr.cts_pending > 0 {
+        if pr.cursor != NIL || pr.rndv_ready > 0 || pr.cts_pending > 0 || pr.resp_pending > 0 {
             return true;
         }
         if (pr.close_pending && pr.close_seq.is_none()) || pr.closed_by_peer {
@@ -799,10 +821,21 @@ impl<S: Storage> Rdm<S> {
             .and_then(|o| self.ops.get_by_index(o as usize).map(|(_, op)| op));
         let opt = |v: Option<u64>| if v.is_some() { 8 } else { 0 };
         match (*r, op) {
+            (Regen::Seg { len, .. }, Some(op)) if op.rma.is_some() => {
+                BASE_LEN + hdr_len::RMA_WRITE + opt(op.data) + len as usize
+            }
             (Regen::Seg { len, .. }, Some(op)) => {
                 BASE_LEN + hdr_len::MSG + opt(op.tag) + opt(op.data) + len as usize
             }
+            (Regen::Rts { .. }, Some(op)) if op.rma.is_some() => BASE_LEN + hdr_len::READ_REQ,
             (Regen::Rts { .. }, Some(op)) => BASE_LEN + hdr_len::RTS + opt(op.tag) + opt(op.data),
+            (Regen::Resp { read: true, .. }, _) => BASE_LEN + hdr_len::READ_RESP,
+            (Regen::Resp { read: false, .. }, _) => BASE_LEN + hdr_len::ATOMIC_RESP,
+            (Regen::ReadData { slot, len, .. }, _)
+                if self.resps.get_by_index(slot as usize).is_some() =>
+            {
+                BASE_LEN + hdr_len::READ_RESP + len as usize
+            }
             (Regen::Data { len, .. }, Some(_)) => BASE_LEN + hdr_len::DATA + len as usize,
             (Regen::Cts { .. }, _) => BASE_LEN + hdr_len::CTS,
             (Regen::Close, _) => BASE_LEN + hdr_len::CLOSE,
@@ -841,6 +874,28 @@ impl<S: Storage> Rdm<S> {
             }
         }
         let max = self.pkt_limit(p);
+        if peer.resp_pending > 0 {
+            let found = self.resps.iter().find(|(_, r)| {
+                r.peer as usize == p && r.epoch == peer.epoch && (r.len == 0 || r.sent < r.len)
+            });
+            if let Some((h, r)) = found {
+                let slot = h.index() as u32;
+                if r.len == 0 {
+                    return Some(Regen::Resp {
+                        slot,
+                        op_id: r.op_id,
+                        status: r.status,
+                        read: r.read,
+                    });
+                }
+                let n = (r.len - r.sent).min(wire::packet::max_read_resp_payload(max) as u64);
+                return Some(Regen::ReadData {
+                    slot,
+                    off: r.sent,
+                    len: n as u32,
+                });
+            }
+        }
         if peer.rndv_ready > 0 {
             let mut o = peer.op_head;
             while o != NIL && o != peer.cursor {
@@ -860,10 +915,14 @@ impl<S: Storage> Rdm<S> {
         if peer.cursor != NIL {
             let o = peer.cursor;
             let op = self.ops.get_by_index(o as usize)?.1;
-            if op.rndv {
+            if op.request_only() {
                 return Some(Regen::Rts { op: o });
             }
-            let seg = wire::packet::max_msg_payload(max, op.tag.is_some(), op.data.is_some());
+            let seg = if op.rma.is_some() {
+                wire::packet::max_rma_write_payload(max, op.data.is_some())
+            } else {
+                wire::packet::max_msg_payload(max, op.tag.is_some(), op.data.is_some())
+            };
             let n = (op.len - op.sent).min(seg as u64);
             return Some(Regen::Seg {
                 op: o,
@@ -908,6 +967,16 @@ impl<S: Storage> Rdm<S> {
                 peer.cts_pending <= 1 && peer.cursor == NIL && peer.rndv_ready == 0
             }
             Regen::Close => true,
+            Regen::Resp { .. } => {
+                peer.resp_pending <= 1 && peer.cursor == NIL && peer.rndv_ready == 0
+            }
+            Regen::ReadData { slot, off, len } => {
+                let rest = self
+                    .resps
+                    .get_by_index(slot as usize)
+                    .is_some_and(|(_, r)| off + (len as u64) < r.len);
+                !rest && peer.resp_pending <= 1 && peer.cursor == NIL && peer.rndv_ready == 0
+            }
         }
     }
 
@@ -942,6 +1011,22 @@ impl<S: Storage> Rdm<S> {
         } else if regen.op().is_some() {
             return Sent::Yes; // the op vanished: nothing to send
         }
+        // The region an RMA target's READ_RESP data comes from (read as it leaves).
+        let mrs = ctx.mrs;
+        let ep_key = ctx.ep_key;
+        let rd = match regen {
+            Regen::ReadData { slot, off, .. } => match self.resps.get_by_index(slot as usize) {
+                Some((_, r)) => Some((r.key, r.addr.wrapping_add(off), r.op_id)),
+                None => return Sent::Yes, // answered already or the session failed
+            },
+            _ => None,
+        };
+        let fill = |out: &mut [u8]| -> Result<()> {
+            let (Some(m), Some((key, addr, _))) = (mrs, rd) else {
+                return Err(Errno::EFAULT);
+            };
+            m.read_remote(mem, key, addr, out, ep_key).map(|_| ())
+        };
         let ack_req = retrans || self.last_for_now(p, &regen);
         let header = self.header(p, seq, ack_req);
         let dst = self.peers.as_ref()[p].addr;
@@ -972,6 +1057,87 @@ impl<S: Storage> Rdm<S> {
                 .op()
                 .and_then(|o| this.ops.get_by_index(o as usize).map(|(_, op)| (o, op)));
             let (body, payload): (Body<'_>, Payload<'_>) = match (regen, op) {
+                (Regen::Seg { off, len, .. }, Some((o, op))) if op.rma.is_some() => {
+                    let r = op.rma.unwrap_or(RmaOp {
+                        key: 0,
+                        addr: 0,
+                        read: false,
+                        got: 0,
+                        answered: false,
+                    });
+                    let pl = if op.injected {
+                        Payload::Bytes(
+                            this.bounce_of(o as usize, op.len as usize)
+                                .get(off as usize..off as usize + len as usize)
+                                .unwrap_or(&[]),
+                        )
+                    } else {
+                        Payload::Iov(op.context, op.iov_slice(), off, len as usize)
+                    };
+                    (
+                        Body::RmaWrite(RmaWriteRepr {
+                            key: r.key,
+                            addr: r.addr,
+                            op_id: op_id(o as usize, this.op_gen(o)),
+                            total_len: op.len,
+                            offset: off,
+                            cq_data: op.data,
+                            payload: &[],
+                            ack: None,
+                        }),
+                        pl,
+                    )
+                }
+                (Regen::Rts { op: o }, Some((_, op))) if op.rma.is_some() => {
+                    let (key, addr) = op.rma.map_or((0, 0), |r| (r.key, r.addr));
+                    (
+                        Body::ReadReq(ReadReqRepr {
+                            key,
+                            addr,
+                            len: op.len,
+                            op_id: op_id(o as usize, this.op_gen(o)),
+                            ack: None,
+                        }),
+                        Payload::None,
+                    )
+                }
+                (
+                    Regen::Resp {
+                        op_id,
+                        status,
+                        read,
+                        ..
+                    },
+                    _,
+                ) => (
+                    if read {
+                        Body::ReadResp(ReadRespRepr {
+                            op_id,
+                            status,
+                            offset: 0,
+                            payload: &[],
+                            ack: None,
+                        })
+                    } else {
+                        Body::AtomicResp(AtomicRespRepr {
+                            op_id,
+                            status,
+                            payload: &[],
+                            ack: None,
+                        })
+                    },
+                    Payload::None,
+                ),
+                (Regen::ReadData { off, len, .. }, _) => (
+                    Body::ReadResp(ReadRespRepr {
+                        op_id: rd.map_or(0, |(_, _, id)| id),
+                        status: status::OK,
+                        offset: off,
+                        payload: &[],
+                        ack: None,
+                    }),
+                    Payload::Fill(&fill, len as usize),
+                ),
                 (Regen::Seg { off, len, .. }, Some((o, op))) => {
                     let pl = if op.injected {
                         Payload::Bytes(
@@ -1103,6 +1269,26 @@ impl<S: Storage> Rdm<S> {
                 self.peers.as_mut()[p].close_seq = Some(seq);
                 self.stats.closes_sent += 1;
             }
+            Regen::Resp { slot, .. } => {
+                // Everything a retransmission needs is in the window entry.
+                if let Some((h, _)) = self.resps.get_by_index(slot as usize) {
+                    self.resps.remove(h);
+                }
+                let pm = &mut self.peers.as_mut()[p];
+                pm.resp_pending = pm.resp_pending.saturating_sub(1);
+            }
+            Regen::ReadData { slot, len, .. } => {
+                let mut finished = false;
+                if let Some(r) = self.resps.get_mut_by_index(slot as usize) {
+                    r.sent += len as u64;
+                    r.unacked += 1;
+                    finished = r.sent >= r.len;
+                }
+                if finished {
+                    let pm = &mut self.peers.as_mut()[p];
+                    pm.resp_pending = pm.resp_pending.saturating_sub(1);
+                }
+            }
             Regen::Cts { rx_op, len, .. } => {
                 let mut finished = None;
                 let mut none_left = true;
@@ -1148,8 +1334,12 @@ impl<S: Storage> Rdm<S> {
                     }
                     data_exhausted = is_data && had && !op.has_data_to_send();
                 }
+                let message = self
+                    .ops
+                    .get_by_index(o as usize)
+                    .is_some_and(|(_, op)| op.rma.is_none());
                 let pm = &mut self.peers.as_mut()[p];
-                if first {
+                if first && message {
                     pm.next_msg_id = pm.next_msg_id.wrapping_add(1);
                 }
                 if done_initial {
@@ -1170,12 +1360,14 @@ impl<S: Storage> Rdm<S> {
                     op.unacked += 1;
                     op.undelivered += 1;
                 }
-                let next = self
+                let (next, message) = self
                     .ops
                     .get_by_index(o as usize)
-                    .map_or(NIL, |(_, op)| op.next);
+                    .map_or((NIL, false), |(_, op)| (op.next, op.rma.is_none()));
                 let pm = &mut self.peers.as_mut()[p];
-                pm.next_msg_id = pm.next_msg_id.wrapping_add(1);
+                if message {
+                    pm.next_msg_id = pm.next_msg_id.wrapping_add(1);
+                }
                 pm.cursor = next;
             }
         }
@@ -1295,6 +1487,24 @@ impl<S: Storage> Rdm<S> {
 
     /// An ACK from peer `p`: cumulative and selective acks, credits, RTT, fast
     /// retransmit, completions.
+    /// A READ_RESP data packet was acknowledged (first time): its answer is freed once
+    /// all of it left and nothing of it is in flight.
+    fn resp_acked(&mut self, regen: &Regen) {
+        let Regen::ReadData { slot, .. } = *regen else {
+            return;
+        };
+        let done = match self.resps.get_mut_by_index(slot as usize) {
+            Some(r) => {
+                r.unacked = r.unacked.saturating_sub(1);
+                r.sent >= r.len && r.unacked == 0
+            }
+            None => return,
+        };
+        if done && let Some((h, _)) = self.resps.get_by_index(slot as usize) {
+            self.resps.remove(h);
+        }
+    }
+
     pub(super) fn on_ack(&mut self, p: usize, a: &AckRepr, now: Instant, ctx: &mut Ctx<'_, S>) {
         let cfg = self.cfg;
         // Three fields, not a copy of the whole peer (every received ack).
@@ -1329,6 +1539,9 @@ impl<S: Storage> Rdm<S> {
                 if e.rtx {
                     let pm = &mut self.peers.as_mut()[p];
                     pm.rtx_pending = pm.rtx_pending.saturating_sub(1);
+                }
+                if !e.sacked {
+                    self.resp_acked(&e.regen);
                 }
                 if let Some(o) = e.regen.op() {
                     if let Some(op) = self.ops.get_mut_by_index(o as usize) {
@@ -1377,6 +1590,7 @@ impl<S: Storage> Rdm<S> {
                 let pm = &mut self.peers.as_mut()[p];
                 pm.rtx_pending = pm.rtx_pending.saturating_sub(1);
             }
+            self.resp_acked(&e.regen);
             if let Some(o) = e.regen.op() {
                 if let Some(op) = self.ops.get_mut_by_index(o as usize) {
                     op.unacked = op.unacked.saturating_sub(1);
@@ -1433,7 +1647,12 @@ impl<S: Storage> Rdm<S> {
         // carries the ack it owes, so its receiving pass hands the completion over
         // without a transmit half first.
         let pm = &self.peers.as_ref()[p];
-        if pm.cursor != NIL || pm.rndv_ready > 0 || pm.cts_pending > 0 || pm.rtx_pending > 0 {
+        if pm.cursor != NIL
+            || pm.rndv_ready > 0
+            || pm.cts_pending > 0
+            || pm.resp_pending > 0
+            || pm.rtx_pending > 0
+        {
             self.tx_ready = true;
         }
     }
@@ -1469,7 +1688,7 @@ impl<S: Storage> Rdm<S> {
             if !kept {
                 self.unlink_op(o as usize);
                 if !op.completed {
-                    ctx.tx_done(op.context, op.tag.is_some(), Err(err), true, op.reserved);
+                    ctx.tx_done(op.context, op.kind(), Err(err), true, op.reserved);
                 }
             } else if let Some(op) = self.ops.get_mut_by_index(o as usize) {
                 if op.started {
@@ -1485,6 +1704,11 @@ impl<S: Storage> Rdm<S> {
                         rx_op: 0,
                         unacked: 0,
                         undelivered: 0,
+                        rma: op.rma.map(|r| RmaOp {
+                            got: 0,
+                            answered: false,
+                            ..r
+                        }),
                         ..*op
                     };
                     self.stats.tx_replayed += 1;
@@ -1504,6 +1728,16 @@ impl<S: Storage> Rdm<S> {
         }
         if peer.blocked {
             self.blocked = self.blocked.saturating_sub(1);
+        }
+        // Answers we owed it: its operations fail on its side.
+        loop {
+            let found = self
+                .resps
+                .iter()
+                .find(|(_, r)| r.peer as usize == p)
+                .map(|(h, _)| h);
+            let Some(h) = found else { break };
+            self.resps.remove(h);
         }
         // Receives matched to messages of this session.
         let victims = |a: &RxActive| a.peer as usize == p && a.epoch == epoch;
@@ -1547,6 +1781,8 @@ impl<S: Storage> Rdm<S> {
         pm.rtx_pending = 0;
         pm.rndv_ready = 0;
         pm.cts_pending = 0;
+        pm.resp_pending = 0;
+        pm.wr_op = None;
         pm.send_hello_ack = false;
         pm.ka_reply = false;
         pm.ka_probe = false;
