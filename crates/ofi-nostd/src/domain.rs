@@ -1221,8 +1221,9 @@ impl<S: Storage> Domain<S> {
         self.post_rma(h, mem, msg, flags, false, false)
     }
 
-    /// `fi_inject_write`: a write whose buffer may be reused at once, without a
-    /// completion (errors still complete with an error entry).
+    /// `fi_inject_write` (`fi_inject_writedata` with `data`): a write whose buffer may
+    /// be reused at once, without a completion (a failure still completes with an
+    /// error entry).
     pub fn inject_write(
         &mut self,
         h: EpHandle<S>,
@@ -1230,11 +1231,21 @@ impl<S: Storage> Domain<S> {
         buf: IoVec,
         dest: FiAddr,
         rma: RmaIov,
+        data: Option<u64>,
     ) -> Result<()> {
-        let flags = obj(self.eps.get(h))?.tx_flags | Flags::INJECT;
+        let mut flags = obj(self.eps.get(h))?.tx_flags | Flags::INJECT;
         let iov = [buf];
-        let m = RmaArgs::new(&iov, dest, rma, 0);
+        let mut m = RmaArgs::new(&iov, dest, rma, 0);
+        if let Some(d) = data {
+            m.data = d;
+            flags |= Flags::REMOTE_CQ_DATA;
+        }
         self.post_rma(h, mem, &m, flags, false, true)
+    }
+
+    /// The endpoint's default transmit flags (what the short data calls use).
+    pub fn ep_tx_flags(&self, h: EpHandle<S>) -> Result<Flags> {
+        Ok(obj(self.eps.get(h))?.tx_flags)
     }
 
     /// `fi_readmsg`: reads the peer's registered memory (`msg.rma`) into the local

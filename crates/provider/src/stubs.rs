@@ -1,4 +1,4 @@
-//! Operation tables of what endpoints do not offer: RMA, atomics and collectives. Every
+//! Operation tables of what endpoints do not offer: atomics and collectives. Every
 //! entry returns -FI_ENOSYS (and the atomics `*valid` queries say so too), so an
 //! application that calls one anyway gets an error, never a jump through NULL.
 
@@ -7,8 +7,8 @@ use std::ffi::{c_int, c_void};
 use ofi_nostd::Errno;
 
 use crate::sys::{
-    fi_addr_t, fi_datatype, fi_ioc, fi_msg_atomic, fi_msg_collective, fi_msg_rma, fi_op,
-    fi_ops_atomic, fi_ops_collective, fi_ops_rma, fid_ep, iovec,
+    fi_addr_t, fi_datatype, fi_ioc, fi_msg_atomic, fi_msg_collective, fi_op, fi_ops_atomic,
+    fi_ops_collective, fid_ep,
 };
 
 /// Defines `extern "C"` functions of the given parameter types that return -FI_ENOSYS.
@@ -28,16 +28,6 @@ type Dt = fi_datatype;
 type Op = fi_op;
 
 enosys! {
-    rma_read(Ep, V, usize, V, A, u64, u64, V) -> isize;
-    rma_readv(Ep, *const iovec, *mut V, usize, A, u64, u64, V) -> isize;
-    rma_readmsg(Ep, *const fi_msg_rma, u64) -> isize;
-    rma_write(Ep, CV, usize, V, A, u64, u64, V) -> isize;
-    rma_writev(Ep, *const iovec, *mut V, usize, A, u64, u64, V) -> isize;
-    rma_writemsg(Ep, *const fi_msg_rma, u64) -> isize;
-    rma_inject(Ep, CV, usize, A, u64, u64) -> isize;
-    rma_writedata(Ep, CV, usize, V, u64, A, u64, u64, V) -> isize;
-    rma_injectdata(Ep, CV, usize, u64, A, u64, u64) -> isize;
-
     at_write(Ep, CV, usize, V, A, u64, u64, Dt, Op, V) -> isize;
     at_writev(Ep, *const fi_ioc, *mut V, usize, A, u64, u64, Dt, Op, V) -> isize;
     at_writemsg(Ep, *const fi_msg_atomic, u64) -> isize;
@@ -62,20 +52,6 @@ enosys! {
     co_msg(Ep, *const fi_msg_collective, *mut fi_ioc, *mut V, usize, u64) -> isize;
     co_barrier2(Ep, A, u64, V) -> isize;
 }
-
-/// `fi_ops_rma`: RMA is not offered.
-pub static RMA_OPS: fi_ops_rma = fi_ops_rma {
-    size: size_of::<fi_ops_rma>(),
-    read: Some(rma_read),
-    readv: Some(rma_readv),
-    readmsg: Some(rma_readmsg),
-    write: Some(rma_write),
-    writev: Some(rma_writev),
-    writemsg: Some(rma_writemsg),
-    inject: Some(rma_inject),
-    writedata: Some(rma_writedata),
-    injectdata: Some(rma_injectdata),
-};
 
 /// `fi_ops_atomic`: atomics are not offered.
 pub static ATOMIC_OPS: fi_ops_atomic = fi_ops_atomic {

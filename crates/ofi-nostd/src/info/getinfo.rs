@@ -231,13 +231,18 @@ const GETINFO_FLAGS: Flags = Flags::SOURCE
     .union(Flags::PROV_ATTR_ONLY);
 
 /// Capabilities of each endpoint type (before the interface decides LOCAL/REMOTE_COMM).
-/// Not advertised: FI_RMA, FI_ATOMIC and their modifiers, FI_READ/FI_WRITE,
-/// FI_REMOTE_READ/FI_REMOTE_WRITE, FI_RMA_EVENT, FI_RMA_PMEM (no RMA engine yet);
+/// RDM endpoints do RMA (reads and writes, one remote iov each). Not advertised:
+/// FI_ATOMIC, FI_RMA_EVENT (no per-region counters yet), FI_RMA_PMEM;
 /// FI_MULTICAST, FI_COLLECTIVE, FI_NAMED_RX_CTX (no scalable endpoints), FI_HMEM,
 /// FI_XPU, FI_TRIGGER, FI_FENCE, FI_VARIABLE_MSG, FI_SOURCE_ERR, FI_SHARED_AV,
 /// FI_AV_USER_ID; TAGGED and DIRECTED_RECV on DGRAM.
 const RDM_CAPS: Flags = Flags::MSG
     .union(Flags::TAGGED)
+    .union(Flags::RMA)
+    .union(Flags::READ)
+    .union(Flags::WRITE)
+    .union(Flags::REMOTE_READ)
+    .union(Flags::REMOTE_WRITE)
     .union(Flags::SEND)
     .union(Flags::RECV)
     .union(Flags::DIRECTED_RECV)
@@ -317,7 +322,7 @@ pub fn default_info(ep_type: EpType, iface: Option<&Interface<'_>>, cfg: &Provid
             inject_size: cfg.inject_size.min(max_msg_size),
             size: cfg.tx_size,
             iov_limit: cfg.iov_limit,
-            rma_iov_limit: 0,
+            rma_iov_limit: usize::from(rdm),
             tclass: TrafficClass::UNSPEC,
         },
         rx_attr: RxAttr {
@@ -340,9 +345,13 @@ pub fn default_info(ep_type: EpType, iface: Option<&Interface<'_>>, cfg: &Provid
             protocol_version: 1,
             max_msg_size,
             msg_prefix_size: 0,
-            max_order_raw_size: 0,
+            // An RDM target processes writes and read requests in send order, so a
+            // read sees every earlier write and writes land in order (RAW, WAW). A
+            // read's data leaves after the target processed it, so a later write may
+            // be visible in it (no WAR).
+            max_order_raw_size: if rdm { max_msg_size } else { 0 },
             max_order_war_size: 0,
-            max_order_waw_size: 0,
+            max_order_waw_size: if rdm { max_msg_size } else { 0 },
             mem_tag_format: if rdm { TAG_GENERIC } else { 0 },
             tx_ctx_cnt: 1,
             rx_ctx_cnt: 1,
@@ -597,6 +606,11 @@ fn apply_hints(mut info: Info, h: &Info, version: u32, cfg: &ProviderConfig) -> 
     // as asked; secondaries as asked plus the free ones.
     let asked = h.caps | h.domain_attr.caps | h.tx_attr.caps | h.rx_attr.caps;
     if !offered.contains(asked) {
+        return None;
+    }
+    // FI_READ / FI_WRITE / FI_REMOTE_* modify RMA or atomics: alone they are invalid.
+    let rma_modifiers = Flags::READ | Flags::WRITE | Flags::REMOTE_READ | Flags::REMOTE_WRITE;
+    if asked.intersects(rma_modifiers) && !asked.intersects(Flags::RMA | Flags::ATOMIC) {
         return None;
     }
     let comm_asked = asked & COMM_CAPS;

@@ -61,8 +61,15 @@ fn host(ip: [u8; 4], seed: u64) -> Host {
 
 /// A host whose endpoint asks for `caps` on top of the defaults (FI_SOURCE etc.).
 fn host_caps(ip: [u8; 4], seed: u64, caps: Flags) -> Host {
+    host_edit(ip, seed, caps, Flags::empty())
+}
+
+/// A host whose endpoint asks for `add` on top of the defaults and not for `remove`.
+fn host_edit(ip: [u8; 4], seed: u64, add: Flags, remove: Flags) -> Host {
     let mut info = default_info(EpType::Rdm, None, &cfg());
-    info.caps |= caps;
+    info.caps = (info.caps | add).difference(remove);
+    info.tx_attr.caps = info.tx_attr.caps.difference(remove);
+    info.rx_attr.caps = info.rx_attr.caps.difference(remove);
     let mut fabric = Fabric::open(&FabricAttr::default(), 0, VecStorage, 1).unwrap();
     let net = NetConfig::new(&Capabilities::new(Medium::Udp, MTU), ip, 7000);
     let mut dom = Domain::open(
@@ -1298,7 +1305,8 @@ fn rma_to_a_bad_key_or_outside_the_region_fails_at_the_initiator() {
 #[test]
 fn rma_calls_check_their_arguments() {
     let (mut a, _b, b_at_a, _now, key) = rma_pair(0, 0x100, Flags::REMOTE_WRITE);
-    let mut plain = host([10, 0, 0, 3], 3);
+    let rma = Flags::RMA | Flags::READ | Flags::WRITE | Flags::REMOTE_READ | Flags::REMOTE_WRITE;
+    let mut plain = host_edit([10, 0, 0, 3], 3, Flags::empty(), rma);
     let iov = [IoVec::new(BASE, 64)];
     let rma = RmaIov {
         addr: 0,
@@ -1344,7 +1352,12 @@ fn rma_to_an_endpoint_without_the_capability_is_refused_by_it() {
     let mut a = host_caps([10, 0, 0, 1], 1, Flags::RMA);
     // The target asked for FI_RMA with FI_REMOTE_READ only: writes to it are refused
     // even to a region that allows them.
-    let mut b = host_caps([10, 0, 0, 2], 2, Flags::RMA | Flags::REMOTE_READ);
+    let mut b = host_edit(
+        [10, 0, 0, 2],
+        2,
+        Flags::empty(),
+        Flags::READ | Flags::WRITE | Flags::REMOTE_WRITE,
+    );
     let b_at_a = a.insert(&b);
     b.insert(&a);
     let iov = [IoVec::new(BASE, 0x100)];

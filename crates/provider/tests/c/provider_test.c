@@ -5,8 +5,8 @@
  * right one; NULLs where an application might pass them (-FI_EINVAL, no crash);
  * RDM and DGRAM endpoints talking to themselves: lifecycle, bindings, names,
  * options, operation flags, aliases, messages, tagged messages with FI_PEEK /
- * FI_CLAIM / FI_DISCARD, fi_cancel, counters, FD wait objects with fi_trywait, and
- * -FI_ENOSYS from RMA and atomics.
+ * FI_CLAIM / FI_DISCARD, fi_cancel, counters, FD wait objects with fi_trywait,
+ * RMA writes and reads between two domains, and -FI_ENOSYS from atomics.
  *
  * Run with FI_PROVIDER_PATH=<dir holding libnostd-fi.so> FI_PROVIDER=nostd.
  * Prints one line per check; exits 0 when every check passed.
@@ -84,7 +84,7 @@ static void test_getinfo(void)
 	/* Something we do not offer: no data. */
 	hints = fi_allocinfo();
 	hints->fabric_attr->prov_name = strdup("nostd");
-	hints->caps = FI_RMA;
+	hints->caps = FI_ATOMIC;
 	info = NULL;
 	EXPECT(fi_getinfo(FI_VERSION(1, 17), NULL, NULL, 0, hints, &info), -FI_ENODATA);
 	EXPECT_TRUE(info == NULL);
@@ -605,9 +605,7 @@ static void test_ep(struct fid_fabric *fabric, struct fid_domain *domain, struct
 	EXPECT(next(cq, &e), 1);
 	EXPECT(e.data, 7);
 
-	/* RMA and atomics are not offered. */
-	EXPECT(fi_write(ep, tx, 8, NULL, self, 0, 0, NULL), -FI_ENOSYS);
-	EXPECT(fi_read(ep, rx, 8, NULL, self, 0, 0, NULL), -FI_ENOSYS);
+	/* Atomics are not offered (RMA: test_rma). */
 	EXPECT(fi_atomic(ep, tx, 1, NULL, self, 0, 0, FI_UINT64, FI_SUM, NULL), -FI_ENOSYS);
 	EXPECT(fi_atomicvalid(ep, FI_UINT64, FI_SUM, &len), -FI_ENOSYS);
 
@@ -889,6 +887,127 @@ out:
 		fi_freeinfo(automatic);
 }
 
+/* Polls both sides until `a` got `want_a` completions and `b` `want_b`, or about 5 s
+ * passed; an error completion on `a` is read with fi_cq_readerr and counted with
+ * its error code in `a_err`. Returns 0 when everything came. */
+static int poll_both(struct side *a, struct fi_cq_data_entry *ea, int want_a, int *a_err,
+		     struct side *b, struct fi_cq_data_entry *eb, int want_b)
+{
+	struct fi_cq_err_entry err;
+	int got_a = 0, got_b = 0, i;
+	ssize_t k;
+
+	for (i = 0; i < 500000 && (got_a < want_a || got_b < want_b); i++) {
+		k = fi_cq_read(a->cq, got_a < want_a ? &ea[got_a] : NULL, got_a < want_a);
+		if (k == 1) {
+			got_a++;
+		} else if (k == -FI_EAVAIL) {
+			memset(&err, 0, sizeof err);
+			if (fi_cq_readerr(a->cq, &err, 0) == 1) {
+				*a_err = err.err;
+				ea[got_a].op_context = err.op_context;
+				ea[got_a].flags = err.flags;
+				got_a++;
+			}
+		}
+		k = fi_cq_read(b->cq, got_b < want_b ? &eb[got_b] : NULL, got_b < want_b);
+		if (k == 1)
+			got_b++;
+	}
+	EXPECT(got_a, want_a);
+	EXPECT(got_b, want_b);
+	return got_a == want_a && got_b == want_b ? 0 : -1;
+}
+
+/* RMA (fi_rma(3)) between two domains: fi_writedata (remote CQ data at the target),
+ * fi_read back, fi_inject_write, a write to a bad key (an error completion,
+ * -FI_EACCES) and a read past the region's end. */
+static void test_rma(struct fid_fabric *fabric)
+{
+	struct fi_info *hints = fi_allocinfo(), *info = NULL;
+	struct side a, b;
+	struct fi_cq_data_entry ea[4], eb[4];
+	static char src[5000], dst[5100], target[8192];
+	struct fid_mr *mr = NULL;
+	fi_addr_t to_b = FI_ADDR_NOTAVAIL, to_a = FI_ADDR_NOTAVAIL;
+	uint64_t key, base;
+	int err = 0, i;
+
+	memset(&a, 0, sizeof a);
+	memset(&b, 0, sizeof b);
+	hints->fabric_attr->prov_name = strdup("nostd");
+	hints->ep_attr->type = FI_EP_RDM;
+	hints->caps = FI_MSG | FI_RMA;
+	hints->domain_attr->threading = FI_THREAD_DOMAIN;
+	hints->domain_attr->mr_mode = FI_MR_VIRT_ADDR | FI_MR_PROV_KEY | FI_MR_ALLOCATED;
+	EXPECT(fi_getinfo(FI_VERSION(1, 17), NULL, NULL, 0, hints, &info), 0);
+	fi_freeinfo(hints);
+	if (!info || open_side(fabric, info, &a) || open_side(fabric, info, &b))
+		goto out;
+	EXPECT_TRUE(info->caps & FI_RMA);
+	EXPECT(info->tx_attr->rma_iov_limit, 1);
+	insert_each_other(&a, &b, &to_b, &to_a);
+	memset(target, 0, sizeof target);
+	EXPECT(fi_mr_reg(b.domain, target, sizeof target, FI_REMOTE_READ | FI_REMOTE_WRITE, 0, 7,
+			 0, &mr, NULL), 0);
+	if (!mr)
+		goto out;
+	key = fi_mr_key(mr);
+	base = info->domain_attr->mr_mode & FI_MR_VIRT_ADDR ? (uint64_t)(uintptr_t)target : 0;
+	for (i = 0; i < (int)sizeof src; i++)
+		src[i] = (char)(i * 7 + 3);
+
+	/* 5,000 bytes (several packets) with remote CQ data, 100 bytes into the region. */
+	EXPECT(fi_writedata(a.ep, src, sizeof src, NULL, 0xd47a, to_b, base + 100, key,
+			    (void *)0xb1), 0);
+	if (poll_both(&a, ea, 1, &err, &b, eb, 1) == 0) {
+		EXPECT(err, 0);
+		EXPECT_TRUE(ea[0].op_context == (void *)0xb1);
+		EXPECT(ea[0].flags, FI_RMA | FI_WRITE);
+		EXPECT(eb[0].flags, FI_RMA | FI_REMOTE_WRITE | FI_REMOTE_CQ_DATA);
+		EXPECT(eb[0].data, 0xd47a);
+		EXPECT(eb[0].len, sizeof src);
+	}
+	EXPECT(memcmp(target + 100, src, sizeof src), 0);
+
+	/* Read it back, 100 bytes more (zeros). */
+	memset(dst, 0x5a, sizeof dst);
+	EXPECT(fi_read(a.ep, dst, sizeof dst, NULL, to_b, base + 100, key, (void *)0xb2), 0);
+	if (poll_both(&a, ea, 1, &err, &b, eb, 0) == 0) {
+		EXPECT(err, 0);
+		EXPECT_TRUE(ea[0].op_context == (void *)0xb2);
+		EXPECT(ea[0].flags, FI_RMA | FI_READ);
+	}
+	EXPECT(memcmp(dst, src, sizeof src), 0);
+	EXPECT(dst[5050], 0);
+
+	/* fi_inject_write has no completion; a read after it sees it (RAW order). */
+	EXPECT(fi_inject_write(a.ep, "injected", 9, to_b, base + 8000, key), 0);
+	EXPECT(fi_read(a.ep, dst, 9, NULL, to_b, base + 8000, key, (void *)0xb3), 0);
+	if (poll_both(&a, ea, 1, &err, &b, eb, 0) == 0)
+		EXPECT_TRUE(ea[0].op_context == (void *)0xb3);
+	EXPECT(strcmp(dst, "injected"), 0);
+
+	/* A bad key and a range past the region's end: error completions. */
+	EXPECT(fi_write(a.ep, src, 16, NULL, to_b, base, key + 1, (void *)0xb4), 0);
+	err = 0;
+	if (poll_both(&a, ea, 1, &err, &b, eb, 0) == 0) {
+		EXPECT(err, FI_EACCES);
+		EXPECT_TRUE(ea[0].op_context == (void *)0xb4);
+	}
+	EXPECT(fi_read(a.ep, dst, 16, NULL, to_b, base + sizeof target - 8, key, (void *)0xb5), 0);
+	err = 0;
+	if (poll_both(&a, ea, 1, &err, &b, eb, 0) == 0)
+		EXPECT(err, FI_EACCES);
+out:
+	if (mr)
+		EXPECT(fi_close(&mr->fid), 0);
+	close_side(&a);
+	close_side(&b);
+	if (info)
+		fi_freeinfo(info);
+}
+
 int main(void)
 {
 	struct fi_info *info;
@@ -939,6 +1058,7 @@ int main(void)
 	test_dgram(domain);
 	test_more(fabric);
 	test_auto_progress(fabric);
+	test_rma(fabric);
 
 	/* fi_trywait: a domain is not a waitable object; a wait-less CQ cannot wait. */
 	wrong[0] = &domain->fid;

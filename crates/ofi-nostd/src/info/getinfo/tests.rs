@@ -106,10 +106,12 @@ fn no_hints_lists_rdm_then_dgram_on_every_interface() {
     assert_eq!(names, ["eth0", "eth1", "lo", "eth0", "eth1", "lo"]);
 
     let rdm = &r[0];
+    let rma = Flags::RMA | Flags::READ | Flags::WRITE | Flags::REMOTE_READ | Flags::REMOTE_WRITE;
     assert_eq!(
         rdm.caps,
         Flags::MSG
             | Flags::TAGGED
+            | rma
             | Flags::SEND
             | Flags::RECV
             | Flags::DIRECTED_RECV
@@ -122,11 +124,25 @@ fn no_hints_lists_rdm_then_dgram_on_every_interface() {
     assert_eq!(rdm.addr_format, AddrFormat::SOCKADDR_IN);
     assert_eq!(src(rdm), EpAddr::new([10, 0, 0, 5], 0, 0));
     assert_eq!(rdm.dest_addr, None);
-    assert_eq!(rdm.tx_attr.caps, Flags::MSG | Flags::TAGGED | Flags::SEND);
+    assert_eq!(
+        rdm.tx_attr.caps,
+        Flags::MSG | Flags::TAGGED | Flags::RMA | Flags::READ | Flags::WRITE | Flags::SEND
+    );
+    assert_eq!(rdm.tx_attr.rma_iov_limit, 1);
+    assert_eq!(
+        (
+            rdm.ep_attr.max_order_raw_size,
+            rdm.ep_attr.max_order_war_size
+        ),
+        (rdm.ep_attr.max_msg_size, 0)
+    );
     assert_eq!(
         rdm.rx_attr.caps,
         Flags::MSG
             | Flags::TAGGED
+            | Flags::RMA
+            | Flags::REMOTE_READ
+            | Flags::REMOTE_WRITE
             | Flags::RECV
             | Flags::DIRECTED_RECV
             | Flags::MULTI_RECV
@@ -227,8 +243,12 @@ fn invalid_getinfo_flags_are_ebadflags() {
 
 #[test]
 fn unsupported_primary_cap_is_enodata() {
+    // RMA is an RDM capability only.
+    let mut h = hints();
+    h.caps = Flags::RMA;
+    let r = run(None, None, Flags::empty(), Some(&h), &prov()).unwrap();
+    assert!(r.iter().all(|i| i.ep_attr.ep_type == EpType::Rdm));
     for cap in [
-        Flags::RMA,
         Flags::ATOMIC,
         Flags::MULTICAST,
         Flags::COLLECTIVE,
@@ -518,7 +538,7 @@ fn attributes_beyond_the_offer_are_enodata() {
         ("tx iov_limit", |h, b| {
             h.tx_attr.iov_limit = b.tx_attr.iov_limit + 1
         }),
-        ("rma_iov_limit", |h, _| h.tx_attr.rma_iov_limit = 1),
+        ("rma_iov_limit", |h, _| h.tx_attr.rma_iov_limit = 2),
         ("rx size", |h, b| h.rx_attr.size = b.rx_attr.size + 1),
         ("rx iov_limit", |h, b| {
             h.rx_attr.iov_limit = b.rx_attr.iov_limit + 1
@@ -527,14 +547,14 @@ fn attributes_beyond_the_offer_are_enodata() {
             h.ep_attr.max_msg_size = b.ep_attr.max_msg_size + 1
         }),
         ("msg_prefix_size", |h, _| h.ep_attr.msg_prefix_size = 8),
-        ("max_order_raw_size", |h, _| {
-            h.ep_attr.max_order_raw_size = 1
+        ("max_order_raw_size", |h, b| {
+            h.ep_attr.max_order_raw_size = b.ep_attr.max_order_raw_size + 1
         }),
         ("max_order_war_size", |h, _| {
             h.ep_attr.max_order_war_size = 1
         }),
-        ("max_order_waw_size", |h, _| {
-            h.ep_attr.max_order_waw_size = 1
+        ("max_order_waw_size", |h, b| {
+            h.ep_attr.max_order_waw_size = b.ep_attr.max_order_waw_size + 1
         }),
         ("protocol_version", |h, _| h.ep_attr.protocol_version = 2),
         ("tx_ctx_cnt", |h, _| h.ep_attr.tx_ctx_cnt = 2),
@@ -883,7 +903,8 @@ fn mr_mode_matching() {
         run(None, None, Flags::empty(), Some(&h), &zc),
         Err(Errno::ENODATA)
     );
-    // PROV_KEY only binds RMA targets, which are not offered.
+    // PROV_KEY only binds RMA targets, which these hints do not ask for; with FI_RMA
+    // it does.
     h.domain_attr.mr_mode = MrMode::LOCAL;
     assert_eq!(
         run(None, None, Flags::empty(), Some(&h), &zc).unwrap()[0]
@@ -891,6 +912,19 @@ fn mr_mode_matching() {
             .mr_mode,
         MrMode::LOCAL
     );
+    h.caps |= Flags::RMA;
+    assert_eq!(
+        run(None, None, Flags::empty(), Some(&h), &zc),
+        Err(Errno::ENODATA)
+    );
+    h.domain_attr.mr_mode = MrMode::LOCAL | MrMode::PROV_KEY;
+    assert_eq!(
+        run(None, None, Flags::empty(), Some(&h), &zc).unwrap()[0]
+            .domain_attr
+            .mr_mode,
+        MrMode::LOCAL | MrMode::PROV_KEY
+    );
+    h.caps = h.caps.difference(Flags::RMA);
     // Legacy scheme with local registration: FI_LOCAL_MR mode is required.
     h.domain_attr.mr_mode = MrMode::SCALABLE;
     assert_eq!(
@@ -914,11 +948,14 @@ fn mr_mode_matching() {
         &mut o,
     )
     .unwrap();
-    assert!(
-        o[..n]
-            .iter()
-            .all(|i| i.domain_attr.mr_mode == MrMode::SCALABLE && i.mode == Mode::LOCAL_MR)
-    );
+    // Provider keys make the RDM entries (RMA targets) FI_MR_BASIC.
+    assert!(o[..n].iter().all(|i| {
+        let legacy = match i.ep_attr.ep_type {
+            EpType::Rdm => MrMode::BASIC,
+            _ => MrMode::SCALABLE,
+        };
+        i.domain_attr.mr_mode == legacy && i.mode == Mode::LOCAL_MR
+    }));
 }
 
 #[test]
