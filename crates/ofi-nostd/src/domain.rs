@@ -2302,21 +2302,6 @@ fn finish_rx<C: AsRef<[CqSlot]> + AsMut<[CqSlot]>>(
 }
 
 /// The endpoint's CQs, counters and AV, lent to its reliability engine.
-/// The remote accesses an endpoint with `caps` serves as an RMA target: with FI_RMA,
-/// those its FI_REMOTE_READ / FI_REMOTE_WRITE name, or both when it names no direction
-/// (fi_getinfo(3)).
-fn rma_target(caps: Flags) -> Flags {
-    if !caps.contains(Flags::RMA) {
-        return Flags::empty();
-    }
-    let remote = Flags::REMOTE_READ | Flags::REMOTE_WRITE;
-    if caps.intersects(Flags::READ | Flags::WRITE | remote) {
-        caps & remote
-    } else {
-        remote
-    }
-}
-
 fn rdm_ctx<'a, S: Storage>(
     ep: &EpObj<S>,
     cqs: &'a mut Objects<S, CqObj<S>>,
@@ -2337,8 +2322,7 @@ fn rdm_ctx<'a, S: Storage>(
         ep_context: ep.context,
         source: ep.caps.contains(Flags::SOURCE),
         mrs: Some(mrs),
-        ep_key: ep.rdm.as_ref().map_or(0, |r| u64::from(r.ep_id())),
-        rma_target: rma_target(ep.caps),
+        caps: ep.caps,
         read_cntr: ep.cntrs.read,
         write_cntr: ep.cntrs.write,
         remote_read_cntr: ep.cntrs.remote_read,

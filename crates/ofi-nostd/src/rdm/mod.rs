@@ -229,6 +229,21 @@ pub struct RdmStats {
     pub tx_msgs: u64,
 }
 
+/// The remote accesses an endpoint with `caps` serves as an RMA target: with FI_RMA,
+/// those its FI_REMOTE_READ / FI_REMOTE_WRITE name, or both when it names no direction
+/// (fi_getinfo(3)); without FI_RMA none (such requests are answered UNSUPPORTED).
+pub(crate) fn rma_target(caps: Flags) -> Flags {
+    if !caps.contains(Flags::RMA) {
+        return Flags::empty();
+    }
+    let remote = Flags::REMOTE_READ | Flags::REMOTE_WRITE;
+    if caps.intersects(Flags::READ | Flags::WRITE | remote) {
+        caps & remote
+    } else {
+        remote
+    }
+}
+
 /// Pool type over storage `S`.
 pub(crate) type PoolOf<S, T> = Pool<T, <S as Storage>::Slice<Slot<T>>>;
 type Posted<S> = PostedQueue<
@@ -554,11 +569,9 @@ pub(crate) struct Ctx<'a, S: Storage> {
     pub(crate) source: bool,
     /// The domain's registrations: what remote RMA accesses are checked against.
     pub(crate) mrs: Option<&'a crate::domain::MrTableOf<S>>,
-    /// The endpoint as FI_MR_ENDPOINT registrations name it.
-    pub(crate) ep_key: u64,
-    /// What peers may do to our memory: FI_REMOTE_READ and/or FI_REMOTE_WRITE (empty
-    /// without FI_RMA: such requests are answered UNSUPPORTED).
-    pub(crate) rma_target: Flags,
+    /// The endpoint's capabilities (what peers may do to its memory, see
+    /// [`rma_target`]).
+    pub(crate) caps: Flags,
     pub(crate) read_cntr: Option<CntrHandle>,
     pub(crate) write_cntr: Option<CntrHandle>,
     pub(crate) remote_read_cntr: Option<CntrHandle>,
@@ -1021,11 +1034,6 @@ impl<S: Storage> Rdm<S> {
             ctl_n: 0,
             stats: RdmStats::default(),
         })
-    }
-
-    /// The endpoint id this engine answers to (its index in the domain).
-    pub(crate) fn ep_id(&self) -> u16 {
-        self.local.ep_id
     }
 
     /// What the engine counted.

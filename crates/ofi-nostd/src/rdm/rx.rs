@@ -484,7 +484,7 @@ impl<S: Storage> Rdm<S> {
         }
         let mut st = match self.peers.as_ref()[p].wr_op {
             Some((op, st)) if op == w.op_id => st,
-            _ if !ctx.rma_target.contains(Flags::REMOTE_WRITE) => status::UNSUPPORTED,
+            _ if !rma_target(ctx.caps).contains(Flags::REMOTE_WRITE) => status::UNSUPPORTED,
             _ => status::OK,
         };
         if st == status::OK {
@@ -495,7 +495,7 @@ impl<S: Storage> Rdm<S> {
                         w.key,
                         w.addr.wrapping_add(w.offset),
                         w.payload,
-                        ctx.ep_key,
+                        u64::from(self.local.ep_id),
                     )
                     .map(|_| ()),
                 None => Err(Errno::EINVAL),
@@ -530,9 +530,15 @@ impl<S: Storage> Rdm<S> {
             return Outcome::Blocked;
         }
         let checked = match ctx.mrs {
-            _ if !ctx.rma_target.contains(Flags::REMOTE_READ) => Err(Errno::EOPNOTSUPP),
+            _ if !rma_target(ctx.caps).contains(Flags::REMOTE_READ) => Err(Errno::EOPNOTSUPP),
             Some(m) => m
-                .check_remote(r.key, r.addr, r.len, Flags::REMOTE_READ, ctx.ep_key)
+                .check_remote(
+                    r.key,
+                    r.addr,
+                    r.len,
+                    Flags::REMOTE_READ,
+                    u64::from(self.local.ep_id),
+                )
                 .map(|_| ()),
             None => Err(Errno::EINVAL),
         };

@@ -1013,7 +1013,7 @@ impl<S: Storage> Rdm<S> {
         }
         // The region an RMA target's READ_RESP data comes from (read as it leaves).
         let mrs = ctx.mrs;
-        let ep_key = ctx.ep_key;
+        let ep_key = u64::from(self.local.ep_id);
         let rd = match regen {
             Regen::ReadData { slot, off, .. } => match self.resps.get_by_index(slot as usize) {
                 Some((_, r)) => Some((r.key, r.addr.wrapping_add(off), r.op_id)),
@@ -1318,7 +1318,9 @@ impl<S: Storage> Rdm<S> {
                 let mut first = false;
                 let mut done_initial = false;
                 let mut data_exhausted = false;
+                let mut message = false;
                 if let Some(op) = self.ops.get_mut_by_index(o as usize) {
+                    message = op.rma.is_none();
                     if !op.started {
                         op.started = true;
                         op.msg_id = msg_id;
@@ -1334,10 +1336,6 @@ impl<S: Storage> Rdm<S> {
                     }
                     data_exhausted = is_data && had && !op.has_data_to_send();
                 }
-                let message = self
-                    .ops
-                    .get_by_index(o as usize)
-                    .is_some_and(|(_, op)| op.rma.is_none());
                 let pm = &mut self.peers.as_mut()[p];
                 if first && message {
                     pm.next_msg_id = pm.next_msg_id.wrapping_add(1);
@@ -1540,7 +1538,7 @@ impl<S: Storage> Rdm<S> {
                     let pm = &mut self.peers.as_mut()[p];
                     pm.rtx_pending = pm.rtx_pending.saturating_sub(1);
                 }
-                if !e.sacked {
+                if !e.sacked && matches!(e.regen, Regen::ReadData { .. }) {
                     self.resp_acked(&e.regen);
                 }
                 if let Some(o) = e.regen.op() {
@@ -1590,7 +1588,9 @@ impl<S: Storage> Rdm<S> {
                 let pm = &mut self.peers.as_mut()[p];
                 pm.rtx_pending = pm.rtx_pending.saturating_sub(1);
             }
-            self.resp_acked(&e.regen);
+            if matches!(e.regen, Regen::ReadData { .. }) {
+                self.resp_acked(&e.regen);
+            }
             if let Some(o) = e.regen.op() {
                 if let Some(op) = self.ops.get_mut_by_index(o as usize) {
                     op.unacked = op.unacked.saturating_sub(1);
