@@ -4,7 +4,7 @@
 
 use std::time::{Duration, Instant};
 
-use hosted::api::{AutoProgress, Buf, Cq, Domain, Endpoint, Fabric, ProgressMode};
+use hosted::api::{AutoProgress, Buf, Cq, Domain, Endpoint, Fabric, ProgressMode, RemoteRegion};
 use hosted::ofi_nostd::Errno;
 use hosted::ofi_nostd::flags::{FI_ADDR_UNSPEC, FiAddr, Flags};
 use hosted::ofi_nostd::info::{EpType, ProviderConfig};
@@ -524,9 +524,84 @@ fn memory_registration_owns_the_buffer() {
         .unwrap();
     assert_ne!(mr.desc(), 0);
     let _ = mr.key();
-    assert_eq!(&mr.buf()[..2], &[5, 5]);
+    assert_eq!(mr.read(|b| b[..2].to_vec()), [5, 5]);
+    mr.write(|b| b[1] = 6);
     let buf = mr.close();
     assert_eq!(buf.len(), 32);
+    assert_eq!(&buf[..3], &[5, 6, 5]);
+}
+
+/// RMA through the safe API: writes (with remote CQ data) land in the peer's
+/// registered region, reads bring them back, and accesses the registration does not
+/// allow fail at the initiator with the buffer handed back.
+fn rdm_rma(mode: ProgressMode) {
+    let (a, b, a_to_b, _) = rdm_pair::<u64>(mode);
+    let mr = b
+        .domain
+        .register(Buf::zeroed(8192), Flags::REMOTE_READ | Flags::REMOTE_WRITE)
+        .unwrap();
+    let ro = b
+        .domain
+        .register(Buf::zeroed(64), Flags::REMOTE_READ)
+        .unwrap();
+    let data: Vec<u8> = (0..5000u32).map(|i| (i * 13) as u8).collect();
+    let at = |offset| RemoteRegion {
+        offset,
+        key: mr.key(),
+    };
+    a.ep.writedata(Buf::from(data.clone()), 0x77, a_to_b, at(100), 1)
+        .unwrap();
+    let c = next_of(&a.cq, &b.domain);
+    assert_eq!((c.context, c.result()), (1, Ok(5000)));
+    assert_eq!(c.flags, Flags::RMA | Flags::WRITE);
+    assert_eq!(c.buf[..], data[..], "the buffer comes back unchanged");
+    assert!(mr.read(|m| m[100..5100] == data[..] && m[..100].iter().all(|&x| x == 0)));
+
+    a.ep.read(Buf::zeroed(5000), a_to_b, at(100), 2).unwrap();
+    let c = next_of(&a.cq, &b.domain);
+    assert_eq!((c.context, c.result()), (2, Ok(5000)));
+    assert_eq!(c.flags, Flags::RMA | Flags::READ);
+    assert_eq!(c.buf[..], data[..]);
+
+    // Past the region's end; into a read-only region.
+    a.ep.write(Buf::from(vec![1u8; 16]), a_to_b, at(8190), 3)
+        .unwrap();
+    let c = next_of(&a.cq, &b.domain);
+    assert_eq!((c.context, c.result()), (3, Err(Errno::EACCES)));
+    assert_eq!(c.buf.len(), 16);
+    let to_ro = RemoteRegion {
+        offset: 0,
+        key: ro.key(),
+    };
+    a.ep.write(Buf::from(vec![1u8; 16]), a_to_b, to_ro, 4)
+        .unwrap();
+    let c = next_of(&a.cq, &b.domain);
+    assert_eq!((c.context, c.result()), (4, Err(Errno::EACCES)));
+    assert!(ro.read(|m| m.iter().all(|&x| x == 0)));
+    a.ep.read(Buf::zeroed(8), a_to_b, to_ro, 5).unwrap();
+    let c = next_of(&a.cq, &b.domain);
+    assert_eq!((c.context, c.result(), c.buf.len()), (5, Ok(8), 8));
+    // A deregistered region is out of reach.
+    let key = mr.key();
+    let back = mr.close();
+    assert_eq!(back[100..5100], data[..]);
+    let gone = RemoteRegion { offset: 0, key };
+    a.ep.read(Buf::zeroed(8), a_to_b, gone, 6).unwrap();
+    let c = next_of(&a.cq, &b.domain);
+    assert_eq!(
+        (c.context, c.result(), c.buf.len()),
+        (6, Err(Errno::EACCES), 0)
+    );
+}
+
+#[test]
+fn rdm_rma_manual_progress() {
+    rdm_rma(ProgressMode::Manual);
+}
+
+#[test]
+fn rdm_rma_auto_progress() {
+    rdm_rma(ProgressMode::Auto(AutoProgress::default()));
 }
 
 fn rdm_pair<C: Send + 'static>(mode: ProgressMode) -> (Node<C>, Node<C>, FiAddr, FiAddr) {

@@ -79,6 +79,10 @@ impl<C> Completion<C> {
         } else if f.flags.contains(Flags::RECV) {
             buf.set_len(f.len.min(buf.capacity()));
             f.len
+        } else if f.flags.contains(Flags::RMA | Flags::READ) {
+            // An RMA read fills what was posted (nothing when it failed).
+            buf.set_len(if f.error.is_none() { posted } else { 0 });
+            posted
         } else {
             // libfabric leaves `len` of a send completion undefined: report what went.
             posted

@@ -4,7 +4,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use ofi_nostd::Errno;
 use ofi_nostd::addr::EpAddr;
-use ofi_nostd::domain::{BindTarget, EpHandle, MsgArgs, TaggedArgs};
+use ofi_nostd::domain::{BindTarget, EpHandle, MsgArgs, RmaArgs, RmaIov, TaggedArgs};
 use ofi_nostd::flags::{FiAddr, Flags};
 use ofi_nostd::mem::{IoVec, Memory};
 
@@ -40,6 +40,25 @@ enum Kind {
     Recv {
         tag: Option<(u64, u64)>,
     },
+    /// An RMA write of the buffer's bytes (with remote CQ data or not).
+    Write {
+        data: Option<u64>,
+        to: RemoteRegion,
+    },
+    /// An RMA read into the buffer's whole capacity.
+    Read {
+        from: RemoteRegion,
+    },
+}
+
+/// Where an RMA operation goes in a peer's registered memory: an offset into the
+/// region (its first byte is 0) and the region's key ([`Mr::key`](super::Mr::key)).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RemoteRegion {
+    /// Offset into the region.
+    pub offset: u64,
+    /// The region's key.
+    pub key: u64,
 }
 
 /// A [`Memory`] over one borrowed slice, for injects (copied before the call returns).
@@ -157,6 +176,52 @@ impl<C: Send + 'static> Endpoint<C> {
             dest,
             context,
         )
+    }
+
+    /// `fi_write`: writes the first `buf.len()` bytes into a peer's registered memory
+    /// at `to`. Completes (the buffer comes back) when the peer answered: -FI_EACCES
+    /// for a bad key, a range outside the region or a region without remote write
+    /// access.
+    pub fn write(
+        &self,
+        buf: Buf,
+        dest: FiAddr,
+        to: RemoteRegion,
+        context: C,
+    ) -> Result<OpId, PostError<C>> {
+        self.post(Kind::Write { data: None, to }, buf, dest, context)
+    }
+
+    /// `fi_writedata`: a write whose target also gets `data` in a completion.
+    pub fn writedata(
+        &self,
+        buf: Buf,
+        data: u64,
+        dest: FiAddr,
+        to: RemoteRegion,
+        context: C,
+    ) -> Result<OpId, PostError<C>> {
+        self.post(
+            Kind::Write {
+                data: Some(data),
+                to,
+            },
+            buf,
+            dest,
+            context,
+        )
+    }
+
+    /// `fi_read`: reads `buf.capacity()` bytes of a peer's registered memory at `from`
+    /// into `buf` (its length is that when it comes back).
+    pub fn read(
+        &self,
+        buf: Buf,
+        src: FiAddr,
+        from: RemoteRegion,
+        context: C,
+    ) -> Result<OpId, PostError<C>> {
+        self.post(Kind::Read { from }, buf, src, context)
     }
 
     /// `fi_recv`: posts `buf` (its whole capacity) for one message from `src`
@@ -304,8 +369,8 @@ impl<C: Send + 'static> Endpoint<C> {
         multi: Option<fn(&C) -> C>,
     ) -> Result<OpId, PostError<C>> {
         let posted = match kind {
-            Kind::Send { .. } => buf.len(),
-            Kind::Recv { .. } => buf.capacity(),
+            Kind::Send { .. } | Kind::Write { .. } => buf.len(),
+            Kind::Recv { .. } | Kind::Read { .. } => buf.capacity(),
         };
         let iov = [IoVec::new(buf.addr(), posted)];
         let mut g = self.shared.lock();
@@ -319,7 +384,7 @@ impl<C: Send + 'static> Endpoint<C> {
         });
         // Every post asks for a completion: it is what hands the buffer back.
         let dir = match kind {
-            Kind::Send { .. } => Flags::TRANSMIT,
+            Kind::Send { .. } | Kind::Write { .. } | Kind::Read { .. } => Flags::TRANSMIT,
             Kind::Recv { .. } => Flags::RECV,
         };
         let mut flags = inner
@@ -349,6 +414,28 @@ impl<C: Send + 'static> Endpoint<C> {
                     }
                 }
             }
+            Kind::Write { data, to } => {
+                let rma = RmaIov {
+                    addr: to.offset,
+                    len: posted as u64,
+                    key: to.key,
+                };
+                let mut args = RmaArgs::new(&iov, addr, rma, id.raw());
+                if let Some(d) = data {
+                    args.data = d;
+                    flags |= Flags::REMOTE_CQ_DATA;
+                }
+                inner.core.writemsg(self.h, &inner.ops, &args, flags)
+            }
+            Kind::Read { from } => {
+                let rma = RmaIov {
+                    addr: from.offset,
+                    len: posted as u64,
+                    key: from.key,
+                };
+                let args = RmaArgs::new(&iov, addr, rma, id.raw());
+                inner.core.readmsg(self.h, &inner.ops, &args, flags)
+            }
             Kind::Recv { tag: None } => {
                 inner
                     .core
@@ -366,7 +453,7 @@ impl<C: Send + 'static> Endpoint<C> {
         };
         match r {
             Ok(()) => {
-                if let Kind::Send { .. } = kind {
+                if !matches!(kind, Kind::Recv { .. }) {
                     self.after_send(inner, None);
                 }
                 Ok(id)

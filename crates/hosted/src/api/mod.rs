@@ -107,7 +107,7 @@ pub use av::Av;
 pub use buf::Buf;
 pub use cntr::Counter;
 pub use cq::{Completion, CompletionError, Cq};
-pub use ep::Endpoint;
+pub use ep::{Endpoint, RemoteRegion};
 pub use error::{Error, PostError, Result};
 pub use mr::Mr;
 pub use plane::{DataPlane, WithFd};
@@ -574,17 +574,25 @@ impl<C: Send + 'static> Domain<C> {
 
     /// `fi_mr_regattr` of `buf` with `access` (FI_SEND, FI_RECV, FI_READ, FI_WRITE,
     /// FI_REMOTE_*): the region owns the buffer until [`Mr::close`] gives it back, so
-    /// registered memory can never be freed while registered.
+    /// registered memory can never be freed while registered. Peers address it from
+    /// offset 0 ([`RemoteRegion`]) with its [`Mr::key`].
     pub fn register(&self, buf: Buf, access: Flags) -> Result<Mr<C>, PostError<()>> {
         let iov = [IoVec::new(buf.addr(), buf.capacity())];
         let attr = MrAttr {
             mr_iov: &iov,
             access,
+            // Unique among the live regions (their buffers never overlap).
+            requested_key: buf.addr(),
             ..MrAttr::default()
         };
-        let r = self.shared.lock().core.mr_reg(&attr, Flags::empty());
+        let mut g = self.shared.lock();
+        let r = g.core.mr_reg(&attr, Flags::empty());
         match r {
-            Ok(h) => Ok(Mr::new(self.shared.clone(), h, buf)),
+            Ok(h) => {
+                g.ops.add_region(h.to_desc(), buf);
+                drop(g);
+                Ok(Mr::new(self.shared.clone(), h))
+            }
             Err(errno) => Err(PostError {
                 errno,
                 buf,

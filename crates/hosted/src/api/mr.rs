@@ -8,20 +8,22 @@ use super::shared::DomainRef;
 /// A registered memory region (fi_mr(3)) that owns its buffer, so the memory cannot be
 /// freed or reused while registered.
 ///
-/// The core does not touch registered memory yet (no RMA engine); when RMA arrives,
-/// remote accesses will go through the same checked table as posted buffers.
+/// While registered the buffer lives in the domain's table of posted buffers: peers'
+/// RMA reads and writes (checked by the core against the registration's key, access
+/// and range) reach it there, and the application reaches it only under the domain's
+/// lock ([`Mr::read`], [`Mr::write`]), so a remote write never races a local access.
 pub struct Mr<C: Send + 'static = u64> {
     shared: DomainRef<C>,
     h: MrHandle,
-    buf: Option<Buf>,
+    registered: bool,
 }
 
 impl<C: Send + 'static> Mr<C> {
-    pub(crate) fn new(shared: DomainRef<C>, h: MrHandle, buf: Buf) -> Self {
+    pub(crate) fn new(shared: DomainRef<C>, h: MrHandle) -> Self {
         Mr {
             shared,
             h,
-            buf: Some(buf),
+            registered: true,
         }
     }
 
@@ -35,25 +37,36 @@ impl<C: Send + 'static> Mr<C> {
         self.h.to_desc()
     }
 
-    /// The registered buffer (read only while registered).
-    pub fn buf(&self) -> &Buf {
-        self.buf.as_ref().expect("present until close")
+    /// Reads the region (its whole capacity) under the domain's lock.
+    pub fn read<R>(&self, f: impl FnOnce(&[u8]) -> R) -> R {
+        let mut g = self.shared.lock();
+        let b = g.ops.region_mut(self.h.to_desc()).expect("registered");
+        f(b.storage())
+    }
+
+    /// Changes the region (its whole capacity) under the domain's lock.
+    pub fn write<R>(&self, f: impl FnOnce(&mut [u8]) -> R) -> R {
+        let mut g = self.shared.lock();
+        let b = g.ops.region_mut(self.h.to_desc()).expect("registered");
+        f(b.storage_mut())
     }
 
     /// `fi_close`: deregisters and gives the buffer back.
     pub fn close(mut self) -> Buf {
-        self.dereg();
-        self.buf.take().expect("present until close")
+        self.dereg().expect("registered until close")
     }
 
-    fn dereg(&mut self) {
-        let _ = self.shared.lock().core.mrs_mut().close(self.h);
+    fn dereg(&mut self) -> Option<Buf> {
+        self.registered = false;
+        let mut g = self.shared.lock();
+        let _ = g.core.mrs_mut().close(self.h);
+        g.ops.take_region(self.h.to_desc())
     }
 }
 
 impl<C: Send + 'static> Drop for Mr<C> {
     fn drop(&mut self) {
-        if self.buf.is_some() {
+        if self.registered {
             self.dereg();
         }
     }

@@ -16,6 +16,13 @@
 //! here, so a core bug can at worst write the wrong bytes into a buffer that is posted;
 //! it can never reach freed memory or memory the application holds.
 //!
+//! Registered memory regions (RMA targets) are the one exception to "names an
+//! operation": a region's buffer is moved into the table for as long as it is
+//! registered, and a plain `read`/`write` (a peer's RMA access, which the core checked
+//! against the registration first) is served when its whole range lies inside one
+//! region. The application reaches a region's bytes only through the domain lock
+//! ([`Mr::read`](super::Mr::read), [`Mr::write`](super::Mr::write)).
+//!
 //! Everything lives in vectors whose capacity is reserved when endpoints open, so
 //! posting and completing in steady state allocates nothing.
 
@@ -78,6 +85,8 @@ struct Slot<C> {
 pub(crate) struct OpTable<C> {
     slots: Vec<Slot<C>>,
     free: Vec<u32>,
+    /// Registered regions' buffers, by the region's handle bits.
+    regions: Vec<(u64, Buf)>,
 }
 
 impl<C> OpTable<C> {
@@ -85,7 +94,37 @@ impl<C> OpTable<C> {
         OpTable {
             slots: Vec::new(),
             free: Vec::new(),
+            regions: Vec::new(),
         }
+    }
+
+    /// Takes the buffer of registered region `id` in: peers' RMA accesses reach it.
+    pub(crate) fn add_region(&mut self, id: u64, buf: Buf) {
+        self.regions.push((id, buf));
+    }
+
+    /// Gives the buffer of region `id` back (it is deregistered).
+    pub(crate) fn take_region(&mut self, id: u64) -> Option<Buf> {
+        let i = self.regions.iter().position(|(r, _)| *r == id)?;
+        Some(self.regions.swap_remove(i).1)
+    }
+
+    /// The buffer of region `id`.
+    pub(crate) fn region_mut(&mut self, id: u64) -> Option<&mut Buf> {
+        self.regions
+            .iter_mut()
+            .find(|(r, _)| *r == id)
+            .map(|(_, b)| b)
+    }
+
+    /// The region holding all of `addr..addr + len`: (index, offset).
+    fn locate_region(&self, addr: u64, len: usize) -> ofi_nostd::Result<(usize, usize)> {
+        let end = addr.checked_add(len as u64).ok_or(Errno::EFAULT)?;
+        self.regions
+            .iter()
+            .position(|(_, b)| addr >= b.addr() && end <= b.addr() + b.capacity() as u64)
+            .map(|i| (i, (addr - self.regions[i].1.addr()) as usize))
+            .ok_or(Errno::EFAULT)
     }
 
     /// Makes room for `n` more operations without reallocating on the data path.
@@ -172,20 +211,34 @@ impl<C> OpTable<C> {
 
 impl<C> Memory for OpTable<C> {
     /// Every copy the core makes out of a posted buffer names its operation
-    /// ([`Memory::read_op`]); one that does not is refused.
-    fn read(&self, _addr: u64, out: &mut [u8]) -> ofi_nostd::Result<()> {
+    /// ([`Memory::read_op`]); one that does not reaches registered regions only.
+    fn read(&self, addr: u64, out: &mut [u8]) -> ofi_nostd::Result<()> {
         if out.is_empty() {
             return Ok(());
         }
-        Err(Errno::EFAULT)
+        let (i, off) = self.locate_region(addr, out.len())?;
+        let src = self.regions[i]
+            .1
+            .storage()
+            .get(off..off + out.len())
+            .ok_or(Errno::EFAULT)?;
+        out.copy_from_slice(src);
+        Ok(())
     }
 
     /// See [`OpTable::read`](Memory::read).
-    fn write(&mut self, _addr: u64, data: &[u8]) -> ofi_nostd::Result<()> {
+    fn write(&mut self, addr: u64, data: &[u8]) -> ofi_nostd::Result<()> {
         if data.is_empty() {
             return Ok(());
         }
-        Err(Errno::EFAULT)
+        let (i, off) = self.locate_region(addr, data.len())?;
+        let dst = self.regions[i]
+            .1
+            .storage_mut()
+            .get_mut(off..off + data.len())
+            .ok_or(Errno::EFAULT)?;
+        dst.copy_from_slice(data);
+        Ok(())
     }
 
     fn read_op(&self, ctx: u64, addr: u64, out: &mut [u8]) -> ofi_nostd::Result<()> {
@@ -251,6 +304,17 @@ mod tests {
         // An access that names no operation is refused, even inside the buffer.
         assert_eq!(t.read(a_addr, &mut out), Err(Errno::EFAULT));
         assert_eq!(t.write(a_addr, &[1]), Err(Errno::EFAULT));
+        // ... unless it lies wholly inside a registered region.
+        let r = Buf::zeroed(8);
+        let r_addr = r.addr();
+        t.add_region(5, r);
+        t.write(r_addr + 4, &[7, 8]).unwrap();
+        t.read(r_addr + 3, &mut out[..3]).unwrap();
+        assert_eq!(out[..3], [0, 7, 8]);
+        assert_eq!(t.write(r_addr + 7, &[1, 2]), Err(Errno::EFAULT));
+        assert_eq!(t.read(r_addr - 1, &mut out[..1]), Err(Errno::EFAULT));
+        assert_eq!(&t.take_region(5).unwrap()[..6], &[0, 0, 0, 0, 7, 8][..]);
+        assert_eq!(t.write(r_addr + 4, &[1]), Err(Errno::EFAULT));
         let back = t.remove(id).unwrap();
         assert_eq!(&back.buf[..5], &[0, 0, 1, 2, 3]);
         // Gone from the table: the core can no longer reach it.
