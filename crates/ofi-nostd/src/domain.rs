@@ -9,9 +9,10 @@
 //! [`Domain::progress`] with the time, the link and the application's memory.
 
 use wire::link::{Link, UdpAddr};
-use wire::packet::{Body, DgramRepr, Header, Packet, Repr};
+use wire::packet::{AtomicDatatype, AtomicOp, Body, DgramRepr, Header, Packet, Repr};
 
 use crate::addr::EpAddr;
+use crate::atomic::AtomicKind;
 use crate::av::{Av, AvAttr, AvSlot};
 use crate::cntr::{Cntr, CntrAttr};
 use crate::cq::{Cq, CqAttr, CqEntry, CqErrEntry, CqSlot, DEFAULT_CQ_SIZE, comp};
@@ -120,6 +121,27 @@ pub struct MsgArgs<'a> {
     /// The application's context.
     pub context: u64,
     /// Remote CQ data (sent with FI_REMOTE_CQ_DATA).
+    pub data: u64,
+}
+
+/// Arguments of `fi_atomicmsg` & co. (`struct fi_msg_atomic` with one remote iov).
+#[derive(Debug, Clone, Copy)]
+pub struct AtomicArgs<'a> {
+    /// The operands (the swap values of compare operations; none for ATOMIC_READ).
+    pub iov: &'a [IoVec],
+    /// The target.
+    pub addr: FiAddr,
+    /// Where at the target (its `len` is ignored: `count` elements).
+    pub rma: RmaIov,
+    /// Element type.
+    pub datatype: AtomicDatatype,
+    /// Operation.
+    pub op: AtomicOp,
+    /// Elements.
+    pub count: usize,
+    /// The application's context.
+    pub context: u64,
+    /// Remote CQ data (with FI_REMOTE_CQ_DATA).
     pub data: u64,
 }
 
@@ -1151,6 +1173,7 @@ impl<S: Storage> Domain<S> {
                 completion,
                 reserved,
                 rma: None,
+                atomic: None,
             };
             let now = self.last_now;
             let mut ctx = rdm_ctx(
@@ -1261,6 +1284,186 @@ impl<S: Storage> Domain<S> {
         self.post_rma(h, mem, msg, flags, true, false)
     }
 
+    /// `fi_atomicmsg`: applies `msg.op` to `msg.count` elements of `msg.datatype` at the
+    /// peer's `msg.rma` (address and key; its length is implied) with the operands in
+    /// `msg.iov`. Operands are copied by the call (the buffer may be reused at once).
+    /// -FI_EOPNOTSUPP for an operation or datatype [`Domain::atomic_valid`] refuses or
+    /// without FI_ATOMIC, -FI_EINVAL for a count of 0, beyond that limit, or operand
+    /// buffers of another length. Completes on the target's answer (-FI_EACCES: refused
+    /// by its registration).
+    pub fn atomicmsg(
+        &mut self,
+        h: EpHandle<S>,
+        mem: &impl Memory,
+        msg: &AtomicArgs<'_>,
+        flags: Flags,
+    ) -> Result<()> {
+        self.post_atomic(
+            h,
+            mem,
+            msg,
+            flags,
+            AtomicKind::Write,
+            IoVec::new(0, 0),
+            IoVec::new(0, 0),
+        )
+    }
+
+    /// `fi_fetch_atomicmsg`: as [`Domain::atomicmsg`] (FI_ATOMIC_READ too), and the
+    /// original values land in `result` (one buffer of the elements' length).
+    pub fn fetch_atomicmsg(
+        &mut self,
+        h: EpHandle<S>,
+        mem: &impl Memory,
+        msg: &AtomicArgs<'_>,
+        result: IoVec,
+        flags: Flags,
+    ) -> Result<()> {
+        self.post_atomic(
+            h,
+            mem,
+            msg,
+            flags,
+            AtomicKind::Fetch,
+            IoVec::new(0, 0),
+            result,
+        )
+    }
+
+    /// `fi_compare_atomicmsg`: the compare-and-swap family; `compare` holds the compare
+    /// values (MSWAP: the mask), `msg.iov` the swap values, and the original values land
+    /// in `result`.
+    pub fn compare_atomicmsg(
+        &mut self,
+        h: EpHandle<S>,
+        mem: &impl Memory,
+        msg: &AtomicArgs<'_>,
+        compare: IoVec,
+        result: IoVec,
+        flags: Flags,
+    ) -> Result<()> {
+        self.post_atomic(h, mem, msg, flags, AtomicKind::Compare, compare, result)
+    }
+
+    /// `fi_atomicvalid` / `fi_fetch_atomicvalid` / `fi_compare_atomicvalid`: the most
+    /// elements one call of `kind` may carry for `op` on `datatype` at endpoint `h`, or
+    /// -FI_EOPNOTSUPP.
+    pub fn atomic_valid(
+        &self,
+        h: EpHandle<S>,
+        op: AtomicOp,
+        datatype: AtomicDatatype,
+        kind: AtomicKind,
+    ) -> Result<usize> {
+        let ep = obj(self.eps.get(h))?;
+        if !ep.caps.contains(Flags::ATOMIC) || ep.rdm.is_none() {
+            return Err(Errno::EOPNOTSUPP);
+        }
+        let n = crate::atomic::valid(op, datatype, kind)?;
+        // The operands wait in the operation's inject slot.
+        let per = datatype.size() * op.operand_arrays().max(1);
+        let n = n.min(ep.inject_size / per);
+        if n == 0 {
+            return Err(Errno::EOPNOTSUPP);
+        }
+        Ok(n)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn post_atomic(
+        &mut self,
+        h: EpHandle<S>,
+        mem: &impl Memory,
+        msg: &AtomicArgs<'_>,
+        flags: Flags,
+        kind: AtomicKind,
+        compare: IoVec,
+        result: IoVec,
+    ) -> Result<()> {
+        let max = self.atomic_valid(h, msg.op, msg.datatype, kind)?;
+        let ep = obj(self.eps.get_mut(h))?;
+        ep.require_enabled()?;
+        let dirs = ep.caps & (Flags::READ | Flags::WRITE);
+        let dir = if kind == AtomicKind::Write {
+            Flags::WRITE
+        } else {
+            Flags::READ
+        };
+        if !(dirs.is_empty() || dirs.contains(dir)) {
+            return Err(Errno::EOPNOTSUPP);
+        }
+        let n = msg.count * msg.datatype.size();
+        let iov = IovList::new(msg.iov, ep.tx_iov_limit)?;
+        let operands = if msg.op.operand_arrays() == 0 { 0 } else { n };
+        if msg.count == 0
+            || msg.count > max
+            || (iov.total_len() != operands && !(operands == 0 && iov.total_len() == n))
+            || (kind == AtomicKind::Compare && compare.len != n)
+            || (kind != AtomicKind::Write && result.len != n)
+            || msg.rma.addr.checked_add(n as u64).is_none()
+            || flags.contains(Flags::REMOTE_CQ_DATA) && kind != AtomicKind::Write
+        {
+            return Err(Errno::EINVAL);
+        }
+        let iov = if operands == 0 {
+            IovList::new(&[], 1)?
+        } else {
+            iov
+        };
+        let av = obj(ep.av.and_then(|a| self.avs.get(a)))?;
+        let (dest_addr, _rx) = av.resolve(msg.addr).map_err(|_| Errno::EINVAL)?;
+        let tx_cq = obj(ep.tx_cq.as_ref())?;
+        let tx_cq_h = tx_cq.cq;
+        let no_completion = flags.contains(Flags::INJECT) && kind == AtomicKind::Write;
+        let completion = !no_completion && (!tx_cq.selective || flags.contains(Flags::COMPLETION));
+        let cq = obj(self.cqs.get_mut(tx_cq_h))?;
+        let reserved = self.rm_enabled && !no_completion;
+        if reserved {
+            cq.try_reserve()?;
+        }
+        let meta = crate::rdm::AtomicMeta {
+            op: msg.op,
+            dt: msg.datatype,
+            count: msg.count as u16,
+            fetch: kind != AtomicKind::Write,
+            result,
+            compare,
+        };
+        let req = SendReq {
+            iov,
+            len: n,
+            context: msg.context,
+            tag: None,
+            data: flags.contains(Flags::REMOTE_CQ_DATA).then_some(msg.data),
+            // The operands are copied now: never a reference to the caller's buffer.
+            flags: flags.difference(Flags::INJECT),
+            completion,
+            reserved,
+            rma: Some((msg.rma.key, msg.rma.addr, false)),
+            atomic: Some(meta),
+        };
+        let now = self.last_now;
+        let mut ctx = rdm_ctx(
+            ep,
+            &mut self.cqs,
+            &mut self.cntrs,
+            &self.avs,
+            &self.mrs,
+            self.rm_enabled,
+        );
+        let r = match ep.rdm.as_mut() {
+            Some(r) => r.post_send(now, dest_addr, &req, mem, &mut ctx),
+            None => Err(Errno::EOPNOTSUPP),
+        };
+        if r.is_err()
+            && reserved
+            && let Some(cq) = self.cqs.get_mut(tx_cq_h)
+        {
+            cq.release();
+        }
+        r
+    }
+
     fn post_rma(
         &mut self,
         h: EpHandle<S>,
@@ -1322,6 +1525,7 @@ impl<S: Storage> Domain<S> {
             completion,
             reserved,
             rma: Some((msg.rma.key, msg.rma.addr, read)),
+            atomic: None,
         };
         let now = self.last_now;
         let mut ctx = rdm_ctx(

@@ -10,6 +10,7 @@
 #![forbid(unsafe_code)]
 
 pub mod addr;
+pub mod atomic;
 pub mod av;
 pub mod cntr;
 pub mod cq;

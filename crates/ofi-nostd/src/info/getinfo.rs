@@ -231,14 +231,16 @@ const GETINFO_FLAGS: Flags = Flags::SOURCE
     .union(Flags::PROV_ATTR_ONLY);
 
 /// Capabilities of each endpoint type (before the interface decides LOCAL/REMOTE_COMM).
-/// RDM endpoints do RMA (reads and writes, one remote iov each). Not advertised:
-/// FI_ATOMIC, FI_RMA_EVENT (no per-region counters yet), FI_RMA_PMEM;
+/// RDM endpoints do RMA (reads and writes, one remote iov each) and atomics
+/// (`crate::atomic`). Not advertised: FI_RMA_EVENT (no per-region counters yet),
+/// FI_RMA_PMEM;
 /// FI_MULTICAST, FI_COLLECTIVE, FI_NAMED_RX_CTX (no scalable endpoints), FI_HMEM,
 /// FI_XPU, FI_TRIGGER, FI_FENCE, FI_VARIABLE_MSG, FI_SOURCE_ERR, FI_SHARED_AV,
 /// FI_AV_USER_ID; TAGGED and DIRECTED_RECV on DGRAM.
 const RDM_CAPS: Flags = Flags::MSG
     .union(Flags::TAGGED)
     .union(Flags::RMA)
+    .union(Flags::ATOMIC)
     .union(Flags::READ)
     .union(Flags::WRITE)
     .union(Flags::REMOTE_READ)

@@ -323,6 +323,33 @@ struct RmaOp {
     /// The target answered: a write's ATOMIC_RESP, a read's last READ_RESP or its
     /// failure. Only then does the operation complete (a failure needs the answer).
     answered: bool,
+    /// An atomic operation (fi_atomic(3)): its operands wait in the op's bounce slot.
+    atomic: Option<AtomicMeta>,
+}
+
+/// What an atomic operation does and where its original values go.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct AtomicMeta {
+    pub(crate) op: wire::packet::AtomicOp,
+    pub(crate) dt: wire::packet::AtomicDatatype,
+    pub(crate) count: u16,
+    /// The original values come back (fetch and compare calls) into `result`.
+    pub(crate) fetch: bool,
+    pub(crate) result: IoVec,
+    /// Where the compare values (or MSWAP's mask) are read at post time.
+    pub(crate) compare: IoVec,
+}
+
+impl AtomicMeta {
+    /// Bytes of one operand array (and of the fetched values).
+    pub(crate) fn bytes(&self) -> usize {
+        self.count as usize * self.dt.size()
+    }
+
+    /// Bytes of every operand array the request carries.
+    pub(crate) fn operand_bytes(&self) -> usize {
+        self.bytes() * self.op.operand_arrays()
+    }
 }
 
 /// What kind of operation a transmit completion reports (flags and counter).
@@ -332,11 +359,22 @@ pub(crate) enum TxKind {
     Tagged,
     Write,
     Read,
+    AtomicWrite,
+    AtomicRead,
 }
 
 impl TxOp {
     fn kind(&self) -> TxKind {
         match self.rma {
+            Some(RmaOp {
+                atomic: Some(a), ..
+            }) => {
+                if a.fetch {
+                    TxKind::AtomicRead
+                } else {
+                    TxKind::AtomicWrite
+                }
+            }
             Some(r) if r.read => TxKind::Read,
             Some(_) => TxKind::Write,
             None if self.tag.is_some() => TxKind::Tagged,
@@ -346,7 +384,7 @@ impl TxOp {
 
     /// Whether its initial packet is a request (RTS or READ_REQ) rather than segments.
     fn request_only(&self) -> bool {
-        self.rndv || self.rma.is_some_and(|r| r.read)
+        self.rndv || self.rma.is_some_and(|r| r.read || r.atomic.is_some())
     }
 }
 
@@ -367,6 +405,10 @@ struct RmaResp {
     len: u64,
     sent: u64,
     unacked: u32,
+    /// An atomic's original values (big-endian), `fetched_len` bytes: they cannot be
+    /// read again, so the answer keeps them until acknowledged.
+    fetched: [u8; crate::atomic::MAX_ATOMIC_BYTES],
+    fetched_len: u8,
 }
 
 impl TxOp {
@@ -591,7 +633,7 @@ impl<S: Storage> Ctx<'_, S> {
     /// A remote access to our memory finished: its counter, and with remote CQ data a
     /// receive-CQ entry (FI_RMA | FI_REMOTE_WRITE | FI_REMOTE_CQ_DATA; its slot reserved
     /// by the caller through [`Ctx::rx_reserve`]).
-    fn remote_event(&mut self, cntr: Option<CntrHandle>, data: Option<u64>, len: u64) {
+    fn remote_event(&mut self, cntr: Option<CntrHandle>, data: Option<u64>, len: u64, kind: Flags) {
         if let Some(c) = cntr.and_then(|c| self.cntrs.get_mut(c)) {
             c.inc();
         }
@@ -600,11 +642,7 @@ impl<S: Storage> Ctx<'_, S> {
         };
         let rm = self.rm;
         if let Some(cq) = self.rx_cq.and_then(|h| self.cqs.get_mut(h)) {
-            let mut e = CqEntry::new(
-                0,
-                crate::cq::comp::RMA_REMOTE_WRITE.union(Flags::REMOTE_CQ_DATA),
-            )
-            .with_len(len as usize);
+            let mut e = CqEntry::new(0, kind.union(Flags::REMOTE_CQ_DATA)).with_len(len as usize);
             e.data = data;
             let _ = if rm {
                 cq.write_reserved(&e)
@@ -649,6 +687,8 @@ impl<S: Storage> Ctx<'_, S> {
             TxKind::Tagged => (crate::cq::comp::SEND_TAGGED, self.send_cntr),
             TxKind::Write => (crate::cq::comp::RMA_WRITE, self.write_cntr),
             TxKind::Read => (crate::cq::comp::RMA_READ, self.read_cntr),
+            TxKind::AtomicWrite => (crate::cq::comp::ATOMIC_WRITE, self.write_cntr),
+            TxKind::AtomicRead => (crate::cq::comp::ATOMIC_READ, self.read_cntr),
         };
         if let Some(c) = cntr.and_then(|c| self.cntrs.get_mut(c)) {
             if result.is_ok() { c.inc() } else { c.inc_err() }
@@ -752,6 +792,8 @@ pub(crate) struct SendReq {
     pub(crate) reserved: bool,
     /// An RMA operation: `(key, remote address, read)`.
     pub(crate) rma: Option<(u64, u64, bool)>,
+    /// An atomic operation (with `rma` naming its target).
+    pub(crate) atomic: Option<AtomicMeta>,
 }
 
 /// The arguments of a receive the domain has validated.

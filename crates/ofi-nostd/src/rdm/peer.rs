@@ -125,13 +125,19 @@ pub(super) enum Regen {
     /// READ_RESP data of the `RmaResp` in slot `slot`, `len` bytes at `off` of the read
     /// (read from the registered region each time it is built).
     ReadData { slot: u32, off: u64, len: u32 },
+    /// An atomic's ATOMIC_RESP with the original values the `RmaResp` in `slot` keeps.
+    AtomicData { slot: u32 },
 }
 
 impl Regen {
     pub(super) fn op(&self) -> Option<u32> {
         match *self {
             Regen::Seg { op, .. } | Regen::Rts { op } | Regen::Data { op, .. } => Some(op),
-            Regen::Cts { .. } | Regen::Close | Regen::Resp { .. } | Regen::ReadData { .. } => None,
+            Regen::Cts { .. }
+            | Regen::Close
+            | Regen::Resp { .. }
+            | Regen::ReadData { .. }
+            | Regen::AtomicData { .. } => None,
         }
     }
 }

@@ -452,12 +452,13 @@ impl<S: Storage> Rdm<S> {
                 self.rx_read_resp(p, r, mem, ctx);
                 Outcome::Done
             }
+            Body::AtomicReq(a) => self.rx_atomic(p, a, mem, ctx),
             Body::AtomicResp(a) => {
-                self.rx_write_resp(p, a.op_id, a.status, ctx);
+                self.rx_write_resp(p, a, mem, ctx);
                 Outcome::Done
             }
             _ => {
-                // Atomics: not served by this endpoint (not advertised).
+                // Not a packet of a session's sequenced stream.
                 self.stats.rx_unsupported += 1;
                 let _ = now;
                 Outcome::Done
@@ -510,7 +511,12 @@ impl<S: Storage> Rdm<S> {
         }
         self.peers.as_mut()[p].wr_op = None;
         if st == status::OK {
-            ctx.remote_event(ctx.remote_write_cntr, w.cq_data, w.total_len);
+            ctx.remote_event(
+                ctx.remote_write_cntr,
+                w.cq_data,
+                w.total_len,
+                crate::cq::comp::RMA_REMOTE_WRITE,
+            );
         } else if w.cq_data.is_some() {
             ctx.release(false);
         }
@@ -544,7 +550,7 @@ impl<S: Storage> Rdm<S> {
         };
         let (st, len) = match checked {
             Ok(()) => {
-                ctx.remote_event(ctx.remote_read_cntr, None, r.len);
+                ctx.remote_event(ctx.remote_read_cntr, None, r.len, Flags::empty());
                 (status::OK, r.len)
             }
             Err(e) => (rma_status(e), 0),
@@ -563,7 +569,7 @@ impl<S: Storage> Rdm<S> {
         key: u64,
         addr: u64,
         len: u64,
-    ) {
+    ) -> Option<usize> {
         let resp = RmaResp {
             peer: p as u16,
             epoch: self.peers.as_ref()[p].epoch,
@@ -575,12 +581,14 @@ impl<S: Storage> Rdm<S> {
             len,
             sent: 0,
             unacked: 0,
+            fetched: [0; crate::atomic::MAX_ATOMIC_BYTES],
+            fetched_len: 0,
         };
         // Room was checked before anything of the request was done.
-        if self.resps.insert(resp).is_ok() {
-            self.peers.as_mut()[p].resp_pending += 1;
-            self.tx_ready = true;
-        }
+        let h = self.resps.insert(resp).ok()?;
+        self.peers.as_mut()[p].resp_pending += 1;
+        self.tx_ready = true;
+        Some(h.index())
     }
 
     /// The initiator's side: data (or the failure) of one of our reads.
@@ -622,21 +630,132 @@ impl<S: Storage> Rdm<S> {
         self.op_progress(idx, ctx);
     }
 
-    /// The initiator's side: the target's answer to one of our writes.
-    fn rx_write_resp(&mut self, p: usize, op_id: u32, st: u16, ctx: &mut Ctx<'_, S>) {
-        let Some(idx) = self.rma_op(p, op_id, false) else {
+    /// The initiator's side: the target's answer to one of our writes or atomics (with
+    /// the original values of a fetching atomic, placed into its result buffer).
+    fn rx_write_resp<M: Memory>(
+        &mut self,
+        p: usize,
+        a: &wire::packet::AtomicRespRepr<'_>,
+        mem: &mut M,
+        ctx: &mut Ctx<'_, S>,
+    ) {
+        let Some(idx) = self.rma_op(p, a.op_id, false) else {
             self.stats.rx_protocol_errors += 1;
             return;
         };
-        if let Some(op) = self.ops.get_mut_by_index(idx)
-            && let Some(rma) = op.rma.as_mut()
-        {
-            rma.answered = true;
-            if st != status::OK {
-                op.error.get_or_insert(rma_errno(st));
+        let Some(op) = self.ops.get_mut_by_index(idx) else {
+            return;
+        };
+        let Some(mut rma) = op.rma else {
+            return;
+        };
+        let fetch = rma.atomic.filter(|m| m.fetch);
+        if a.status != status::OK {
+            op.error.get_or_insert(rma_errno(a.status));
+        } else if let Some(m) = fetch {
+            let n = m.bytes();
+            let mut vals = [0u8; crate::atomic::MAX_ATOMIC_BYTES];
+            match (a.payload.len() == n).then(|| vals.get_mut(..n)).flatten() {
+                Some(v) => {
+                    v.copy_from_slice(a.payload);
+                    crate::atomic::swap_order(v, m.dt.size());
+                    if let Err(e) = iov_write(mem, op.context, &[m.result], 0, v) {
+                        op.error.get_or_insert(e);
+                    }
+                }
+                None => {
+                    self.stats.rx_protocol_errors += 1;
+                    return;
+                }
             }
+        } else if !a.payload.is_empty() {
+            self.stats.rx_protocol_errors += 1;
+            return;
         }
+        rma.answered = true;
+        op.rma = Some(rma);
         self.op_progress(idx, ctx);
+    }
+
+    /// An atomic operation on our memory: checked, applied element by element, and
+    /// answered (with the original values when asked). The whole request is one packet.
+    fn rx_atomic<M: Memory>(
+        &mut self,
+        p: usize,
+        a: &wire::packet::AtomicReqRepr<'_>,
+        mem: &mut M,
+        ctx: &mut Ctx<'_, S>,
+    ) -> Outcome {
+        use crate::atomic::{AtomicKind, MAX_ATOMIC_BYTES, apply, swap_order, valid};
+        use wire::packet::AtomicOp;
+        if self.resps.is_full() || (a.cq_data.is_some() && !ctx.rx_reserve()) {
+            return Outcome::Blocked;
+        }
+        let size = a.datatype.size();
+        let n = a.count as usize * size;
+        let kind = match a.op.operand_arrays() {
+            2 => AtomicKind::Compare,
+            _ if a.fetch => AtomicKind::Fetch,
+            _ => AtomicKind::Write,
+        };
+        let modifies = a.op != AtomicOp::Read;
+        let mut access = Flags::empty();
+        if modifies {
+            access |= Flags::REMOTE_WRITE;
+        }
+        if a.fetch {
+            access |= Flags::REMOTE_READ;
+        }
+        let (cmp, operand) = match a.op.operand_arrays() {
+            2 => a.operands.split_at(n.min(a.operands.len())),
+            _ => (&[][..], a.operands),
+        };
+        let mut vals = [0u8; MAX_ATOMIC_BYTES];
+        let mut fetched = [0u8; MAX_ATOMIC_BYTES];
+        let st = if !atomic_target(ctx.caps).contains(access)
+            || valid(a.op, a.datatype, kind).is_err()
+            || n > MAX_ATOMIC_BYTES
+        {
+            status::UNSUPPORTED
+        } else {
+            let ep = u64::from(self.local.ep_id);
+            let r = match ctx.mrs {
+                Some(m) => m
+                    .check_remote(a.key, a.addr, n as u64, access, ep)
+                    .and_then(|ra| {
+                        m.for_each_segment(&ra, |at, r| mem.read(at, &mut vals[r]))?;
+                        fetched[..n].copy_from_slice(&vals[..n]);
+                        apply(a.op, a.datatype, &mut vals[..n], operand, cmp);
+                        if modifies {
+                            m.for_each_segment(&ra, |at, r| mem.write(at, &vals[r]))?;
+                        }
+                        Ok(())
+                    }),
+                None => Err(Errno::EINVAL),
+            };
+            r.map_or_else(rma_status, |()| status::OK)
+        };
+        if st == status::OK {
+            let cntr = if modifies {
+                ctx.remote_write_cntr
+            } else {
+                ctx.remote_read_cntr
+            };
+            let flags = crate::cq::comp::ATOMIC_REMOTE_WRITE;
+            ctx.remote_event(cntr, a.cq_data, n as u64, flags);
+        } else if a.cq_data.is_some() {
+            ctx.release(false);
+        }
+        let slot = self.queue_resp(p, a.op_id, st, false, 0, 0, 0);
+        if st == status::OK
+            && a.fetch
+            && let Some(resp) = slot.and_then(|i| self.resps.get_mut_by_index(i))
+        {
+            swap_order(&mut fetched[..n], size);
+            resp.fetched[..n].copy_from_slice(&fetched[..n]);
+            resp.fetched_len = n as u8;
+        }
+        Outcome::Done
     }
 
     /// Our unanswered RMA operation (a read when `read`) with peer `p` that `op_id` names.
@@ -1837,6 +1956,20 @@ impl<S: Storage> Rdm<S> {
             return true;
         }
         false
+    }
+}
+
+/// The atomic accesses an endpoint with `caps` serves: with FI_ATOMIC, those its
+/// FI_REMOTE_READ / FI_REMOTE_WRITE name, or both when it names no direction.
+fn atomic_target(caps: Flags) -> Flags {
+    if !caps.contains(Flags::ATOMIC) {
+        return Flags::empty();
+    }
+    let remote = Flags::REMOTE_READ | Flags::REMOTE_WRITE;
+    if caps.intersects(Flags::READ | Flags::WRITE | remote) {
+        caps & remote
+    } else {
+        remote
     }
 }
 

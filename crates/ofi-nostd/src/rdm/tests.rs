@@ -1389,3 +1389,306 @@ fn rma_to_an_endpoint_without_the_capability_is_refused_by_it() {
     assert_eq!(a.read(atx).len(), 1);
     assert!(a.mem[0x100..0x110].iter().all(|&x| x == 0x66));
 }
+
+// ---- atomics -----------------------------------------------------------------------------
+
+use crate::atomic::AtomicKind;
+use crate::domain::AtomicArgs;
+use wire::packet::{AtomicDatatype as Dt, AtomicOp as Op};
+
+fn u64s(m: &[u8], at: usize, n: usize) -> Vec<u64> {
+    (0..n)
+        .map(|i| u64::from_ne_bytes(m[at + i * 8..at + i * 8 + 8].try_into().unwrap()))
+        .collect()
+}
+
+fn put_u64s(m: &mut [u8], at: usize, v: &[u64]) {
+    for (i, x) in v.iter().enumerate() {
+        m[at + i * 8..at + i * 8 + 8].copy_from_slice(&x.to_ne_bytes());
+    }
+}
+
+/// One atomic from A (operands at A's offset 0, compare at 0x100, result at 0x200)
+/// to B's region at `off`; pumps and returns A's completion.
+#[allow(clippy::too_many_arguments)]
+fn atomic(
+    a: &mut Host,
+    b: &mut Host,
+    now: &mut Instant,
+    to: FiAddr,
+    kind: AtomicKind,
+    op: Op,
+    dt: Dt,
+    count: usize,
+    off: u64,
+    key: u64,
+) -> Result<CqEntry, Errno> {
+    let n = count * dt.size();
+    let iov = [IoVec::new(BASE, if op == Op::Read { 0 } else { n })];
+    let args = AtomicArgs {
+        iov: &iov,
+        addr: to,
+        rma: RmaIov {
+            addr: off,
+            len: n as u64,
+            key,
+        },
+        datatype: dt,
+        op,
+        count,
+        context: 0xA7,
+        data: 0,
+    };
+    let mem = SliceMemory::new(BASE, &mut a.mem);
+    let (cmp, res) = (IoVec::new(BASE + 0x100, n), IoVec::new(BASE + 0x200, n));
+    let r = match kind {
+        AtomicKind::Write => a.dom.atomicmsg(a.ep, &mem, &args, Flags::empty()),
+        AtomicKind::Fetch => a
+            .dom
+            .fetch_atomicmsg(a.ep, &mem, &args, res, Flags::empty()),
+        AtomicKind::Compare => a
+            .dom
+            .compare_atomicmsg(a.ep, &mem, &args, cmp, res, Flags::empty()),
+    };
+    r?;
+    pump(a, b, now, 20, &mut Vec::new());
+    let atx = a.tx_cq;
+    let mut got = a.read(atx);
+    assert_eq!(got.len(), 1, "one completion");
+    got.remove(0)
+}
+
+#[test]
+fn atomics_apply_at_the_target_and_fetch_the_original_values() {
+    let (mut a, mut b, to, mut now, key) =
+        rma_pair(0x8000, 0x100, Flags::REMOTE_READ | Flags::REMOTE_WRITE);
+    put_u64s(&mut b.mem, 0x8000 + 8, &[40, 1, 2]);
+    use AtomicKind::*;
+    // Fetch-and-add.
+    put_u64s(&mut a.mem, 0, &[2]);
+    let e = atomic(
+        &mut a,
+        &mut b,
+        &mut now,
+        to,
+        Fetch,
+        Op::Sum,
+        Dt::U64,
+        1,
+        8,
+        key,
+    )
+    .unwrap();
+    assert_eq!(e.flags, crate::cq::comp::ATOMIC_READ);
+    assert_eq!(u64s(&a.mem, 0x200, 1), [40]);
+    assert_eq!(u64s(&b.mem, 0x8000 + 8, 1), [42]);
+    // Compare-and-swap that hits, then one that misses.
+    put_u64s(&mut a.mem, 0x100, &[42]);
+    put_u64s(&mut a.mem, 0, &[7]);
+    atomic(
+        &mut a,
+        &mut b,
+        &mut now,
+        to,
+        Compare,
+        Op::Cswap,
+        Dt::U64,
+        1,
+        8,
+        key,
+    )
+    .unwrap();
+    assert_eq!(
+        (u64s(&a.mem, 0x200, 1), u64s(&b.mem, 0x8008, 1)),
+        (vec![42], vec![7])
+    );
+    put_u64s(&mut a.mem, 0, &[99]);
+    atomic(
+        &mut a,
+        &mut b,
+        &mut now,
+        to,
+        Compare,
+        Op::Cswap,
+        Dt::U64,
+        1,
+        8,
+        key,
+    )
+    .unwrap();
+    assert_eq!(
+        (u64s(&a.mem, 0x200, 1), u64s(&b.mem, 0x8008, 1)),
+        (vec![7], vec![7])
+    );
+    // A non-fetching update of three elements, then an ATOMIC_READ of them.
+    put_u64s(&mut a.mem, 0, &[0x10, 0x20, 0x40]);
+    let e = atomic(
+        &mut a,
+        &mut b,
+        &mut now,
+        to,
+        Write,
+        Op::Bor,
+        Dt::U64,
+        3,
+        8,
+        key,
+    )
+    .unwrap();
+    assert_eq!(e.flags, crate::cq::comp::ATOMIC_WRITE);
+    assert_eq!(u64s(&b.mem, 0x8008, 3), [0x17, 0x21, 0x42]);
+    a.mem[0x200..0x218].fill(0);
+    atomic(
+        &mut a,
+        &mut b,
+        &mut now,
+        to,
+        Fetch,
+        Op::Read,
+        Dt::U64,
+        3,
+        8,
+        key,
+    )
+    .unwrap();
+    assert_eq!(u64s(&a.mem, 0x200, 3), [0x17, 0x21, 0x42]);
+    // Small signed elements and doubles.
+    b.mem[0x8040] = (-5i8) as u8;
+    a.mem[0] = (-9i8) as u8;
+    atomic(
+        &mut a,
+        &mut b,
+        &mut now,
+        to,
+        Write,
+        Op::Min,
+        Dt::I8,
+        1,
+        0x40,
+        key,
+    )
+    .unwrap();
+    assert_eq!(b.mem[0x8040] as i8, -9);
+    b.mem[0x8048..0x8050].copy_from_slice(&1.5f64.to_ne_bytes());
+    a.mem[..8].copy_from_slice(&2.0f64.to_ne_bytes());
+    atomic(
+        &mut a,
+        &mut b,
+        &mut now,
+        to,
+        Fetch,
+        Op::Prod,
+        Dt::F64,
+        1,
+        0x48,
+        key,
+    )
+    .unwrap();
+    assert_eq!(
+        f64::from_ne_bytes(b.mem[0x8048..0x8050].try_into().unwrap()),
+        3.0
+    );
+    assert_eq!(
+        f64::from_ne_bytes(a.mem[0x200..0x208].try_into().unwrap()),
+        1.5
+    );
+    // Outside the region and a bad key: error completions, nothing changed.
+    let before = b.mem.clone();
+    let r = atomic(
+        &mut a,
+        &mut b,
+        &mut now,
+        to,
+        Write,
+        Op::Sum,
+        Dt::U64,
+        1,
+        0xFC,
+        key,
+    );
+    assert_eq!(r, Err(Errno::EACCES));
+    let r = atomic(
+        &mut a,
+        &mut b,
+        &mut now,
+        to,
+        Write,
+        Op::Sum,
+        Dt::U64,
+        1,
+        8,
+        key + 1,
+    );
+    assert_eq!(r, Err(Errno::EACCES));
+    assert!(b.mem == before);
+    let rb = b.dom.ep(b.ep).unwrap().rdm().unwrap();
+    assert_eq!(
+        (rb.stats().rx_protocol_errors, rb.stats().rx_unsupported),
+        (0, 0)
+    );
+}
+
+#[test]
+fn atomic_calls_check_their_arguments_and_the_target_its_rights() {
+    let (mut a, mut b, to, mut now, key) = rma_pair(0x8000, 0x100, Flags::REMOTE_WRITE);
+    use AtomicKind::*;
+    // What the endpoint serves (inject_size 64 bounds the operands here).
+    assert_eq!(a.dom.atomic_valid(a.ep, Op::Sum, Dt::U64, Write), Ok(8));
+    assert_eq!(a.dom.atomic_valid(a.ep, Op::Cswap, Dt::U64, Compare), Ok(4));
+    assert_eq!(
+        a.dom.atomic_valid(a.ep, Op::Bxor, Dt::F32, Write),
+        Err(Errno::EOPNOTSUPP)
+    );
+    assert_eq!(
+        a.dom.atomic_valid(a.ep, Op::Sum, Dt::ComplexF32, Fetch),
+        Err(Errno::EOPNOTSUPP)
+    );
+    let call = |a: &mut Host, b: &mut Host, now: &mut Instant, kind, op, dt, count| {
+        atomic(a, b, now, to, kind, op, dt, count, 0, key)
+    };
+    assert_eq!(
+        call(&mut a, &mut b, &mut now, Write, Op::Sum, Dt::U64, 0),
+        Err(Errno::EINVAL)
+    );
+    assert_eq!(
+        call(&mut a, &mut b, &mut now, Write, Op::Sum, Dt::U64, 9),
+        Err(Errno::EINVAL)
+    );
+    assert_eq!(
+        call(&mut a, &mut b, &mut now, Write, Op::Cswap, Dt::U64, 1),
+        Err(Errno::EOPNOTSUPP)
+    );
+    // The region allows writes only: a fetching atomic needs remote read access.
+    assert_eq!(
+        call(&mut a, &mut b, &mut now, Fetch, Op::Sum, Dt::U64, 1),
+        Err(Errno::EACCES)
+    );
+    assert!(b.mem[0x8000..0x8008].iter().all(|&x| x == 0));
+    call(&mut a, &mut b, &mut now, Write, Op::Sum, Dt::U64, 1).unwrap();
+    // A target without FI_ATOMIC answers UNSUPPORTED.
+    let mut c = host_edit([10, 0, 0, 3], 3, Flags::empty(), Flags::ATOMIC);
+    let c_at_a = a.insert(&c);
+    c.insert(&a);
+    let iov = [IoVec::new(BASE + 0x8000, 0x100)];
+    let attr = MrAttr {
+        mr_iov: &iov,
+        access: Flags::REMOTE_READ | Flags::REMOTE_WRITE,
+        requested_key: 9,
+        ..MrAttr::default()
+    };
+    let mr = c.dom.mr_reg(&attr, Flags::empty()).unwrap();
+    let ckey = c.dom.mrs().key(mr).unwrap();
+    let r = atomic(
+        &mut a,
+        &mut c,
+        &mut now,
+        c_at_a,
+        Write,
+        Op::Sum,
+        Dt::U64,
+        1,
+        0,
+        ckey,
+    );
+    assert_eq!(r, Err(Errno::EOPNOTSUPP));
+}

@@ -3,8 +3,9 @@
 //! completions, and session failure.
 
 use wire::packet::{
-    AckRepr, AtomicRespRepr, Body, CloseRepr, CtsRepr, DataRepr, Header, KeepAliveRepr, MsgRepr,
-    Packet, ReadReqRepr, ReadRespRepr, Repr, RmaWriteRepr, RtsRepr, caps as wcaps, close, status,
+    AckRepr, AtomicReqRepr, AtomicRespRepr, Body, CloseRepr, CtsRepr, DataRepr, Header,
+    KeepAliveRepr, MsgRepr, Packet, ReadReqRepr, ReadRespRepr, Repr, RmaWriteRepr, RtsRepr,
+    caps as wcaps, close, status,
 };
 use wire::seq::{seq_le, seq_lt};
 
@@ -153,6 +154,7 @@ impl<S: Storage> Rdm<S> {
             read,
             got: 0,
             answered: false,
+            atomic: req.atomic,
         });
         let op = TxOp {
             peer: p as u16,
@@ -186,6 +188,34 @@ impl<S: Storage> Rdm<S> {
         };
         let h = self.ops.insert(op).map_err(|_| Errno::EAGAIN)?;
         let idx = h.index();
+        if let Some(a) = req.atomic {
+            // The operands travel big-endian, compare values (or mask) first.
+            let start = idx * self.inject_size;
+            let (n, total) = (a.bytes(), a.operand_bytes());
+            let size = a.dt.size();
+            let r = match self.bounce.as_mut().get_mut(start..start + total) {
+                None => Err(Errno::EMSGSIZE),
+                Some(b) => {
+                    let (cmp, src) = b.split_at_mut(total - n.min(total));
+                    let c = if cmp.is_empty() {
+                        Ok(())
+                    } else {
+                        iov_read(mem, req.context, &[a.compare], 0, cmp)
+                    };
+                    let s = if src.is_empty() {
+                        Ok(())
+                    } else {
+                        iov_read(mem, req.context, req.iov.as_slice(), 0, src)
+                    };
+                    crate::atomic::swap_order(b, size);
+                    c.and(s)
+                }
+            };
+            if let Err(e) = r {
+                self.ops.remove(h);
+                return Err(e);
+            }
+        }
         if injected {
             let start = idx * self.inject_size;
             let fill = self
@@ -827,7 +857,19 @@ impl<S: Storage> Rdm<S> {
             (Regen::Seg { len, .. }, Some(op)) => {
                 BASE_LEN + hdr_len::MSG + opt(op.tag) + opt(op.data) + len as usize
             }
+            (Regen::Rts { .. }, Some(op)) if op.rma.is_some_and(|r| r.atomic.is_some()) => {
+                let n = op
+                    .rma
+                    .and_then(|r| r.atomic)
+                    .map_or(0, |a| a.operand_bytes());
+                BASE_LEN + hdr_len::ATOMIC_REQ + opt(op.data) + n
+            }
             (Regen::Rts { .. }, Some(op)) if op.rma.is_some() => BASE_LEN + hdr_len::READ_REQ,
+            (Regen::AtomicData { slot }, _) => {
+                self.resps.get_by_index(slot as usize).map_or(0, |(_, r)| {
+                    BASE_LEN + hdr_len::ATOMIC_RESP + r.fetched_len as usize
+                })
+            }
             (Regen::Rts { .. }, Some(op)) => BASE_LEN + hdr_len::RTS + opt(op.tag) + opt(op.data),
             (Regen::Resp { read: true, .. }, _) => BASE_LEN + hdr_len::READ_RESP,
             (Regen::Resp { read: false, .. }, _) => BASE_LEN + hdr_len::ATOMIC_RESP,
@@ -876,10 +918,16 @@ impl<S: Storage> Rdm<S> {
         let max = self.pkt_limit(p);
         if peer.resp_pending > 0 {
             let found = self.resps.iter().find(|(_, r)| {
-                r.peer as usize == p && r.epoch == peer.epoch && (r.len == 0 || r.sent < r.len)
+                r.peer as usize == p
+                    && r.epoch == peer.epoch
+                    && (r.len == 0 || r.sent < r.len)
+                    && !(r.fetched_len > 0 && r.sent > 0)
             });
             if let Some((h, r)) = found {
                 let slot = h.index() as u32;
+                if r.fetched_len > 0 {
+                    return Some(Regen::AtomicData { slot });
+                }
                 if r.len == 0 {
                     return Some(Regen::Resp {
                         slot,
@@ -967,7 +1015,7 @@ impl<S: Storage> Rdm<S> {
                 peer.cts_pending <= 1 && peer.cursor == NIL && peer.rndv_ready == 0
             }
             Regen::Close => true,
-            Regen::Resp { .. } => {
+            Regen::Resp { .. } | Regen::AtomicData { .. } => {
                 peer.resp_pending <= 1 && peer.cursor == NIL && peer.rndv_ready == 0
             }
             Regen::ReadData { slot, off, len } => {
@@ -1019,6 +1067,9 @@ impl<S: Storage> Rdm<S> {
                 Some((_, r)) => Some((r.key, r.addr.wrapping_add(off), r.op_id)),
                 None => return Sent::Yes, // answered already or the session failed
             },
+            Regen::AtomicData { slot } if self.resps.get_by_index(slot as usize).is_none() => {
+                return Sent::Yes;
+            }
             _ => None,
         };
         let fill = |out: &mut [u8]| -> Result<()> {
@@ -1064,6 +1115,7 @@ impl<S: Storage> Rdm<S> {
                         read: false,
                         got: 0,
                         answered: false,
+                        atomic: None,
                     });
                     let pl = if op.injected {
                         Payload::Bytes(
@@ -1086,6 +1138,51 @@ impl<S: Storage> Rdm<S> {
                             ack: None,
                         }),
                         pl,
+                    )
+                }
+                (Regen::Rts { op: o }, Some((_, op)))
+                    if op.rma.is_some_and(|r| r.atomic.is_some()) =>
+                {
+                    let (key, addr, a) = match op.rma {
+                        Some(RmaOp {
+                            key,
+                            addr,
+                            atomic: Some(a),
+                            ..
+                        }) => (key, addr, a),
+                        _ => return Sent::Yes,
+                    };
+                    (
+                        Body::AtomicReq(AtomicReqRepr {
+                            key,
+                            addr,
+                            op_id: op_id(o as usize, this.op_gen(o)),
+                            op: a.op,
+                            datatype: a.dt,
+                            count: a.count,
+                            fetch: a.fetch,
+                            cq_data: op.data,
+                            operands: this
+                                .bounce_of(o as usize, a.operand_bytes())
+                                .get(..a.operand_bytes())
+                                .unwrap_or(&[]),
+                            ack: None,
+                        }),
+                        Payload::None,
+                    )
+                }
+                (Regen::AtomicData { slot }, _) => {
+                    let Some((_, r)) = this.resps.get_by_index(slot as usize) else {
+                        return Sent::Yes;
+                    };
+                    (
+                        Body::AtomicResp(AtomicRespRepr {
+                            op_id: r.op_id,
+                            status: status::OK,
+                            payload: r.fetched.get(..r.fetched_len as usize).unwrap_or(&[]),
+                            ack: None,
+                        }),
+                        Payload::None,
                     )
                 }
                 (Regen::Rts { op: o }, Some((_, op))) if op.rma.is_some() => {
@@ -1273,6 +1370,14 @@ impl<S: Storage> Rdm<S> {
                 // Everything a retransmission needs is in the window entry.
                 if let Some((h, _)) = self.resps.get_by_index(slot as usize) {
                     self.resps.remove(h);
+                }
+                let pm = &mut self.peers.as_mut()[p];
+                pm.resp_pending = pm.resp_pending.saturating_sub(1);
+            }
+            Regen::AtomicData { slot } => {
+                if let Some(r) = self.resps.get_mut_by_index(slot as usize) {
+                    r.sent = 1;
+                    r.unacked += 1;
                 }
                 let pm = &mut self.peers.as_mut()[p];
                 pm.resp_pending = pm.resp_pending.saturating_sub(1);
@@ -1488,13 +1593,13 @@ impl<S: Storage> Rdm<S> {
     /// A READ_RESP data packet was acknowledged (first time): its answer is freed once
     /// all of it left and nothing of it is in flight.
     fn resp_acked(&mut self, regen: &Regen) {
-        let Regen::ReadData { slot, .. } = *regen else {
+        let (Regen::ReadData { slot, .. } | Regen::AtomicData { slot }) = *regen else {
             return;
         };
         let done = match self.resps.get_mut_by_index(slot as usize) {
             Some(r) => {
                 r.unacked = r.unacked.saturating_sub(1);
-                r.sent >= r.len && r.unacked == 0
+                r.sent >= r.len.max(1) && r.unacked == 0
             }
             None => return,
         };
@@ -1538,7 +1643,8 @@ impl<S: Storage> Rdm<S> {
                     let pm = &mut self.peers.as_mut()[p];
                     pm.rtx_pending = pm.rtx_pending.saturating_sub(1);
                 }
-                if !e.sacked && matches!(e.regen, Regen::ReadData { .. }) {
+                if !e.sacked && matches!(e.regen, Regen::ReadData { .. } | Regen::AtomicData { .. })
+                {
                     self.resp_acked(&e.regen);
                 }
                 if let Some(o) = e.regen.op() {
@@ -1588,7 +1694,7 @@ impl<S: Storage> Rdm<S> {
                 let pm = &mut self.peers.as_mut()[p];
                 pm.rtx_pending = pm.rtx_pending.saturating_sub(1);
             }
-            if matches!(e.regen, Regen::ReadData { .. }) {
+            if matches!(e.regen, Regen::ReadData { .. } | Regen::AtomicData { .. }) {
                 self.resp_acked(&e.regen);
             }
             if let Some(o) = e.regen.op() {

@@ -106,7 +106,12 @@ fn no_hints_lists_rdm_then_dgram_on_every_interface() {
     assert_eq!(names, ["eth0", "eth1", "lo", "eth0", "eth1", "lo"]);
 
     let rdm = &r[0];
-    let rma = Flags::RMA | Flags::READ | Flags::WRITE | Flags::REMOTE_READ | Flags::REMOTE_WRITE;
+    let rma = Flags::RMA
+        | Flags::ATOMIC
+        | Flags::READ
+        | Flags::WRITE
+        | Flags::REMOTE_READ
+        | Flags::REMOTE_WRITE;
     assert_eq!(
         rdm.caps,
         Flags::MSG
@@ -126,7 +131,13 @@ fn no_hints_lists_rdm_then_dgram_on_every_interface() {
     assert_eq!(rdm.dest_addr, None);
     assert_eq!(
         rdm.tx_attr.caps,
-        Flags::MSG | Flags::TAGGED | Flags::RMA | Flags::READ | Flags::WRITE | Flags::SEND
+        Flags::MSG
+            | Flags::TAGGED
+            | Flags::RMA
+            | Flags::ATOMIC
+            | Flags::READ
+            | Flags::WRITE
+            | Flags::SEND
     );
     assert_eq!(rdm.tx_attr.rma_iov_limit, 1);
     assert_eq!(
@@ -141,6 +152,7 @@ fn no_hints_lists_rdm_then_dgram_on_every_interface() {
         Flags::MSG
             | Flags::TAGGED
             | Flags::RMA
+            | Flags::ATOMIC
             | Flags::REMOTE_READ
             | Flags::REMOTE_WRITE
             | Flags::RECV
@@ -243,13 +255,14 @@ fn invalid_getinfo_flags_are_ebadflags() {
 
 #[test]
 fn unsupported_primary_cap_is_enodata() {
-    // RMA is an RDM capability only.
-    let mut h = hints();
-    h.caps = Flags::RMA;
-    let r = run(None, None, Flags::empty(), Some(&h), &prov()).unwrap();
-    assert!(r.iter().all(|i| i.ep_attr.ep_type == EpType::Rdm));
+    // RMA and atomics are RDM capabilities only.
+    for cap in [Flags::RMA, Flags::ATOMIC] {
+        let mut h = hints();
+        h.caps = cap;
+        let r = run(None, None, Flags::empty(), Some(&h), &prov()).unwrap();
+        assert!(r.iter().all(|i| i.ep_attr.ep_type == EpType::Rdm));
+    }
     for cap in [
-        Flags::ATOMIC,
         Flags::MULTICAST,
         Flags::COLLECTIVE,
         Flags::HMEM,
