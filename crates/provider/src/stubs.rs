@@ -1,14 +1,13 @@
-//! Operation tables of what endpoints do not offer: atomics and collectives. Every
-//! entry returns -FI_ENOSYS (and the atomics `*valid` queries say so too), so an
-//! application that calls one anyway gets an error, never a jump through NULL.
+//! The operation table of what endpoints do not offer: collectives. Every entry
+//! returns -FI_ENOSYS, so an application that calls one anyway gets an error, never a
+//! jump through NULL.
 
-use std::ffi::{c_int, c_void};
+use std::ffi::c_void;
 
 use ofi_nostd::Errno;
 
 use crate::sys::{
-    fi_addr_t, fi_datatype, fi_ioc, fi_msg_atomic, fi_msg_collective, fi_op, fi_ops_atomic,
-    fi_ops_collective, fid_ep,
+    fi_addr_t, fi_datatype, fi_ioc, fi_msg_collective, fi_op, fi_ops_collective, fid_ep,
 };
 
 /// Defines `extern "C"` functions of the given parameter types that return -FI_ENOSYS.
@@ -28,18 +27,6 @@ type Dt = fi_datatype;
 type Op = fi_op;
 
 enosys! {
-    at_write(Ep, CV, usize, V, A, u64, u64, Dt, Op, V) -> isize;
-    at_writev(Ep, *const fi_ioc, *mut V, usize, A, u64, u64, Dt, Op, V) -> isize;
-    at_writemsg(Ep, *const fi_msg_atomic, u64) -> isize;
-    at_inject(Ep, CV, usize, A, u64, u64, Dt, Op) -> isize;
-    at_readwrite(Ep, CV, usize, V, V, V, A, u64, u64, Dt, Op, V) -> isize;
-    at_readwritev(Ep, *const fi_ioc, *mut V, usize, *mut fi_ioc, *mut V, usize, A, u64, u64, Dt, Op, V) -> isize;
-    at_readwritemsg(Ep, *const fi_msg_atomic, *mut fi_ioc, *mut V, usize, u64) -> isize;
-    at_compwrite(Ep, CV, usize, V, CV, V, V, V, A, u64, u64, Dt, Op, V) -> isize;
-    at_compwritev(Ep, *const fi_ioc, *mut V, usize, *const fi_ioc, *mut V, usize, *mut fi_ioc, *mut V, usize, A, u64, u64, Dt, Op, V) -> isize;
-    at_compwritemsg(Ep, *const fi_msg_atomic, *const fi_ioc, *mut V, usize, *mut fi_ioc, *mut V, usize, u64) -> isize;
-    at_valid(Ep, Dt, Op, *mut usize) -> c_int;
-
     co_barrier(Ep, A, V) -> isize;
     co_broadcast(Ep, V, usize, V, A, A, Dt, u64, V) -> isize;
     co_alltoall(Ep, CV, usize, V, V, V, A, Dt, u64, V) -> isize;
@@ -52,24 +39,6 @@ enosys! {
     co_msg(Ep, *const fi_msg_collective, *mut fi_ioc, *mut V, usize, u64) -> isize;
     co_barrier2(Ep, A, u64, V) -> isize;
 }
-
-/// `fi_ops_atomic`: atomics are not offered.
-pub static ATOMIC_OPS: fi_ops_atomic = fi_ops_atomic {
-    size: size_of::<fi_ops_atomic>(),
-    write: Some(at_write),
-    writev: Some(at_writev),
-    writemsg: Some(at_writemsg),
-    inject: Some(at_inject),
-    readwrite: Some(at_readwrite),
-    readwritev: Some(at_readwritev),
-    readwritemsg: Some(at_readwritemsg),
-    compwrite: Some(at_compwrite),
-    compwritev: Some(at_compwritev),
-    compwritemsg: Some(at_compwritemsg),
-    writevalid: Some(at_valid),
-    readwritevalid: Some(at_valid),
-    compwritevalid: Some(at_valid),
-};
 
 /// `fi_ops_collective`: collectives are not offered.
 pub static COLLECTIVE_OPS: fi_ops_collective = fi_ops_collective {

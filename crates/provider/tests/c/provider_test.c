@@ -6,7 +6,7 @@
  * RDM and DGRAM endpoints talking to themselves: lifecycle, bindings, names,
  * options, operation flags, aliases, messages, tagged messages with FI_PEEK /
  * FI_CLAIM / FI_DISCARD, fi_cancel, counters, FD wait objects with fi_trywait,
- * RMA writes and reads between two domains, and -FI_ENOSYS from atomics.
+ * RMA writes and reads and atomics between two domains.
  *
  * Run with FI_PROVIDER_PATH=<dir holding libnostd-fi.so> FI_PROVIDER=nostd.
  * Prints one line per check; exits 0 when every check passed.
@@ -84,7 +84,7 @@ static void test_getinfo(void)
 	/* Something we do not offer: no data. */
 	hints = fi_allocinfo();
 	hints->fabric_attr->prov_name = strdup("nostd");
-	hints->caps = FI_ATOMIC;
+	hints->caps = FI_COLLECTIVE;
 	info = NULL;
 	EXPECT(fi_getinfo(FI_VERSION(1, 17), NULL, NULL, 0, hints, &info), -FI_ENODATA);
 	EXPECT_TRUE(info == NULL);
@@ -605,9 +605,17 @@ static void test_ep(struct fid_fabric *fabric, struct fid_domain *domain, struct
 	EXPECT(next(cq, &e), 1);
 	EXPECT(e.data, 7);
 
-	/* Atomics are not offered (RMA: test_rma). */
-	EXPECT(fi_atomic(ep, tx, 1, NULL, self, 0, 0, FI_UINT64, FI_SUM, NULL), -FI_ENOSYS);
-	EXPECT(fi_atomicvalid(ep, FI_UINT64, FI_SUM, &len), -FI_ENOSYS);
+	/* Which atomics are served (the operations themselves: test_rma). */
+	len = 0;
+	EXPECT(fi_atomicvalid(ep, FI_UINT64, FI_SUM, &len), 0);
+	EXPECT_TRUE(len >= 1);
+	EXPECT(fi_fetch_atomicvalid(ep, FI_DOUBLE, FI_ATOMIC_READ, &len), 0);
+	EXPECT(fi_compare_atomicvalid(ep, FI_INT32, FI_CSWAP_GE, &len), 0);
+	EXPECT(fi_atomicvalid(ep, FI_UINT64, FI_CSWAP, &len), -FI_EOPNOTSUPP);
+	EXPECT(fi_atomicvalid(ep, FI_FLOAT, FI_BOR, &len), -FI_EOPNOTSUPP);
+	EXPECT(fi_atomicvalid(ep, FI_DOUBLE_COMPLEX, FI_SUM, &len), -FI_EOPNOTSUPP);
+	EXPECT(fi_atomicvalid(ep, FI_LONG_DOUBLE, FI_SUM, &len), -FI_EOPNOTSUPP);
+	EXPECT(fi_atomicvalid(ep, FI_UINT64, FI_SUM, NULL), -FI_EINVAL);
 
 	/* An alias with its own flags; the endpoint cannot close while it exists. */
 	EXPECT(fi_ep_alias(ep, &alias, FI_TRANSMIT | FI_RECV), -FI_EINVAL);
@@ -937,7 +945,7 @@ static void test_rma(struct fid_fabric *fabric)
 	memset(&b, 0, sizeof b);
 	hints->fabric_attr->prov_name = strdup("nostd");
 	hints->ep_attr->type = FI_EP_RDM;
-	hints->caps = FI_MSG | FI_RMA;
+	hints->caps = FI_MSG | FI_RMA | FI_ATOMIC;
 	hints->domain_attr->threading = FI_THREAD_DOMAIN;
 	hints->domain_attr->mr_mode = FI_MR_VIRT_ADDR | FI_MR_PROV_KEY | FI_MR_ALLOCATED;
 	EXPECT(fi_getinfo(FI_VERSION(1, 17), NULL, NULL, 0, hints, &info), 0);
@@ -999,6 +1007,55 @@ static void test_rma(struct fid_fabric *fabric)
 	err = 0;
 	if (poll_both(&a, ea, 1, &err, &b, eb, 0) == 0)
 		EXPECT(err, FI_EACCES);
+
+	/* Atomics on a counter at offset 4096 of the region (8-byte aligned). */
+	{
+		uint64_t *counter = (uint64_t *)(target + 4096);
+		uint64_t one = 1, old = 0, cmp, swap, vals[2] = { 0x10, 0x20 };
+		uint64_t where = base + 4096;
+
+		*counter = 40;
+		err = 0;
+		EXPECT(fi_fetch_atomic(a.ep, &one, 1, NULL, &old, NULL, to_b, where, key, FI_UINT64,
+				       FI_SUM, (void *)0xc1), 0);
+		if (poll_both(&a, ea, 1, &err, &b, eb, 0) == 0) {
+			EXPECT(err, 0);
+			EXPECT(ea[0].flags, FI_ATOMIC | FI_READ);
+		}
+		EXPECT(old, 40);
+		EXPECT(*counter, 41);
+		cmp = 41;
+		swap = 7;
+		EXPECT(fi_compare_atomic(a.ep, &swap, 1, NULL, &cmp, NULL, &old, NULL, to_b, where,
+					 key, FI_UINT64, FI_CSWAP, (void *)0xc2), 0);
+		if (poll_both(&a, ea, 1, &err, &b, eb, 0) == 0)
+			EXPECT(err, 0);
+		EXPECT(old, 41);
+		EXPECT(*counter, 7);
+		/* Two elements, no fetch; then fi_inject_atomic, seen by an ATOMIC_READ. */
+		counter[1] = 1;
+		EXPECT(fi_atomic(a.ep, vals, 2, NULL, to_b, where, key, FI_UINT64, FI_BOR,
+				 (void *)0xc3), 0);
+		if (poll_both(&a, ea, 1, &err, &b, eb, 0) == 0)
+			EXPECT(ea[0].flags, FI_ATOMIC | FI_WRITE);
+		EXPECT(counter[0], 0x17);
+		EXPECT(counter[1], 0x21);
+		EXPECT(fi_inject_atomic(a.ep, &one, 1, to_b, where, key, FI_UINT64, FI_SUM), 0);
+		vals[0] = vals[1] = 0;
+		EXPECT(fi_fetch_atomic(a.ep, NULL, 2, NULL, vals, NULL, to_b, where, key, FI_UINT64,
+				       FI_ATOMIC_READ, (void *)0xc4), 0);
+		if (poll_both(&a, ea, 1, &err, &b, eb, 0) == 0)
+			EXPECT_TRUE(ea[0].op_context == (void *)0xc4);
+		EXPECT(vals[0], 0x18);
+		EXPECT(vals[1], 0x21);
+		/* A bad key: an error completion, nothing changed. */
+		err = 0;
+		EXPECT(fi_atomic(a.ep, &one, 1, NULL, to_b, where, key + 1, FI_UINT64, FI_SUM,
+				 (void *)0xc5), 0);
+		if (poll_both(&a, ea, 1, &err, &b, eb, 0) == 0)
+			EXPECT(err, FI_EACCES);
+		EXPECT(counter[0], 0x18);
+	}
 out:
 	if (mr)
 		EXPECT(fi_close(&mr->fid), 0);
