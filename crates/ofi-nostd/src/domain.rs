@@ -1392,7 +1392,7 @@ impl<S: Storage> Domain<S> {
         if !(dirs.is_empty() || dirs.contains(dir)) {
             return Err(Errno::EOPNOTSUPP);
         }
-        let n = msg.count * msg.datatype.size();
+        let n = msg.count.saturating_mul(msg.datatype.size());
         let iov = IovList::new(msg.iov, ep.tx_iov_limit)?;
         let operands = if msg.op.operand_arrays() == 0 { 0 } else { n };
         if msg.count == 0

@@ -206,6 +206,44 @@ fn session() -> (Host, Host, FiAddr, Instant, Vec<Vec<u8>>) {
     let (atx, brx) = (a.tx_cq, b.rx_cq);
     assert_eq!(a.read(atx).len(), 3);
     assert!(b.read(brx).iter().all(|e| e.is_ok()));
+    // RMA and atomic packets too (B's region: 4 KiB at 0x8000, key 7).
+    let iov = [IoVec::new(BASE + 0x8000, 0x1000)];
+    let attr = crate::mr::MrAttr {
+        mr_iov: &iov,
+        access: Flags::REMOTE_READ | Flags::REMOTE_WRITE,
+        requested_key: 7,
+        ..crate::mr::MrAttr::default()
+    };
+    b.dom.mr_reg(&attr, Flags::empty()).unwrap();
+    let rma = crate::domain::RmaIov {
+        addr: 8,
+        len: 2000,
+        key: 7,
+    };
+    let local = [IoVec::new(BASE, 2000)];
+    let mem = SliceMemory::new(BASE, &mut a.mem);
+    let w = crate::domain::RmaArgs::new(&local, b_at_a, rma, 5);
+    a.dom.writemsg(a.ep, &mem, &w, Flags::empty()).unwrap();
+    a.dom.readmsg(a.ep, &mem, &w, Flags::empty()).unwrap();
+    let one = [IoVec::new(BASE, 8)];
+    let add = crate::domain::AtomicArgs {
+        iov: &one,
+        addr: b_at_a,
+        rma: crate::domain::RmaIov { len: 8, ..rma },
+        datatype: wire::packet::AtomicDatatype::U64,
+        op: wire::packet::AtomicOp::Sum,
+        count: 1,
+        context: 6,
+        data: 0,
+    };
+    let res = IoVec::new(BASE + 0x4000, 8);
+    a.dom
+        .fetch_atomicmsg(a.ep, &mem, &add, res, Flags::empty())
+        .unwrap();
+    pump(&mut a, &mut b, &mut now, 30, &mut corpus);
+    let done = a.read(atx);
+    assert_eq!(done.len(), 3, "write, read and atomic completed");
+    assert!(done.iter().all(|e| e.is_ok()));
     (a, b, b_at_a, now, corpus)
 }
 
@@ -1657,6 +1695,27 @@ fn atomic_calls_check_their_arguments_and_the_target_its_rights() {
     assert_eq!(
         call(&mut a, &mut b, &mut now, Write, Op::Cswap, Dt::U64, 1),
         Err(Errno::EOPNOTSUPP)
+    );
+    // A count no buffer could hold (from C, say) is refused, not overflowed.
+    let iov = [IoVec::new(BASE, 8)];
+    let huge = AtomicArgs {
+        iov: &iov,
+        addr: to,
+        rma: RmaIov {
+            addr: 0,
+            len: 8,
+            key,
+        },
+        datatype: Dt::U64,
+        op: Op::Sum,
+        count: usize::MAX / 2,
+        context: 1,
+        data: 0,
+    };
+    let mem = SliceMemory::new(BASE, &mut a.mem);
+    assert_eq!(
+        a.dom.atomicmsg(a.ep, &mem, &huge, Flags::empty()),
+        Err(Errno::EINVAL)
     );
     // The region allows writes only: a fetching atomic needs remote read access.
     assert_eq!(
