@@ -546,3 +546,52 @@ fn open_mpi_over_the_provider() {
         .count();
     assert_eq!(used, 4, "every rank uses the nostd provider:\n{stderr}");
 }
+
+/// MPI one-sided communication on the provider's RMA and atomics: Open MPI's osc/rdma
+/// over btl/ofi, with FI_PROVIDER=nostd so libfabric offers no other provider (a
+/// window osc/rdma cannot serve fails to allocate, so the run cannot fall back).
+#[test]
+fn open_mpi_one_sided_over_the_provider() {
+    let dir = provider_dir("mpi-osc");
+    let work = scratch("mpi-osc-build");
+    let exe = work.join("mpi_osc");
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mpi/mpi_osc.c");
+    let cc = Command::new("mpicc")
+        .args(["-O2", "-Wall", "-Wextra", "-Werror", "-o"])
+        .arg(&exe)
+        .arg(&src)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run mpicc: {e} (install libopenmpi-dev)"));
+    assert!(
+        cc.status.success(),
+        "mpicc failed:\n{}",
+        String::from_utf8_lossy(&cc.stderr)
+    );
+    let mut run = Command::new("timeout");
+    run.args([
+        "-k",
+        "10",
+        "240",
+        "mpirun",
+        "--allow-run-as-root",
+        "--oversubscribe",
+    ])
+    .args(["--mca", "pml", "cm", "--mca", "mtl", "ofi"])
+    .args(["--mca", "btl", "self,ofi", "--mca", "osc", "rdma"])
+    .args(["-x", "FI_PROVIDER_PATH", "-x", "FI_PROVIDER", "-n", "4"])
+    .arg(&exe)
+    .env("FI_PROVIDER_PATH", &dir)
+    .env("FI_PROVIDER", "nostd")
+    .env_remove("FI_NOSTD_IFACE")
+    .env_remove("FI_NOSTD_LOSS");
+    let out = run
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run mpirun: {e} (install openmpi-bin)"));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success() && stdout.contains("mpi_osc: 4 ranks, 0 failures"),
+        "mpirun failed ({}):\n{stdout}\n{stderr}",
+        out.status
+    );
+}
