@@ -66,6 +66,11 @@ fn host_caps(ip: [u8; 4], seed: u64, caps: Flags) -> Host {
 
 /// A host whose endpoint asks for `add` on top of the defaults and not for `remove`.
 fn host_edit(ip: [u8; 4], seed: u64, add: Flags, remove: Flags) -> Host {
+    host_window(ip, seed, add, remove, crate::rdm::RdmConfig::DEFAULT.window)
+}
+
+/// [`host_edit`] with a `window` of its own.
+fn host_window(ip: [u8; 4], seed: u64, add: Flags, remove: Flags, window: u16) -> Host {
     let mut info = default_info(EpType::Rdm, None, &cfg());
     info.caps = (info.caps | add).difference(remove);
     info.tx_attr.caps = info.tx_attr.caps.difference(remove);
@@ -85,6 +90,7 @@ fn host_edit(ip: [u8; 4], seed: u64, add: Flags, remove: Flags) -> Host {
         reorder_slots: 32,
         unexp_slots: 32,
         unexp_msgs: 16,
+        window,
         ..crate::rdm::RdmConfig::DEFAULT
     })
     .unwrap();
@@ -1750,4 +1756,79 @@ fn atomic_calls_check_their_arguments_and_the_target_its_rights() {
         ckey,
     );
     assert_eq!(r, Err(Errno::EOPNOTSUPP));
+}
+
+/// A region deregistered while a read of it is being answered: the initiator's read
+/// fails (-FI_EACCES), on a first transmission and on a retransmission alike; it never
+/// completes with zeros in place of the data.
+#[test]
+fn a_read_of_a_region_closed_meanwhile_fails_instead_of_returning_zeros() {
+    for lose_first in [false, true] {
+        // Small windows: the read's answer cannot leave in one go.
+        let mut a = host_window([10, 0, 0, 1], 1, Flags::RMA, Flags::empty(), 8);
+        let mut b = host_window([10, 0, 0, 2], 2, Flags::RMA, Flags::empty(), 8);
+        let to = a.insert(&b);
+        b.insert(&a);
+        let mut now = Instant::from_millis(1);
+        let iov = [IoVec::new(BASE + 0x4000, 0x8000)];
+        let attr = MrAttr {
+            mr_iov: &iov,
+            access: Flags::REMOTE_READ,
+            requested_key: 5,
+            ..MrAttr::default()
+        };
+        let mr = b.dom.mr_reg(&attr, Flags::empty()).unwrap();
+        let key = b.dom.mrs().key(mr).unwrap();
+        b.mem[0x4000..0xC000].fill(0x5A);
+        // The session first, so the read's answer is what the test loses.
+        let w = RmaIov {
+            addr: 0,
+            len: 8,
+            key,
+        };
+        read(&mut a, to, IoVec::new(BASE, 8), w, 8);
+        pump(&mut a, &mut b, &mut now, 20, &mut Vec::new());
+        let atx = a.tx_cq;
+        assert_eq!(a.read(atx).len(), 1);
+        read(
+            &mut a,
+            to,
+            IoVec::new(BASE, 0x8000),
+            RmaIov {
+                addr: 0,
+                len: 0x8000,
+                key,
+            },
+            9,
+        );
+        // A moves the request; B answers with the first burst of READ_RESP segments,
+        // which are lost when `lose_first` (so they go again later).
+        a.progress(now);
+        while let Some(p) = a.link.pop_tx(|_, d| d.to_vec()) {
+            b.link.inject(&p, Some(UdpAddr::new(a.ip.into(), 7000)));
+        }
+        b.progress(now);
+        let mut delivered = 0;
+        while let Some(p) = b.link.pop_tx(|_, d| d.to_vec()) {
+            if !lose_first {
+                a.link.inject(&p, Some(UdpAddr::new(b.ip.into(), 7000)));
+                delivered += 1;
+            }
+        }
+        assert!(lose_first || delivered > 0);
+        // B's application deregisters the region.
+        let h = mr;
+        b.dom.mrs_mut().close(h).unwrap();
+        assert_eq!(b.dom.mrs().len(), 0);
+        pump(&mut a, &mut b, &mut now, 400, &mut Vec::new());
+        assert_eq!(
+            a.read(atx),
+            vec![Err(Errno::EACCES)],
+            "lose_first {lose_first}"
+        );
+        // Nothing of the answer is left behind at the target.
+        pump(&mut a, &mut b, &mut now, 50, &mut Vec::new());
+        let rb = b.dom.ep(b.ep).unwrap().rdm().unwrap();
+        assert_eq!(rb.tx_in_use(), 0);
+    }
 }

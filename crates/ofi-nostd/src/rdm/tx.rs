@@ -1039,10 +1039,48 @@ impl<S: Storage> Rdm<S> {
         mem: &M,
         ctx: &mut Ctx<'_, S>,
     ) -> Sent {
-        let (seq, regen, retrans) = match plan {
+        let (seq, mut regen, retrans) = match plan {
             Plan::Regen(s, r) => (s, r, true),
             Plan::New(r) => (self.peers.as_ref()[p].next_seq, r, false),
         };
+        // READ_RESP data of a region that can no longer be read (deregistered while the
+        // read was answered) goes as a failure instead, never as zeros; a
+        // retransmission too (the initiator takes whichever arrives: a duplicate of a
+        // sequence number is dropped whatever it carries).
+        if let Regen::ReadData { slot, off, len } = regen
+            && let Some(r) = self.resps.get_mut_by_index(slot as usize)
+        {
+            let ep = u64::from(self.local.ep_id);
+            let at = r.addr.wrapping_add(off);
+            let readable = ctx.mrs.is_some_and(|m| {
+                m.check_remote(r.key, at, u64::from(len), Flags::REMOTE_READ, ep)
+                    .is_ok()
+            });
+            if !readable {
+                let op_id = r.op_id;
+                let pending = r.sent < r.len;
+                r.sent = r.len; // nothing more of it leaves
+                let idle = r.unacked == 0;
+                if retrans && pending {
+                    let pm = &mut self.peers.as_mut()[p];
+                    pm.resp_pending = pm.resp_pending.saturating_sub(1);
+                }
+                if !retrans
+                    && idle
+                    && let Some((h, _)) = self.resps.get_by_index(slot as usize)
+                {
+                    self.resps.remove(h);
+                }
+                // A new packet commits as this answer (`resp_pending` drops with it);
+                // a retransmission's window entry keeps naming the data slot.
+                regen = Regen::Resp {
+                    slot: NIL,
+                    op_id,
+                    status: status::ACCESS_DENIED,
+                    read: true,
+                };
+            }
+        }
         // A new message takes its id when its first packet leaves (no gaps on cancel).
         let mut msg_id = 0;
         if let Some(o) = regen.op()
