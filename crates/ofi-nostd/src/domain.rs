@@ -1410,17 +1410,7 @@ impl<S: Storage> Domain<S> {
         } else {
             iov
         };
-        let av = obj(ep.av.and_then(|a| self.avs.get(a)))?;
-        let (dest_addr, _rx) = av.resolve(msg.addr).map_err(|_| Errno::EINVAL)?;
-        let tx_cq = obj(ep.tx_cq.as_ref())?;
-        let tx_cq_h = tx_cq.cq;
         let no_completion = flags.contains(Flags::INJECT) && kind == AtomicKind::Write;
-        let completion = !no_completion && (!tx_cq.selective || flags.contains(Flags::COMPLETION));
-        let cq = obj(self.cqs.get_mut(tx_cq_h))?;
-        let reserved = self.rm_enabled && !no_completion;
-        if reserved {
-            cq.try_reserve()?;
-        }
         let meta = crate::rdm::AtomicMeta {
             op: msg.op,
             dt: msg.datatype,
@@ -1429,19 +1419,56 @@ impl<S: Storage> Domain<S> {
             result,
             compare,
         };
-        let req = SendReq {
-            iov,
-            len: n,
-            context: msg.context,
-            tag: None,
-            data: flags.contains(Flags::REMOTE_CQ_DATA).then_some(msg.data),
-            // The operands are copied now: never a reference to the caller's buffer.
-            flags: flags.difference(Flags::INJECT),
-            completion,
-            reserved,
-            rma: Some((msg.rma.key, msg.rma.addr, false)),
-            atomic: Some(meta),
-        };
+        let (addr, context) = (msg.addr, msg.context);
+        let data = flags.contains(Flags::REMOTE_CQ_DATA).then_some(msg.data);
+        let rma = Some((msg.rma.key, msg.rma.addr, false));
+        self.submit_rdm(
+            h,
+            mem,
+            addr,
+            flags,
+            no_completion,
+            |completion, reserved| SendReq {
+                iov,
+                len: n,
+                context,
+                tag: None,
+                data,
+                // The operands are copied now: never a reference to the caller's buffer.
+                flags: flags.difference(Flags::INJECT),
+                completion,
+                reserved,
+                rma,
+                atomic: Some(meta),
+            },
+        )
+    }
+
+    /// The common end of an RMA or atomic post, once the call's own checks passed:
+    /// resolves `dest`, reserves a transmit-CQ slot (unless `no_completion`), hands the
+    /// request `build` makes (told whether a success completes and whether a slot was
+    /// reserved) to the engine, and gives the slot back if the engine refused it.
+    fn submit_rdm(
+        &mut self,
+        h: EpHandle<S>,
+        mem: &impl Memory,
+        dest: FiAddr,
+        flags: Flags,
+        no_completion: bool,
+        build: impl FnOnce(bool, bool) -> SendReq,
+    ) -> Result<()> {
+        let ep = obj(self.eps.get_mut(h))?;
+        let av = obj(ep.av.and_then(|a| self.avs.get(a)))?;
+        let (dest_addr, _rx) = av.resolve(dest).map_err(|_| Errno::EINVAL)?;
+        let tx_cq = obj(ep.tx_cq.as_ref())?;
+        let tx_cq_h = tx_cq.cq;
+        let completion = !no_completion && (!tx_cq.selective || flags.contains(Flags::COMPLETION));
+        let cq = obj(self.cqs.get_mut(tx_cq_h))?;
+        let reserved = self.rm_enabled && !no_completion;
+        if reserved {
+            cq.try_reserve()?;
+        }
+        let req = build(completion, reserved);
         let now = self.last_now;
         let mut ctx = rdm_ctx(
             ep,
@@ -1505,48 +1532,28 @@ impl<S: Storage> Domain<S> {
                     .check_local(msg.desc.get(i).copied().unwrap_or(0), *v, dir)?;
             }
         }
-        let av = obj(ep.av.and_then(|a| self.avs.get(a)))?;
-        let (dest_addr, _rx) = av.resolve(msg.addr).map_err(|_| Errno::EINVAL)?;
-        let tx_cq = obj(ep.tx_cq.as_ref())?;
-        let tx_cq_h = tx_cq.cq;
-        let completion = !no_completion && (!tx_cq.selective || flags.contains(Flags::COMPLETION));
-        let cq = obj(self.cqs.get_mut(tx_cq_h))?;
-        let reserved = self.rm_enabled && !no_completion;
-        if reserved {
-            cq.try_reserve()?;
-        }
-        let req = SendReq {
-            iov,
-            len,
-            context: msg.context,
-            tag: None,
-            data: flags.contains(Flags::REMOTE_CQ_DATA).then_some(msg.data),
+        let (addr, context) = (msg.addr, msg.context);
+        let data = flags.contains(Flags::REMOTE_CQ_DATA).then_some(msg.data);
+        let rma = Some((msg.rma.key, msg.rma.addr, read));
+        self.submit_rdm(
+            h,
+            mem,
+            addr,
             flags,
-            completion,
-            reserved,
-            rma: Some((msg.rma.key, msg.rma.addr, read)),
-            atomic: None,
-        };
-        let now = self.last_now;
-        let mut ctx = rdm_ctx(
-            ep,
-            &mut self.cqs,
-            &mut self.cntrs,
-            &self.avs,
-            &self.mrs,
-            self.rm_enabled,
-        );
-        let r = match ep.rdm.as_mut() {
-            Some(r) => r.post_send(now, dest_addr, &req, mem, &mut ctx),
-            None => Err(Errno::EOPNOTSUPP),
-        };
-        if r.is_err()
-            && reserved
-            && let Some(cq) = self.cqs.get_mut(tx_cq_h)
-        {
-            cq.release();
-        }
-        r
+            no_completion,
+            |completion, reserved| SendReq {
+                iov,
+                len,
+                context,
+                tag: None,
+                data,
+                flags,
+                completion,
+                reserved,
+                rma,
+                atomic: None,
+            },
+        )
     }
 
     /// `fi_recvmsg`: posts a receive. -FI_EOPBADSTATE before enable, -FI_EINVAL for too

@@ -229,11 +229,12 @@ pub struct RdmStats {
     pub tx_msgs: u64,
 }
 
-/// The remote accesses an endpoint with `caps` serves as an RMA target: with FI_RMA,
-/// those its FI_REMOTE_READ / FI_REMOTE_WRITE name, or both when it names no direction
-/// (fi_getinfo(3)); without FI_RMA none (such requests are answered UNSUPPORTED).
-pub(crate) fn rma_target(caps: Flags) -> Flags {
-    if !caps.contains(Flags::RMA) {
+/// The remote accesses an endpoint with `caps` serves as the target of `primary`
+/// (FI_RMA or FI_ATOMIC): with it, those its FI_REMOTE_READ / FI_REMOTE_WRITE name, or
+/// both when it names no direction (fi_getinfo(3)); without it none (such requests
+/// are answered UNSUPPORTED).
+pub(crate) fn remote_access(caps: Flags, primary: Flags) -> Flags {
+    if !caps.contains(primary) {
         return Flags::empty();
     }
     let remote = Flags::REMOTE_READ | Flags::REMOTE_WRITE;

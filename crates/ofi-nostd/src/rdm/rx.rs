@@ -485,7 +485,9 @@ impl<S: Storage> Rdm<S> {
         }
         let mut st = match self.peers.as_ref()[p].wr_op {
             Some((op, st)) if op == w.op_id => st,
-            _ if !rma_target(ctx.caps).contains(Flags::REMOTE_WRITE) => status::UNSUPPORTED,
+            _ if !remote_access(ctx.caps, Flags::RMA).contains(Flags::REMOTE_WRITE) => {
+                status::UNSUPPORTED
+            }
             _ => status::OK,
         };
         if st == status::OK {
@@ -536,7 +538,9 @@ impl<S: Storage> Rdm<S> {
             return Outcome::Blocked;
         }
         let checked = match ctx.mrs {
-            _ if !rma_target(ctx.caps).contains(Flags::REMOTE_READ) => Err(Errno::EOPNOTSUPP),
+            _ if !remote_access(ctx.caps, Flags::RMA).contains(Flags::REMOTE_READ) => {
+                Err(Errno::EOPNOTSUPP)
+            }
             Some(m) => m
                 .check_remote(
                     r.key,
@@ -599,14 +603,7 @@ impl<S: Storage> Rdm<S> {
         mem: &mut M,
         ctx: &mut Ctx<'_, S>,
     ) {
-        let Some(idx) = self.rma_op(p, r.op_id, true) else {
-            self.stats.rx_protocol_errors += 1;
-            return;
-        };
-        let Some(op) = self.ops.get_mut_by_index(idx) else {
-            return;
-        };
-        let Some(mut rma) = op.rma else {
+        let Some((idx, op, mut rma)) = self.rma_op(p, r.op_id, true) else {
             return;
         };
         let n = r.payload.len() as u64;
@@ -639,14 +636,7 @@ impl<S: Storage> Rdm<S> {
         mem: &mut M,
         ctx: &mut Ctx<'_, S>,
     ) {
-        let Some(idx) = self.rma_op(p, a.op_id, false) else {
-            self.stats.rx_protocol_errors += 1;
-            return;
-        };
-        let Some(op) = self.ops.get_mut_by_index(idx) else {
-            return;
-        };
-        let Some(mut rma) = op.rma else {
+        let Some((idx, op, mut rma)) = self.rma_op(p, a.op_id, false) else {
             return;
         };
         let fetch = rma.atomic.filter(|m| m.fetch);
@@ -712,7 +702,7 @@ impl<S: Storage> Rdm<S> {
         };
         let mut vals = [0u8; MAX_ATOMIC_BYTES];
         let mut fetched = [0u8; MAX_ATOMIC_BYTES];
-        let st = if !atomic_target(ctx.caps).contains(access)
+        let st = if !remote_access(ctx.caps, Flags::ATOMIC).contains(access)
             || valid(a.op, a.datatype, kind).is_err()
             || n > MAX_ATOMIC_BYTES
         {
@@ -758,12 +748,22 @@ impl<S: Storage> Rdm<S> {
         Outcome::Done
     }
 
-    /// Our unanswered RMA operation (a read when `read`) with peer `p` that `op_id` names.
-    fn rma_op(&self, p: usize, op_id: u32, read: bool) -> Option<usize> {
-        let idx = self.op_by_id(op_id)?;
-        let (_, op) = self.ops.get_by_index(idx)?;
-        let rma = op.rma?;
-        (op.peer as usize == p && op.started && rma.read == read && !rma.answered).then_some(idx)
+    /// Our unanswered RMA operation (a read when `read`) with peer `p` that `op_id`
+    /// names: its slot, the operation and its RMA state. An answer naming none is
+    /// counted as a protocol error.
+    fn rma_op(&mut self, p: usize, op_id: u32, read: bool) -> Option<(usize, &mut TxOp, RmaOp)> {
+        let found = self.op_by_id(op_id).and_then(|idx| {
+            let (_, op) = self.ops.get_by_index(idx)?;
+            let rma = op.rma?;
+            (op.peer as usize == p && op.started && rma.read == read && !rma.answered)
+                .then_some((idx, rma))
+        });
+        let Some((idx, rma)) = found else {
+            self.stats.rx_protocol_errors += 1;
+            return None;
+        };
+        let op = self.ops.get_mut_by_index(idx)?;
+        Some((idx, op, rma))
     }
 
     /// Takes the posted receive `h` for a message of `total` bytes: the receive itself,
@@ -1956,20 +1956,6 @@ impl<S: Storage> Rdm<S> {
             return true;
         }
         false
-    }
-}
-
-/// The atomic accesses an endpoint with `caps` serves: with FI_ATOMIC, those its
-/// FI_REMOTE_READ / FI_REMOTE_WRITE name, or both when it names no direction.
-fn atomic_target(caps: Flags) -> Flags {
-    if !caps.contains(Flags::ATOMIC) {
-        return Flags::empty();
-    }
-    let remote = Flags::REMOTE_READ | Flags::REMOTE_WRITE;
-    if caps.intersects(Flags::READ | Flags::WRITE | remote) {
-        caps & remote
-    } else {
-        remote
     }
 }
 
