@@ -1411,13 +1411,15 @@ impl<S: Storage> Domain<S> {
             iov
         };
         let no_completion = flags.contains(Flags::INJECT) && kind == AtomicKind::Write;
-        let meta = crate::rdm::AtomicMeta {
-            op: msg.op,
-            dt: msg.datatype,
-            count: msg.count as u16,
-            fetch: kind != AtomicKind::Write,
-            result,
+        let meta = crate::rdm::AtomicReq {
+            meta: crate::rdm::AtomicMeta {
+                op: msg.op,
+                dt: msg.datatype,
+                count: msg.count as u16,
+                fetch: kind != AtomicKind::Write,
+            },
             compare,
+            result,
         };
         let (addr, context) = (msg.addr, msg.context);
         let data = flags.contains(Flags::REMOTE_CQ_DATA).then_some(msg.data);

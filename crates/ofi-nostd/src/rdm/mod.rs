@@ -334,11 +334,17 @@ pub(crate) struct AtomicMeta {
     pub(crate) op: wire::packet::AtomicOp,
     pub(crate) dt: wire::packet::AtomicDatatype,
     pub(crate) count: u16,
-    /// The original values come back (fetch and compare calls) into `result`.
+    /// The original values come back (fetch and compare calls) into the op's `iov`
+    /// (once the operands are copied, the op's buffer is the result buffer).
     pub(crate) fetch: bool,
-    pub(crate) result: IoVec,
-    /// Where the compare values (or MSWAP's mask) are read at post time.
+}
+
+/// An atomic post: what it does, and its compare (or MSWAP mask) and result buffers.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct AtomicReq {
+    pub(crate) meta: AtomicMeta,
     pub(crate) compare: IoVec,
+    pub(crate) result: IoVec,
 }
 
 impl AtomicMeta {
@@ -794,7 +800,7 @@ pub(crate) struct SendReq {
     /// An RMA operation: `(key, remote address, read)`.
     pub(crate) rma: Option<(u64, u64, bool)>,
     /// An atomic operation (with `rma` naming its target).
-    pub(crate) atomic: Option<AtomicMeta>,
+    pub(crate) atomic: Option<AtomicReq>,
 }
 
 /// The arguments of a receive the domain has validated.

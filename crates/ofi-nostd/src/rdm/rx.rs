@@ -649,7 +649,7 @@ impl<S: Storage> Rdm<S> {
                 Some(v) => {
                     v.copy_from_slice(a.payload);
                     crate::atomic::swap_order(v, m.dt.size());
-                    if let Err(e) = iov_write(mem, op.context, &[m.result], 0, v) {
+                    if let Err(e) = iov_write(mem, op.context, op.iov.as_slice(), 0, v) {
                         op.error.get_or_insert(e);
                     }
                 }

@@ -154,7 +154,7 @@ impl<S: Storage> Rdm<S> {
             read,
             got: 0,
             answered: false,
-            atomic: req.atomic,
+            atomic: req.atomic.map(|a| a.meta),
         });
         let op = TxOp {
             peer: p as u16,
@@ -188,7 +188,10 @@ impl<S: Storage> Rdm<S> {
         };
         let h = self.ops.insert(op).map_err(|_| Errno::EAGAIN)?;
         let idx = h.index();
-        if let Some(a) = req.atomic {
+        if let Some(AtomicReq {
+            meta: a, compare, ..
+        }) = req.atomic
+        {
             // The operands travel big-endian, compare values (or mask) first.
             let start = idx * self.inject_size;
             let (n, total) = (a.bytes(), a.operand_bytes());
@@ -200,7 +203,7 @@ impl<S: Storage> Rdm<S> {
                     let c = if cmp.is_empty() {
                         Ok(())
                     } else {
-                        iov_read(mem, req.context, &[a.compare], 0, cmp)
+                        iov_read(mem, req.context, &[compare], 0, cmp)
                     };
                     let s = if src.is_empty() {
                         Ok(())
@@ -214,6 +217,12 @@ impl<S: Storage> Rdm<S> {
             if let Err(e) = r {
                 self.ops.remove(h);
                 return Err(e);
+            }
+            // From here on the op's buffer is where the original values go.
+            if let (Some(op), Some(at)) = (self.ops.get_mut_by_index(idx), req.atomic)
+                && let Ok(result) = crate::ep::IovList::new(&[at.result], 1)
+            {
+                op.iov = result;
             }
         }
         if injected {
@@ -1155,15 +1164,7 @@ impl<S: Storage> Rdm<S> {
                         answered: false,
                         atomic: None,
                     });
-                    let pl = if op.injected {
-                        Payload::Bytes(
-                            this.bounce_of(o as usize, op.len as usize)
-                                .get(off as usize..off as usize + len as usize)
-                                .unwrap_or(&[]),
-                        )
-                    } else {
-                        Payload::Iov(op.context, op.iov_slice(), off, len as usize)
-                    };
+                    let pl = this.seg_payload(o, op, off, len);
                     (
                         Body::RmaWrite(RmaWriteRepr {
                             key: r.key,
@@ -1274,15 +1275,7 @@ impl<S: Storage> Rdm<S> {
                     Payload::Fill(&fill, len as usize),
                 ),
                 (Regen::Seg { off, len, .. }, Some((o, op))) => {
-                    let pl = if op.injected {
-                        Payload::Bytes(
-                            this.bounce_of(o as usize, op.len as usize)
-                                .get(off as usize..off as usize + len as usize)
-                                .unwrap_or(&[]),
-                        )
-                    } else {
-                        Payload::Iov(op.context, op.iov_slice(), off, len as usize)
-                    };
+                    let pl = this.seg_payload(o, op, off, len);
                     (
                         Body::Msg(MsgRepr {
                             ack: None,
@@ -1513,6 +1506,21 @@ impl<S: Storage> Rdm<S> {
             }
         }
         Sent::Yes
+    }
+
+    /// Where segment `off .. off + len` of op `o` comes from: its inject copy, or the
+    /// application's buffers.
+    #[inline]
+    fn seg_payload<'a>(&'a self, o: u32, op: &'a TxOp, off: u64, len: u32) -> Payload<'a> {
+        if op.injected {
+            Payload::Bytes(
+                self.bounce_of(o as usize, op.len as usize)
+                    .get(off as usize..off as usize + len as usize)
+                    .unwrap_or(&[]),
+            )
+        } else {
+            Payload::Iov(op.context, op.iov_slice(), off, len as usize)
+        }
     }
 
     fn op_gen(&self, o: u32) -> u32 {
