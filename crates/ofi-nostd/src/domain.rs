@@ -967,7 +967,7 @@ impl<S: Storage> Domain<S> {
     pub fn ep_cancel(&mut self, h: EpHandle<S>, context: u64) -> Result<()> {
         let ep = obj(self.eps.get_mut(h))?;
         if ep.rdm.is_some() {
-            let mut ctx = rdm_ctx(
+            let (mut ctx, rdm) = rdm_ctx(
                 ep,
                 &mut self.cqs,
                 &mut self.cntrs,
@@ -975,7 +975,7 @@ impl<S: Storage> Domain<S> {
                 &self.mrs,
                 self.rm_enabled,
             );
-            if let Some(r) = ep.rdm.as_mut()
+            if let Some(r) = rdm
                 && !r.cancel_recv(context, &mut ctx)
             {
                 r.cancel_send(context, &mut ctx);
@@ -1176,7 +1176,7 @@ impl<S: Storage> Domain<S> {
                 atomic: None,
             };
             let now = self.last_now;
-            let mut ctx = rdm_ctx(
+            let (mut ctx, rdm) = rdm_ctx(
                 ep,
                 &mut self.cqs,
                 &mut self.cntrs,
@@ -1184,7 +1184,7 @@ impl<S: Storage> Domain<S> {
                 &self.mrs,
                 self.rm_enabled,
             );
-            let r = match ep.rdm.as_mut() {
+            let r = match rdm {
                 Some(r) => r.post_send(now, dest_addr, &req, mem, &mut ctx),
                 None => Err(Errno::EINVAL),
             };
@@ -1472,7 +1472,7 @@ impl<S: Storage> Domain<S> {
         }
         let req = build(completion, reserved);
         let now = self.last_now;
-        let mut ctx = rdm_ctx(
+        let (mut ctx, rdm) = rdm_ctx(
             ep,
             &mut self.cqs,
             &mut self.cntrs,
@@ -1480,7 +1480,7 @@ impl<S: Storage> Domain<S> {
             &self.mrs,
             self.rm_enabled,
         );
-        let r = match ep.rdm.as_mut() {
+        let r = match rdm {
             Some(r) => r.post_send(now, dest_addr, &req, mem, &mut ctx),
             None => Err(Errno::EOPNOTSUPP),
         };
@@ -1634,7 +1634,7 @@ impl<S: Storage> Domain<S> {
                 reserved: self.rm_enabled,
                 min_free: ep.min_multi_recv,
             };
-            let mut ctx = rdm_ctx(
+            let (mut ctx, rdm) = rdm_ctx(
                 ep,
                 &mut self.cqs,
                 &mut self.cntrs,
@@ -1642,7 +1642,7 @@ impl<S: Storage> Domain<S> {
                 &self.mrs,
                 self.rm_enabled,
             );
-            let r = match ep.rdm.as_mut() {
+            let r = match rdm {
                 Some(r) => r.post_recv(&req, &mut ctx),
                 None => Err(Errno::EINVAL),
             };
@@ -1987,7 +1987,7 @@ impl<S: Storage> Domain<S> {
             if ep.state != EpState::Enabled || !ep.rdm.as_ref().is_some_and(|r| r.prepare_due()) {
                 continue;
             }
-            let mut ctx = rdm_ctx(
+            let (mut ctx, rdm) = rdm_ctx(
                 ep,
                 &mut self.cqs,
                 &mut self.cntrs,
@@ -1995,7 +1995,7 @@ impl<S: Storage> Domain<S> {
                 &self.mrs,
                 self.rm_enabled,
             );
-            if let Some(r) = ep.rdm.as_mut() {
+            if let Some(r) = rdm {
                 r.flush_copies(mem, &mut ctx);
                 r.retry_blocked(now, mem, &mut ctx);
             }
@@ -2059,7 +2059,7 @@ impl<S: Storage> Domain<S> {
             if ep.state != EpState::Enabled || ep.rdm.is_none() {
                 continue;
             }
-            let mut ctx = rdm_ctx(
+            let (mut ctx, rdm) = rdm_ctx(
                 ep,
                 &mut self.cqs,
                 &mut self.cntrs,
@@ -2067,7 +2067,7 @@ impl<S: Storage> Domain<S> {
                 &self.mrs,
                 self.rm_enabled,
             );
-            if let Some(r) = ep.rdm.as_mut() {
+            if let Some(r) = rdm {
                 let n = if posted_only {
                     r.transmit_posted(now, &mut port, mem, &mut ctx)
                 } else {
@@ -2168,7 +2168,7 @@ impl<S: Storage> Domain<S> {
                 self.stats.rx_wrong_type += 1;
                 return;
             }
-            let mut ctx = rdm_ctx(
+            let (mut ctx, rdm) = rdm_ctx(
                 ep,
                 &mut self.cqs,
                 &mut self.cntrs,
@@ -2176,7 +2176,7 @@ impl<S: Storage> Domain<S> {
                 &self.mrs,
                 self.rm_enabled,
             );
-            if let Some(r) = ep.rdm.as_mut() {
+            if let Some(r) = rdm {
                 r.on_packet(now, from, &repr, buf, mem, &mut ctx);
             }
             return;
@@ -2514,33 +2514,30 @@ fn finish_rx<C: AsRef<[CqSlot]> + AsMut<[CqSlot]>>(
     };
 }
 
-/// The endpoint's CQs, counters and AV, lent to its reliability engine.
+/// The endpoint's CQs, counters and AV, lent to its reliability engine, and the engine
+/// itself (borrowed apart from them).
 fn rdm_ctx<'a, S: Storage>(
-    ep: &EpObj<S>,
+    ep: &'a mut EpObj<S>,
     cqs: &'a mut Objects<S, CqObj<S>>,
     cntrs: &'a mut Objects<S, Cntr>,
     avs: &'a Objects<S, AvObj<S>>,
     mrs: &'a MrTableOf<S>,
     rm: bool,
-) -> Ctx<'a, S> {
-    Ctx {
+) -> (Ctx<'a, S>, Option<&'a mut Rdm<S>>) {
+    let ctx = Ctx {
         cqs,
         cntrs,
         av: ep.av.and_then(|a| avs.get(a)),
         tx_cq: ep.tx_cq.as_ref().map(|b| b.cq),
         rx_cq: ep.rx_cq.as_ref().map(|b| b.cq),
-        send_cntr: ep.cntrs.send,
-        recv_cntr: ep.cntrs.recv,
+        cntr: &ep.cntrs,
         rm,
         ep_context: ep.context,
         source: ep.caps.contains(Flags::SOURCE),
         mrs: Some(mrs),
         caps: ep.caps,
-        read_cntr: ep.cntrs.read,
-        write_cntr: ep.cntrs.write,
-        remote_read_cntr: ep.cntrs.remote_read,
-        remote_write_cntr: ep.cntrs.remote_write,
-    }
+    };
+    (ctx, ep.rdm.as_mut())
 }
 
 /// The engine's view of the link: UDP/IPv4 through the net layer.

@@ -611,20 +611,16 @@ pub(crate) struct Ctx<'a, S: Storage> {
     pub(crate) av: Option<&'a AvObj<S>>,
     pub(crate) tx_cq: Option<CqHandle<S>>,
     pub(crate) rx_cq: Option<CqHandle<S>>,
-    pub(crate) send_cntr: Option<CntrHandle>,
-    pub(crate) recv_cntr: Option<CntrHandle>,
+    /// The endpoint's counter bindings (one reference: most passes count nothing).
+    pub(crate) cntr: &'a crate::ep::CntrBindings<CntrHandle>,
     pub(crate) rm: bool,
     pub(crate) ep_context: u64,
     pub(crate) source: bool,
     /// The domain's registrations: what remote RMA accesses are checked against.
     pub(crate) mrs: Option<&'a crate::domain::MrTableOf<S>>,
     /// The endpoint's capabilities (what peers may do to its memory, see
-    /// [`rma_target`]).
+    /// [`remote_access`]).
     pub(crate) caps: Flags,
-    pub(crate) read_cntr: Option<CntrHandle>,
-    pub(crate) write_cntr: Option<CntrHandle>,
-    pub(crate) remote_read_cntr: Option<CntrHandle>,
-    pub(crate) remote_write_cntr: Option<CntrHandle>,
 }
 
 impl<S: Storage> Ctx<'_, S> {
@@ -690,12 +686,12 @@ impl<S: Storage> Ctx<'_, S> {
         reserved: bool,
     ) {
         let (flags, cntr) = match kind {
-            TxKind::Msg => (crate::cq::comp::SEND_MSG, self.send_cntr),
-            TxKind::Tagged => (crate::cq::comp::SEND_TAGGED, self.send_cntr),
-            TxKind::Write => (crate::cq::comp::RMA_WRITE, self.write_cntr),
-            TxKind::Read => (crate::cq::comp::RMA_READ, self.read_cntr),
-            TxKind::AtomicWrite => (crate::cq::comp::ATOMIC_WRITE, self.write_cntr),
-            TxKind::AtomicRead => (crate::cq::comp::ATOMIC_READ, self.read_cntr),
+            TxKind::Msg => (crate::cq::comp::SEND_MSG, self.cntr.send),
+            TxKind::Tagged => (crate::cq::comp::SEND_TAGGED, self.cntr.send),
+            TxKind::Write => (crate::cq::comp::RMA_WRITE, self.cntr.write),
+            TxKind::Read => (crate::cq::comp::RMA_READ, self.cntr.read),
+            TxKind::AtomicWrite => (crate::cq::comp::ATOMIC_WRITE, self.cntr.write),
+            TxKind::AtomicRead => (crate::cq::comp::ATOMIC_READ, self.cntr.read),
         };
         if let Some(c) = cntr.and_then(|c| self.cntrs.get_mut(c)) {
             if result.is_ok() { c.inc() } else { c.inc_err() }
@@ -747,7 +743,7 @@ impl<S: Storage> Ctx<'_, S> {
             None if olen > 0 => Some(CqErrEntry::truncated(entry, olen)),
             None => None,
         };
-        if let Some(c) = self.recv_cntr.and_then(|c| self.cntrs.get_mut(c)) {
+        if let Some(c) = self.cntr.recv.and_then(|c| self.cntrs.get_mut(c)) {
             if err.is_some() { c.inc_err() } else { c.inc() }
         }
         let rm = self.rm;

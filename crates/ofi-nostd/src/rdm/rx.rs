@@ -514,7 +514,7 @@ impl<S: Storage> Rdm<S> {
         self.peers.as_mut()[p].wr_op = None;
         if st == status::OK {
             ctx.remote_event(
-                ctx.remote_write_cntr,
+                ctx.cntr.remote_write,
                 w.cq_data,
                 w.total_len,
                 crate::cq::comp::RMA_REMOTE_WRITE,
@@ -554,7 +554,7 @@ impl<S: Storage> Rdm<S> {
         };
         let (st, len) = match checked {
             Ok(()) => {
-                ctx.remote_event(ctx.remote_read_cntr, None, r.len, Flags::empty());
+                ctx.remote_event(ctx.cntr.remote_read, None, r.len, Flags::empty());
                 (status::OK, r.len)
             }
             Err(e) => (rma_status(e), 0),
@@ -727,9 +727,9 @@ impl<S: Storage> Rdm<S> {
         };
         if st == status::OK {
             let cntr = if modifies {
-                ctx.remote_write_cntr
+                ctx.cntr.remote_write
             } else {
-                ctx.remote_read_cntr
+                ctx.cntr.remote_read
             };
             let flags = crate::cq::comp::ATOMIC_REMOTE_WRITE;
             ctx.remote_event(cntr, a.cq_data, n as u64, flags);
@@ -1943,7 +1943,7 @@ impl<S: Storage> Rdm<S> {
             let mut e =
                 CqErrEntry::new(context, comp::recv(tagged, false, false), Errno::ECANCELED);
             e.buf = r.iov.as_slice().first().map_or(0, |v| v.addr);
-            if let Some(c) = ctx.recv_cntr.and_then(|c| ctx.cntrs.get_mut(c)) {
+            if let Some(c) = ctx.cntr.recv.and_then(|c| ctx.cntrs.get_mut(c)) {
                 c.inc_err();
             }
             if let Some(cq) = ctx.rx_cq.and_then(|h| ctx.cqs.get_mut(h)) {
