@@ -563,6 +563,7 @@ impl<S: Storage> Domain<S> {
     /// `fi_close` of a counter: -FI_EBUSY while bound.
     pub fn cntr_close(&mut self, h: CntrHandle) -> Result<()> {
         self.cntr(h)?.check_close()?;
+        self.mrs.unbind_cntr_everywhere(h.to_bits());
         self.cntrs.remove(h);
         Ok(())
     }
@@ -619,6 +620,19 @@ impl<S: Storage> Domain<S> {
     /// `fi_mr_regattr`.
     pub fn mr_reg(&mut self, attr: &MrAttr<'_>, flags: Flags) -> Result<MrHandle> {
         self.mrs.regattr(attr, flags)
+    }
+
+    /// `fi_mr_bind(mr, cntr, flags)`: counter `c` counts the remote accesses
+    /// (FI_REMOTE_WRITE and/or FI_REMOTE_READ) that reach region `h` through an
+    /// endpoint with FI_RMA_EVENT. -FI_EDOMAIN for a counter of another domain; the
+    /// other errors are [`MrTable::bind_cntr`]'s. The binding ends when the counter
+    /// closes (the region cannot close before: -FI_EBUSY).
+    pub fn mr_bind_cntr(&mut self, h: MrHandle, c: CntrHandle, flags: Flags) -> Result<()> {
+        if !self.cntrs.issued(c) {
+            return Err(Errno::EDOMAIN);
+        }
+        obj(self.cntrs.get(c))?;
+        self.mrs.bind_cntr(h, c.to_bits(), flags)
     }
 
     /// The registration table (key, desc, bind, enable, access checks).

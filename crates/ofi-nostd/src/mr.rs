@@ -614,6 +614,20 @@ where
         Ok(())
     }
 
+    /// Counter `cntr` closed: drops its bindings to every region.
+    pub fn unbind_cntr_everywhere(&mut self, cntr: u64) {
+        for slot in self.slots.as_mut().iter_mut() {
+            if let Some(r) = slot.region.as_mut() {
+                for c in r.cntrs.iter_mut() {
+                    if c.is_some_and(|(t, _)| t == cntr) {
+                        *c = None;
+                        r.refs = r.refs.saturating_sub(1);
+                    }
+                }
+            }
+        }
+    }
+
     /// The counters to bump for a remote access of kind `access` (FI_REMOTE_READ or
     /// FI_REMOTE_WRITE) to region `h`.
     pub fn rma_counters(&self, h: MrHandle, access: Flags) -> impl Iterator<Item = u64> + '_ {

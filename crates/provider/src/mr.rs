@@ -8,8 +8,9 @@ use ofi_nostd::flags::Flags;
 use ofi_nostd::mem::IoVec;
 use ofi_nostd::mr::{HmemIface, MrAttr, MrHandle};
 
+use crate::cntr::CntrFid;
 use crate::domain::DomainFid;
-use crate::fid::{FidObject, no_bind, no_ops_open, no_ops_set, no_tostr, object, publish, release};
+use crate::fid::{FidObject, no_ops_open, no_ops_set, no_tostr, object, publish, release};
 use crate::sys;
 use crate::util::{bytes, neg, put, ret};
 
@@ -24,7 +25,7 @@ pub struct MrFid {
 static MR_FI_OPS: sys::fi_ops = sys::fi_ops {
     size: size_of::<sys::fi_ops>(),
     close: Some(close),
-    bind: Some(no_bind),
+    bind: Some(bind),
     control: Some(control),
     ops_open: Some(no_ops_open),
     tostr: Some(no_tostr),
@@ -246,4 +247,35 @@ unsafe extern "C" fn control(fid: *mut sys::fid, command: c_int, _arg: *mut c_vo
         Ok(sys::FI_REFRESH) => neg(Errno::ENOSYS),
         _ => neg(Errno::ENOSYS),
     }
+}
+
+/// `fi_mr_bind`: a counter of the same domain (FI_REMOTE_WRITE / FI_REMOTE_READ) counts
+/// the remote accesses to the region through endpoints with FI_RMA_EVENT. Endpoint
+/// bindings (FI_MR_ENDPOINT, never required by this provider) are -FI_EINVAL.
+unsafe extern "C" fn bind(fid: *mut sys::fid, bfid: *mut sys::fid, flags: u64) -> c_int {
+    // SAFETY: NULL or a fid (contract).
+    let m = match unsafe { object::<MrFid>(fid) } {
+        Ok(m) => m,
+        Err(e) => return neg(e),
+    };
+    if bfid.is_null() {
+        return neg(Errno::EINVAL);
+    }
+    // SAFETY: non-NULL, a fid of some object (application's contract).
+    let class = unsafe { bfid.read_unaligned() }.fclass as u32;
+    if class != sys::FI_CLASS_CNTR {
+        return neg(Errno::EINVAL);
+    }
+    // SAFETY: a counter fid (its class said so).
+    let c = match unsafe { object::<CntrFid>(bfid) } {
+        Ok(c) => c,
+        Err(e) => return neg(e),
+    };
+    if !std::ptr::eq(c.domain_ptr(), m.domain) {
+        return neg(Errno::EDOMAIN);
+    }
+    let flags = Flags::from_bits_retain(flags);
+    ret(m
+        .domain()
+        .with(|d| d.mr_bind_cntr(m.handle, c.handle(), flags)))
 }

@@ -232,8 +232,8 @@ const GETINFO_FLAGS: Flags = Flags::SOURCE
 
 /// Capabilities of each endpoint type (before the interface decides LOCAL/REMOTE_COMM).
 /// RDM endpoints do RMA (reads and writes, one remote iov each) and atomics
-/// (`crate::atomic`). Not advertised: FI_RMA_EVENT (no per-region counters yet),
-/// FI_RMA_PMEM;
+/// (`crate::atomic`), with FI_RMA_EVENT (remote-access counters on the endpoint and on
+/// regions). Not advertised: FI_RMA_PMEM;
 /// FI_MULTICAST, FI_COLLECTIVE, FI_NAMED_RX_CTX (no scalable endpoints), FI_HMEM,
 /// FI_XPU, FI_TRIGGER, FI_FENCE, FI_VARIABLE_MSG, FI_SOURCE_ERR, FI_SHARED_AV,
 /// FI_AV_USER_ID; TAGGED and DIRECTED_RECV on DGRAM.
@@ -245,6 +245,7 @@ const RDM_CAPS: Flags = Flags::MSG
     .union(Flags::WRITE)
     .union(Flags::REMOTE_READ)
     .union(Flags::REMOTE_WRITE)
+    .union(Flags::RMA_EVENT)
     .union(Flags::SEND)
     .union(Flags::RECV)
     .union(Flags::DIRECTED_RECV)
@@ -612,7 +613,9 @@ fn apply_hints(mut info: Info, h: &Info, version: u32, cfg: &ProviderConfig) -> 
     }
     // FI_READ / FI_WRITE / FI_REMOTE_* modify RMA or atomics: alone they are invalid.
     let rma_modifiers = Flags::READ | Flags::WRITE | Flags::REMOTE_READ | Flags::REMOTE_WRITE;
-    if asked.intersects(rma_modifiers) && !asked.intersects(Flags::RMA | Flags::ATOMIC) {
+    if asked.intersects(rma_modifiers | Flags::RMA_EVENT)
+        && !asked.intersects(Flags::RMA | Flags::ATOMIC)
+    {
         return None;
     }
     let comm_asked = asked & COMM_CAPS;

@@ -655,6 +655,27 @@ impl<S: Storage> Ctx<'_, S> {
         }
     }
 
+    /// The counters bound to region `mr` for `access` (FI_RMA_EVENT endpoints only):
+    /// one more event each.
+    fn region_event(&mut self, mr: crate::mr::MrHandle, access: Flags) {
+        if !self.caps.contains(Flags::RMA_EVENT) {
+            return;
+        }
+        let Some(mrs) = self.mrs else {
+            return;
+        };
+        for bits in mrs.rma_counters(mr, access) {
+            let found = self
+                .cntrs
+                .get_by_index((bits & 0xffff_ffff) as usize)
+                .filter(|(h, _)| h.to_bits() == bits)
+                .map(|(h, _)| h);
+            if let Some(c) = found.and_then(|h| self.cntrs.get_mut(h)) {
+                c.inc();
+            }
+        }
+    }
+
     /// Reserves a receive-CQ slot for a completion no posted operation reserved.
     fn rx_reserve(&mut self) -> bool {
         if !self.rm {

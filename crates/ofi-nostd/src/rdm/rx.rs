@@ -490,21 +490,21 @@ impl<S: Storage> Rdm<S> {
             }
             _ => status::OK,
         };
+        let mut region = None;
         if st == status::OK {
             let r = match ctx.mrs {
-                Some(m) => m
-                    .write_remote(
-                        mem,
-                        w.key,
-                        w.addr.wrapping_add(w.offset),
-                        w.payload,
-                        u64::from(self.local.ep_id),
-                    )
-                    .map(|_| ()),
+                Some(m) => m.write_remote(
+                    mem,
+                    w.key,
+                    w.addr.wrapping_add(w.offset),
+                    w.payload,
+                    u64::from(self.local.ep_id),
+                ),
                 None => Err(Errno::EINVAL),
             };
-            if let Err(e) = r {
-                st = rma_status(e);
+            match r {
+                Ok(ra) => region = Some(ra.mr),
+                Err(e) => st = rma_status(e),
             }
         }
         if !last {
@@ -519,6 +519,9 @@ impl<S: Storage> Rdm<S> {
                 w.total_len,
                 crate::cq::comp::RMA_REMOTE_WRITE,
             );
+            if let Some(mr) = region {
+                ctx.region_event(mr, Flags::REMOTE_WRITE);
+            }
         } else if w.cq_data.is_some() {
             ctx.release(false);
         }
@@ -549,12 +552,13 @@ impl<S: Storage> Rdm<S> {
                     Flags::REMOTE_READ,
                     u64::from(self.local.ep_id),
                 )
-                .map(|_| ()),
+                .map(|ra| ra.mr),
             None => Err(Errno::EINVAL),
         };
         let (st, len) = match checked {
-            Ok(()) => {
+            Ok(mr) => {
                 ctx.remote_event(ctx.cntr.remote_read, None, r.len, Flags::empty());
+                ctx.region_event(mr, Flags::REMOTE_READ);
                 (status::OK, r.len)
             }
             Err(e) => (rma_status(e), 0),
@@ -702,6 +706,7 @@ impl<S: Storage> Rdm<S> {
         };
         let mut vals = [0u8; MAX_ATOMIC_BYTES];
         let mut fetched = [0u8; MAX_ATOMIC_BYTES];
+        let mut region = None;
         let st = if !remote_access(ctx.caps, Flags::ATOMIC).contains(access)
             || valid(a.op, a.datatype, kind).is_err()
             || n > MAX_ATOMIC_BYTES
@@ -719,12 +724,26 @@ impl<S: Storage> Rdm<S> {
                         if modifies {
                             m.for_each_segment(&ra, |at, r| mem.write(at, &vals[r]))?;
                         }
-                        Ok(())
+                        Ok(ra.mr)
                     }),
                 None => Err(Errno::EINVAL),
             };
-            r.map_or_else(rma_status, |()| status::OK)
+            match r {
+                Ok(mr) => {
+                    region = Some(mr);
+                    status::OK
+                }
+                Err(e) => rma_status(e),
+            }
         };
+        if let Some(mr) = region {
+            let access = if modifies {
+                Flags::REMOTE_WRITE
+            } else {
+                Flags::REMOTE_READ
+            };
+            ctx.region_event(mr, access);
+        }
         if st == status::OK {
             let cntr = if modifies {
                 ctx.cntr.remote_write

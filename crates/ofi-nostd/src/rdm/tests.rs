@@ -40,6 +40,8 @@ struct Host {
     rx_cq: CqHandle<VecStorage>,
     av: AvHandle<VecStorage>,
     ip: [u8; 4],
+    /// With FI_RMA_EVENT: the counter bound for FI_REMOTE_READ | FI_REMOTE_WRITE.
+    remote_cntr: Option<crate::domain::CntrHandle>,
 }
 
 fn cfg() -> ProviderConfig {
@@ -48,7 +50,7 @@ fn cfg() -> ProviderConfig {
         rx_size: 16,
         ep_cnt: 2,
         cq_cnt: 2,
-        cntr_cnt: 2,
+        cntr_cnt: 4,
         mr_cnt: 2,
         inject_size: 64,
         ..ProviderConfig::DEFAULT
@@ -115,6 +117,12 @@ fn host_window(ip: [u8; 4], seed: u64, add: Flags, remove: Flags, window: u16) -
         .unwrap();
     dom.ep_bind(ep, BindTarget::Cq(rx_cq), Flags::RECV).unwrap();
     dom.ep_bind(ep, BindTarget::Av(av), Flags::empty()).unwrap();
+    let remote_cntr = info.caps.contains(Flags::RMA_EVENT).then(|| {
+        let c = dom.cntr_open(&crate::cntr::CntrAttr::default(), 9).unwrap();
+        let both = Flags::REMOTE_READ | Flags::REMOTE_WRITE;
+        dom.ep_bind(ep, BindTarget::Cntr(c), both).unwrap();
+        c
+    });
     dom.ep_enable(ep).unwrap();
     let link = Box::new(Link::new(Medium::Udp, Some(UdpAddr::new(ip.into(), 7000))));
     Host {
@@ -127,6 +135,7 @@ fn host_window(ip: [u8; 4], seed: u64, add: Flags, remove: Flags, window: u16) -
         rx_cq,
         av,
         ip,
+        remote_cntr,
     }
 }
 
@@ -1831,4 +1840,84 @@ fn a_read_of_a_region_closed_meanwhile_fails_instead_of_returning_zeros() {
         let rb = b.dom.ep(b.ep).unwrap().rdm().unwrap();
         assert_eq!(rb.tx_in_use(), 0);
     }
+}
+
+/// FI_RMA_EVENT: the target's endpoint counter (FI_REMOTE_READ | FI_REMOTE_WRITE) and
+/// a counter bound to the region count the accesses served; failed ones count nowhere.
+#[test]
+fn rma_events_count_served_accesses_on_the_endpoint_and_the_region() {
+    let mut a = host_caps([10, 0, 0, 1], 1, Flags::RMA);
+    let mut b = host_caps([10, 0, 0, 2], 2, Flags::RMA | Flags::RMA_EVENT);
+    let to = a.insert(&b);
+    b.insert(&a);
+    let mut now = Instant::from_millis(1);
+    let iov = [IoVec::new(BASE + 0x8000, 0x1000)];
+    let attr = MrAttr {
+        mr_iov: &iov,
+        access: Flags::REMOTE_READ | Flags::REMOTE_WRITE,
+        requested_key: 3,
+        ..MrAttr::default()
+    };
+    let mr = b.dom.mr_reg(&attr, Flags::empty()).unwrap();
+    let key = b.dom.mrs().key(mr).unwrap();
+    let writes = b
+        .dom
+        .cntr_open(&crate::cntr::CntrAttr::default(), 1)
+        .unwrap();
+    let reads = b
+        .dom
+        .cntr_open(&crate::cntr::CntrAttr::default(), 2)
+        .unwrap();
+    b.dom.mr_bind_cntr(mr, writes, Flags::REMOTE_WRITE).unwrap();
+    b.dom.mr_bind_cntr(mr, reads, Flags::REMOTE_READ).unwrap();
+    assert_eq!(
+        b.dom.mr_bind_cntr(mr, writes, Flags::SEND),
+        Err(Errno::EINVAL)
+    );
+    let rma = RmaIov {
+        addr: 0,
+        len: 3000,
+        key,
+    };
+    write(&mut a, to, IoVec::new(BASE, 3000), rma, None, 1);
+    read(&mut a, to, IoVec::new(BASE + 0x2000, 3000), rma, 2);
+    // Refused (past the end): counted nowhere.
+    let past = RmaIov {
+        addr: 0xF00,
+        len: 512,
+        key,
+    };
+    write(&mut a, to, IoVec::new(BASE, 512), past, None, 3);
+    pump(&mut a, &mut b, &mut now, 40, &mut Vec::new());
+    let one = [IoVec::new(BASE, 8)];
+    let add = AtomicArgs {
+        iov: &one,
+        addr: to,
+        rma: RmaIov {
+            addr: 8,
+            len: 8,
+            key,
+        },
+        datatype: Dt::U64,
+        op: Op::Sum,
+        count: 1,
+        context: 4,
+        data: 0,
+    };
+    let mem = SliceMemory::new(BASE, &mut a.mem);
+    a.dom.atomicmsg(a.ep, &mem, &add, Flags::empty()).unwrap();
+    pump(&mut a, &mut b, &mut now, 20, &mut Vec::new());
+    let atx = a.tx_cq;
+    let done = a.read(atx);
+    assert_eq!(done.iter().filter(|e| e.is_ok()).count(), 3);
+    assert_eq!(done.iter().filter(|e| e.is_err()).count(), 1);
+    let count = |h| b.dom.cntr(h).unwrap().value();
+    assert_eq!(count(writes), 2, "the write and the atomic");
+    assert_eq!(count(reads), 1);
+    assert_eq!(count(b.remote_cntr.unwrap()), 3);
+    // The region cannot close while a counter is bound; closing the counters unbinds.
+    assert_eq!(b.dom.mrs_mut().close(mr), Err(Errno::EBUSY));
+    b.dom.cntr_close(writes).unwrap();
+    b.dom.cntr_close(reads).unwrap();
+    b.dom.mrs_mut().close(mr).unwrap();
 }

@@ -937,6 +937,8 @@ static void test_rma(struct fid_fabric *fabric)
 	struct fi_cq_data_entry ea[4], eb[4];
 	static char src[5000], dst[5100], target[8192];
 	struct fid_mr *mr = NULL;
+	struct fid_cntr *writes = NULL;
+	struct fi_cntr_attr cntr_attr = { .events = FI_CNTR_EVENTS_COMP };
 	fi_addr_t to_b = FI_ADDR_NOTAVAIL, to_a = FI_ADDR_NOTAVAIL;
 	uint64_t key, base;
 	int err = 0, i;
@@ -945,7 +947,7 @@ static void test_rma(struct fid_fabric *fabric)
 	memset(&b, 0, sizeof b);
 	hints->fabric_attr->prov_name = strdup("nostd");
 	hints->ep_attr->type = FI_EP_RDM;
-	hints->caps = FI_MSG | FI_RMA | FI_ATOMIC;
+	hints->caps = FI_MSG | FI_RMA | FI_ATOMIC | FI_RMA_EVENT;
 	hints->domain_attr->threading = FI_THREAD_DOMAIN;
 	hints->domain_attr->mr_mode = FI_MR_VIRT_ADDR | FI_MR_PROV_KEY | FI_MR_ALLOCATED;
 	EXPECT(fi_getinfo(FI_VERSION(1, 17), NULL, NULL, 0, hints, &info), 0);
@@ -961,6 +963,12 @@ static void test_rma(struct fid_fabric *fabric)
 	if (!mr)
 		goto out;
 	key = fi_mr_key(mr);
+	/* FI_RMA_EVENT: a counter bound to the region counts the writes it served. */
+	EXPECT(fi_cntr_open(b.domain, &cntr_attr, &writes, NULL), 0);
+	if (writes) {
+		EXPECT(fi_mr_bind(mr, &writes->fid, FI_SEND), -FI_EINVAL);
+		EXPECT(fi_mr_bind(mr, &writes->fid, FI_REMOTE_WRITE), 0);
+	}
 	base = info->domain_attr->mr_mode & FI_MR_VIRT_ADDR ? (uint64_t)(uintptr_t)target : 0;
 	for (i = 0; i < (int)sizeof src; i++)
 		src[i] = (char)(i * 7 + 3);
@@ -1056,7 +1064,14 @@ static void test_rma(struct fid_fabric *fabric)
 			EXPECT(err, FI_EACCES);
 		EXPECT(counter[0], 0x18);
 	}
+	/* Writes, inject writes and updating atomics that succeeded: 6. */
+	if (writes)
+		EXPECT(fi_cntr_read(writes), 6);
+	if (mr && writes)
+		EXPECT(fi_close(&mr->fid), -FI_EBUSY);
 out:
+	if (writes)
+		EXPECT(fi_close(&writes->fid), 0);
 	if (mr)
 		EXPECT(fi_close(&mr->fid), 0);
 	close_side(&a);

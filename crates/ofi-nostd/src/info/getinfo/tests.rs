@@ -111,7 +111,8 @@ fn no_hints_lists_rdm_then_dgram_on_every_interface() {
         | Flags::READ
         | Flags::WRITE
         | Flags::REMOTE_READ
-        | Flags::REMOTE_WRITE;
+        | Flags::REMOTE_WRITE
+        | Flags::RMA_EVENT;
     assert_eq!(
         rdm.caps,
         Flags::MSG
@@ -155,6 +156,7 @@ fn no_hints_lists_rdm_then_dgram_on_every_interface() {
             | Flags::ATOMIC
             | Flags::REMOTE_READ
             | Flags::REMOTE_WRITE
+            | Flags::RMA_EVENT
             | Flags::RECV
             | Flags::DIRECTED_RECV
             | Flags::MULTI_RECV
