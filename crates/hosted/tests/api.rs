@@ -594,6 +594,79 @@ fn rdm_rma(mode: ProgressMode) {
     );
 }
 
+/// Atomics through the safe API: fetch-and-add, compare-and-swap, an update without
+/// fetch and ATOMIC_READ on a peer's region; the result buffer comes back filled.
+fn rdm_atomics(mode: ProgressMode) {
+    use hosted::api::{AtomicDatatype as Dt, AtomicOp as Op};
+    let (a, b, a_to_b, _) = rdm_pair::<u64>(mode);
+    let mr = b
+        .domain
+        .register(Buf::zeroed(64), Flags::REMOTE_READ | Flags::REMOTE_WRITE)
+        .unwrap();
+    mr.write(|m| m[8..16].copy_from_slice(&40u64.to_ne_bytes()));
+    let at = RemoteRegion {
+        offset: 8,
+        key: mr.key(),
+    };
+    let u64_of = |b: &[u8]| u64::from_ne_bytes(b[..8].try_into().unwrap());
+    a.ep.fetch_atomic(
+        &2u64.to_ne_bytes(),
+        Buf::zeroed(8),
+        a_to_b,
+        at,
+        Op::Sum,
+        Dt::U64,
+        1,
+    )
+    .unwrap();
+    let c = next_of(&a.cq, &b.domain);
+    assert_eq!((c.context, c.result()), (1, Ok(8)));
+    assert_eq!(c.flags, Flags::ATOMIC | Flags::READ);
+    assert_eq!(u64_of(&c.buf), 40);
+    assert_eq!(mr.read(|m| u64_of(&m[8..])), 42);
+    let (swap, cmp) = (7u64.to_ne_bytes(), 42u64.to_ne_bytes());
+    a.ep.compare_atomic(
+        &swap,
+        &cmp,
+        Buf::zeroed(8),
+        a_to_b,
+        at,
+        Op::Cswap,
+        Dt::U64,
+        2,
+    )
+    .unwrap();
+    let c = next_of(&a.cq, &b.domain);
+    assert_eq!((c.context, u64_of(&c.buf)), (2, 42));
+    a.ep.atomic(&0x10u64.to_ne_bytes(), a_to_b, at, Op::Bor, Dt::U64, 3)
+        .unwrap();
+    let c = next_of(&a.cq, &b.domain);
+    assert_eq!((c.context, c.flags), (3, Flags::ATOMIC | Flags::WRITE));
+    a.ep.fetch_atomic(&[], Buf::zeroed(8), a_to_b, at, Op::Read, Dt::U64, 4)
+        .unwrap();
+    let c = next_of(&a.cq, &b.domain);
+    assert_eq!((c.context, u64_of(&c.buf)), (4, 0x17));
+    // Not whole elements; an operation the endpoint does not serve.
+    let e =
+        a.ep.atomic(&[1, 2, 3], a_to_b, at, Op::Sum, Dt::U64, 5)
+            .unwrap_err();
+    assert_eq!(e.errno, Errno::EINVAL);
+    let e =
+        a.ep.atomic(&[0; 8], a_to_b, at, Op::Bor, Dt::F64, 6)
+            .unwrap_err();
+    assert_eq!(e.errno, Errno::EOPNOTSUPP);
+}
+
+#[test]
+fn rdm_atomics_manual_progress() {
+    rdm_atomics(ProgressMode::Manual);
+}
+
+#[test]
+fn rdm_atomics_auto_progress() {
+    rdm_atomics(ProgressMode::Auto(AutoProgress::default()));
+}
+
 #[test]
 fn rdm_rma_manual_progress() {
     rdm_rma(ProgressMode::Manual);

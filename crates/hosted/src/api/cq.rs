@@ -79,8 +79,11 @@ impl<C> Completion<C> {
         } else if f.flags.contains(Flags::RECV) {
             buf.set_len(f.len.min(buf.capacity()));
             f.len
-        } else if f.flags.contains(Flags::RMA | Flags::READ) {
-            // An RMA read fills what was posted (nothing when it failed).
+        } else if f.flags.contains(Flags::RMA | Flags::READ)
+            || f.flags.contains(Flags::ATOMIC | Flags::READ)
+        {
+            // An RMA read, or a fetching atomic's original values, fill what was posted
+            // (nothing when it failed).
             buf.set_len(if f.error.is_none() { posted } else { 0 });
             posted
         } else {

@@ -4,9 +4,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use ofi_nostd::Errno;
 use ofi_nostd::addr::EpAddr;
-use ofi_nostd::domain::{BindTarget, EpHandle, MsgArgs, RmaArgs, RmaIov, TaggedArgs};
+use ofi_nostd::atomic::AtomicKind;
+use ofi_nostd::domain::{AtomicArgs, BindTarget, EpHandle, MsgArgs, RmaArgs, RmaIov, TaggedArgs};
 use ofi_nostd::flags::{FiAddr, Flags};
 use ofi_nostd::mem::{IoVec, Memory};
+pub use wire::packet::{AtomicDatatype, AtomicOp};
 
 use super::av::Av;
 use super::buf::Buf;
@@ -222,6 +224,187 @@ impl<C: Send + 'static> Endpoint<C> {
         context: C,
     ) -> Result<OpId, PostError<C>> {
         self.post(Kind::Read { from }, buf, src, context)
+    }
+
+    /// `fi_atomic`: applies `op` to the peer's elements of `datatype` at `to` with the
+    /// native-endian elements in `operands` (copied by the call; at most 64 bytes).
+    /// Completes (with an empty buffer) when the peer answered; -FI_EOPNOTSUPP for an
+    /// operation or type the endpoint does not serve, -FI_EINVAL for operands that are
+    /// not whole elements.
+    pub fn atomic(
+        &self,
+        operands: &[u8],
+        dest: FiAddr,
+        to: RemoteRegion,
+        op: AtomicOp,
+        datatype: AtomicDatatype,
+        context: C,
+    ) -> Result<OpId, PostError<C>> {
+        self.post_atomic(
+            AtomicKind::Write,
+            operands,
+            &[],
+            Buf::default(),
+            (dest, to),
+            (op, datatype),
+            context,
+        )
+    }
+
+    /// `fi_fetch_atomic`: as [`Endpoint::atomic`] (FI_ATOMIC_READ too, with no
+    /// operands), and the original values come back in `result` (its capacity: the
+    /// elements' length).
+    #[allow(clippy::too_many_arguments)]
+    pub fn fetch_atomic(
+        &self,
+        operands: &[u8],
+        result: Buf,
+        dest: FiAddr,
+        to: RemoteRegion,
+        op: AtomicOp,
+        datatype: AtomicDatatype,
+        context: C,
+    ) -> Result<OpId, PostError<C>> {
+        self.post_atomic(
+            AtomicKind::Fetch,
+            operands,
+            &[],
+            result,
+            (dest, to),
+            (op, datatype),
+            context,
+        )
+    }
+
+    /// `fi_compare_atomic`: the compare-and-swap family, `compare` holding the compare
+    /// values (MSWAP: the mask) and `operands` the swap values; the original values
+    /// come back in `result`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn compare_atomic(
+        &self,
+        operands: &[u8],
+        compare: &[u8],
+        result: Buf,
+        dest: FiAddr,
+        to: RemoteRegion,
+        op: AtomicOp,
+        datatype: AtomicDatatype,
+        context: C,
+    ) -> Result<OpId, PostError<C>> {
+        self.post_atomic(
+            AtomicKind::Compare,
+            operands,
+            compare,
+            result,
+            (dest, to),
+            (op, datatype),
+            context,
+        )
+    }
+
+    /// An atomic post: the operands go through a scratch copy (the core copies them
+    /// before the call returns); `result` is lent like a receive buffer.
+    #[allow(clippy::too_many_arguments)]
+    fn post_atomic(
+        &self,
+        kind: AtomicKind,
+        operands: &[u8],
+        compare: &[u8],
+        result: Buf,
+        (dest, to): (FiAddr, RemoteRegion),
+        (op, datatype): (AtomicOp, AtomicDatatype),
+        context: C,
+    ) -> Result<OpId, PostError<C>> {
+        const MAX: usize = ofi_nostd::atomic::MAX_ATOMIC_BYTES;
+        let size = datatype.size();
+        let n = if op == AtomicOp::Read {
+            result.capacity()
+        } else {
+            operands.len()
+        };
+        let fetch = kind != AtomicKind::Write;
+        let refused = n == 0
+            || n > MAX
+            || !n.is_multiple_of(size)
+            || compare.len() > MAX
+            || (kind == AtomicKind::Compare && compare.len() != n)
+            || (fetch && result.capacity() < n);
+        if refused {
+            return Err(PostError {
+                errno: Errno::EINVAL,
+                buf: result,
+                context,
+            });
+        }
+        let mut scratch = [0u8; 2 * MAX];
+        scratch[..compare.len()].copy_from_slice(compare);
+        scratch[MAX..MAX + operands.len()].copy_from_slice(operands);
+        let mem = Borrowed {
+            base: scratch.as_ptr() as u64,
+            bytes: &scratch,
+        };
+        let posted = if fetch { n } else { 0 };
+        let result_at = IoVec::new(result.addr(), posted);
+        let mut g = self.shared.lock();
+        let inner = &mut *g;
+        let id = inner.ops.insert(Op {
+            buf: result,
+            context,
+            ep: self.h.index(),
+            posted,
+            multi: None,
+        });
+        let flags = inner
+            .core
+            .ep(self.h)
+            .and_then(|e| e.getopsflag(Flags::TRANSMIT))
+            .unwrap_or(Flags::empty())
+            | Flags::COMPLETION;
+        let ops = [IoVec::new(mem.base + MAX as u64, operands.len())];
+        let args = AtomicArgs {
+            iov: &ops[..usize::from(op != AtomicOp::Read)],
+            addr: dest,
+            rma: RmaIov {
+                addr: to.offset,
+                len: n as u64,
+                key: to.key,
+            },
+            datatype,
+            op,
+            count: n / size,
+            context: id.raw(),
+            data: 0,
+        };
+        let cmp = IoVec::new(mem.base, compare.len());
+        let r = match kind {
+            AtomicKind::Write => inner.core.atomicmsg(self.h, &mem, &args, flags),
+            AtomicKind::Fetch => inner
+                .core
+                .fetch_atomicmsg(self.h, &mem, &args, result_at, flags),
+            AtomicKind::Compare => inner
+                .core
+                .compare_atomicmsg(self.h, &mem, &args, cmp, result_at, flags),
+        };
+        match r {
+            Ok(()) => {
+                self.after_send(inner, None);
+                Ok(id)
+            }
+            Err(errno) => {
+                if errno == Errno::EAGAIN {
+                    self.after_send(inner, Some(errno));
+                }
+                let op = inner
+                    .ops
+                    .remove(id)
+                    .expect("a refused post's buffer is still in the table");
+                Err(PostError {
+                    errno,
+                    buf: op.buf,
+                    context: op.context,
+                })
+            }
+        }
     }
 
     /// `fi_recv`: posts `buf` (its whole capacity) for one message from `src`
