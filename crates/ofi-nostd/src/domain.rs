@@ -1383,6 +1383,22 @@ impl<S: Storage> Domain<S> {
         Ok(n)
     }
 
+    /// `fi_query_atomic`: [`Domain::atomic_valid`] for the domain's endpoints (their
+    /// inject size bounds the operands).
+    pub fn query_atomic(
+        &self,
+        op: AtomicOp,
+        datatype: AtomicDatatype,
+        kind: AtomicKind,
+    ) -> Result<usize> {
+        let n = crate::atomic::valid(op, datatype, kind)?;
+        let per = datatype.size() * op.operand_arrays().max(1);
+        match n.min(self.info.tx_attr.inject_size / per) {
+            0 => Err(Errno::EOPNOTSUPP),
+            n => Ok(n),
+        }
+    }
+
     #[allow(clippy::too_many_arguments)]
     fn post_atomic(
         &mut self,

@@ -644,15 +644,52 @@ unsafe extern "C" fn srx_ctx(
     neg(Errno::ENOSYS)
 }
 
-/// `fi_query_atomic`: atomics are not offered.
+/// `fi_query_atomic`: whether the domain's endpoints serve `op` on `datatype` (for the
+/// fetching or compare calls with FI_FETCH_ATOMIC / FI_COMPARE_ATOMIC), with the
+/// element limit and size in `attr`; -FI_EOPNOTSUPP otherwise.
 unsafe extern "C" fn query_atomic(
-    _domain: *mut sys::fid_domain,
-    _datatype: sys::fi_datatype,
-    _op: sys::fi_op,
-    _attr: *mut sys::fi_atomic_attr,
-    _flags: u64,
+    domain: *mut sys::fid_domain,
+    datatype: sys::fi_datatype,
+    op: sys::fi_op,
+    attr: *mut sys::fi_atomic_attr,
+    flags: u64,
 ) -> c_int {
-    neg(Errno::ENOSYS)
+    use ofi_nostd::atomic::AtomicKind;
+    use wire::packet::{AtomicDatatype, AtomicOp};
+    // SAFETY: NULL or a fid (contract).
+    let d = match unsafe { object::<DomainFid>(domain.cast()) } {
+        Ok(d) => d,
+        Err(e) => return neg(e),
+    };
+    let (fetch, compare) = (sys::FI_FETCH_ATOMIC, sys::FI_COMPARE_ATOMIC);
+    if attr.is_null() || flags & !(fetch | compare) != 0 || flags == fetch | compare {
+        return neg(Errno::EINVAL);
+    }
+    let kind = match flags {
+        f if f == fetch => AtomicKind::Fetch,
+        f if f == compare => AtomicKind::Compare,
+        _ => AtomicKind::Write,
+    };
+    let dt = u8::try_from(datatype)
+        .ok()
+        .and_then(AtomicDatatype::from_u8);
+    let op = u8::try_from(op).ok().and_then(AtomicOp::from_u8);
+    let Some((dt, op)) = dt.zip(op) else {
+        return neg(Errno::EOPNOTSUPP);
+    };
+    match d.with(|core| core.query_atomic(op, dt, kind)) {
+        Ok(count) => {
+            // SAFETY: non-NULL and writable (contract).
+            unsafe {
+                attr.write_unaligned(sys::fi_atomic_attr {
+                    count,
+                    size: dt.size(),
+                })
+            };
+            0
+        }
+        Err(e) => neg(e),
+    }
 }
 
 /// `fi_query_collective`: collectives are not offered.

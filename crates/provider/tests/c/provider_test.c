@@ -616,6 +616,18 @@ static void test_ep(struct fid_fabric *fabric, struct fid_domain *domain, struct
 	EXPECT(fi_atomicvalid(ep, FI_DOUBLE_COMPLEX, FI_SUM, &len), -FI_EOPNOTSUPP);
 	EXPECT(fi_atomicvalid(ep, FI_LONG_DOUBLE, FI_SUM, &len), -FI_EOPNOTSUPP);
 	EXPECT(fi_atomicvalid(ep, FI_UINT64, FI_SUM, NULL), -FI_EINVAL);
+	{
+		struct fi_atomic_attr aa = { 0, 0 };
+
+		EXPECT(fi_query_atomic(domain, FI_UINT64, FI_SUM, &aa, 0), 0);
+		EXPECT(aa.size, 8);
+		EXPECT_TRUE(aa.count >= 1);
+		EXPECT(fi_query_atomic(domain, FI_INT32, FI_CSWAP, &aa, FI_COMPARE_ATOMIC), 0);
+		EXPECT(aa.size, 4);
+		EXPECT(fi_query_atomic(domain, FI_INT32, FI_CSWAP, &aa, 0), -FI_EOPNOTSUPP);
+		EXPECT(fi_query_atomic(domain, FI_FLOAT, FI_BOR, &aa, 0), -FI_EOPNOTSUPP);
+		EXPECT(fi_query_atomic(domain, FI_UINT64, FI_SUM, NULL, 0), -FI_EINVAL);
+	}
 
 	/* An alias with its own flags; the endpoint cannot close while it exists. */
 	EXPECT(fi_ep_alias(ep, &alias, FI_TRANSMIT | FI_RECV), -FI_EINVAL);
