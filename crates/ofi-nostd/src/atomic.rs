@@ -63,14 +63,8 @@ pub fn valid(op: Op, dt: Dt, kind: AtomicKind) -> Result<usize> {
 /// [`valid`].
 pub fn apply(op: Op, dt: Dt, mem: &mut [u8], operand: &[u8], compare: &[u8]) {
     match dt {
-        Dt::I8 => int::<i8, 1>(op, mem, operand, compare),
-        Dt::U8 => int::<u8, 1>(op, mem, operand, compare),
-        Dt::I16 => int::<i16, 2>(op, mem, operand, compare),
-        Dt::U16 => int::<u16, 2>(op, mem, operand, compare),
-        Dt::I32 => int::<i32, 4>(op, mem, operand, compare),
-        Dt::U32 => int::<u32, 4>(op, mem, operand, compare),
-        Dt::I64 => int::<i64, 8>(op, mem, operand, compare),
-        Dt::U64 => int::<u64, 8>(op, mem, operand, compare),
+        Dt::I8 | Dt::I16 | Dt::I32 | Dt::I64 => int(op, dt.size(), true, mem, operand, compare),
+        Dt::U8 | Dt::U16 | Dt::U32 | Dt::U64 => int(op, dt.size(), false, mem, operand, compare),
         Dt::F32 => float::<f32, 4>(op, mem, operand, compare),
         Dt::F64 => float::<f64, 8>(op, mem, operand, compare),
         Dt::ComplexF32 | Dt::ComplexF64 => {}
@@ -88,26 +82,29 @@ pub fn swap_order(bytes: &mut [u8], size: usize) {
 }
 
 /// An element type: its bytes both ways and the operations all types share.
-trait Elem: Copy + PartialOrd {
-    fn from_ne(b: &[u8]) -> Self;
-    fn from_be(b: &[u8]) -> Self;
-    fn put_ne(self, b: &mut [u8]);
+trait Arith: Copy + PartialOrd {
     fn sum(self, o: Self) -> Self;
     fn prod(self, o: Self) -> Self;
 }
 
-/// Integer elements add the logical and bitwise operations.
-trait Int: Elem {
-    fn zero() -> Self;
-    fn one() -> Self;
-    fn or(self, o: Self) -> Self;
-    fn and(self, o: Self) -> Self;
-    fn xor(self, o: Self) -> Self;
-    fn not(self) -> Self;
+/// A float element: its bytes both ways.
+trait Elem: Arith {
+    fn from_ne(b: &[u8]) -> Self;
+    fn from_be(b: &[u8]) -> Self;
+    fn put_ne(self, b: &mut [u8]);
 }
 
 macro_rules! elem {
     ($($t:ty: $n:literal, $sum:ident, $prod:ident);* $(;)?) => {$(
+        impl Arith for $t {
+            fn sum(self, o: Self) -> Self {
+                elem!(@op $sum self o)
+            }
+            fn prod(self, o: Self) -> Self {
+                elem!(@op $prod self o)
+            }
+        }
+
         impl Elem for $t {
             fn from_ne(b: &[u8]) -> Self {
                 let mut a = [0u8; $n];
@@ -122,51 +119,20 @@ macro_rules! elem {
             fn put_ne(self, b: &mut [u8]) {
                 b[..$n].copy_from_slice(&self.to_ne_bytes());
             }
-            fn sum(self, o: Self) -> Self {
-                elem!(@op $sum self o)
-            }
-            fn prod(self, o: Self) -> Self {
-                elem!(@op $prod self o)
-            }
         }
     )*};
-    (@op wrapping_add $a:ident $b:ident) => { $a.wrapping_add($b) };
-    (@op wrapping_mul $a:ident $b:ident) => { $a.wrapping_mul($b) };
     (@op add $a:ident $b:ident) => { $a + $b };
     (@op mul $a:ident $b:ident) => { $a * $b };
 }
 
 elem! {
-    i8: 1, wrapping_add, wrapping_mul;
-    u8: 1, wrapping_add, wrapping_mul;
-    i16: 2, wrapping_add, wrapping_mul;
-    u16: 2, wrapping_add, wrapping_mul;
-    i32: 4, wrapping_add, wrapping_mul;
-    u32: 4, wrapping_add, wrapping_mul;
-    i64: 8, wrapping_add, wrapping_mul;
-    u64: 8, wrapping_add, wrapping_mul;
     f32: 4, add, mul;
     f64: 8, add, mul;
 }
 
-macro_rules! int {
-    ($($t:ty),*) => {$(
-        impl Int for $t {
-            fn zero() -> Self { 0 }
-            fn one() -> Self { 1 }
-            fn or(self, o: Self) -> Self { self | o }
-            fn and(self, o: Self) -> Self { self & o }
-            fn xor(self, o: Self) -> Self { self ^ o }
-            fn not(self) -> Self { !self }
-        }
-    )*};
-}
-
-int!(i8, u8, i16, u16, i32, u32, i64, u64);
-
 /// The compare-and-swap family and the operations every type shares: the new value,
 /// or `None` for an operation only integers have.
-fn common<T: Elem>(op: Op, old: T, v: T, c: T) -> Option<T> {
+fn common<T: Arith>(op: Op, old: T, v: T, c: T) -> Option<T> {
     let swap_if = |cond: bool| if cond { v } else { old };
     Some(match op {
         Op::Min => {
@@ -197,25 +163,94 @@ fn common<T: Elem>(op: Op, old: T, v: T, c: T) -> Option<T> {
     })
 }
 
-fn int<T: Int, const N: usize>(op: Op, mem: &mut [u8], operand: &[u8], compare: &[u8]) {
-    for (i, m) in mem.chunks_exact_mut(N).enumerate() {
-        let old = T::from_ne(m);
-        let v = operand.get(i * N..(i + 1) * N).map_or(old, T::from_be);
-        let c = compare.get(i * N..(i + 1) * N).map_or(old, T::from_be);
-        let truth = |x: T| x != T::zero();
-        let bool_of = |b: bool| if b { T::one() } else { T::zero() };
+/// An integer element of `size` bytes widened to 64 bits: sign-extended when `signed`
+/// (so it orders as its type does); wrapping arithmetic on the widened values truncates
+/// back exactly. One routine serves every integer type (firmware code size).
+#[derive(Clone, Copy, PartialEq, PartialOrd)]
+enum Wide {
+    S(i64),
+    U(u64),
+}
+
+impl Wide {
+    fn bits(self) -> u64 {
+        match self {
+            Wide::S(v) => v as u64,
+            Wide::U(v) => v,
+        }
+    }
+
+    fn with(self, bits: u64) -> Wide {
+        match self {
+            Wide::S(_) => Wide::S(bits as i64),
+            Wide::U(_) => Wide::U(bits),
+        }
+    }
+}
+
+impl Arith for Wide {
+    fn sum(self, o: Self) -> Self {
+        self.with(self.bits().wrapping_add(o.bits()))
+    }
+    fn prod(self, o: Self) -> Self {
+        self.with(self.bits().wrapping_mul(o.bits()))
+    }
+}
+
+/// `b`'s first `size` bytes as an integer, big-endian or native.
+fn load(b: &[u8], size: usize, signed: bool, big_endian: bool) -> Wide {
+    let mut v = 0u64;
+    for i in 0..size {
+        let at = if big_endian || cfg!(target_endian = "big") {
+            i
+        } else {
+            size - 1 - i
+        };
+        v = (v << 8) | u64::from(b[at]);
+    }
+    if signed {
+        let shift = 64 - 8 * size as u32;
+        Wide::S(((v << shift) as i64) >> shift)
+    } else {
+        Wide::U(v)
+    }
+}
+
+/// Stores the low `size` bytes of `v` natively into `b`.
+fn store(b: &mut [u8], size: usize, v: Wide) {
+    let bits = v.bits();
+    for i in 0..size {
+        let at = if cfg!(target_endian = "big") {
+            size - 1 - i
+        } else {
+            i
+        };
+        b[at] = (bits >> (8 * i)) as u8;
+    }
+}
+
+fn int(op: Op, size: usize, signed: bool, mem: &mut [u8], operand: &[u8], compare: &[u8]) {
+    for (i, m) in mem.chunks_exact_mut(size).enumerate() {
+        let old = load(m, size, signed, false);
+        let at = i * size..(i + 1) * size;
+        let v = operand
+            .get(at.clone())
+            .map_or(old, |b| load(b, size, signed, true));
+        let c = compare.get(at).map_or(old, |b| load(b, size, signed, true));
+        let truth = |x: Wide| x.bits() != 0;
+        let bool_of = |b: bool| old.with(u64::from(b));
         let new = common(op, old, v, c).unwrap_or_else(|| match op {
             Op::Lor => bool_of(truth(old) || truth(v)),
             Op::Land => bool_of(truth(old) && truth(v)),
             Op::Lxor => bool_of(truth(old) != truth(v)),
-            Op::Bor => old.or(v),
-            Op::Band => old.and(v),
-            Op::Bxor => old.xor(v),
+            Op::Bor => old.with(old.bits() | v.bits()),
+            Op::Band => old.with(old.bits() & v.bits()),
+            Op::Bxor => old.with(old.bits() ^ v.bits()),
             // MSWAP: the compare array is the mask of the bits to take from the swap.
-            Op::Mswap => v.and(c).or(old.and(c.not())),
+            Op::Mswap => old.with((v.bits() & c.bits()) | (old.bits() & !c.bits())),
             _ => old,
         });
-        new.put_ne(m);
+        store(m, size, new);
     }
 }
 
@@ -333,6 +368,52 @@ mod tests {
             Err(Errno::EOPNOTSUPP)
         );
     }
+
+    /// The one integer routine against each type's own arithmetic, for every operation.
+    macro_rules! reference {
+        ($name:ident, $t:ty, $dt:expr) => {
+            proptest::proptest! {
+                #[test]
+                fn $name(old: $t, v: $t, c: $t, op in 0u8..19) {
+                    let op = Op::from_u8(op).unwrap();
+                    let b = |x: $t| x != 0;
+                    let want: $t = match op {
+                        Op::Min => old.min(v),
+                        Op::Max => old.max(v),
+                        Op::Sum => old.wrapping_add(v),
+                        Op::Prod => old.wrapping_mul(v),
+                        Op::Lor => (b(old) || b(v)) as $t,
+                        Op::Land => (b(old) && b(v)) as $t,
+                        Op::Lxor => (b(old) != b(v)) as $t,
+                        Op::Bor => old | v,
+                        Op::Band => old & v,
+                        Op::Bxor => old ^ v,
+                        Op::Read => old,
+                        Op::Write => v,
+                        Op::Cswap => if c == old { v } else { old },
+                        Op::CswapNe => if c != old { v } else { old },
+                        Op::CswapLe => if c <= old { v } else { old },
+                        Op::CswapLt => if c < old { v } else { old },
+                        Op::CswapGe => if c >= old { v } else { old },
+                        Op::CswapGt => if c > old { v } else { old },
+                        Op::Mswap => (v & c) | (old & !c),
+                    };
+                    let mut m = old.to_ne_bytes();
+                    apply(op, $dt, &mut m, &v.to_be_bytes(), &c.to_be_bytes());
+                    proptest::prop_assert_eq!(<$t>::from_ne_bytes(m), want, "{:?}", op);
+                }
+            }
+        };
+    }
+
+    reference!(every_op_on_i8, i8, Dt::I8);
+    reference!(every_op_on_u8, u8, Dt::U8);
+    reference!(every_op_on_i16, i16, Dt::I16);
+    reference!(every_op_on_u16, u16, Dt::U16);
+    reference!(every_op_on_i32, i32, Dt::I32);
+    reference!(every_op_on_u32, u32, Dt::U32);
+    reference!(every_op_on_i64, i64, Dt::I64);
+    reference!(every_op_on_u64, u64, Dt::U64);
 
     #[test]
     fn byte_order_swaps_whole_elements() {
