@@ -515,6 +515,29 @@ impl Cluster {
         }
     }
 
+    /// Runs until node `i` has `n` completions on its receive (`rx`) or transmit CQ, or
+    /// `within` of virtual time passed; the completions, or why it stopped and what came.
+    pub fn wait_cq(
+        &mut self,
+        i: usize,
+        rx: bool,
+        n: usize,
+        within: Duration,
+    ) -> core::result::Result<Vec<Completion>, (Stall, Vec<Completion>)> {
+        let mut got = Vec::new();
+        let deadline = self.sim.now() + within;
+        let r = self.run_until(deadline, 50_000_000, |c| {
+            let node = &mut c.nodes[i];
+            let cq = if rx { node.rx_cq } else { node.tx_cq };
+            node.drain_cq(cq, &mut got);
+            got.len() >= n
+        });
+        match r {
+            Ok(()) => Ok(got),
+            Err(stall) => Err((stall, got)),
+        }
+    }
+
     /// Lets `d` of virtual time pass with everything running.
     pub fn run_for(&mut self, d: Duration) {
         let end = self.sim.now() + d;

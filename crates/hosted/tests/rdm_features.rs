@@ -36,19 +36,10 @@ fn tx(c: &mut Cluster, i: usize) -> Vec<Completion> {
 
 /// Runs until node `i` has `n` completions on its receive (`rx`) or transmit CQ.
 fn wait(c: &mut Cluster, i: usize, rx: bool, n: usize) -> Vec<Completion> {
-    let mut got = Vec::new();
-    let deadline = c.sim.now() + Duration::from_secs(10);
-    let r = c.run_until(deadline, 10_000_000, |c| {
-        let node = &mut c.nodes[i];
-        let cq = if rx { node.rx_cq } else { node.tx_cq };
-        node.drain_cq(cq, &mut got);
-        got.len() >= n
-    });
-    assert!(
-        r.is_ok(),
-        "waiting for {n} completions on node {i}: {r:?}, got {got:?}"
-    );
-    got
+    c.wait_cq(i, rx, n, Duration::from_secs(10))
+        .unwrap_or_else(|(why, got)| {
+            panic!("waiting for {n} completions on node {i}: {why:?}, got {got:?}")
+        })
 }
 
 fn send(c: &mut Cluster, i: usize, off: usize, data: &[u8], dest: u64, ctx: u64) {

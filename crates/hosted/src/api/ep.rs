@@ -385,26 +385,7 @@ impl<C: Send + 'static> Endpoint<C> {
                 .core
                 .compare_atomicmsg(self.h, &mem, &args, cmp, result_at, flags),
         };
-        match r {
-            Ok(()) => {
-                self.after_send(inner, None);
-                Ok(id)
-            }
-            Err(errno) => {
-                if errno == Errno::EAGAIN {
-                    self.after_send(inner, Some(errno));
-                }
-                let op = inner
-                    .ops
-                    .remove(id)
-                    .expect("a refused post's buffer is still in the table");
-                Err(PostError {
-                    errno,
-                    buf: op.buf,
-                    context: op.context,
-                })
-            }
-        }
+        self.posted(inner, id, r, true)
     }
 
     /// `fi_recv`: posts `buf` (its whole capacity) for one message from `src`
@@ -634,9 +615,22 @@ impl<C: Send + 'static> Endpoint<C> {
                 inner.core.trecvmsg(self.h, &args, flags)
             }
         };
+        self.posted(inner, id, r, !matches!(kind, Kind::Recv { .. }))
+    }
+
+    /// The end of a post the core answered `r` for: a send's (`sends`) transmit pass,
+    /// or, refused, the buffer and context back out of the table (and on -FI_EAGAIN a
+    /// pass, so what blocks it can drain).
+    fn posted(
+        &self,
+        inner: &mut super::shared::Inner<C>,
+        id: OpId,
+        r: ofi_nostd::Result<()>,
+        sends: bool,
+    ) -> Result<OpId, PostError<C>> {
         match r {
             Ok(()) => {
-                if !matches!(kind, Kind::Recv { .. }) {
+                if sends {
                     self.after_send(inner, None);
                 }
                 Ok(id)
