@@ -1155,7 +1155,23 @@ impl<S: Storage> Rdm<S> {
                 .op()
                 .and_then(|o| this.ops.get_by_index(o as usize).map(|(_, op)| (o, op)));
             let (body, payload): (Body<'_>, Payload<'_>) = match (regen, op) {
-                (Regen::Seg { off, len, .. }, Some((o, op))) if op.rma.is_some() => {
+                // Messages first: the common case.
+                (Regen::Seg { off, len, .. }, Some((o, op))) if op.rma.is_none() => {
+                    let pl = this.seg_payload(o, op, off, len);
+                    (
+                        Body::Msg(MsgRepr {
+                            ack: None,
+                            msg_id,
+                            total_len: op.len as u32,
+                            offset: off as u32,
+                            tag: op.tag,
+                            cq_data: op.data,
+                            payload: &[],
+                        }),
+                        pl,
+                    )
+                }
+                (Regen::Seg { off, len, .. }, Some((o, op))) => {
                     let r = op.rma.unwrap_or(RmaOp {
                         key: 0,
                         addr: 0,
@@ -1274,21 +1290,6 @@ impl<S: Storage> Rdm<S> {
                     }),
                     Payload::Fill(&fill, len as usize),
                 ),
-                (Regen::Seg { off, len, .. }, Some((o, op))) => {
-                    let pl = this.seg_payload(o, op, off, len);
-                    (
-                        Body::Msg(MsgRepr {
-                            ack: None,
-                            msg_id,
-                            total_len: op.len as u32,
-                            offset: off as u32,
-                            tag: op.tag,
-                            cq_data: op.data,
-                            payload: &[],
-                        }),
-                        pl,
-                    )
-                }
                 (Regen::Rts { op: o }, Some((_, op))) => (
                     Body::Rts(RtsRepr {
                         ack: None,
