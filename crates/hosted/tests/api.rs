@@ -556,6 +556,14 @@ fn rdm_rma(mode: ProgressMode) {
     assert_eq!(c.flags, Flags::RMA | Flags::WRITE);
     assert_eq!(c.buf[..], data[..], "the buffer comes back unchanged");
     assert!(mr.read(|m| m[100..5100] == data[..] && m[..100].iter().all(|&x| x == 0)));
+    // The target's remote CQ data event (no operation of its own behind it).
+    let ev = b.cq.read_remote().unwrap();
+    assert_eq!((ev.data, ev.len), (0x77, 5000));
+    assert_eq!(
+        ev.flags,
+        Flags::RMA | Flags::REMOTE_WRITE | Flags::REMOTE_CQ_DATA
+    );
+    assert_eq!(b.cq.read_remote().unwrap_err(), Errno::EAGAIN);
 
     a.ep.read(Buf::zeroed(5000), a_to_b, at(100), 2).unwrap();
     let c = next_of(&a.cq, &b.domain);

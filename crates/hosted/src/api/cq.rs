@@ -27,6 +27,39 @@ pub struct CompletionError {
     pub prov_errno: i32,
 }
 
+/// What a peer did to our registered memory and told us about: an RMA write or atomic
+/// with remote CQ data (fi_writedata, FI_REMOTE_CQ_DATA on an atomic). No operation of
+/// ours is behind it, so it has no context and no buffer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RemoteEvent {
+    /// FI_RMA or FI_ATOMIC, FI_REMOTE_WRITE, FI_REMOTE_CQ_DATA.
+    pub flags: Flags,
+    /// The peer's CQ data.
+    pub data: u64,
+    /// Bytes written.
+    pub len: usize,
+}
+
+impl RemoteEvent {
+    /// The event a raw CQ entry reports, if it is one.
+    pub(crate) fn of(raw: &Raw) -> Option<RemoteEvent> {
+        match raw {
+            Raw::Ok(e)
+                if e.op_context == 0
+                    && e.flags.contains(Flags::REMOTE_CQ_DATA)
+                    && e.flags.intersects(Flags::REMOTE_WRITE | Flags::REMOTE_READ) =>
+            {
+                Some(RemoteEvent {
+                    flags: e.flags,
+                    data: e.data,
+                    len: e.len,
+                })
+            }
+            _ => None,
+        }
+    }
+}
+
 /// A finished operation: what libfabric's completion entry says, plus the application's
 /// context and buffer, handed back.
 pub struct Completion<C> {
@@ -235,6 +268,20 @@ impl<C: Send + 'static> Cq<C> {
 
     pub(crate) fn shared(&self) -> &DomainRef<C> {
         &self.shared
+    }
+
+    /// The next [`RemoteEvent`] (a peer's RMA write or atomic with remote CQ data),
+    /// -FI_EAGAIN when there is none. With manual progress an empty read runs a pass.
+    /// Completions of our own operations met on the way stay for [`Cq::read`].
+    pub fn read_remote(&self) -> Result<RemoteEvent> {
+        let mut g = self.shared.lock();
+        match g.next_remote(self.h) {
+            Err(Errno::EAGAIN) if self.shared.manual() => {
+                let _ = g.progress();
+                Ok(g.next_remote(self.h)?)
+            }
+            r => Ok(r?),
+        }
     }
 
     /// `fi_cq_read` of one completion: -FI_EAGAIN when there is none. With manual

@@ -106,7 +106,7 @@ mod wait;
 pub use av::Av;
 pub use buf::Buf;
 pub use cntr::Counter;
-pub use cq::{Completion, CompletionError, Cq};
+pub use cq::{Completion, CompletionError, Cq, RemoteEvent};
 pub use ep::{AtomicDatatype, AtomicOp, Endpoint, RemoteRegion};
 pub use error::{Error, PostError, Result};
 pub use mr::Mr;
@@ -498,6 +498,7 @@ impl<C: Send + 'static> Domain<C> {
             h,
             event: event.clone(),
             early: Default::default(),
+            remote: Default::default(),
         });
         Ok(Cq::new(self.shared.clone(), h, event, wait))
     }

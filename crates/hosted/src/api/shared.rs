@@ -80,6 +80,9 @@ pub(crate) struct CqState {
     pub h: CqHandle<Heap>,
     pub event: Arc<EventFd>,
     pub early: VecDeque<Raw>,
+    /// Events of peers' RMA writes and atomics with remote CQ data (no operation of
+    /// ours behind them): [`Cq::read_remote`](super::Cq::read_remote) hands them out.
+    pub remote: VecDeque<super::cq::RemoteEvent>,
 }
 
 /// An open counter's adapter state.
@@ -249,7 +252,28 @@ impl<C: Send + 'static> Inner<C> {
             }
             match self.ops.remove(id) {
                 Some(op) => return Ok(Completion::new(id, op, raw)),
-                None => self.orphans += 1,
+                None => match super::cq::RemoteEvent::of(&raw) {
+                    Some(ev) => self.cq_state(h)?.remote.push_back(ev),
+                    None => self.orphans += 1,
+                },
+            }
+        }
+    }
+
+    /// The next remote event of CQ `h` (see [`CqState::remote`]); completions of our
+    /// own operations met on the way wait for the next [`Inner::next_completion`].
+    pub(crate) fn next_remote(
+        &mut self,
+        h: CqHandle<Heap>,
+    ) -> ofi_nostd::Result<super::cq::RemoteEvent> {
+        loop {
+            if let Some(ev) = self.cq_state(h)?.remote.pop_front() {
+                return Ok(ev);
+            }
+            let raw = read_raw(&mut self.core, h)?;
+            match super::cq::RemoteEvent::of(&raw) {
+                Some(ev) if raw.context() == 0 => return Ok(ev),
+                _ => self.cq_state(h)?.early.push_back(raw),
             }
         }
     }
