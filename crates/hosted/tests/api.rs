@@ -589,6 +589,13 @@ fn rdm_rma(mode: ProgressMode) {
     a.ep.read(Buf::zeroed(8), a_to_b, to_ro, 5).unwrap();
     let c = next_of(&a.cq, &b.domain);
     assert_eq!((c.context, c.result(), c.buf.len()), (5, Ok(8), 8));
+    // FI_RMA_EVENT: a counter bound to the region counts the reads served.
+    let reads = b.domain.counter().unwrap();
+    mr.bind_counter(&reads, Flags::REMOTE_READ).unwrap();
+    a.ep.read(Buf::zeroed(16), a_to_b, at(0), 7).unwrap();
+    let c = next_of(&a.cq, &b.domain);
+    assert_eq!((c.context, c.result()), (7, Ok(16)));
+    assert_eq!(reads.read(), 1);
     // A deregistered region is out of reach.
     let key = mr.key();
     let back = mr.close();

@@ -614,6 +614,17 @@ where
         Ok(())
     }
 
+    /// Drops every counter binding of region `h` (and the references they held).
+    pub fn unbind_cntrs(&mut self, h: MrHandle) -> Result<()> {
+        let r = self.region_mut(h)?;
+        for c in r.cntrs.iter_mut() {
+            if c.take().is_some() {
+                r.refs = r.refs.saturating_sub(1);
+            }
+        }
+        Ok(())
+    }
+
     /// Counter `cntr` closed: drops its bindings to every region.
     pub fn unbind_cntr_everywhere(&mut self, cntr: u64) {
         for slot in self.slots.as_mut().iter_mut() {

@@ -37,6 +37,22 @@ impl<C: Send + 'static> Mr<C> {
         self.h.to_desc()
     }
 
+    /// `fi_mr_bind` to a counter: `cntr` counts the peers' accesses to this region
+    /// (FI_REMOTE_WRITE: writes and updating atomics; FI_REMOTE_READ: reads and
+    /// ATOMIC_READ) through endpoints with FI_RMA_EVENT. The region cannot be closed
+    /// while bound in the C API's sense: closing or dropping the `Mr` ends its bindings.
+    pub fn bind_counter(
+        &self,
+        cntr: &super::Counter<C>,
+        flags: ofi_nostd::flags::Flags,
+    ) -> super::Result<()> {
+        if !self.shared.same(cntr.shared()) {
+            return Err(ofi_nostd::Errno::EDOMAIN.into());
+        }
+        let mut g = self.shared.lock();
+        Ok(g.core.mr_bind_cntr(self.h, cntr.handle(), flags)?)
+    }
+
     /// Reads the region (its whole capacity) under the domain's lock.
     pub fn read<R>(&self, f: impl FnOnce(&[u8]) -> R) -> R {
         let mut g = self.shared.lock();
@@ -59,6 +75,8 @@ impl<C: Send + 'static> Mr<C> {
     fn dereg(&mut self) -> Option<Buf> {
         self.registered = false;
         let mut g = self.shared.lock();
+        // Its counter bindings end with it.
+        let _ = g.core.mrs_mut().unbind_cntrs(self.h);
         let _ = g.core.mrs_mut().close(self.h);
         g.ops.take_region(self.h.to_desc())
     }
