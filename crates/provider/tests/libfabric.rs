@@ -490,16 +490,14 @@ fn fi_pingpong_rdm_over_af_packet() {
     );
 }
 
-/// Open MPI 4.1 (`libopenmpi-dev`) runs `tests/mpi/mpi_test.c` on 4 ranks over the
-/// provider: pml cm, mtl ofi restricted to `nostd`, no byte transfer layer but `self`.
-/// The MTL's verbose output must name our domain, so the run cannot silently fall back
-/// to another transport.
-#[test]
-fn open_mpi_over_the_provider() {
-    let dir = provider_dir("mpi");
-    let work = scratch("mpi-build");
-    let exe = work.join("mpi_test");
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mpi/mpi_test.c");
+/// Builds `tests/mpi/<name>.c` with mpicc and runs it on 4 ranks with `mca` (and
+/// `FI_PROVIDER=nostd` when `only_nostd`) against the provider library of `test`;
+/// asserts it printed "<name>: 4 ranks, 0 failures" and returns its stdout and stderr.
+fn mpi_run(test: &str, name: &str, mca: &[&str], only_nostd: bool) -> (String, String) {
+    let dir = provider_dir(test);
+    let work = scratch(&format!("{test}-build"));
+    let exe = work.join(name);
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/mpi/{name}.c"));
     let cc = Command::new("mpicc")
         .args(["-O2", "-Wall", "-Wextra", "-Werror", "-o"])
         .arg(&exe)
@@ -520,25 +518,53 @@ fn open_mpi_over_the_provider() {
         "--allow-run-as-root",
         "--oversubscribe",
     ])
-    .args(["--mca", "pml", "cm", "--mca", "mtl", "ofi"])
-    .args(["--mca", "mtl_ofi_provider_include", "nostd"])
-    .args(["--mca", "btl", "self", "--mca", "mtl_base_verbose", "100"])
+    .args(mca)
     .args(["-x", "FI_PROVIDER_PATH", "-n", "4"])
-    .arg(&exe)
     .env("FI_PROVIDER_PATH", &dir)
     .env_remove("FI_PROVIDER")
     .env_remove("FI_NOSTD_IFACE")
     .env_remove("FI_NOSTD_LOSS");
+    if only_nostd {
+        run.args(["-x", "FI_PROVIDER"]).env("FI_PROVIDER", "nostd");
+    }
+    run.arg(&exe);
     let out = run
         .output()
         .unwrap_or_else(|e| panic!("cannot run mpirun: {e} (install openmpi-bin)"));
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     assert!(
-        out.status.success() && stdout.contains("mpi_test: 4 ranks, 0 failures"),
+        out.status.success() && stdout.contains(&format!("{name}: 4 ranks, 0 failures")),
         "mpirun failed ({}):\n{stdout}\n{stderr}",
         out.status
     );
+    (stdout, stderr)
+}
+
+/// Open MPI 4.1 (`libopenmpi-dev`) runs `tests/mpi/mpi_test.c` on 4 ranks over the
+/// provider: pml cm, mtl ofi restricted to `nostd`, no byte transfer layer but `self`.
+/// The MTL's verbose output must name our domain, so the run cannot silently fall back
+/// to another transport.
+#[test]
+fn open_mpi_over_the_provider() {
+    let mca = [
+        "--mca",
+        "pml",
+        "cm",
+        "--mca",
+        "mtl",
+        "ofi",
+        "--mca",
+        "mtl_ofi_provider_include",
+        "nostd",
+        "--mca",
+        "btl",
+        "self",
+        "--mca",
+        "mtl_base_verbose",
+        "100",
+    ];
+    let (stdout, stderr) = mpi_run("mpi", "mpi_test", &mca, false);
     let used = stdout
         .lines()
         .chain(stderr.lines())
@@ -552,46 +578,9 @@ fn open_mpi_over_the_provider() {
 /// window osc/rdma cannot serve fails to allocate, so the run cannot fall back).
 #[test]
 fn open_mpi_one_sided_over_the_provider() {
-    let dir = provider_dir("mpi-osc");
-    let work = scratch("mpi-osc-build");
-    let exe = work.join("mpi_osc");
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mpi/mpi_osc.c");
-    let cc = Command::new("mpicc")
-        .args(["-O2", "-Wall", "-Wextra", "-Werror", "-o"])
-        .arg(&exe)
-        .arg(&src)
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run mpicc: {e} (install libopenmpi-dev)"));
-    assert!(
-        cc.status.success(),
-        "mpicc failed:\n{}",
-        String::from_utf8_lossy(&cc.stderr)
-    );
-    let mut run = Command::new("timeout");
-    run.args([
-        "-k",
-        "10",
-        "240",
-        "mpirun",
-        "--allow-run-as-root",
-        "--oversubscribe",
-    ])
-    .args(["--mca", "pml", "cm", "--mca", "mtl", "ofi"])
-    .args(["--mca", "btl", "self,ofi", "--mca", "osc", "rdma"])
-    .args(["-x", "FI_PROVIDER_PATH", "-x", "FI_PROVIDER", "-n", "4"])
-    .arg(&exe)
-    .env("FI_PROVIDER_PATH", &dir)
-    .env("FI_PROVIDER", "nostd")
-    .env_remove("FI_NOSTD_IFACE")
-    .env_remove("FI_NOSTD_LOSS");
-    let out = run
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run mpirun: {e} (install openmpi-bin)"));
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        out.status.success() && stdout.contains("mpi_osc: 4 ranks, 0 failures"),
-        "mpirun failed ({}):\n{stdout}\n{stderr}",
-        out.status
-    );
+    let mca = [
+        "--mca", "pml", "cm", "--mca", "mtl", "ofi", "--mca", "btl", "self,ofi", "--mca", "osc",
+        "rdma",
+    ];
+    mpi_run("mpi-osc", "mpi_osc", &mca, true);
 }
