@@ -186,7 +186,8 @@ pub struct RdmStats {
     pub rx_bad_acks: u64,
     /// Packets without CRC from a peer that was asked to send it.
     pub rx_missing_crc: u64,
-    /// Packet types this endpoint does not serve (RMA, atomics).
+    /// Packets that have no place in a session (a DGRAM datagram sent to an RDM
+    /// endpoint).
     pub rx_unsupported: u64,
     /// Handshakes refused or dropped for a missing or wrong authentication proof.
     pub auth_failures: u64,
