@@ -1052,20 +1052,25 @@ impl<S: Storage> Rdm<S> {
             Plan::Regen(s, r) => (s, r, true),
             Plan::New(r) => (self.peers.as_ref()[p].next_seq, r, false),
         };
-        // READ_RESP data of a region that can no longer be read (deregistered while the
-        // read was answered) goes as a failure instead, never as zeros; a
+        // READ_RESP data: its region checked once here, then read through that check
+        // as the packet is built. A region that can no longer be read (deregistered
+        // while the read was answered) makes it a failure instead, never zeros; a
         // retransmission too (the initiator takes whichever arrives: a duplicate of a
         // sequence number is dropped whatever it carries).
-        if let Regen::ReadData { slot, off, len } = regen
-            && let Some(r) = self.resps.get_mut_by_index(slot as usize)
-        {
+        let mut rd = None;
+        if let Regen::ReadData { slot, off, len } = regen {
+            let Some(r) = self.resps.get_mut_by_index(slot as usize) else {
+                return Sent::Yes; // answered already or the session failed
+            };
             let ep = u64::from(self.local.ep_id);
             let at = r.addr.wrapping_add(off);
-            let readable = ctx.mrs.is_some_and(|m| {
+            let checked = ctx.mrs.and_then(|m| {
                 m.check_remote(r.key, at, u64::from(len), Flags::REMOTE_READ, ep)
-                    .is_ok()
+                    .ok()
             });
-            if !readable {
+            if let Some(ra) = checked {
+                rd = Some((ra, r.op_id));
+            } else {
                 let op_id = r.op_id;
                 let pending = r.sent < r.len;
                 r.sent = r.len; // nothing more of it leaves
@@ -1106,24 +1111,17 @@ impl<S: Storage> Rdm<S> {
         } else if regen.op().is_some() {
             return Sent::Yes; // the op vanished: nothing to send
         }
-        // The region an RMA target's READ_RESP data comes from (read as it leaves).
+        if let Regen::AtomicData { slot } = regen
+            && self.resps.get_by_index(slot as usize).is_none()
+        {
+            return Sent::Yes;
+        }
         let mrs = ctx.mrs;
-        let ep_key = u64::from(self.local.ep_id);
-        let rd = match regen {
-            Regen::ReadData { slot, off, .. } => match self.resps.get_by_index(slot as usize) {
-                Some((_, r)) => Some((r.key, r.addr.wrapping_add(off), r.op_id)),
-                None => return Sent::Yes, // answered already or the session failed
-            },
-            Regen::AtomicData { slot } if self.resps.get_by_index(slot as usize).is_none() => {
-                return Sent::Yes;
-            }
-            _ => None,
-        };
         let fill = |out: &mut [u8]| -> Result<()> {
-            let (Some(m), Some((key, addr, _))) = (mrs, rd) else {
+            let (Some(m), Some((ra, _))) = (mrs, rd) else {
                 return Err(Errno::EFAULT);
             };
-            m.read_remote(mem, key, addr, out, ep_key).map(|_| ())
+            m.for_each_segment(&ra, |a, range| mem.read(a, &mut out[range]))
         };
         let ack_req = retrans || self.last_for_now(p, &regen);
         let header = self.header(p, seq, ack_req);
@@ -1282,7 +1280,7 @@ impl<S: Storage> Rdm<S> {
                 ),
                 (Regen::ReadData { off, len, .. }, _) => (
                     Body::ReadResp(ReadRespRepr {
-                        op_id: rd.map_or(0, |(_, _, id)| id),
+                        op_id: rd.map_or(0, |(_, id)| id),
                         status: status::OK,
                         offset: off,
                         payload: &[],
