@@ -2557,9 +2557,10 @@ fn rdm_ctx<'a, S: Storage>(
     let ctx = Ctx {
         cqs,
         cntrs,
-        av: ep.av.and_then(|a| avs.get(a)),
-        tx_cq: ep.tx_cq.as_ref().map(|b| b.cq),
-        rx_cq: ep.rx_cq.as_ref().map(|b| b.cq),
+        avs,
+        av: ep.av,
+        tx_cq: &ep.tx_cq,
+        rx_cq: &ep.rx_cq,
         cntr: &ep.cntrs,
         rm,
         ep_context: ep.context,

@@ -28,7 +28,8 @@ use crate::addr::EpAddr;
 use crate::av::HashIndex;
 use crate::cntr::Cntr;
 use crate::cq::{CqEntry, CqErrEntry};
-use crate::domain::{AvObj, CntrHandle, CqHandle, CqObj};
+use crate::domain::{AvHandle, AvObj, CntrHandle, CqHandle, CqObj, Objects};
+use crate::ep::CqBinding;
 use crate::errno::{Errno, Result};
 use crate::flags::{FI_ADDR_NOTAVAIL, FiAddr, Flags};
 use crate::info::AuthKey;
@@ -609,9 +610,13 @@ impl Prng {
 pub(crate) struct Ctx<'a, S: Storage> {
     pub(crate) cqs: &'a mut PoolOf<S, CqObj<S>>,
     pub(crate) cntrs: &'a mut PoolOf<S, Cntr>,
-    pub(crate) av: Option<&'a AvObj<S>>,
-    pub(crate) tx_cq: Option<CqHandle<S>>,
-    pub(crate) rx_cq: Option<CqHandle<S>>,
+    /// The domain's AVs and the endpoint's (resolved when a message's source is
+    /// looked up, not for every post and pass).
+    pub(crate) avs: &'a Objects<S, AvObj<S>>,
+    pub(crate) av: Option<AvHandle<S>>,
+    /// The endpoint's CQ bindings, borrowed (read only when something completes).
+    pub(crate) tx_cq: &'a Option<CqBinding<CqHandle<S>>>,
+    pub(crate) rx_cq: &'a Option<CqBinding<CqHandle<S>>>,
     /// The endpoint's counter bindings (one reference: most passes count nothing).
     pub(crate) cntr: &'a crate::ep::CntrBindings<CntrHandle>,
     pub(crate) rm: bool,
@@ -628,7 +633,7 @@ impl<S: Storage> Ctx<'_, S> {
     /// The fi_addr a message from `addr` matches receives with, and the one reported
     /// as its source (FI_SOURCE).
     fn src_of(&self, addr: &EpAddr) -> (FiAddr, FiAddr) {
-        let Some(av) = self.av else {
+        let Some(av) = self.av.and_then(|a| self.avs.get(a)) else {
             return (FI_ADDR_NOTAVAIL, FI_ADDR_NOTAVAIL);
         };
         av.message_source(addr, self.source)
@@ -645,7 +650,7 @@ impl<S: Storage> Ctx<'_, S> {
             return;
         };
         let rm = self.rm;
-        if let Some(cq) = self.rx_cq.and_then(|h| self.cqs.get_mut(h)) {
+        if let Some(cq) = self.rx_cq.as_ref().and_then(|b| self.cqs.get_mut(b.cq)) {
             let mut e = CqEntry::new(0, kind.union(Flags::REMOTE_CQ_DATA)).with_len(len as usize);
             e.data = data;
             let _ = if rm {
@@ -682,7 +687,7 @@ impl<S: Storage> Ctx<'_, S> {
         if !self.rm {
             return true;
         }
-        match self.rx_cq.and_then(|h| self.cqs.get_mut(h)) {
+        match self.rx_cq.as_ref().and_then(|b| self.cqs.get_mut(b.cq)) {
             Some(cq) => cq.try_reserve().is_ok(),
             None => false,
         }
@@ -692,8 +697,8 @@ impl<S: Storage> Ctx<'_, S> {
         if !self.rm {
             return;
         }
-        let h = if tx { self.tx_cq } else { self.rx_cq };
-        if let Some(cq) = h.and_then(|h| self.cqs.get_mut(h)) {
+        let b = if tx { self.tx_cq } else { self.rx_cq };
+        if let Some(cq) = b.as_ref().and_then(|b| self.cqs.get_mut(b.cq)) {
             cq.release();
         }
     }
@@ -720,7 +725,7 @@ impl<S: Storage> Ctx<'_, S> {
         }
         let rm = self.rm;
         let ep_ctx = self.ep_context;
-        let Some(cq) = self.tx_cq.and_then(|h| self.cqs.get_mut(h)) else {
+        let Some(cq) = self.tx_cq.as_ref().and_then(|b| self.cqs.get_mut(b.cq)) else {
             return;
         };
         let reserved = rm && reserved;
@@ -770,7 +775,7 @@ impl<S: Storage> Ctx<'_, S> {
         }
         let rm = self.rm;
         let ep_ctx = self.ep_context;
-        let Some(cq) = self.rx_cq.and_then(|h| self.cqs.get_mut(h)) else {
+        let Some(cq) = self.rx_cq.as_ref().and_then(|b| self.cqs.get_mut(b.cq)) else {
             return;
         };
         let reserved = rm && reserved;

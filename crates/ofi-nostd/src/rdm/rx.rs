@@ -251,7 +251,9 @@ impl<S: Storage> Rdm<S> {
         match self.process(p, repr, now, mem, ctx) {
             Outcome::Done => {
                 self.advance(p, now, ack_req);
-                self.drain(p, now, mem, ctx);
+                if self.peers.as_ref()[p].held > 0 {
+                    self.drain(p, now, mem, ctx);
+                }
             }
             Outcome::Blocked => {
                 self.stats.rx_refused += 1;
@@ -1965,7 +1967,7 @@ impl<S: Storage> Rdm<S> {
             if let Some(c) = ctx.cntr.recv.and_then(|c| ctx.cntrs.get_mut(c)) {
                 c.inc_err();
             }
-            if let Some(cq) = ctx.rx_cq.and_then(|h| ctx.cqs.get_mut(h)) {
+            if let Some(cq) = ctx.rx_cq.as_ref().and_then(|b| ctx.cqs.get_mut(b.cq)) {
                 let _ = if ctx.rm && reserved {
                     cq.write_err_reserved(&e)
                 } else {

@@ -36,18 +36,18 @@ impl Payload<'_> {
     }
 }
 
-/// Writes `head` (whose body carries an empty payload) followed by `payload` into `buf`,
+/// Writes `head` (whose body carries an empty payload; `hl` its length) followed by `payload` into `buf`,
 /// then fixes the length and checksum. Returns the packet length, or 0 if it cannot be
 /// built (the link then sends nothing). A failing read of application memory is
 /// reported through `fault` and the payload is sent zero-filled.
 pub(super) fn write_packet(
     buf: &mut [u8],
     head: &Repr<'_>,
+    hl: usize,
     payload: Payload<'_>,
     mem: &impl Memory,
     fault: &mut Option<Errno>,
 ) -> usize {
-    let hl = head.buffer_len();
     let total = hl + payload.len();
     if total > buf.len() || total > u16::MAX as usize {
         return 0;
@@ -1338,15 +1338,19 @@ impl<S: Storage> Rdm<S> {
                 _ => return Sent::Yes,
             };
             let mut head = Repr { header, body };
+            // The header's length, measured once: a carried ack adds exactly its field.
+            let mut hl = head.buffer_len();
             if let Some(a) = ack
-                && head.buffer_len() + payload.len() + wire::packet::hdr_len::ACK <= limit
+                && hl + payload.len() + wire::packet::hdr_len::ACK <= limit
                 && head.body.set_ack(Some(a)).is_ok()
             {
                 carried = Some(a);
+                hl += wire::packet::hdr_len::ACK;
             }
-            let total = head.buffer_len() + payload.len();
+            debug_assert_eq!(hl, head.buffer_len());
+            let total = hl + payload.len();
             port.send(&dst, total, |buf| {
-                write_packet(buf, &head, payload, mem, &mut fault)
+                write_packet(buf, &head, hl, payload, mem, &mut fault)
             })
         };
         if res != Sent::Yes {
@@ -1654,7 +1658,6 @@ impl<S: Storage> Rdm<S> {
     }
 
     pub(super) fn on_ack(&mut self, p: usize, a: &AckRepr, now: Instant, ctx: &mut Ctx<'_, S>) {
-        let cfg = self.cfg;
         // Three fields, not a copy of the whole peer (every received ack).
         let peer = {
             let pr = &self.peers.as_ref()[p];
@@ -1750,9 +1753,10 @@ impl<S: Storage> Rdm<S> {
                 self.op_progress(o as usize, ctx);
             }
         }
+        let cfg = &self.cfg;
         let pm = &mut self.peers.as_mut()[p];
         if let Some(r) = sample {
-            pm.rtt.sample(r, &cfg);
+            pm.rtt.sample(r, cfg);
         }
         if !stale {
             let lim = a
