@@ -118,3 +118,73 @@ struct rte_device *shim_port_device(uint16_t port)
 		return NULL;
 	return info.device;
 }
+
+struct rte_mempool *shim_pktmbuf_pool_create_packed(const char *name, unsigned n,
+						     unsigned cache, uint16_t data_room,
+						     int socket)
+{
+	/* rte_pktmbuf_pool_create_by_ops with one flag more. */
+	struct rte_pktmbuf_pool_private priv = {
+		.mbuf_data_room_size = data_room,
+		.mbuf_priv_size = 0,
+	};
+	unsigned elt_size = sizeof(struct rte_mbuf) + (unsigned)data_room;
+	struct rte_mempool *mp;
+	int ret;
+
+	mp = rte_mempool_create_empty(name, n, elt_size, cache,
+				      sizeof(struct rte_pktmbuf_pool_private), socket,
+				      RTE_MEMPOOL_F_NO_IOVA_CONTIG);
+	if (mp == NULL)
+		return NULL;
+	ret = rte_mempool_set_ops_byname(mp, rte_mbuf_best_mempool_ops(), NULL);
+	if (ret != 0) {
+		rte_mempool_free(mp);
+		rte_errno = -ret;
+		return NULL;
+	}
+	rte_pktmbuf_pool_init(mp, &priv);
+	ret = rte_mempool_populate_default(mp);
+	if (ret < 0) {
+		rte_mempool_free(mp);
+		rte_errno = -ret;
+		return NULL;
+	}
+	rte_mempool_obj_iter(mp, rte_pktmbuf_init, NULL);
+	return mp;
+}
+
+struct layout {
+	uintptr_t base;
+	size_t header;
+	size_t total;
+	uint64_t span;
+};
+
+static void layout_obj(struct rte_mempool *mp, void *arg, void *obj, unsigned idx)
+{
+	struct layout *l = arg;
+	uint64_t end = (uintptr_t)obj - l->header + l->total - l->base;
+
+	(void)mp;
+	(void)idx;
+	if (end > l->span)
+		l->span = end;
+}
+
+void shim_mempool_layout(struct rte_mempool *mp, uint64_t *span, uint64_t *packed,
+			 uint32_t *chunks)
+{
+	struct rte_mempool_memhdr *first = STAILQ_FIRST(&mp->mem_list);
+	struct layout l = {
+		.base = first != NULL ? (uintptr_t)first->addr : 0,
+		.header = mp->header_size,
+		.total = mp->header_size + mp->elt_size + mp->trailer_size,
+		.span = 0,
+	};
+
+	rte_mempool_obj_iter(mp, layout_obj, &l);
+	*span = l.span;
+	*packed = (uint64_t)mp->populated_size * l.total;
+	*chunks = mp->nb_mem_chunks;
+}

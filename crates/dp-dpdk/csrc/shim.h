@@ -18,6 +18,7 @@
 #include <rte_ethdev.h>
 #include <rte_lcore.h>
 #include <rte_mbuf.h>
+#include <rte_mbuf_pool_ops.h>
 #include <rte_mempool.h>
 
 /* rte_eth_rx_burst: up to n received mbufs of queue (port, queue) into pkts. */
@@ -64,3 +65,17 @@ int shim_link_status(uint16_t port, uint32_t *speed);
 struct rte_device *shim_port_device(uint16_t port);
 
 #endif
+
+/* A pktmbuf pool like rte_pktmbuf_pool_create's, but created with
+ * RTE_MEMPOOL_F_NO_IOVA_CONTIG so that its objects are packed back to back in one
+ * memory chunk, page boundaries or not (see Mempool::new_packed); NULL and rte_errno
+ * on failure. */
+struct rte_mempool *shim_pktmbuf_pool_create_packed(const char *name, unsigned n,
+						     unsigned cache, uint16_t data_room,
+						     int socket);
+/* Where the objects of `mp` lie relative to the start of its first memory chunk:
+ * *span gets the end of the last object (headers included), *packed the bytes
+ * populated_size objects take back to back (what net_af_xdp registers as its UMEM),
+ * *chunks the number of memory chunks. */
+void shim_mempool_layout(struct rte_mempool *mp, uint64_t *span, uint64_t *packed,
+			 uint32_t *chunks);

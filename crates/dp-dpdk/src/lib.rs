@@ -38,9 +38,9 @@
 //! root for `net_memif` (two processes over a UNIX socket); `net_af_packet` and
 //! `net_af_xdp` need `CAP_NET_RAW`/`CAP_NET_ADMIN` on an interface (the tests use veth
 //! pairs in network namespaces; `net_af_xdp` in copy mode on queue 0 of the veth).
-//! With DPDK 22.11, a `net_af_xdp` port opened after another port of the same process
-//! was closed loses transmitted frames (`docs/status.md` has the details): open it as
-//! the process's first port.
+//! A `net_af_xdp` port gets a packed mbuf pool ([`Mempool::new_packed`]): DPDK 22.11
+//! registers only the first `mbufs x object size` bytes of the pool as the AF_XDP
+//! UMEM, which a default pool on 4 KiB pages outgrows.
 //!
 //! # Safety
 //!
@@ -74,7 +74,7 @@ pub use error::Error;
 #[cfg(feature = "dpdk")]
 pub use link::{DpdkLink, MAX_BURST, Stats};
 #[cfg(feature = "dpdk")]
-pub use mbuf::{DEFAULT_DATA_ROOM, HEADROOM, Mbuf, Mempool};
+pub use mbuf::{DEFAULT_DATA_ROOM, HEADROOM, Mbuf, Mempool, PoolLayout};
 #[cfg(feature = "dpdk")]
 pub use port::{
     DEFAULT_MBUFS, DEFAULT_RING, LinkStatus, MEMIF_DOWN_TIMEOUT, Port, PortConfig, PortStats,

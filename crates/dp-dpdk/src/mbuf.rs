@@ -13,6 +13,26 @@ pub const HEADROOM: u16 = sys::RTE_PKTMBUF_HEADROOM as u16;
 /// (`RTE_MBUF_DEFAULT_BUF_SIZE`), enough for a 1514-byte frame in one segment.
 pub const DEFAULT_DATA_ROOM: u16 = sys::RTE_MBUF_DEFAULT_BUF_SIZE as u16;
 
+/// How a pool's mbufs lie in memory ([`Mempool::layout`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PoolLayout {
+    /// End of the last mbuf (its mempool header included), in bytes from the start of
+    /// the pool's first memory chunk.
+    pub span: u64,
+    /// What the pool's mbufs take back to back: mbufs times their object size.
+    pub packed: u64,
+    /// Memory chunks the pool spans.
+    pub chunks: u32,
+}
+
+impl PoolLayout {
+    /// Every mbuf inside the first `packed` bytes of one chunk (what `net_af_xdp`
+    /// registers).
+    pub fn is_packed(&self) -> bool {
+        self.chunks == 1 && self.span <= self.packed
+    }
+}
+
 /// A pool of packet mbufs (`rte_pktmbuf_pool_create`), freed when dropped.
 ///
 /// Mbufs borrow their pool ([`Mbuf<'pool>`](Mbuf)), so none can outlive it.
@@ -59,6 +79,58 @@ impl Mempool {
             name: name.to_owned(),
             size,
         })
+    }
+
+    /// Like [`Mempool::new`], but the mbufs lie back to back in one memory chunk, page
+    /// boundaries or not (`RTE_MEMPOOL_F_NO_IOVA_CONTIG`). What `net_af_xdp` needs:
+    /// DPDK 22.11 registers `populated_size` objects' worth of bytes from the pool's
+    /// first chunk as the AF_XDP UMEM, while a default pool on 4 KiB pages (no
+    /// hugepages) starts every mbuf that would cross a page on the next page, so its
+    /// later mbufs lie beyond the UMEM and the kernel refuses the frames sent from them
+    /// ([`Mempool::layout`]). Not for devices that DMA into mbufs page by page.
+    pub fn new_packed(
+        _eal: &'static Eal,
+        name: &str,
+        size: u32,
+        cache: u32,
+        data_room: u16,
+        socket: i32,
+    ) -> Result<Self, Error> {
+        if data_room <= HEADROOM {
+            return Err(Error::InvalidArgument(format!(
+                "mbuf data room {data_room} leaves no space after the {HEADROOM}-byte headroom"
+            )));
+        }
+        let cname = CString::new(name)
+            .map_err(|_| Error::InvalidArgument(format!("pool name {name:?}")))?;
+        // SAFETY: as in `new`: EAL is initialised, the name is a valid C string DPDK
+        // copies, the other arguments are plain values DPDK validates.
+        let ptr = unsafe {
+            sys::shim_pktmbuf_pool_create_packed(cname.as_ptr(), size, cache, data_room, socket)
+        };
+        let ptr = NonNull::new(ptr)
+            .ok_or_else(|| Error::rte_errno("rte_pktmbuf_pool_create (packed)"))?;
+        Ok(Mempool {
+            ptr,
+            name: name.to_owned(),
+            size,
+        })
+    }
+
+    /// Where the mbufs lie: the end of the last one counted from the start of the
+    /// pool's first memory chunk, the bytes the pool's objects take back to back, and
+    /// the number of memory chunks. A pool is packed when the first two are equal and
+    /// there is one chunk.
+    pub fn layout(&self) -> PoolLayout {
+        let (mut span, mut packed, mut chunks) = (0u64, 0u64, 0u32);
+        // SAFETY: the pool is alive and populated; the shim only reads its chunk list
+        // and walks its objects, writing the three outputs we own.
+        unsafe { sys::shim_mempool_layout(self.ptr.as_ptr(), &mut span, &mut packed, &mut chunks) };
+        PoolLayout {
+            span,
+            packed,
+            chunks,
+        }
     }
 
     /// The pool's name.

@@ -154,6 +154,9 @@ pub struct Port {
     pub(crate) shared: Arc<PortShared>,
 }
 
+/// The driver name of `net_af_xdp` ports (`rte_eth_dev_info::driver_name`).
+const AF_XDP_DRIVER: &str = "net_af_xdp";
+
 /// Pools need process-unique names.
 static POOL_COUNTER: AtomicU32 = AtomicU32::new(0);
 
@@ -221,7 +224,14 @@ impl Port {
         let mempool = Eal::get()
             .ok_or_else(|| Error::InvalidArgument("EAL not initialised".into()))
             .and_then(|eal| {
-                Mempool::new(
+                // net_af_xdp registers the pool as its UMEM assuming packed mbufs
+                // (see `Mempool::new_packed`).
+                let create = if driver == AF_XDP_DRIVER {
+                    Mempool::new_packed
+                } else {
+                    Mempool::new
+                };
+                create(
                     eal,
                     &format!("dpdk_p{id}_{n}"),
                     cfg.mbufs,

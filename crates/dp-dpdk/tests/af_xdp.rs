@@ -7,9 +7,10 @@
 //! loads its XDP program there through libxdp. Skipped with a notice when not root, or
 //! when the kernel has no AF_XDP sockets.
 //!
-//! This file is its own test binary, so the `net_af_xdp` port is the first and only
-//! port of its process: opened after another port of the same process was closed, it
-//! loses transmitted frames (`docs/status.md`, DPDK section).
+//! The second test drives its port from a thread EAL does not know: without a
+//! per-lcore mempool cache, allocations cycle through every mbuf of the pool, so a
+//! pool whose later mbufs lie outside the AF_XDP UMEM loses frames there (what
+//! `Mempool::new_packed` prevents; `docs/status.md`, DPDK section).
 
 #![cfg(feature = "dpdk")]
 
@@ -35,4 +36,25 @@ fn af_xdp_interoperates_with_kernel_udp() {
         2,
         1,
     );
+}
+
+#[test]
+fn af_xdp_from_a_thread_without_an_lcore() {
+    let test = "af_xdp_from_a_thread_without_an_lcore";
+    if !root_or_skip(test) || !af_xdp_or_skip(test) {
+        return;
+    }
+    // EAL is initialised here (or by the other test), never on the thread below.
+    common::eal();
+    std::thread::spawn(move || {
+        kernel_udp::interop_with_kernel_udp(
+            test,
+            "net_af_xdp",
+            ",start_queue=0,queue_count=1,force_copy=1",
+            3,
+            2,
+        );
+    })
+    .join()
+    .expect("the port's thread");
 }

@@ -55,6 +55,30 @@ fn mbufs_are_freed_once() {
     assert!(Mempool::new(eal(), "dpdk_test_small", 15, 0, 64, -1).is_err());
 }
 
+/// Under `--no-huge` (4 KiB pages) a default pool starts every mbuf that would cross a
+/// page on the next page, so its mbufs span more than they take back to back; a packed
+/// pool (what `net_af_xdp` ports get) does not, and its mbufs work like any other.
+#[test]
+fn a_packed_pool_keeps_its_mbufs_back_to_back() {
+    let (n, room) = (1023, dp_dpdk::DEFAULT_DATA_ROOM);
+    let default = Mempool::new(eal(), "dpdk_test_gaps", n, 0, room, -1).unwrap();
+    let packed = Mempool::new_packed(eal(), "dpdk_test_packed", n, 0, room, -1).unwrap();
+    let (d, p) = (default.layout(), packed.layout());
+    assert_eq!(d.packed, p.packed, "same mbufs, same object size");
+    assert!(!d.is_packed() && d.span > d.packed, "{d:?}");
+    assert!(p.is_packed() && p.span == p.packed, "{p:?}");
+    assert_eq!((packed.capacity(), packed.data_room()), (n, room));
+    let all: Vec<_> = std::iter::from_fn(|| packed.alloc()).collect();
+    assert_eq!(all.len(), n as usize);
+    assert!(
+        all.iter()
+            .all(|m| m.headroom() == 128 && m.tailroom() == 2048)
+    );
+    drop(all);
+    assert_eq!(packed.in_use(), 0);
+    assert!(Mempool::new_packed(eal(), "dpdk_test_packed_small", 15, 0, 64, -1).is_err());
+}
+
 fn ring_port(name: &str) -> Port {
     let mut cfg = PortConfig::vdev(name, "");
     cfg.mbufs = 4095;

@@ -1,5 +1,5 @@
 //! The kernel-UDP interop test body shared by the raw-socket drivers' test files
-//! (`af_packet.rs`, `af_xdp.rs`; each file is its own process with its own EAL).
+//! (`af_packet.rs`, `af_xdp.rs`); each call names its own veth pair, namespace and port.
 //!
 //! One end of a veth pair goes to a DPDK driver, the other end lives in a network
 //! namespace the test creates (root only; the namespace and the pair are always
@@ -188,11 +188,22 @@ pub fn interop_with_kernel_udp(test: &str, driver: &str, extra: &str, n: u32, tx
 
     let port = Port::open(
         eal(),
-        &PortConfig::vdev(&format!("{driver}_t{pid}"), &format!("iface={a}{extra}")),
+        &PortConfig::vdev(
+            &format!("{driver}_t{pid}_{n}"),
+            &format!("iface={a}{extra}"),
+        ),
     )
     .unwrap_or_else(|e| panic!("{test}: open {driver} on {a}: {e}"));
     assert_eq!(port.driver(), driver);
     assert_eq!(port.mac(), parse_mac(&sys_class_net(&a, "address")));
+    if driver == "net_af_xdp" {
+        // Every mbuf inside what the driver registers as the UMEM.
+        let layout = port.mempool().layout();
+        assert!(
+            layout.is_packed(),
+            "{test}: mbufs beyond the UMEM: {layout:?}"
+        );
+    }
     let start = port.mempool().in_use();
     let link = port.link(0).unwrap();
     let mtu = link.capabilities().mtu;
