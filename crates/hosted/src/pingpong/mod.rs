@@ -21,8 +21,13 @@
 //!   acknowledges the whole stream once at the end, as fabtests' `fi_bw` does; the clock
 //!   includes that final acknowledgement. One transfer per message.
 //! * `rate`: message rate: bursts of `--window` messages, each acknowledged by the
-//!   server before the next starts (the `osu_mbw_mr` pattern). Messages below the inject
-//!   size go out with `fi_inject`, which needs no completion.
+//!   server. Over RDM the client sends the next burst while the last one's
+//!   acknowledgement is on its way, so at most two bursts are outstanding (the server
+//!   keeps twice the window posted); `osu_mbw_mr` waits for each acknowledgement, and
+//!   fabtests' `fi_*_bw` for none. Over DGRAM (losses) each burst waits for its answer.
+//!   Within a burst the sends carry FI_MORE except every 16th, so the first messages
+//!   leave while the rest are posted. Messages below the inject size go out with
+//!   `fi_inject`, which needs no completion.
 //!
 //! The columns are the same in every mode. `#sent` is what the client sent in the timed
 //! phase and `#ack` what came back (pingpong: replies the client received; bandwidth and
@@ -122,7 +127,7 @@ pub enum Mode {
     Pingpong,
     /// Windowed one-way streaming with one final acknowledgement.
     Bandwidth,
-    /// Message rate: windows of messages, each acknowledged.
+    /// Message rate: windows of messages, each acknowledged (two outstanding over RDM).
     Rate,
 }
 

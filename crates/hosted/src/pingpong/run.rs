@@ -222,6 +222,10 @@ impl SizeParams {
     }
 }
 
+/// Messages a rate burst posts with FI_MORE before one goes without it (a transmit
+/// pass).
+const BATCH: u64 = 16;
+
 fn end_payload(round: u16, expected: u64, phase: u8) -> Vec<u8> {
     let mut v = round.to_le_bytes().to_vec();
     v.extend_from_slice(&expected.to_le_bytes());
@@ -374,11 +378,24 @@ impl Client<'_> {
     /// Sends a request and waits for its answer `want` (repeating it every [`RETRY`] on
     /// DGRAM endpoints).
     fn call(&mut self, kind: Kind, payload: &[u8], want: Kind) -> Result<Ctrl, Failure> {
+        let id = self.ask(kind, payload)?;
+        self.answer(id, kind, payload, want)
+    }
+
+    /// Sends request `kind` without waiting; its id, for [`Client::answer`].
+    fn ask(&mut self, kind: Kind, payload: &[u8]) -> Result<u32, Failure> {
         let s = &mut self.c.s;
         s.ctrl_id = s.ctrl_id.wrapping_add(1);
         let id = s.ctrl_id;
-        let deadline = Instant::now() + s.timeout;
         s.send_ctrl(kind, id, payload)?;
+        Ok(id)
+    }
+
+    /// Waits for the answer `want` to request `id` (sent by [`Client::ask`]; resent
+    /// over DGRAM while none comes).
+    fn answer(&mut self, id: u32, kind: Kind, payload: &[u8], want: Kind) -> Result<Ctrl, Failure> {
+        let s = &mut self.c.s;
+        let deadline = Instant::now() + s.timeout;
         let mut resend = Instant::now() + RETRY;
         loop {
             let until = if s.dgram {
@@ -507,7 +524,7 @@ impl Client<'_> {
     }
 
     /// Bandwidth (one stream, one final acknowledgement) or rate (bursts of a window,
-    /// each acknowledged).
+    /// each acknowledged; over RDM the next burst leaves before the answer comes).
     fn stream(&mut self, size: usize, bursts: bool) -> Result<Sample, Failure> {
         let p = self.params(size);
         // Only control answers come back.
@@ -529,6 +546,12 @@ impl Client<'_> {
         }
         let t0 = Instant::now();
         let mut acked = warm_acked;
+        // Reliable bursts overlap: burst k+1 leaves while the server still takes burst k
+        // (whose END is answered meanwhile), never more than two windows ahead of the
+        // server, which keeps twice the window posted. Over DGRAM (losses: an END may need
+        // resending) each burst waits for its answer.
+        let overlap = bursts && !self.c.s.dgram;
+        let mut waiting: Option<(u32, Vec<u8>)> = None;
         while seq < total {
             let n = if bursts {
                 u64::from(p.window).min(total - seq)
@@ -542,7 +565,20 @@ impl Client<'_> {
             } else {
                 PHASE_BURST
             };
-            let a = self.call(Kind::End, &end_payload(p.round, seq, phase), Kind::EndAck)?;
+            let end = end_payload(p.round, seq, phase);
+            if !overlap {
+                let a = self.call(Kind::End, &end, Kind::EndAck)?;
+                acked = le_u64(&a.payload, 0);
+                continue;
+            }
+            let id = self.ask(Kind::End, &end)?;
+            if let Some((prev, prev_end)) = waiting.replace((id, end)) {
+                let a = self.answer(prev, Kind::End, &prev_end, Kind::EndAck)?;
+                acked = le_u64(&a.payload, 0);
+            }
+        }
+        if let Some((id, end)) = waiting {
+            let a = self.answer(id, Kind::End, &end, Kind::EndAck)?;
             acked = le_u64(&a.payload, 0);
         }
         if p.count == 0 {
@@ -565,11 +601,19 @@ impl Client<'_> {
         round: u16,
         seqs: std::ops::Range<u64>,
     ) -> Result<(), Failure> {
-        // FI_MORE on the burst: its messages leave in one transmit pass and batch.
+        // FI_MORE on the burst, except on every BATCH-th message: its messages leave in
+        // batches of transmit passes, and the server starts on the first batch while the
+        // rest is still being posted.
         self.c.s.set_more(true);
         let sent = seqs.into_iter().try_for_each(|i| {
             let pat = self.c.pattern(round, i, TO_SERVER);
-            self.c.s.send_data(size, round, i, pat)
+            self.c.s.send_data(size, round, i, pat)?;
+            if (i + 1) % BATCH == 0 {
+                // Dropping FI_MORE runs the transmit pass; the next message sets it again.
+                self.c.s.set_more(false);
+                self.c.s.set_more(true);
+            }
+            Ok(())
         });
         self.c.s.set_more(false);
         sent?;
@@ -793,9 +837,11 @@ impl Server<'_> {
         let (mut count, mut timed) = (0u64, 0u64);
         let mut t_start = (p.warmup == 0).then(Instant::now);
         let mut t_end = Instant::now();
-        let mut pending: Option<(Ctrl, u64, u8)> = None;
+        // ENDs not answered yet, oldest first (a client overlapping its bursts may have
+        // two out; each is answered once its burst is in).
+        let mut pending: std::collections::VecDeque<(Ctrl, u64, u8)> = Default::default();
         loop {
-            if let Some((c, expected, phase)) = &pending
+            if let Some((c, expected, phase)) = pending.front()
                 && (self.c.s.dgram || count >= *expected)
             {
                 let (c, phase) = (c.clone(), *phase);
@@ -805,7 +851,7 @@ impl Server<'_> {
                     t_end = Instant::now();
                 }
                 self.reply(&c, Kind::EndAck, count.to_le_bytes().to_vec())?;
-                pending = None;
+                pending.pop_front();
                 match phase {
                     PHASE_WARMUP => t_start = Some(Instant::now()),
                     PHASE_LAST => break,
@@ -839,7 +885,7 @@ impl Server<'_> {
                         if c.kind == Kind::End && le_u16(&c.payload, 0) == p.round {
                             let expected = le_u64(&c.payload, 2);
                             let phase = c.payload.get(10).copied().unwrap_or(PHASE_LAST);
-                            pending = Some((c, expected, phase));
+                            pending.push_back((c, expected, phase));
                         } else {
                             self.c.s.stale += 1;
                         }
