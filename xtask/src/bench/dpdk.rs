@@ -419,7 +419,9 @@ fn render(r: &Results) -> Outcome {
         "Two processes on CPUs {} and {} (EAL `-l`), `net_memif` over a UNIX socket, \
          `--no-huge`. One-way latency is half the round trip: the raw echo's is the \
          median over batches of 5000 round trips of each batch's mean, ofi-pingpong's the \
-         median of its rows' `usec/xfer` (RDM, `-m msg`, busy-polling, manual progress).\n",
+         median of its rows' `usec/xfer` (RDM, `-m msg`, busy-polling, manual progress). \
+         Message rate: bursts of 64 messages, each acknowledged by the server, at most \
+         two bursts outstanding (`ofi-pingpong --mode rate`).\n",
         r.cpus.0, r.cpus.1
     );
     md.push_str("| Measurement | Value | Target | Verdict |\n|---|---:|---|---|\n");
