@@ -54,31 +54,14 @@ impl Mempool {
     /// [`DEFAULT_DATA_ROOM`]) and per-lcore caches of `cache` mbufs, on NUMA `socket`
     /// (-1: any). Names must be unique in the process and at most 25 bytes long.
     pub fn new(
-        _eal: &'static Eal,
+        eal: &'static Eal,
         name: &str,
         size: u32,
         cache: u32,
         data_room: u16,
         socket: i32,
     ) -> Result<Self, Error> {
-        if data_room <= HEADROOM {
-            return Err(Error::InvalidArgument(format!(
-                "mbuf data room {data_room} leaves no space after the {HEADROOM}-byte headroom"
-            )));
-        }
-        let cname = CString::new(name)
-            .map_err(|_| Error::InvalidArgument(format!("pool name {name:?}")))?;
-        // SAFETY: EAL is initialised (we hold &Eal); the name is a valid C string that
-        // DPDK copies; the other arguments are plain values DPDK validates.
-        let ptr = unsafe {
-            sys::rte_pktmbuf_pool_create(cname.as_ptr(), size, cache, 0, data_room, socket)
-        };
-        let ptr = NonNull::new(ptr).ok_or_else(|| Error::rte_errno("rte_pktmbuf_pool_create"))?;
-        Ok(Mempool {
-            ptr,
-            name: name.to_owned(),
-            size,
-        })
+        Self::create(eal, name, size, cache, data_room, socket, false)
     }
 
     /// Like [`Mempool::new`], but the mbufs lie back to back in one memory chunk, page
@@ -89,12 +72,24 @@ impl Mempool {
     /// later mbufs lie beyond the UMEM and the kernel refuses the frames sent from them
     /// ([`Mempool::layout`]). Not for devices that DMA into mbufs page by page.
     pub fn new_packed(
+        eal: &'static Eal,
+        name: &str,
+        size: u32,
+        cache: u32,
+        data_room: u16,
+        socket: i32,
+    ) -> Result<Self, Error> {
+        Self::create(eal, name, size, cache, data_room, socket, true)
+    }
+
+    fn create(
         _eal: &'static Eal,
         name: &str,
         size: u32,
         cache: u32,
         data_room: u16,
         socket: i32,
+        packed: bool,
     ) -> Result<Self, Error> {
         if data_room <= HEADROOM {
             return Err(Error::InvalidArgument(format!(
@@ -103,13 +98,17 @@ impl Mempool {
         }
         let cname = CString::new(name)
             .map_err(|_| Error::InvalidArgument(format!("pool name {name:?}")))?;
-        // SAFETY: as in `new`: EAL is initialised, the name is a valid C string DPDK
-        // copies, the other arguments are plain values DPDK validates.
+        let n = cname.as_ptr();
+        // SAFETY: EAL is initialised (we hold &Eal); the name is a valid C string that
+        // DPDK copies; the other arguments are plain values DPDK validates.
         let ptr = unsafe {
-            sys::shim_pktmbuf_pool_create_packed(cname.as_ptr(), size, cache, data_room, socket)
+            if packed {
+                sys::shim_pktmbuf_pool_create_packed(n, size, cache, data_room, socket)
+            } else {
+                sys::rte_pktmbuf_pool_create(n, size, cache, 0, data_room, socket)
+            }
         };
-        let ptr = NonNull::new(ptr)
-            .ok_or_else(|| Error::rte_errno("rte_pktmbuf_pool_create (packed)"))?;
+        let ptr = NonNull::new(ptr).ok_or_else(|| Error::rte_errno("rte_pktmbuf_pool_create"))?;
         Ok(Mempool {
             ptr,
             name: name.to_owned(),
