@@ -879,8 +879,11 @@ pub struct Rdm<S: Storage> {
     /// before did, and a compare is cheaper than the hash lookup.
     last_peer: core::cell::Cell<u32>,
     established: u32,
+    /// Per peer, `wmask + 1` entries: the window rounded up to a power of two, so a
+    /// sequence number finds its entry with a mask, not a division.
     win: S::Slice<WinEntry>,
     reo_idx: S::Slice<u16>,
+    wmask: usize,
     /// Taken out while a held packet is being processed from it.
     reo_buf: Option<S::Slice<u8>>,
     reo_len: S::Slice<u16>,
@@ -968,7 +971,7 @@ impl<S: Storage> Rdm<S> {
         if max_pkt < wire::packet::MIN_MAX_PKT as usize {
             return Err(Errno::EINVAL);
         }
-        let w = cfg.window as usize;
+        let w = (cfg.window as usize).next_power_of_two();
         let np = cfg.max_peers;
         let mut sl = |n: usize| store.slice(n, || 0u8).ok_or(Errno::ENOMEM);
         let reo_buf = sl(cfg
@@ -987,6 +990,7 @@ impl<S: Storage> Rdm<S> {
             .slice(np.checked_mul(w).ok_or(Errno::ENOMEM)?, || WinEntry::EMPTY)
             .ok_or(Errno::ENOMEM)?;
         let reo_idx = store.slice(np * w, || NO_SLOT).ok_or(Errno::ENOMEM)?;
+        let wmask = w - 1;
         let reo_len = store
             .slice(cfg.reorder_slots, || 0u16)
             .ok_or(Errno::ENOMEM)?;
@@ -1074,6 +1078,7 @@ impl<S: Storage> Rdm<S> {
             established: 0,
             win,
             reo_idx,
+            wmask,
             reo_buf: Some(reo_buf),
             reo_len,
             reo_free,

@@ -635,7 +635,7 @@ impl<S: Storage> Rdm<S> {
         if self.peers.as_ref()[i].state == PeerState::Established {
             self.established = self.established.saturating_sub(1);
             self.stats.sessions_evicted += 1;
-            let w = self.cfg.window as usize;
+            let w = self.wmask + 1;
             for e in self.win.as_mut()[i * w..(i + 1) * w].iter_mut() {
                 *e = WinEntry::EMPTY;
             }
@@ -653,24 +653,20 @@ impl<S: Storage> Rdm<S> {
 
     /// The window entry for `seq` of peer `p`.
     pub(super) fn win_mut(&mut self, p: usize, seq: u32) -> &mut WinEntry {
-        let w = self.cfg.window as usize;
-        &mut self.win.as_mut()[p * w + (seq as usize % w)]
+        &mut self.win.as_mut()[(p * (self.wmask + 1)) | (seq as usize & self.wmask)]
     }
 
     pub(super) fn win_get(&self, p: usize, seq: u32) -> &WinEntry {
-        let w = self.cfg.window as usize;
-        &self.win.as_ref()[p * w + (seq as usize % w)]
+        &self.win.as_ref()[(p * (self.wmask + 1)) | (seq as usize & self.wmask)]
     }
 
     /// Reorder-index entry for `seq` of peer `p`.
     pub(super) fn reo_mut(&mut self, p: usize, seq: u32) -> &mut u16 {
-        let w = self.cfg.window as usize;
-        &mut self.reo_idx.as_mut()[p * w + (seq as usize % w)]
+        &mut self.reo_idx.as_mut()[(p * (self.wmask + 1)) | (seq as usize & self.wmask)]
     }
 
     pub(super) fn reo_get(&self, p: usize, seq: u32) -> u16 {
-        let w = self.cfg.window as usize;
-        self.reo_idx.as_ref()[p * w + (seq as usize % w)]
+        self.reo_idx.as_ref()[(p * (self.wmask + 1)) | (seq as usize & self.wmask)]
     }
 
     /// Credits to grant peer `p`: what the reorder pool can absorb, shared between the
@@ -680,9 +676,14 @@ impl<S: Storage> Rdm<S> {
         if peer.blocked {
             return 0;
         }
-        let n = self.established.max(1) as usize;
-        let share = self.cfg.reorder_slots / n;
-        let free_share = (self.reo_nfree / n).max(1);
+        // One session (the common case) needs no division: this runs for every packet.
+        let (share, free_share) = match self.established {
+            0 | 1 => (self.cfg.reorder_slots, self.reo_nfree.max(1)),
+            n => (
+                self.cfg.reorder_slots / n as usize,
+                (self.reo_nfree / n as usize).max(1),
+            ),
+        };
         (share.min(free_share + peer.held as usize).max(1) as u32).min(self.cfg.window as u32)
     }
 

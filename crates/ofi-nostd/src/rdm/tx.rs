@@ -1873,7 +1873,7 @@ impl<S: Storage> Rdm<S> {
             o = next;
         }
         // Window and reorder state.
-        let w = self.cfg.window as usize;
+        let w = self.wmask + 1;
         for i in 0..w {
             self.win.as_mut()[p * w + i] = WinEntry::EMPTY;
             let slot = core::mem::replace(&mut self.reo_idx.as_mut()[p * w + i], NO_SLOT);
