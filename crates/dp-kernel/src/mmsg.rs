@@ -164,8 +164,8 @@ impl<A: Name> Slots<A> {
         // each array and before the system call, so they stay valid until it returns.
         let data = self.data.as_mut_ptr();
         for (j, iov) in self.sys.iovs.iter_mut().take(k).enumerate() {
-            // `% n` keeps every pointer inside `data` whatever `slot` returns.
-            let i = slot(j) % n;
+            // `wrap` keeps every pointer inside `data` whatever `slot` returns.
+            let i = wrap(slot(j), n);
             let len = if recv {
                 size
             } else {
@@ -179,7 +179,7 @@ impl<A: Name> Slots<A> {
         let iovs = self.sys.iovs.as_mut_ptr();
         let names = self.names.as_mut_ptr();
         for (j, h) in self.sys.hdrs.iter_mut().take(k).enumerate() {
-            let i = slot(j) % n;
+            let i = wrap(slot(j), n);
             *h = sys::empty_mmsghdr();
             if A::USED {
                 h.msg_hdr.msg_name = names.wrapping_add(i).cast();
@@ -270,7 +270,7 @@ impl<A: Name> Slots<A> {
     /// One datagram (every ping-pong turn): a `sendto` of the slot, which costs less
     /// than preparing the ring's headers for `sendmmsg`.
     fn send_one(&self, fd: RawFd, i: usize) -> io::Result<usize> {
-        let i = i % self.n();
+        let i = wrap(i, self.n());
         let len = self.lens.get(i).copied().unwrap_or(0).min(self.size);
         let Some(buf) = self.data.get(i * self.size..i * self.size + len) else {
             return Ok(0);
@@ -309,6 +309,19 @@ impl<A: Name> std::fmt::Debug for RxRing<A> {
 /// Refills tried by one `next` call before it reports "nothing" (a batch may be all
 /// truncated datagrams, or a call may fail with a stale error).
 const MAX_REFILLS: usize = 4;
+
+/// `i` modulo `n` (0 when `n` is 0), without a division in the usual case of a ring
+/// index at most one turn past the end: every datagram sent computes a few of these.
+#[inline]
+fn wrap(i: usize, n: usize) -> usize {
+    if i < n {
+        i
+    } else if i - n < n {
+        i - n
+    } else {
+        i.checked_rem(n).unwrap_or(0)
+    }
+}
 
 impl<A: Name> RxRing<A> {
     pub(crate) fn new(n: usize, size: usize) -> io::Result<Self> {
@@ -431,7 +444,7 @@ impl<A: Name> TxRing<A> {
 
     /// The slot a token may fill next (valid while not full).
     pub(crate) fn tail(&self) -> usize {
-        (self.head + self.count) % self.slots.n()
+        wrap(self.head + self.count, self.slots.n())
     }
 
     /// Queue the tail slot, filled with `len` bytes for `name`.
@@ -446,7 +459,7 @@ impl<A: Name> TxRing<A> {
 
     fn pop(&mut self, k: usize) {
         let k = k.min(self.count);
-        self.head = (self.head + k) % self.slots.n();
+        self.head = wrap(self.head + k, self.slots.n());
         self.count -= k;
     }
 
@@ -463,7 +476,7 @@ impl<A: Name> TxRing<A> {
         let mut interrupts = 0;
         while self.count > 0 {
             let (n, head) = (self.slots.n(), self.head);
-            match self.slots.send(fd, self.count, |j| (head + j) % n) {
+            match self.slots.send(fd, self.count, |j| wrap(head + j, n)) {
                 Ok(0) => {
                     stats.tx_busy += 1;
                     break;
@@ -472,7 +485,7 @@ impl<A: Name> TxRing<A> {
                     stats.tx_batches += 1;
                     stats.tx_packets += sent as u64;
                     for j in 0..sent {
-                        stats.tx_bytes += self.slots.get((head + j) % n).0.len() as u64;
+                        stats.tx_bytes += self.slots.get(wrap(head + j, n)).0.len() as u64;
                     }
                     self.pop(sent);
                     failed_once = false;
@@ -526,6 +539,16 @@ mod tests {
     use std::os::unix::net::UnixDatagram;
 
     use super::*;
+
+    #[test]
+    fn wrap_is_the_remainder_for_any_index() {
+        for n in 0..9usize {
+            for i in 0..40usize {
+                let want = if n == 0 { 0 } else { i % n };
+                assert_eq!(wrap(i, n), want, "wrap({i}, {n})");
+            }
+        }
+    }
 
     #[test]
     fn ring_sizes_are_checked() {

@@ -46,7 +46,7 @@ impl<T: Copy, S: AsMut<[T]> + AsRef<[T]>> Ring<T, S> {
         if self.len == cap {
             return Err(value);
         }
-        let tail = (self.head + self.len) % cap;
+        let tail = wrap(self.head + self.len, cap);
         self.storage.as_mut()[tail] = value;
         self.len += 1;
         Ok(())
@@ -63,7 +63,7 @@ impl<T: Copy, S: AsMut<[T]> + AsRef<[T]>> Ring<T, S> {
             return None;
         }
         let v = self.storage.as_ref()[self.head];
-        self.head = (self.head + 1) % self.capacity();
+        self.head = wrap(self.head + 1, self.capacity());
         self.len -= 1;
         Some(v)
     }
@@ -72,8 +72,15 @@ impl<T: Copy, S: AsMut<[T]> + AsRef<[T]>> Ring<T, S> {
     pub fn iter(&self) -> impl Iterator<Item = &T> {
         let cap = self.capacity();
         let s = self.storage.as_ref();
-        (0..self.len).map(move |i| &s[(self.head + i) % cap])
+        (0..self.len).map(move |i| &s[wrap(self.head + i, cap)])
     }
+}
+
+/// `i` modulo `n` for an index at most one turn past the end (head plus length), with
+/// a compare instead of a division: a CQ pushes and pops on every completion.
+#[inline]
+fn wrap(i: usize, n: usize) -> usize {
+    if i >= n { i - n } else { i }
 }
 
 #[cfg(test)]

@@ -1956,3 +1956,79 @@ impl<'a> Repr<'a> {
         self.emit(&mut Packet::new_unchecked(buf))
     }
 }
+
+/// Writes the headers of a MSG or TAGGED packet (base header, MSG header, tag, CQ data
+/// and piggybacked ACK, as [`Repr::emit`] would for a [`MsgRepr`]) straight into `buf`,
+/// for a payload of `payload_len` bytes that the caller then writes at
+/// `buf[header_len..]`; `m.payload` is not used. The per-message send path uses it: it
+/// builds no [`Repr`] and copies no payload twice. The checksum is left zero; with
+/// `h.crc` the caller calls [`Packet::fill_checksum`] once the payload is in place.
+/// Returns the header length; the same errors as [`Repr::emit`].
+pub fn emit_msg_header(
+    buf: &mut [u8],
+    h: &Header,
+    m: &MsgRepr<'_>,
+    payload_len: usize,
+) -> Result<usize> {
+    if !fits(m.offset as u64, payload_len, m.total_len as u64) {
+        return Err(Error::BadLength);
+    }
+    let opt = |v: Option<u64>| if v.is_some() { 8 } else { 0 };
+    let ack_len = if m.ack.is_some() { hdr_len::ACK } else { 0 };
+    let hl = BASE_LEN + hdr_len::MSG + opt(m.tag) + opt(m.cq_data) + ack_len;
+    let len = hl + payload_len;
+    let len16 = u16::try_from(len).map_err(|_| Error::BadLength)?;
+    let out = buf.get_mut(..hl).ok_or(Error::BufferTooSmall)?;
+    let mut fl = 0;
+    if m.cq_data.is_some() {
+        fl |= flags::CQ_DATA;
+    }
+    if m.ack.is_some() {
+        fl |= flags::ACK;
+    }
+    if h.crc {
+        fl |= flags::CRC;
+    }
+    if h.ack_req {
+        fl |= flags::ACK_REQ;
+    }
+    let ptype = if m.tag.is_some() {
+        PacketType::Tagged
+    } else {
+        PacketType::Msg
+    };
+    let (base, rest) = out.split_at_mut(BASE_LEN);
+    base.copy_from_slice(
+        BaseHeader {
+            magic: MAGIC.into(),
+            version: VERSION,
+            ptype: ptype as u8,
+            flags: fl.into(),
+            len: len16.into(),
+            src_ep: h.src_ep.into(),
+            dst_ep: h.dst_ep.into(),
+            session: h.session.into(),
+            seq: h.seq.into(),
+            checksum: 0.into(),
+        }
+        .as_bytes(),
+    );
+    let (mh, mut rest) = rest.split_at_mut(hdr_len::MSG);
+    mh.copy_from_slice(
+        MsgHeader {
+            msg_id: m.msg_id.into(),
+            total_len: m.total_len.into(),
+            offset: m.offset.into(),
+        }
+        .as_bytes(),
+    );
+    for v in [m.tag, m.cq_data].into_iter().flatten() {
+        let (f, r) = rest.split_at_mut(8);
+        f.copy_from_slice(&v.to_be_bytes());
+        rest = r;
+    }
+    if let Some(a) = m.ack {
+        rest.copy_from_slice(a.to_header().as_bytes());
+    }
+    Ok(hl)
+}

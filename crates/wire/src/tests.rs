@@ -916,6 +916,47 @@ proptest! {
         }
     }
 
+    /// The send path's header emitter writes exactly what `Repr::emit` writes for the
+    /// same MSG or TAGGED packet (with the payload and checksum added by the caller).
+    #[test]
+    fn emit_msg_header_matches_emit(
+        hd in arb_header(),
+        n in any::<[u64; 6]>(),
+        opts in any::<(bool, bool, bool)>(),
+        payload in proptest::collection::vec(any::<u8>(), 0..80),
+        extra in 0u32..1000,
+        at in 0u32..100,
+    ) {
+        let (tagged, data, ack) = opts;
+        let total = payload.len() as u32 + extra;
+        let m = MsgRepr {
+            msg_id: n[0] as u32,
+            total_len: total,
+            offset: at.min(extra),
+            tag: tagged.then_some(n[1]),
+            cq_data: data.then_some(n[2]),
+            payload: &payload,
+            ack: ack.then_some(AckRepr {
+                cum_ack: n[3] as u32,
+                credits: (n[3] >> 32) as u32,
+                sack: n[4],
+                ts: n[5] as u32,
+                echo_ts: (n[5] >> 32) as u32,
+            }),
+        };
+        let want = emit_vec(&Repr { header: hd, body: Body::Msg(m) });
+        let mut got = vec![0xA5u8; want.len() + 7];
+        let hl = emit_msg_header(&mut got, &hd, &m, payload.len()).unwrap();
+        got[hl..hl + payload.len()].copy_from_slice(&payload);
+        got.truncate(hl + payload.len());
+        Packet::new_unchecked(&mut got[..]).fill_checksum();
+        prop_assert_eq!(&got, &want);
+        // Too small a buffer, or a segment past the message's end, is refused.
+        prop_assert!(emit_msg_header(&mut got[..hl - 1], &hd, &m, payload.len()).is_err());
+        let past = MsgRepr { offset: total - payload.len() as u32 + 1, ..m };
+        prop_assert!(emit_msg_header(&mut got, &hd, &past, payload.len()).is_err());
+    }
+
     #[test]
     fn mutated_packets_never_panic(
         kind in 0u8..18,

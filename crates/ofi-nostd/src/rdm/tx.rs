@@ -401,9 +401,14 @@ impl<S: Storage> Rdm<S> {
         // Start at a different peer each time, so a link that fills up does not
         // always starve the same peers.
         let n = self.peers_high.min(self.peers.as_ref().len());
-        self.rr = (self.rr + 1) % n.max(1);
+        // Compares, not divisions: this runs on every pass.
+        self.rr = if self.rr + 1 >= n { 0 } else { self.rr + 1 };
         for i in 0..n {
-            let p = (self.rr + i) % n;
+            let p = if self.rr + i >= n {
+                self.rr + i - n
+            } else {
+                self.rr + i
+            };
             if !self.peers.as_ref()[p].used || !self.needs_transmit(p, now) {
                 continue;
             }
