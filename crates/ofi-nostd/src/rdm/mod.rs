@@ -147,6 +147,9 @@ impl Default for RdmConfig {
 pub struct RdmStats {
     /// Packets handed to the link (retransmissions included).
     pub tx_packets: u64,
+    /// Of those, single-packet messages sent by the short path a post takes when such a
+    /// message is all its peer has to send (see `docs/architecture.md`).
+    pub tx_express: u64,
     /// Retransmissions after a timeout.
     pub tx_timeout_retransmits: u64,
     /// Fast retransmissions on selective-ack gaps.

@@ -583,6 +583,9 @@ fn ping_pong_sends_one_packet_per_message_and_no_standalone_ack() {
     assert_eq!(eb.acks_sent - sb.acks_sent, 0, "B sent no ACK packet");
     assert_eq!(ea.tx_packets - sa.tx_packets, N);
     assert_eq!(eb.tx_packets - sb.tx_packets, N);
+    // Each is a post's single-packet message: the short send path sent them all.
+    assert_eq!(ea.tx_express - sa.tx_express, N);
+    assert_eq!(eb.tx_express - sb.tx_express, N);
     assert_eq!(ea.acks_piggybacked - sa.acks_piggybacked, N);
     assert_eq!(eb.acks_piggybacked - sb.acks_piggybacked, N);
     assert_eq!(eb.rx_acks_piggybacked - sb.rx_acks_piggybacked, N);

@@ -470,6 +470,153 @@ impl<S: Storage> Rdm<S> {
         (self.stats.tx_packets - before) as usize
     }
 
+    /// The send path of a posted message when it is all peer `p` has to send: one
+    /// eager packet, whole, on an established session with room in the window, and
+    /// nothing else due (no handshake, control, retransmission, rendezvous or RMA
+    /// packet, no close). It sends exactly what [`Rdm::pump`] would (the same packet,
+    /// ACK_REQ set as the last for now, an owed acknowledgement carried) and records
+    /// the same state, without the general planner. `None` when the case does not
+    /// apply (then `pump` runs); otherwise the send's outcome.
+    fn express_send<P: TxPort, M: Memory>(
+        &mut self,
+        p: usize,
+        now: Instant,
+        port: &mut P,
+        mem: &M,
+    ) -> Option<Sent> {
+        let pr = self.peers.as_ref().get(p)?;
+        if pr.state != PeerState::Established
+            || pr.cand.is_some()
+            || pr.send_hello_ack
+            || pr.ka_reply
+            || pr.ka_probe
+            || pr.rtx_pending > 0
+            || pr.cts_pending > 0
+            || pr.resp_pending > 0
+            || pr.rndv_ready > 0
+            || pr.close_pending
+            || pr.closed_by_peer
+            || pr.close_seq.is_some()
+            || pr.cursor == NIL
+        {
+            return None;
+        }
+        let wnd = (self.cfg.window as u32).min(pr.params.window.max(1) as u32);
+        if pr.in_flight() + 1 >= wnd || seq_le(pr.snd_limit, pr.next_seq.wrapping_add(1)) {
+            // Full after this one (`last_for_now` then asks differently) or no credit.
+            return None;
+        }
+        let o = pr.cursor;
+        let (_, op) = self.ops.get_by_index(o as usize)?;
+        if op.rma.is_some() || op.rndv || op.started || op.next != NIL {
+            return None;
+        }
+        let limit = self.pkt_limit(p);
+        let (seq, msg_id, dst) = (pr.next_seq, pr.next_msg_id, pr.addr);
+        let ack = (pr.owes_ack() || self.credit_update_due(p)).then(|| self.ack_body(p, now));
+        let m = MsgRepr {
+            ack,
+            msg_id,
+            total_len: op.len as u32,
+            offset: 0,
+            tag: op.tag,
+            cq_data: op.data,
+            payload: &[],
+        };
+        let len = op.len as usize;
+        let opt = |v: Option<u64>| if v.is_some() { 8 } else { 0 };
+        let ack_len = if ack.is_some() {
+            wire::packet::hdr_len::ACK
+        } else {
+            0
+        };
+        let total = wire::packet::BASE_LEN
+            + wire::packet::hdr_len::MSG
+            + opt(op.tag)
+            + opt(op.data)
+            + ack_len
+            + len;
+        if total > limit || op.len > u64::from(u32::MAX) {
+            return None;
+        }
+        let header = self.header(p, seq, true);
+        let mut fault = None;
+        let payload = self.seg_payload(o, op, 0, len as u32);
+        let sent = port.send(&dst, total, |buf| {
+            let Some(out) = buf.get_mut(..total) else {
+                return 0;
+            };
+            let Ok(hl) = wire::packet::emit_msg_header(out, &header, &m, len) else {
+                return 0;
+            };
+            let body = &mut out[hl..];
+            match payload {
+                Payload::Bytes(b) if b.len() == body.len() => body.copy_from_slice(b),
+                Payload::Iov(c, iov, off, _) => {
+                    if let Err(e) = iov_read(mem, c, iov, off, body) {
+                        body.fill(0);
+                        fault = Some(e);
+                    }
+                }
+                _ => return 0,
+            }
+            if header.crc {
+                Packet::new_unchecked(&mut *out).fill_checksum();
+            }
+            total
+        });
+        if sent != Sent::Yes {
+            return Some(sent);
+        }
+        // What `send_plan` records for a new packet.
+        self.stats.tx_packets += 1;
+        self.stats.tx_express += 1;
+        if let Some(a) = ack {
+            self.stats.acks_piggybacked += 1;
+            self.acked(p, &a);
+        }
+        *self.win_mut(p, seq) = WinEntry {
+            live: true,
+            seq,
+            regen: Regen::Seg {
+                op: o,
+                off: 0,
+                len: len as u32,
+            },
+            sent_at: now,
+            retx: 0,
+            sacked: false,
+            rtx: false,
+        };
+        if let Some(op) = self.ops.get_mut_by_index(o as usize) {
+            op.started = true;
+            op.msg_id = msg_id;
+            op.sent = len as u64;
+            op.unacked += 1;
+            op.undelivered += 1;
+            op.initial_done = true;
+            if let Some(e) = fault {
+                op.error.get_or_insert(e);
+            }
+        }
+        let hold = self.cfg.ack_hold;
+        let pm = &mut self.peers.as_mut()[p];
+        if let Some(t) = pm.req_acked_at
+            && now <= t + hold
+        {
+            pm.hold_ok = true;
+            pm.req_acked_at = None;
+        }
+        pm.next_seq = seq.wrapping_add(1);
+        pm.next_msg_id = msg_id.wrapping_add(1);
+        pm.cursor = NIL;
+        pm.probe_at = None;
+        if pm.rto_at.is_none() {
+            pm.rto_at = Some(now + Duration::from_micros(pm.rtt.rto));
+        }
+        Some(Sent::Yes)
+    }
+
     /// Peer `p` has a new send: remember it for [`Rdm::transmit_posted`].
     fn mark_posted(&mut self, p: usize) {
         let n = self.posted_n as usize;
@@ -728,6 +875,9 @@ impl<S: Storage> Rdm<S> {
                 true
             }
             PeerState::Established => {
+                if let Some(sent) = self.express_send(p, now, port, mem) {
+                    return sent != Sent::LinkFull;
+                }
                 let more = self.pump_session(p, now, port, mem, ctx);
                 let peer = &self.peers.as_ref()[p];
                 if peer.closed_by_peer && !peer.owes_ack() {
