@@ -547,6 +547,102 @@ fn ping_pong(
     (ping, pong)
 }
 
+/// A burst of queued sends: the single-packet ones before a segmented message go by the
+/// short path, the segmented one and everything after it by the planner, in posting
+/// order, and only the burst's last packet asks for an acknowledgement.
+#[test]
+fn a_burst_takes_the_short_path_up_to_a_segmented_message() {
+    use wire::packet::PacketType;
+    let (mut a, mut b, b_at_a, _, mut now) = pair();
+    let sizes = [1usize, 64, 700, 3000, 8, 64];
+    for (i, &n) in sizes.iter().enumerate() {
+        recv(&mut b, 500 + i as u64, 600 + i as u64);
+        send(&mut a, b_at_a, 500 + i as u64, n, 700 + i as u64);
+    }
+    let before = stats(&a);
+    now += Duration::from_micros(5);
+    a.progress(now);
+    let pkts = carry(&mut a, &mut b);
+    assert_eq!(
+        stats(&a).tx_express - before.tx_express,
+        3,
+        "the three before the big one"
+    );
+    // 3 single packets, the 3000-byte message in segments, then 2 more.
+    assert!(pkts.len() >= 3 + 3 + 2, "{} packets", pkts.len());
+    let seqs: Vec<u32> = pkts
+        .iter()
+        .map(|p| wire::Repr::parse_bytes(p).unwrap().header.seq)
+        .collect();
+    assert!(
+        seqs.windows(2).all(|w| w[1] == w[0].wrapping_add(1)),
+        "{seqs:?}"
+    );
+    for (i, p) in pkts.iter().enumerate() {
+        let (t, _, ack_req) = kind(p);
+        assert_eq!(t, PacketType::Tagged);
+        assert_eq!(
+            ack_req,
+            i + 1 == pkts.len(),
+            "packet {i}: ACK_REQ on the last only"
+        );
+    }
+    now += Duration::from_micros(5);
+    b.progress(now);
+    let brx = b.rx_cq;
+    let got = b.read(brx);
+    let want: Vec<(u64, usize)> = sizes
+        .iter()
+        .enumerate()
+        .map(|(i, &n)| (600 + i as u64, n))
+        .collect();
+    let have: Vec<(u64, usize)> = got
+        .iter()
+        .map(|e| {
+            let e = e.as_ref().expect("no error");
+            (e.op_context, e.len)
+        })
+        .collect();
+    assert_eq!(have, want);
+}
+
+/// The short path stops where the window does: with a window of 4, four of six queued
+/// messages leave, the fourth asking for an acknowledgement; the rest follow it.
+#[test]
+fn the_short_path_stops_at_the_window() {
+    let mut a = host_window([10, 0, 0, 1], 1, Flags::empty(), Flags::empty(), 4);
+    let mut b = host_window([10, 0, 0, 2], 2, Flags::empty(), Flags::empty(), 4);
+    let b_at_a = a.insert(&b);
+    let mut now = Instant::from_millis(1);
+    // Establish the session with one message.
+    recv(&mut b, 1, 1);
+    send(&mut a, b_at_a, 1, 8, 1);
+    pump(&mut a, &mut b, &mut now, 100, &mut Vec::new());
+    let (atx, brx) = (a.tx_cq, b.rx_cq);
+    assert_eq!(b.read(brx).len(), 1);
+    a.read(atx);
+    for i in 0..6u64 {
+        recv(&mut b, 10 + i, 20 + i);
+        send(&mut a, b_at_a, 10 + i, 32, 30 + i);
+    }
+    let before = stats(&a);
+    a.progress(now);
+    let pkts = carry(&mut a, &mut b);
+    assert_eq!(pkts.len(), 4, "a window of 4");
+    assert_eq!(stats(&a).tx_express - before.tx_express, 4);
+    let reqs: Vec<bool> = pkts.iter().map(|p| kind(p).2).collect();
+    assert_eq!(reqs, [false, false, false, true]);
+    let mut log = Vec::new();
+    pump(&mut a, &mut b, &mut now, 200, &mut log);
+    let got: Vec<u64> = b
+        .read(brx)
+        .iter()
+        .map(|e| e.as_ref().unwrap().op_context)
+        .collect();
+    assert_eq!(got, [20, 21, 22, 23, 24, 25]);
+    assert_eq!(a.read(atx).len(), 6);
+}
+
 #[test]
 fn ping_pong_sends_one_packet_per_message_and_no_standalone_ack() {
     use wire::packet::PacketType;

@@ -470,13 +470,13 @@ impl<S: Storage> Rdm<S> {
         (self.stats.tx_packets - before) as usize
     }
 
-    /// The send path of a posted message when it is all peer `p` has to send: one
-    /// eager packet, whole, on an established session with room in the window, and
-    /// nothing else due (no handshake, control, retransmission, rendezvous or RMA
-    /// packet, no close). It sends exactly what [`Rdm::pump`] would (the same packet,
-    /// ACK_REQ set as the last for now, an owed acknowledgement carried) and records
-    /// the same state, without the general planner. `None` when the case does not
-    /// apply (then `pump` runs); otherwise the send's outcome.
+    /// The send path of the next queued message to peer `p` when it fits in one packet
+    /// and the session has nothing else due (no handshake, control, retransmission,
+    /// rendezvous or RMA packet, no close) and room in the window and credits. It
+    /// sends exactly what the planner would (the same packet, ACK_REQ as
+    /// `last_for_now` sets it, an owed acknowledgement carried) and records the same
+    /// state, without planning. `None` when the case does not apply (then the planner
+    /// runs); otherwise the send's outcome.
     fn express_send<P: TxPort, M: Memory>(
         &mut self,
         p: usize,
@@ -502,15 +502,19 @@ impl<S: Storage> Rdm<S> {
             return None;
         }
         let wnd = (self.cfg.window as u32).min(pr.params.window.max(1) as u32);
-        if pr.in_flight() + 1 >= wnd || seq_le(pr.snd_limit, pr.next_seq.wrapping_add(1)) {
-            // Full after this one (`last_for_now` then asks differently) or no credit.
-            return None;
+        if pr.in_flight() >= wnd || !seq_lt(pr.next_seq, pr.snd_limit) {
+            return None; // no room in the window, or no credit: `pump` probes
         }
         let o = pr.cursor;
         let (_, op) = self.ops.get_by_index(o as usize)?;
-        if op.rma.is_some() || op.rndv || op.started || op.next != NIL {
+        if op.rma.is_some() || op.rndv || op.started {
             return None;
         }
+        // ACK_REQ as `last_for_now` sets it: on the last packet we have for now, or
+        // the last the window or the credits let out.
+        let ack_req = op.next == NIL
+            || pr.in_flight() + 1 >= wnd
+            || pr.next_seq.wrapping_add(1) == pr.snd_limit;
         let limit = self.pkt_limit(p);
         let (seq, msg_id, dst) = (pr.next_seq, pr.next_msg_id, pr.addr);
         let ack = (pr.owes_ack() || self.credit_update_due(p)).then(|| self.ack_body(p, now));
@@ -523,7 +527,7 @@ impl<S: Storage> Rdm<S> {
             cq_data: op.data,
             payload: &[],
         };
-        let len = op.len as usize;
+        let (len, next) = (op.len as usize, op.next);
         let opt = |v: Option<u64>| if v.is_some() { 8 } else { 0 };
         let ack_len = if ack.is_some() {
             wire::packet::hdr_len::ACK
@@ -539,7 +543,7 @@ impl<S: Storage> Rdm<S> {
         if total > limit || op.len > u64::from(u32::MAX) {
             return None;
         }
-        let header = self.header(p, seq, true);
+        let header = self.header(p, seq, ack_req);
         let mut fault = None;
         let payload = self.seg_payload(o, op, 0, len as u32);
         let sent = port.send(&dst, total, |buf| {
@@ -609,7 +613,7 @@ impl<S: Storage> Rdm<S> {
         }
         pm.next_seq = seq.wrapping_add(1);
         pm.next_msg_id = msg_id.wrapping_add(1);
-        pm.cursor = NIL;
+        pm.cursor = next;
         pm.probe_at = None;
         if pm.rto_at.is_none() {
             pm.rto_at = Some(now + Duration::from_micros(pm.rtt.rto));
@@ -875,8 +879,19 @@ impl<S: Storage> Rdm<S> {
                 true
             }
             PeerState::Established => {
-                if let Some(sent) = self.express_send(p, now, port, mem) {
-                    return sent != Sent::LinkFull;
+                // Single-packet messages first, by the short path, while it applies;
+                // when they were all there was, the planner has nothing to add.
+                let mut sent_any = false;
+                loop {
+                    match self.express_send(p, now, port, mem) {
+                        Some(Sent::Yes) => sent_any = true,
+                        Some(sent) => return sent != Sent::LinkFull,
+                        None => break,
+                    }
+                }
+                let pr = &self.peers.as_ref()[p];
+                if sent_any && pr.cursor == NIL && !pr.ack_now && !pr.closed_by_peer {
+                    return true;
                 }
                 let more = self.pump_session(p, now, port, mem, ctx);
                 let peer = &self.peers.as_ref()[p];
