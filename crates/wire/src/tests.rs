@@ -957,6 +957,45 @@ proptest! {
         prop_assert!(emit_msg_header(&mut got, &hd, &past, payload.len()).is_err());
     }
 
+    /// Our UDP checksum is smoltcp's: a frame we emit verifies under smoltcp, its
+    /// checksum equals the one smoltcp fills in, and any flipped bit in the datagram
+    /// fails our verification.
+    #[test]
+    fn udp_checksum_is_rfc_1071(
+        payload in proptest::collection::vec(any::<u8>(), 0..300),
+        ips in any::<([u8; 4], [u8; 4], u16, u16)>(),
+        flip in any::<(usize, u8)>(),
+    ) {
+        use smoltcp::wire::{IpAddress, Ipv4Packet, UdpPacket};
+        let caps = Capabilities::new(Medium::Ethernet, 1514).checksum_caps();
+        let repr = UdpFrameRepr {
+            src: UdpAddr::new(Ipv4Address::from(ips.0), ips.2.max(1)),
+            dst: UdpAddr::new(Ipv4Address::from(ips.1), ips.3.max(1)),
+            ..udp_repr()
+        };
+        let mut buf = vec![0u8; 400];
+        let n = frame::emit_udp_ipv4_ethernet(&mut buf, &repr, &payload, &caps).unwrap();
+        buf.truncate(n);
+        let ours = u16::from_be_bytes([buf[40], buf[41]]);
+        let mut smol = buf.clone();
+        {
+            let mut ip = Ipv4Packet::new_unchecked(&mut smol[14..]);
+            let (s, d) = (ip.src_addr(), ip.dst_addr());
+            let mut udp = UdpPacket::new_unchecked(ip.payload_mut());
+            udp.fill_checksum(&IpAddress::Ipv4(s), &IpAddress::Ipv4(d));
+            prop_assert!(udp.verify_checksum(&IpAddress::Ipv4(s), &IpAddress::Ipv4(d)));
+        }
+        prop_assert_eq!(ours, u16::from_be_bytes([smol[40], smol[41]]));
+        let parsed = frame::parse_eth_ipv4_udp(&buf, &caps).unwrap();
+        prop_assert_eq!(&buf[parsed.payload], &payload[..]);
+        // One flipped bit in the UDP header or payload (not the ports' zero check).
+        let at = 34 + flip.0 % (8 + payload.len());
+        let bit = 1u8 << (flip.1 % 8);
+        buf[at] ^= bit;
+        let r = frame::parse_eth_ipv4_udp(&buf, &caps);
+        prop_assert!(r.is_err(), "flipped bit {} of byte {}: {:?}", bit, at, r.map(|f| f.payload));
+    }
+
     #[test]
     fn mutated_packets_never_panic(
         kind in 0u8..18,
