@@ -84,6 +84,33 @@ fn exchange(mode: ProgressMode) {
     assert_eq!(a.domain.buffers_held() + b.domain.buffers_held(), 0);
 }
 
+/// The RDM tuning a domain is given is the one it runs with; an invalid one is refused
+/// with -FI_EINVAL; without one, the defaults (kernel UDP: no CRC32C).
+#[test]
+fn a_domain_runs_with_the_rdm_tuning_it_is_given() {
+    use hosted::ofi_nostd::rdm::RdmConfig;
+    let fabric = Fabric::open().unwrap();
+    let plain = fabric.domain().open::<u64>().unwrap();
+    assert!(
+        !plain.rdm_config().crc,
+        "kernel UDP checksums every datagram"
+    );
+    let mine = RdmConfig {
+        window: 32,
+        eager_threshold: 2048,
+        ack_hold: hosted::ofi_nostd::time::Duration::from_micros(100),
+        ..RdmConfig::DEFAULT
+    };
+    let d = fabric.domain().rdm(mine).open::<u64>().unwrap();
+    assert_eq!(d.rdm_config(), mine);
+    let bad = RdmConfig {
+        window: 0,
+        ..RdmConfig::DEFAULT
+    };
+    let e = fabric.domain().rdm(bad).open::<u64>().err().unwrap();
+    assert_eq!(e, Errno::EINVAL);
+}
+
 #[test]
 fn dgram_exchange_manual_progress() {
     exchange(ProgressMode::Manual);

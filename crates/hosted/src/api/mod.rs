@@ -162,6 +162,7 @@ impl Fabric {
             cfg: ProviderConfig::DEFAULT,
             plane: PlaneSpec::Udp(UdpConfig::new(SocketAddrV4::new(Ipv4Addr::LOCALHOST, 0))),
             progress: ProgressMode::Manual,
+            rdm: None,
         }
     }
 
@@ -235,9 +236,19 @@ pub struct DomainBuilder<'f> {
     cfg: ProviderConfig,
     plane: PlaneSpec,
     progress: ProgressMode,
+    rdm: Option<ofi_nostd::rdm::RdmConfig>,
 }
 
 impl DomainBuilder<'_> {
+    /// The RDM engine's tuning (windows, timers, ack holding, eager threshold, pool
+    /// sizes), used as given; without it the domain takes the core's defaults, with
+    /// the protocol's CRC32C only where neither the UDP checksum nor the medium
+    /// protects a packet.
+    pub fn rdm(mut self, cfg: ofi_nostd::rdm::RdmConfig) -> Self {
+        self.rdm = Some(cfg);
+        self
+    }
+
     /// Pool capacities and queue defaults (endpoints, CQs, counters, MRs per domain;
     /// queue depths and inject size per endpoint).
     pub fn config(mut self, cfg: ProviderConfig) -> Self {
@@ -358,11 +369,11 @@ impl DomainBuilder<'_> {
         // (memif) cannot corrupt, so the protocol's CRC32C (spec 3.3: SHOULD only where
         // nothing else protects the packet) would only cost CPU on every byte. A peer
         // that wants it (CRC_RX) still gets it.
-        let rdm = ofi_nostd::rdm::RdmConfig {
+        let rdm = self.rdm.unwrap_or(ofi_nostd::rdm::RdmConfig {
             crc: medium != Medium::Udp && !net.intact,
             max_peers: HOST_MAX_PEERS,
             ..*core.rdm_config()
-        };
+        });
         core.set_rdm_config(rdm)?;
         let local = core.local_addr();
         let auto = match self.progress {
@@ -465,6 +476,11 @@ impl<C: Send + 'static> Domain<C> {
     /// Datagrams the domain refused and traffic totals.
     pub fn stats(&self) -> DomainStats {
         *self.shared.lock().core.stats()
+    }
+
+    /// The RDM engine's tuning in effect (see [`DomainBuilder::rdm`]).
+    pub fn rdm_config(&self) -> ofi_nostd::rdm::RdmConfig {
+        *self.shared.lock().core.rdm_config()
     }
 
     /// What the UDP/IPv4 layer dropped and sent.

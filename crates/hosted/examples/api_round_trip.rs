@@ -1,0 +1,90 @@
+//! What the whole user-space path costs per round trip: two domains of the safe API in
+//! one thread, over UDP on loopback, play a ping-pong of 64 B tagged injects the way
+//! `ofi-pingpong` does (read the receive's completion, inject the reply, re-post the
+//! receive with the buffer that came back). One thread drives both sides, so the
+//! packet is always there when a side reads, and the instruction count per round trip
+//! is repeatable: run it under `valgrind --tool=callgrind` with two counts and take the
+//! difference (`cargo run --release -p hosted --example api_round_trip -- 2000`).
+//! The kernel's share is not counted; the engine's alone is `benches/engine.rs`.
+
+use std::time::{Duration, Instant};
+
+use hosted::api::{Buf, Cq, Domain, Endpoint, Fabric, ProgressMode};
+use hosted::ofi_nostd::Errno;
+use hosted::ofi_nostd::flags::{FI_ADDR_UNSPEC, Flags};
+use hosted::ofi_nostd::info::EpType;
+use hosted::ofi_nostd::rdm::RdmConfig;
+
+const TAG: u64 = 0x5eed;
+const WAIT: Duration = Duration::from_secs(5);
+
+fn main() {
+    let n: u64 = std::env::args()
+        .nth(1)
+        .and_then(|a| a.parse().ok())
+        .unwrap_or(10_000);
+    let fabric = Fabric::open().expect("fabric");
+    // Acknowledgement holds long enough for a run under valgrind, whose slowness would
+    // otherwise expire them and add ACK packets a native run never sends.
+    let hold = hosted::ofi_nostd::time::Duration::from_millis(50);
+    let rdm = RdmConfig {
+        crc: false,
+        ack_hold: hold,
+        ack_delay: hold,
+        ..RdmConfig::DEFAULT
+    };
+    let side = || {
+        let d = fabric
+            .domain()
+            .progress(ProgressMode::Manual)
+            .rdm(rdm)
+            .open::<u64>()
+            .expect("domain");
+        let cq = d.cq(64).expect("cq");
+        let av = d.av().expect("av");
+        let ep = d.endpoint(EpType::Rdm).expect("endpoint");
+        ep.bind_cq(&cq, Flags::TRANSMIT | Flags::RECV)
+            .expect("bind");
+        ep.bind_av(&av).expect("bind");
+        ep.enable().expect("enable");
+        (d, cq, av, ep)
+    };
+    let (da, cqa, ava, epa) = side();
+    let (db, cqb, avb, epb) = side();
+    let to_b = ava.insert(epb.addr()).expect("insert");
+    let to_a = avb.insert(epa.addr()).expect("insert");
+    let post = |ep: &Endpoint<u64>, buf: Buf| {
+        ep.trecv(buf, FI_ADDR_UNSPEC, TAG, 0, 1).expect("trecv");
+    };
+    // The next receive completion of `cq` (a manual-progress read runs the passes);
+    // while there is none, `other` progresses (the handshake needs both sides).
+    let next = |cq: &Cq<u64>, other: &Domain<u64>| {
+        let t = Instant::now();
+        loop {
+            match cq.read() {
+                Ok(c) if c.is_recv() => return c,
+                Ok(_) => continue,
+                Err(e) => assert_eq!(e, Errno::EAGAIN),
+            }
+            other.progress().expect("progress");
+            assert!(t.elapsed() < WAIT, "no completion");
+        }
+    };
+    post(&epa, Buf::zeroed(64));
+    post(&epb, Buf::zeroed(64));
+    let mut msg = [0u8; 64];
+    for i in 0..n {
+        msg[..8].copy_from_slice(&i.to_le_bytes());
+        epa.tinject(&msg, to_b, TAG).expect("inject");
+        let got = next(&cqb, &da);
+        assert_eq!(got.buf[..8], i.to_le_bytes());
+        epb.tinject(&got.buf[..got.len], to_a, TAG).expect("inject");
+        post(&epb, got.buf);
+        let back = next(&cqa, &db);
+        assert_eq!(back.buf[..8], i.to_le_bytes());
+        post(&epa, back.buf);
+    }
+    // One packet each way per round trip when every acknowledgement rides on a reply.
+    let (a, b) = (da.net_stats().tx_packets, db.net_stats().tx_packets);
+    println!("{n} round trips; packets sent: {a} and {b}");
+}
