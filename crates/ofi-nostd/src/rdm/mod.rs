@@ -909,6 +909,8 @@ pub struct Rdm<S: Storage> {
     resps: PoolOf<S, RmaResp>,
     /// Peers with a refused head packet waiting for receive resources.
     blocked: u32,
+    /// Peers with an [`Peer::ack_held`](peer::Peer) waiting.
+    acks_held: u32,
     /// Something may be ready to send: the next progress should run the transmitter.
     tx_ready: bool,
     /// Peers that sends were posted to since the transmitter last ran: what
@@ -1101,6 +1103,7 @@ impl<S: Storage> Rdm<S> {
             multis,
             resps,
             blocked: 0,
+            acks_held: 0,
             tx_ready: false,
             posted: [0; POSTED_PEERS],
             posted_n: 0,

@@ -232,6 +232,10 @@ pub(crate) struct Peer {
     /// When we last acknowledged an `ACK_REQ` at once because holding did not pay off.
     pub(super) req_acked_at: Option<Instant>,
     pub(super) ts_recent: u32,
+    /// An acknowledgement of ours that arrived on a message and waits, with its arrival
+    /// time, for the next transmit half (`Rdm::take_held_ack`): a ping-pong's reply
+    /// leaves before the completions it releases are written.
+    pub(super) ack_held: Option<(wire::packet::AckRepr, Instant)>,
     pub(super) blocked: bool,
     pub(super) adv_credits: u32,
     pub(super) ka_reply: bool,
@@ -324,6 +328,7 @@ impl Peer {
         hold_ok: true,
         req_acked_at: None,
         ts_recent: 0,
+        ack_held: None,
         blocked: false,
         adv_credits: 0,
         ka_reply: false,
@@ -632,6 +637,10 @@ impl<S: Storage> Rdm<S> {
     }
 
     fn evict(&mut self, i: usize) {
+        if self.peers.as_mut()[i].ack_held.take().is_some() {
+            // Only an idle session is evicted: nothing in flight that it could ack.
+            self.acks_held = self.acks_held.saturating_sub(1);
+        }
         if self.peers.as_ref()[i].state == PeerState::Established {
             self.established = self.established.saturating_sub(1);
             self.stats.sessions_evicted += 1;

@@ -79,6 +79,12 @@ impl<S: Storage> Rdm<S> {
         ctx: &mut Ctx<'_, S>,
     ) {
         self.stats.rx_packets += 1;
+        // A held acknowledgement of this peer goes first: it is older than this packet.
+        if self.acks_held > 0
+            && let Some(p) = self.find_peer(&from)
+        {
+            self.take_held_ack(p, ctx);
+        }
         let h = &repr.header;
         let handshake = match &repr.body {
             Body::Hello(x) => {
@@ -168,8 +174,17 @@ impl<S: Storage> Rdm<S> {
                 // outside the window carries a fresh one (stale ones are harmless).
                 if let Some(a) = repr.ack() {
                     self.stats.rx_acks_piggybacked += 1;
-                    self.peers.as_mut()[p].ts_recent = a.ts;
-                    self.on_ack(p, &a, now, ctx);
+                    let pm = &mut self.peers.as_mut()[p];
+                    pm.ts_recent = a.ts;
+                    if matches!(repr.body, Body::Msg(_)) {
+                        // On a message: held until after our next transmission to the
+                        // peer (an answer leaves first), at the latest the next pass's
+                        // transmit half. Its arrival time stays its RTT sample's.
+                        pm.ack_held = Some((a, now));
+                        self.acks_held += 1;
+                    } else {
+                        self.on_ack(p, &a, now, ctx);
+                    }
                 }
                 self.on_sequenced(p, repr, raw, now, mem, ctx)
             }

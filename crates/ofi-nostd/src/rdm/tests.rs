@@ -518,13 +518,21 @@ fn ping_pong(
             .any(|e| matches!(e, Ok(e) if e.op_context == 1000 + i))
     );
     if strict {
-        // The ping's ACK completed B's previous pong.
-        assert!(matches!(b.read(btx)[..], [Ok(e)] if e.op_context == 4000 + i - 1));
+        // The ping's ACK is held until the pong leaves: B's previous pong is not
+        // complete yet.
+        assert!(
+            b.read(btx).is_empty(),
+            "{i}: the ping's ack waits for the pong"
+        );
     }
     send(b, a_at_b, tag, 64, 4000 + i);
     *now += Duration::from_micros(2);
     b.progress(*now);
     let pong = carry(b, a);
+    if strict {
+        // Once the pong left, the ping's ACK completed B's previous pong.
+        assert!(matches!(b.read(btx)[..], [Ok(e)] if e.op_context == 4000 + i - 1));
+    }
     *now += Duration::from_micros(3);
     a.progress(*now);
     let got = a.read(arx);
@@ -532,6 +540,12 @@ fn ping_pong(
         got.iter()
             .any(|e| matches!(e, Ok(e) if e.op_context == 2000 + i))
     );
+    if strict {
+        assert!(a.read(atx).is_empty(), "{i}: the pong's ack is held");
+    }
+    // The next pass's transmit half takes the held ack (sending nothing: A's own
+    // ack waits for its next ping).
+    a.progress(*now);
     if strict {
         assert!(
             a.link.pop_tx(|_, _| ()).is_none(),

@@ -385,6 +385,8 @@ impl<S: Storage> Rdm<S> {
         mem: &M,
         ctx: &mut Ctx<'_, S>,
     ) -> usize {
+        // Held acknowledgements first: timers and the scan need the windows as they are.
+        self.take_held_acks(ctx);
         let ctl = self.ctl_n > 0;
         let due = self.tx_ready || self.posted_n > 0 || ctl || now >= self.next_scan;
         self.tx_ready = false;
@@ -890,9 +892,19 @@ impl<S: Storage> Rdm<S> {
                     }
                 }
                 let pr = &self.peers.as_ref()[p];
-                if sent_any && pr.cursor == NIL && !pr.ack_now && !pr.closed_by_peer {
+                if sent_any
+                    && pr.cursor == NIL
+                    && !pr.ack_now
+                    && !pr.closed_by_peer
+                    && pr.rtx_pending == 0
+                {
+                    // A held acknowledgement waits for the next transmit half (the
+                    // pass that received it left one owed), so the answer reaches the
+                    // link before the work it releases.
                     return true;
                 }
+                // The planner needs the window as the peer acknowledged it.
+                self.take_held_ack(p, ctx);
                 let more = self.pump_session(p, now, port, mem, ctx);
                 let peer = &self.peers.as_ref()[p];
                 if peer.closed_by_peer && !peer.owes_ack() {
@@ -1827,6 +1839,28 @@ impl<S: Storage> Rdm<S> {
         }
     }
 
+    /// Processes peer `p`'s held acknowledgement, if any, as of its arrival.
+    pub(super) fn take_held_ack(&mut self, p: usize, ctx: &mut Ctx<'_, S>) {
+        let Some(pm) = self.peers.as_mut().get_mut(p) else {
+            return;
+        };
+        if let Some((a, at)) = pm.ack_held.take() {
+            self.acks_held = self.acks_held.saturating_sub(1);
+            self.on_ack(p, &a, at, ctx);
+        }
+    }
+
+    /// Processes every held acknowledgement (before timers and scans use the windows).
+    fn take_held_acks(&mut self, ctx: &mut Ctx<'_, S>) {
+        if self.acks_held == 0 {
+            return;
+        }
+        for p in 0..self.peers_high.min(self.peers.as_ref().len()) {
+            self.take_held_ack(p, ctx);
+        }
+        self.acks_held = 0;
+    }
+
     pub(super) fn on_ack(&mut self, p: usize, a: &AckRepr, now: Instant, ctx: &mut Ctx<'_, S>) {
         // Three fields, not a copy of the whole peer (every received ack).
         let peer = {
@@ -1995,6 +2029,8 @@ impl<S: Storage> Rdm<S> {
         now: Instant,
         ctx: &mut Ctx<'_, S>,
     ) {
+        // Which sends the peer acknowledged decides what a new session resends.
+        self.take_held_ack(p, ctx);
         let peer = self.peers.as_ref()[p];
         let epoch = peer.epoch;
         self.stats.peer_failures += 1;
