@@ -94,12 +94,19 @@ impl DpdkPlane {
         &mut self.link
     }
 
-    /// Registers the calling thread with EAL unless it is an lcore already.
+    /// Registers the calling thread with EAL unless it is an lcore already. Every pass
+    /// asks, so a thread remembers that it is one (a thread-local flag, not two calls
+    /// into EAL each time).
     fn attach_thread(&mut self) {
-        if !self.unregistered
-            && self.eal.lcore_id().is_none()
-            && self.eal.register_thread().is_err()
-        {
+        thread_local! {
+            static LCORE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+        }
+        if self.unregistered || LCORE.with(|l| l.get()) {
+            return;
+        }
+        if self.eal.lcore_id().is_some() || self.eal.register_thread().is_ok() {
+            LCORE.with(|l| l.set(true));
+        } else {
             self.unregistered = true;
         }
     }
