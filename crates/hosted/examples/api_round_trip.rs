@@ -4,7 +4,8 @@
 //! receive with the buffer that came back). One thread drives both sides, so the
 //! packet is always there when a side reads, and the instruction count per round trip
 //! is repeatable: run it under `valgrind --tool=callgrind` with two counts and take the
-//! difference (`cargo run --release -p hosted --example api_round_trip -- 2000`).
+//! difference (`cargo run --release -p hosted --example api_round_trip -- 2000`); a
+//! second argument adds that many reads of an empty CQ at the end (the busy-poll loop).
 //! The kernel's share is not counted; the engine's alone is `benches/engine.rs`.
 
 use std::time::{Duration, Instant};
@@ -83,6 +84,15 @@ fn main() {
         let back = next(&cqa, &db);
         assert_eq!(back.buf[..8], i.to_le_bytes());
         post(&epa, back.buf);
+    }
+    // A second count, `idle`, reads an empty CQ that many times: what each turn of a
+    // busy-polling wait costs (a progress pass finding nothing).
+    let idle: u64 = std::env::args()
+        .nth(2)
+        .and_then(|a| a.parse().ok())
+        .unwrap_or(0);
+    for _ in 0..idle {
+        assert!(cqa.read().is_err_and(|e| e == Errno::EAGAIN), "an empty CQ");
     }
     // One packet each way per round trip when every acknowledgement rides on a reply.
     let (a, b) = (da.net_stats().tx_packets, db.net_stats().tx_packets);

@@ -2086,7 +2086,13 @@ impl<S: Storage> Domain<S> {
             }
         }
         for (_, ep) in self.eps.iter_mut() {
-            if ep.state != EpState::Enabled || ep.rdm.is_none() {
+            // An endpoint with nothing due is skipped before its context is built:
+            // the busy-poll loop runs this on every empty pass.
+            let due = match ep.rdm.as_ref() {
+                Some(r) => posted_only || r.transmit_due(now),
+                None => false,
+            };
+            if ep.state != EpState::Enabled || !due {
                 continue;
             }
             let (mut ctx, rdm) = rdm_ctx(

@@ -388,7 +388,7 @@ impl<S: Storage> Rdm<S> {
         // Held acknowledgements first: timers and the scan need the windows as they are.
         self.take_held_acks(ctx);
         let ctl = self.ctl_n > 0;
-        let due = self.tx_ready || self.posted_n > 0 || ctl || now >= self.next_scan;
+        let due = self.transmit_due(now);
         self.tx_ready = false;
         self.posted_n = 0;
         if !due {
@@ -436,6 +436,16 @@ impl<S: Storage> Rdm<S> {
             .filter_map(|p| p.scan_due(now))
             .min()
             .unwrap_or(NEVER)
+    }
+
+    /// Whether [`Rdm::transmit`] has anything to do at `now`: a flag, a post, a control
+    /// answer, a held acknowledgement or a timer due (`next_scan`).
+    pub(crate) fn transmit_due(&self, now: Instant) -> bool {
+        self.tx_ready
+            || self.posted_n > 0
+            || self.ctl_n > 0
+            || self.acks_held > 0
+            || now >= self.next_scan
     }
 
     /// What a post runs: when the only work is sends posted to a few peers, sends what
