@@ -1791,18 +1791,7 @@ impl<'a> Repr<'a> {
         if h.ack_req {
             fl |= flags::ACK_REQ;
         }
-        let base = BaseHeader {
-            magic: MAGIC.into(),
-            version: VERSION,
-            ptype: self.packet_type() as u8,
-            flags: fl.into(),
-            len: len16.into(),
-            src_ep: h.src_ep.into(),
-            dst_ep: h.dst_ep.into(),
-            session: h.session.into(),
-            seq: h.seq.into(),
-            checksum: 0.into(),
-        };
+        let base = BaseHeader::new(h, self.packet_type(), fl, len16);
         let mut w = Writer { buf, pos: 0 };
         w.put_hdr(&base)?;
         match &self.body {
@@ -1957,6 +1946,25 @@ impl<'a> Repr<'a> {
     }
 }
 
+impl BaseHeader {
+    /// The base header of a packet of type `ptype` with header fields `h`, flags `fl`
+    /// and length `len`; the checksum zero (filled last, if at all).
+    fn new(h: &Header, ptype: PacketType, fl: u16, len: u16) -> BaseHeader {
+        BaseHeader {
+            magic: MAGIC.into(),
+            version: VERSION,
+            ptype: ptype as u8,
+            flags: fl.into(),
+            len: len.into(),
+            src_ep: h.src_ep.into(),
+            dst_ep: h.dst_ep.into(),
+            session: h.session.into(),
+            seq: h.seq.into(),
+            checksum: 0.into(),
+        }
+    }
+}
+
 /// Writes the headers of a MSG or TAGGED packet (base header, MSG header, tag, CQ data
 /// and piggybacked ACK, as [`Repr::emit`] would for a [`MsgRepr`]) straight into `buf`,
 /// for a payload of `payload_len` bytes that the caller then writes at
@@ -1998,21 +2006,7 @@ pub fn emit_msg_header(
         PacketType::Msg
     };
     let (base, rest) = out.split_at_mut(BASE_LEN);
-    base.copy_from_slice(
-        BaseHeader {
-            magic: MAGIC.into(),
-            version: VERSION,
-            ptype: ptype as u8,
-            flags: fl.into(),
-            len: len16.into(),
-            src_ep: h.src_ep.into(),
-            dst_ep: h.dst_ep.into(),
-            session: h.session.into(),
-            seq: h.seq.into(),
-            checksum: 0.into(),
-        }
-        .as_bytes(),
-    );
+    base.copy_from_slice(BaseHeader::new(h, ptype, fl, len16).as_bytes());
     let (mh, mut rest) = rest.split_at_mut(hdr_len::MSG);
     mh.copy_from_slice(
         MsgHeader {

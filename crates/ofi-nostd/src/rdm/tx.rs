@@ -438,6 +438,19 @@ impl<S: Storage> Rdm<S> {
             .unwrap_or(NEVER)
     }
 
+    /// A new packet leaves for peer `p`: if it follows soon after we acknowledged an
+    /// ACK_REQ at once, holding would have saved that ACK, so hold again.
+    fn replied(&mut self, p: usize, now: Instant) {
+        let hold = self.cfg.ack_hold;
+        let pm = &mut self.peers.as_mut()[p];
+        if let Some(t) = pm.req_acked_at
+            && now <= t + hold
+        {
+            pm.hold_ok = true;
+            pm.req_acked_at = None;
+        }
+    }
+
     /// Whether [`Rdm::transmit`] has anything to do at `now`: a flag, a post, a control
     /// answer, a held acknowledgement or a timer due (`next_scan`).
     pub(crate) fn transmit_due(&self, now: Instant) -> bool {
@@ -615,14 +628,8 @@ impl<S: Storage> Rdm<S> {
                 op.error.get_or_insert(e);
             }
         }
-        let hold = self.cfg.ack_hold;
+        self.replied(p, now);
         let pm = &mut self.peers.as_mut()[p];
-        if let Some(t) = pm.req_acked_at
-            && now <= t + hold
-        {
-            pm.hold_ok = true;
-            pm.req_acked_at = None;
-        }
         pm.next_seq = seq.wrapping_add(1);
         pm.next_msg_id = msg_id.wrapping_add(1);
         pm.cursor = next;
@@ -1326,16 +1333,7 @@ impl<S: Storage> Rdm<S> {
         let ack = (self.peers.as_ref()[p].owes_ack() || matches!(regen, Regen::Close))
             .then(|| self.ack_body(p, now));
         if !retrans {
-            // A reply soon after we acknowledged an ACK_REQ at once: holding would
-            // have saved that ACK, so hold again.
-            let hold = self.cfg.ack_hold;
-            let pm = &mut self.peers.as_mut()[p];
-            if let Some(t) = pm.req_acked_at
-                && now <= t + hold
-            {
-                pm.hold_ok = true;
-                pm.req_acked_at = None;
-            }
+            self.replied(p, now);
         }
         let limit = self.pkt_limit(p);
         let mut carried = None;
