@@ -165,6 +165,9 @@ pub struct RdmStats {
     pub acks_piggybacked: u64,
     /// Piggybacked acknowledgements received (processed like ACK packets).
     pub rx_acks_piggybacked: u64,
+    /// Of those, the ones that came on a message and were held until the next transmit
+    /// half (see `docs/architecture.md`).
+    pub rx_acks_held: u64,
     /// Session packets received (after parsing).
     pub rx_packets: u64,
     /// Sequenced packets already received (dropped, re-acked).

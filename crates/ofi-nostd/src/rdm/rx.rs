@@ -182,6 +182,7 @@ impl<S: Storage> Rdm<S> {
                         // transmit half. Its arrival time stays its RTT sample's.
                         pm.ack_held = Some((a, now));
                         self.acks_held += 1;
+                        self.stats.rx_acks_held += 1;
                     } else {
                         self.on_ack(p, &a, now, ctx);
                     }

@@ -700,6 +700,9 @@ fn ping_pong_sends_one_packet_per_message_and_no_standalone_ack() {
     assert_eq!(eb.acks_piggybacked - sb.acks_piggybacked, N);
     assert_eq!(eb.rx_acks_piggybacked - sb.rx_acks_piggybacked, N);
     assert_eq!(ea.rx_acks_piggybacked - sa.rx_acks_piggybacked, N);
+    // Each came on a message: held until after the answer.
+    assert_eq!(eb.rx_acks_held - sb.rx_acks_held, N);
+    assert_eq!(ea.rx_acks_held - sa.rx_acks_held, N);
     // The last pong is acknowledged on its own once the hold expires.
     let hold = a.dom.rdm_config().ack_hold;
     let due = a.dom.poll_timeout().expect("the ack timer is armed");
