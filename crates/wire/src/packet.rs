@@ -1004,6 +1004,17 @@ pub struct MsgRepr<'a> {
     pub ack: Option<AckRepr>,
 }
 
+impl MsgRepr<'_> {
+    /// The length of the packet's headers: base header, MSG header, tag, CQ data and
+    /// piggybacked ACK (everything before the payload).
+    pub const fn header_len(&self) -> usize {
+        let tag = if self.tag.is_some() { 8 } else { 0 };
+        let data = if self.cq_data.is_some() { 8 } else { 0 };
+        let ack = if self.ack.is_some() { hdr_len::ACK } else { 0 };
+        BASE_LEN + hdr_len::MSG + tag + data + ack
+    }
+}
+
 /// RTS.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct RtsRepr {
@@ -1981,9 +1992,7 @@ pub fn emit_msg_header(
     if !fits(m.offset as u64, payload_len, m.total_len as u64) {
         return Err(Error::BadLength);
     }
-    let opt = |v: Option<u64>| if v.is_some() { 8 } else { 0 };
-    let ack_len = if m.ack.is_some() { hdr_len::ACK } else { 0 };
-    let hl = BASE_LEN + hdr_len::MSG + opt(m.tag) + opt(m.cq_data) + ack_len;
+    let hl = m.header_len();
     let len = hl + payload_len;
     let len16 = u16::try_from(len).map_err(|_| Error::BadLength)?;
     let out = buf.get_mut(..hl).ok_or(Error::BufferTooSmall)?;

@@ -660,22 +660,30 @@ impl<S: Storage> Rdm<S> {
         self.peers.as_mut()[i] = Peer::EMPTY;
     }
 
+    /// Where `seq` of peer `p` sits in the window and reorder tables (per peer a
+    /// power-of-two stride, so a mask and no division).
+    fn wslot(&self, p: usize, seq: u32) -> usize {
+        (p * (self.wmask + 1)) | (seq as usize & self.wmask)
+    }
+
     /// The window entry for `seq` of peer `p`.
     pub(super) fn win_mut(&mut self, p: usize, seq: u32) -> &mut WinEntry {
-        &mut self.win.as_mut()[(p * (self.wmask + 1)) | (seq as usize & self.wmask)]
+        let i = self.wslot(p, seq);
+        &mut self.win.as_mut()[i]
     }
 
     pub(super) fn win_get(&self, p: usize, seq: u32) -> &WinEntry {
-        &self.win.as_ref()[(p * (self.wmask + 1)) | (seq as usize & self.wmask)]
+        &self.win.as_ref()[self.wslot(p, seq)]
     }
 
     /// Reorder-index entry for `seq` of peer `p`.
     pub(super) fn reo_mut(&mut self, p: usize, seq: u32) -> &mut u16 {
-        &mut self.reo_idx.as_mut()[(p * (self.wmask + 1)) | (seq as usize & self.wmask)]
+        let i = self.wslot(p, seq);
+        &mut self.reo_idx.as_mut()[i]
     }
 
     pub(super) fn reo_get(&self, p: usize, seq: u32) -> u16 {
-        self.reo_idx.as_ref()[(p * (self.wmask + 1)) | (seq as usize & self.wmask)]
+        self.reo_idx.as_ref()[self.wslot(p, seq)]
     }
 
     /// Credits to grant peer `p`: what the reorder pool can absorb, shared between the

@@ -177,9 +177,9 @@ impl<S: Storage> Rdm<S> {
                     let pm = &mut self.peers.as_mut()[p];
                     pm.ts_recent = a.ts;
                     if matches!(repr.body, Body::Msg(_)) {
-                        // On a message: held until after our next transmission to the
-                        // peer (an answer leaves first), at the latest the next pass's
-                        // transmit half. Its arrival time stays its RTT sample's.
+                        // On a message: held until the next full transmit half, so
+                        // an answer posted meanwhile leaves first. Its arrival time
+                        // stays its RTT sample's.
                         pm.ack_held = Some((a, now));
                         self.acks_held += 1;
                         self.stats.rx_acks_held += 1;

@@ -553,18 +553,7 @@ impl<S: Storage> Rdm<S> {
             payload: &[],
         };
         let (len, next) = (op.len as usize, op.next);
-        let opt = |v: Option<u64>| if v.is_some() { 8 } else { 0 };
-        let ack_len = if ack.is_some() {
-            wire::packet::hdr_len::ACK
-        } else {
-            0
-        };
-        let total = wire::packet::BASE_LEN
-            + wire::packet::hdr_len::MSG
-            + opt(op.tag)
-            + opt(op.data)
-            + ack_len
-            + len;
+        let total = m.header_len() + len;
         if total > limit || op.len > u64::from(u32::MAX) {
             return None;
         }
@@ -1866,7 +1855,6 @@ impl<S: Storage> Rdm<S> {
         for p in 0..self.peers_high.min(self.peers.as_ref().len()) {
             self.take_held_ack(p, ctx);
         }
-        self.acks_held = 0;
     }
 
     pub(super) fn on_ack(&mut self, p: usize, a: &AckRepr, now: Instant, ctx: &mut Ctx<'_, S>) {
