@@ -66,6 +66,7 @@ fn steps(ws: &Workspace, fuzz_secs: u64) -> Vec<Step<'_>> {
 
 /// Runs every step; the error names the step that failed.
 pub fn run(ws: &Workspace, fuzz_secs: u64) -> Result {
+    lean_builds();
     let steps = steps(ws, fuzz_secs);
     let started = Instant::now();
     let mut timings = Vec::new();
@@ -94,6 +95,17 @@ pub fn run(ws: &Workspace, fuzz_secs: u64) -> Result {
         timings.push((step.name.as_str(), step_started.elapsed()));
     }
     Ok(())
+}
+
+/// Every build of the run (cargo's children included) without incremental caches,
+/// unless the caller chose otherwise: the run builds the workspace several ways once
+/// each, the caches would be about a third of the disk it uses, and CI's disk is small.
+fn lean_builds() {
+    if std::env::var_os("CARGO_INCREMENTAL").is_none() {
+        // SAFETY: called first thing in `run`, while xtask has one thread and nothing
+        // else reads the environment.
+        unsafe { std::env::set_var("CARGO_INCREMENTAL", "0") };
+    }
 }
 
 /// `cargo build` of the `no_std` crates for a bare-metal target.
