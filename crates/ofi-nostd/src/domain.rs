@@ -2295,11 +2295,14 @@ impl<S: Storage> Domain<S> {
                 let result = match (failed, outcome) {
                     (Some(e), _) => Err(e),
                     (None, Ok(SendOutcome::Sent { .. })) => Ok(()),
-                    // The next hop's MAC is being resolved, or the link is full: try
-                    // again on the next progress call.
-                    (None, Ok(SendOutcome::ArpPending)) | (None, Err(Errno::EAGAIN)) => {
-                        return sent;
-                    }
+                    // The next hop did not answer ARP: the datagram cannot go.
+                    (None, Ok(SendOutcome::ArpFailed)) => Err(Errno::EHOSTUNREACH),
+                    // The next hop's MAC is being resolved (for a bounded time: it
+                    // resolves or fails): this endpoint's queue waits, in order, the
+                    // others go on.
+                    (None, Ok(SendOutcome::ArpPending)) => break,
+                    // The link is full: try again on the next progress call.
+                    (None, Err(Errno::EAGAIN)) => return sent,
                     (None, Err(e)) => Err(e),
                 };
                 ep.tx.pop();
@@ -2599,6 +2602,8 @@ where
         match self.net.send(self.now, self.link, to, len, write) {
             Ok(SendOutcome::Sent { .. }) => Sent::Yes,
             Ok(SendOutcome::ArpPending) => Sent::NotNow,
+            // Like a packet lost on the way: the reliability engine's timers decide.
+            Ok(SendOutcome::ArpFailed) => Sent::Yes,
             Err(Errno::EAGAIN) => {
                 self.full = true;
                 Sent::LinkFull

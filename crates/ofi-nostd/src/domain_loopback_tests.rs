@@ -384,3 +384,39 @@ fn dgram_loops_back_and_zero_slots_fail_clearly() {
     assert!(n.dom.net_stats().tx_loop_refused > 0);
     assert_eq!(n.leaked, 0);
 }
+
+/// An RDM send to an address on the subnet that nobody answers ARP for: the HELLO is
+/// never sent, yet the handshake's retry budget runs (each ARP failure counts as a
+/// lost HELLO) and the send fails with -FI_EHOSTUNREACH instead of waiting for ever.
+#[test]
+fn rdm_to_a_host_that_never_answers_arp_fails_as_unreachable() {
+    let mut n = Node::new(DEFAULT_LOOPBACK_SLOTS);
+    let av = n.av();
+    let a = n.ep(EpType::Rdm, av);
+    let ghost = EpAddr::new([10, 9, 0, 2], 7000, 0);
+    let mut out = [0; 1];
+    n.dom
+        .av_mut(av)
+        .unwrap()
+        .insert(AvAddrs::Ep(&[ghost]), Some(&mut out), Flags::empty(), None)
+        .unwrap();
+    n.fill(0, 10, 1);
+    n.send(&a, 0, 10, out[0], None);
+    let mut got = Vec::new();
+    // A minute of virtual time in 1 ms steps, at most.
+    for _ in 0..60_000 {
+        n.step(true, Duration::from_millis(1));
+        got.extend(n.read(a.tx_cq));
+        if !got.is_empty() {
+            break;
+        }
+    }
+    assert_eq!(got.len(), 1, "the send never completed");
+    assert_eq!((got[0].0, got[0].1), (100, Err(Errno::EHOSTUNREACH)));
+    let s = *n.dom.net_stats();
+    assert!(s.arp_failures >= 1 && s.tx_arp_failed >= 1, "{s:?}");
+    assert_eq!(s.tx_packets, 0, "a HELLO went out without a MAC");
+    // Only ARP requests went to the link, a bounded number of them.
+    assert_eq!(n.leaked as u64, s.arp_requests_sent);
+    assert!(s.arp_requests_sent <= 30, "{s:?}");
+}

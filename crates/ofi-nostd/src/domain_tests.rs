@@ -153,10 +153,12 @@ impl Host {
     }
 
     fn progress(&mut self) -> ProgressReport {
+        self.progress_at(Instant::ZERO)
+    }
+
+    fn progress_at(&mut self, now: Instant) -> ProgressReport {
         let mut mem = SliceMemory::new(BASE, &mut self.mem);
-        self.dom
-            .progress(Instant::ZERO, &mut *self.link, &mut mem)
-            .unwrap()
+        self.dom.progress(now, &mut *self.link, &mut mem).unwrap()
     }
 
     fn put(&mut self, off: u64, data: &[u8]) {
@@ -837,6 +839,107 @@ fn dgram_over_ethernet_resolves_the_peer_with_arp_first() {
     assert_eq!(b.dom.cq_mut(b.rx_cq).unwrap().read(&mut e), Ok(1));
     assert_eq!((e[0].op_context, e[0].len), (1, 13));
     assert_eq!(a.dom.cq_mut(a.tx_cq).unwrap().read(&mut e), Ok(1));
+}
+
+#[test]
+fn dgram_to_a_host_that_never_answers_arp_fails_instead_of_waiting_forever() {
+    let mut a = host_on([10, 0, 0, 1], CqFormat::Msg, false, Medium::Ethernet);
+    let mut b = host_on([10, 0, 0, 2], CqFormat::Msg, false, Medium::Ethernet);
+    let b_at_a = a.insert(&b);
+    let ms = Instant::from_millis;
+    let mem = SliceMemory::new(BASE, &mut a.mem);
+    for ctx in [0x71, 0x72] {
+        a.dom
+            .send(a.ep, &mem, IoVec::new(BASE, 4), b_at_a, ctx)
+            .unwrap();
+    }
+    // b hears nothing: a's requests are lost.
+    for t in [0, 100, 200, 250] {
+        assert_eq!(a.progress_at(ms(t)).tx, 0);
+        while a.link.pop_tx(|_, _| ()).is_some() {}
+    }
+    assert_eq!(a.dom.net_stats().arp_requests_sent, 3);
+    let mut e = [CqMsgEntry::default(); 2];
+    let read = |a: &mut Host, e: &mut [CqMsgEntry]| a.dom.cq_mut(a.tx_cq).unwrap().read(e);
+    assert_eq!(read(&mut a, &mut e), Err(Errno::EAGAIN), "still resolving");
+    // One interval after the last request the next hop has failed: both sends complete
+    // with -FI_EHOSTUNREACH, in order, instead of blocking the queue for ever.
+    a.progress_at(ms(300));
+    for ctx in [0x71, 0x72] {
+        let cq = a.dom.cq_mut(a.tx_cq).unwrap();
+        assert_eq!(cq.read(&mut e), Err(Errno::EAVAIL));
+        let err = cq
+            .readerr(Flags::empty(), crate::info::API_VERSION, &mut [])
+            .unwrap();
+        assert_eq!((err.err, err.op_context), (Errno::EHOSTUNREACH.code(), ctx));
+    }
+    assert_eq!(a.dom.cntr(a.send_cntr).unwrap().err_value(), 2);
+    assert_eq!(a.dom.net_stats().arp_failures, 1);
+    // Once b answers, a later send goes through.
+    b.dom
+        .recv(b.ep, IoVec::new(BASE, 64), FI_ADDR_UNSPEC, 1)
+        .unwrap();
+    a.put(0, b"late");
+    let mem = SliceMemory::new(BASE, &mut a.mem);
+    a.dom
+        .send(a.ep, &mem, IoVec::new(BASE, 4), b_at_a, 0x73)
+        .unwrap();
+    let t = ms(600);
+    assert_eq!(a.progress_at(t).tx, 0, "asks again");
+    a.link.transfer_to(&mut *b.link);
+    b.progress_at(t);
+    b.link.transfer_to(&mut *a.link);
+    a.progress_at(t);
+    a.link.transfer_to(&mut *b.link);
+    b.progress_at(t);
+    assert_eq!(b.get(0, 4), b"late");
+    assert_eq!(read(&mut a, &mut e), Ok(1));
+    assert_eq!(e[0].op_context, 0x73);
+}
+
+#[test]
+fn a_dgram_queue_waiting_for_arp_does_not_hold_up_other_endpoints() {
+    let mut a = host_on([10, 0, 0, 1], CqFormat::Msg, false, Medium::Ethernet);
+    let b = host_on([10, 0, 0, 2], CqFormat::Msg, false, Medium::Ethernet);
+    let b_at_a = a.insert(&b);
+    // A second endpoint on a, sending to its own domain's address (the loopback
+    // queue: no ARP), enabled after the first so it comes later in every pass.
+    let ep2 = a.dom.ep_open(&dgram_info(), 16).unwrap();
+    a.dom
+        .ep_bind(ep2, BindTarget::Cq(a.tx_cq), Flags::TRANSMIT)
+        .unwrap();
+    a.dom
+        .ep_bind(ep2, BindTarget::Cq(a.rx_cq), Flags::RECV)
+        .unwrap();
+    a.dom
+        .ep_bind(ep2, BindTarget::Av(a.av), Flags::empty())
+        .unwrap();
+    a.dom.ep_enable(ep2).unwrap();
+    let own = a.dom.ep_addr(a.ep).unwrap();
+    let mut out = [0; 1];
+    a.dom
+        .av_mut(a.av)
+        .unwrap()
+        .insert(AvAddrs::Ep(&[own]), Some(&mut out), Flags::empty(), None)
+        .unwrap();
+    a.dom
+        .recv(a.ep, IoVec::new(BASE + 512, 64), FI_ADDR_UNSPEC, 0x81)
+        .unwrap();
+    let mem = SliceMemory::new(BASE, &mut a.mem);
+    a.dom
+        .send(a.ep, &mem, IoVec::new(BASE, 4), b_at_a, 0x82)
+        .unwrap();
+    a.dom
+        .send(ep2, &mem, IoVec::new(BASE, 4), out[0], 0x83)
+        .unwrap();
+    a.progress();
+    // The looped datagram arrives on the next pass; the send to b still waits.
+    a.progress();
+    let mut e = [CqMsgEntry::default(); 2];
+    assert_eq!(a.dom.cq_mut(a.tx_cq).unwrap().read(&mut e), Ok(1));
+    assert_eq!(e[0].op_context, 0x83);
+    assert_eq!(a.dom.cq_mut(a.rx_cq).unwrap().read(&mut e), Ok(1));
+    assert_eq!(e[0].op_context, 0x81);
 }
 
 #[test]

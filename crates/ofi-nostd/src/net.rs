@@ -22,7 +22,13 @@
 //! entry in use is half that old, sends keep using it but queue a unicast ARP request
 //! (rate-limited), so a live peer is re-confirmed before its entry expires and active
 //! flows never stall. When the cache is full, a free slot is taken first, then an
-//! expired entry, then the least recently used one.
+//! expired or failed entry, then the least recently used one.
+//!
+//! A next hop that leaves [`NetConfig::arp_max_requests`] requests unanswered (one
+//! request interval after the last) has *failed*: sends to it get
+//! [`SendOutcome::ArpFailed`] at once for as long as the resolution took, so a sender
+//! whose queue waits for it (a DGRAM endpoint's) is never stuck behind a host that is
+//! not there; the next send after that asks again. A reply meanwhile resolves it.
 //!
 //! Answering ARP needs the transmit side of the link while the receive buffer is lent
 //! by that same link, which the token API (rightly) forbids, so [`Net::rx`] queues ARP
@@ -64,6 +70,10 @@ const LOOP_SLOT_HEADER: usize = 2;
 /// 100 ms.
 pub const DEFAULT_ARP_REQUEST_INTERVAL: Duration = Duration::from_millis(100);
 
+/// Default [`NetConfig::arp_max_requests`]: 3, Linux's `ucast_solicit` +
+/// `mcast_solicit` for a new neighbour being 3 + 3 at a much longer interval.
+pub const DEFAULT_ARP_MAX_REQUESTS: u8 = 3;
+
 const BROADCAST_MAC: [u8; 6] = [0xff; 6];
 const ETHERTYPE_IPV4: u16 = 0x0800;
 const ETHERTYPE_ARP: u16 = 0x0806;
@@ -104,12 +114,15 @@ pub struct NetConfig {
     pub arp_timeout: Duration,
     /// Minimum time between two ARP requests for the same next hop.
     pub arp_request_interval: Duration,
+    /// Unanswered requests after which a next hop has failed (at least 1).
+    pub arp_max_requests: u8,
 }
 
 impl NetConfig {
     /// A configuration for a link with capabilities `caps`, at `local_ip:local_port`.
     /// Defaults: MAC zero (set it for Ethernet), prefix 32, no gateway, TTL 64, ARP
-    /// timeout [`DEFAULT_ARP_TIMEOUT`], request interval [`DEFAULT_ARP_REQUEST_INTERVAL`].
+    /// timeout [`DEFAULT_ARP_TIMEOUT`], request interval [`DEFAULT_ARP_REQUEST_INTERVAL`],
+    /// [`DEFAULT_ARP_MAX_REQUESTS`] requests before a next hop has failed.
     pub fn new(caps: &Capabilities, local_ip: [u8; 4], local_port: u16) -> Self {
         NetConfig {
             medium: caps.medium,
@@ -125,6 +138,7 @@ impl NetConfig {
             ttl: DEFAULT_TTL,
             arp_timeout: DEFAULT_ARP_TIMEOUT,
             arp_request_interval: DEFAULT_ARP_REQUEST_INTERVAL,
+            arp_max_requests: DEFAULT_ARP_MAX_REQUESTS,
         }
     }
 
@@ -183,6 +197,9 @@ enum ArpState {
     Pending,
     /// MAC known since `confirmed`.
     Resolved,
+    /// `arp_max_requests` requests went unanswered; sends fail until the hold ends
+    /// (see [`Net::resolve`]).
+    Failed,
 }
 
 /// One slot of the ARP cache. Callers only provide storage (`[ArpEntry::EMPTY; N]`);
@@ -198,6 +215,8 @@ pub struct ArpEntry {
     used: Instant,
     /// Last ARP request sent for `ip`, for rate limiting.
     requested: Option<Instant>,
+    /// Requests sent since the entry last became pending.
+    asked: u8,
 }
 
 impl ArpEntry {
@@ -209,6 +228,7 @@ impl ArpEntry {
         confirmed: Instant::ZERO,
         used: Instant::ZERO,
         requested: None,
+        asked: 0,
     };
 
     /// The IPv4 address this slot is about, unless it is free.
@@ -226,10 +246,15 @@ impl ArpEntry {
         self.state == ArpState::Pending
     }
 
+    /// Gave up: its requests went unanswered (see [`NetConfig::arp_max_requests`]).
+    pub fn has_failed(&self) -> bool {
+        self.state == ArpState::Failed
+    }
+
     fn expired(&self, now: Instant, timeout: Duration) -> bool {
         match self.state {
             ArpState::Free => false,
-            ArpState::Pending => now - self.used >= timeout,
+            ArpState::Pending | ArpState::Failed => now - self.used >= timeout,
             ArpState::Resolved => now - self.confirmed >= timeout,
         }
     }
@@ -352,6 +377,10 @@ pub struct NetStats {
     pub tx_packets: u64,
     /// Sends deferred with [`SendOutcome::ArpPending`].
     pub tx_arp_pending: u64,
+    /// Sends refused with [`SendOutcome::ArpFailed`]: the next hop did not answer.
+    pub tx_arp_failed: u64,
+    /// Next hops given up on after [`NetConfig::arp_max_requests`] unanswered requests.
+    pub arp_failures: u64,
     /// ARP requests handed to the link (resolution and refresh).
     pub arp_requests_sent: u64,
     /// ARP replies handed to the link.
@@ -419,6 +448,10 @@ pub enum SendOutcome {
     /// recently). The writer was not called: the caller keeps the packet and retries
     /// (DGRAM callers may treat it as a drop).
     ArpPending,
+    /// The next hop did not answer ARP (see the module docs): nothing was sent and the
+    /// writer was not called. A DGRAM send fails with -FI_EHOSTUNREACH; the reliability
+    /// engine counts a lost packet and its timers decide.
+    ArpFailed,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -532,6 +565,7 @@ pub struct Net<A, B = [u8; 0]> {
 enum Hop {
     Mac([u8; 6]),
     Pending,
+    Failed,
 }
 
 fn be16(buf: &[u8], at: usize) -> Option<u16> {
@@ -584,6 +618,7 @@ impl<A: AsRef<[ArpEntry]> + AsMut<[ArpEntry]>, B: AsRef<[u8]> + AsMut<[u8]>> Net
                 && net.usable_unicast(cfg.local_ip)
                 && cfg.local_port != 0
                 && cfg.arp_timeout > Duration::ZERO
+                && cfg.arp_max_requests > 0
                 && !net.cache.as_ref().is_empty()
                 && cfg
                     .gateway
@@ -711,6 +746,7 @@ impl<A: AsRef<[ArpEntry]> + AsMut<[ArpEntry]>, B: AsRef<[u8]> + AsMut<[u8]>> Net
             .map(|(i, e)| {
                 let class = match e.state {
                     ArpState::Free => 0u8,
+                    ArpState::Failed => 1,
                     _ if e.expired(now, timeout) => 1,
                     _ => 2,
                 };
@@ -745,7 +781,7 @@ impl<A: AsRef<[ArpEntry]> + AsMut<[ArpEntry]>, B: AsRef<[u8]> + AsMut<[u8]>> Net
                 mac,
                 confirmed: now,
                 used: now,
-                requested: None,
+                ..ArpEntry::EMPTY
             };
         }
     }
@@ -926,11 +962,18 @@ impl<A: AsRef<[ArpEntry]> + AsMut<[ArpEntry]>, B: AsRef<[u8]> + AsMut<[u8]>> Net
     }
 
     /// Find the MAC of next hop `hop`, sending or queueing ARP requests as needed.
+    ///
+    /// A pending hop whose `arp_max_requests`-th request is one interval old has failed;
+    /// it stays failed (no requests, [`Hop::Failed`] at once) for `arp_max_requests`
+    /// intervals, as long as its resolution took, and the next send after that starts
+    /// a new resolution.
     fn resolve<L: Link>(&mut self, now: Instant, link: &mut L, hop: [u8; 4]) -> Result<Hop> {
         if hop == self.cfg.local_ip {
             return Ok(Hop::Mac(self.cfg.local_mac));
         }
         let (timeout, interval) = (self.cfg.arp_timeout, self.cfg.arp_request_interval);
+        let max_asked = self.cfg.arp_max_requests;
+        let hold = Duration::from_micros(interval.total_micros() * u64::from(max_asked));
         let idx = match self.find(hop) {
             Some(i) => i,
             None => {
@@ -952,6 +995,20 @@ impl<A: AsRef<[ArpEntry]> + AsMut<[ArpEntry]>, B: AsRef<[u8]> + AsMut<[u8]>> Net
         };
         e.used = now;
         let may_ask = e.requested.is_none_or(|t| now - t >= interval);
+        if e.state == ArpState::Pending && e.asked >= max_asked && may_ask {
+            e.state = ArpState::Failed;
+            self.stats.arp_failures += 1;
+        }
+        if e.state == ArpState::Failed {
+            // `requested` is the last request: the failure came one interval later.
+            let failed_for = e.requested.map_or(hold, |t| (now - t) - interval);
+            if failed_for < hold {
+                self.stats.tx_arp_failed += 1;
+                return Ok(Hop::Failed);
+            }
+            e.state = ArpState::Pending; // ask again
+            e.asked = 0;
+        }
         if e.state == ArpState::Resolved {
             let age = now - e.confirmed;
             if age < timeout {
@@ -968,6 +1025,7 @@ impl<A: AsRef<[ArpEntry]> + AsMut<[ArpEntry]>, B: AsRef<[u8]> + AsMut<[u8]>> Net
                 return Ok(Hop::Mac(mac));
             }
             e.state = ArpState::Pending; // expired: resolve afresh
+            e.asked = 0;
         }
         if may_ask {
             let tok = link.transmit().ok_or(Errno::EAGAIN)?;
@@ -983,6 +1041,7 @@ impl<A: AsRef<[ArpEntry]> + AsMut<[ArpEntry]>, B: AsRef<[u8]> + AsMut<[u8]>> Net
             });
             if ok {
                 e.requested = Some(now);
+                e.asked = e.asked.saturating_add(1);
                 self.stats.arp_requests_sent += 1;
             } else {
                 self.stats.arp_tx_dropped += 1;
@@ -1057,6 +1116,7 @@ impl<A: AsRef<[ArpEntry]> + AsMut<[ArpEntry]>, B: AsRef<[u8]> + AsMut<[u8]>> Net
                 let dst_mac = match self.resolve(now, link, hop)? {
                     Hop::Mac(m) => m,
                     Hop::Pending => return Ok(SendOutcome::ArpPending),
+                    Hop::Failed => return Ok(SendOutcome::ArpFailed),
                 };
                 let repr = UdpFrameRepr {
                     src_mac: EthernetAddress(self.cfg.local_mac),
@@ -1424,6 +1484,95 @@ mod tests {
         send(&mut a, t(9), &mut *la, b, b"x").unwrap();
         send(&mut a, t(10), &mut *la, b, b"x").unwrap();
         assert_eq!(la.tx_len(), 2);
+    }
+
+    #[test]
+    fn a_next_hop_that_never_answers_fails_for_a_while_then_is_asked_again() {
+        let mut a = eth_net(IP_A, MAC_A);
+        let mut la = link();
+        let b = addr(IP_B, PORT);
+        // Three requests, 100 ms apart, are the resolution's whole budget.
+        for ms in [0, 100, 200, 250] {
+            assert_eq!(
+                send(&mut a, t(ms), &mut *la, b, b"x"),
+                Ok(SendOutcome::ArpPending),
+                "at {ms} ms"
+            );
+        }
+        assert_eq!(a.stats().arp_requests_sent, 3);
+        // One interval after the third request the hop has failed: nothing is sent,
+        // and the writer is never called.
+        let mut wrote = false;
+        assert_eq!(
+            a.send(t(300), &mut *la, b, 1, |_| {
+                wrote = true;
+                1
+            }),
+            Ok(SendOutcome::ArpFailed)
+        );
+        assert!(!wrote);
+        assert!(
+            a.arp_entries()
+                .iter()
+                .any(|e| e.ip() == Some(IP_B) && e.has_failed())
+        );
+        // It stays failed, without requests, for as long as the resolution took...
+        assert_eq!(
+            send(&mut a, t(599), &mut *la, b, b"x"),
+            Ok(SendOutcome::ArpFailed)
+        );
+        assert_eq!(la.tx_len(), 3);
+        // ...while another destination resolves as usual.
+        assert_eq!(
+            send(&mut a, t(400), &mut *la, addr(IP_C, PORT), b"x"),
+            Ok(SendOutcome::ArpPending)
+        );
+        assert_eq!(la.tx_len(), 4);
+        // Then the next send asks again, with a fresh budget.
+        assert_eq!(
+            send(&mut a, t(600), &mut *la, b, b"x"),
+            Ok(SendOutcome::ArpPending)
+        );
+        assert_eq!(la.tx_len(), 5);
+        assert_eq!(a.stats().arp_failures, 1);
+        assert_eq!(a.stats().tx_arp_failed, 2);
+        // A reply resolves it, failed or pending.
+        assert_eq!(
+            feed(&mut a, t(610), &arp_reply(MAC_B, IP_B, MAC_A, IP_A)),
+            Got::Consumed
+        );
+        assert_eq!(
+            send(&mut a, t(620), &mut *la, b, b"x"),
+            Ok(SendOutcome::Sent { len: 1 })
+        );
+
+        // A reply to a hop that had failed resolves it at once, too.
+        let mut a = eth_net(IP_A, MAC_A);
+        let mut cfg = eth_cfg(IP_A, MAC_A);
+        cfg.arp_max_requests = 1;
+        let mut one = Net::new(cfg, [ArpEntry::EMPTY; 4]).unwrap();
+        for net in [&mut a, &mut one] {
+            let mut l = link();
+            let mut ms = 0;
+            while send(net, t(ms), &mut *l, b, b"x") == Ok(SendOutcome::ArpPending) {
+                ms += 50;
+                assert!(ms <= 1_000, "never failed");
+            }
+            assert_eq!(
+                send(net, t(ms), &mut *l, b, b"x"),
+                Ok(SendOutcome::ArpFailed)
+            );
+            assert_eq!(
+                feed(net, t(ms), &arp_reply(MAC_B, IP_B, MAC_A, IP_A)),
+                Got::Consumed
+            );
+            assert_eq!(
+                send(net, t(ms), &mut *l, b, b"x"),
+                Ok(SendOutcome::Sent { len: 1 })
+            );
+        }
+        assert_eq!(a.stats().arp_requests_sent, 3);
+        assert_eq!(one.stats().arp_requests_sent, 1);
     }
 
     #[test]
@@ -2172,6 +2321,7 @@ mod tests {
             bad(&|c| c.arp_timeout = Duration::ZERO),
             Some(Errno::EINVAL)
         );
+        assert_eq!(bad(&|c| c.arp_max_requests = 0), Some(Errno::EINVAL));
         assert_eq!(
             bad(&|c| c.gateway = Some([192, 168, 0, 1])),
             Some(Errno::EINVAL)
