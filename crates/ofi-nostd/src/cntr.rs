@@ -270,6 +270,11 @@ impl Cntr {
         core::mem::take(&mut self.wake)
     }
 
+    /// Whether a wait is armed or a wake-up not yet taken (see `Cq::is_armed`).
+    pub fn is_armed(&self) -> bool {
+        self.armed.is_some() || self.wake
+    }
+
     /// Changes on every update of either value.
     pub fn generation(&self) -> u64 {
         self.generation

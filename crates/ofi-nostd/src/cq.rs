@@ -974,6 +974,19 @@ impl<S: AsRef<[CqSlot]> + AsMut<[CqSlot]>> Cq<S> {
         core::mem::take(&mut self.wake)
     }
 
+    /// Whether a wait is armed or a wake-up not yet taken: while neither holds, nothing
+    /// can raise [`Cq::take_wakeup`] but a new [`Cq::trywait`] or [`Cq::signal`], so an
+    /// adapter may skip asking.
+    pub fn is_armed(&self) -> bool {
+        self.armed.is_some() || self.wake
+    }
+
+    /// Whether [`Cq::read`] would find nothing: no entry, no error entry, no overrun to
+    /// report. What a busy-polling reader checks before paying for a read.
+    pub fn is_idle(&self) -> bool {
+        self.ring.is_empty() && !self.overrun
+    }
+
     /// Changes on every insertion, overrun and signal: a waiter that saw the same value
     /// before and after blocking knows nothing happened.
     pub fn generation(&self) -> u64 {

@@ -117,6 +117,7 @@ impl<C: Send + 'static> Counter<C> {
                 }
                 self.event.drain();
                 c.arm(&w);
+                g.note_wait();
                 if self.shared.manual() {
                     g.manual_nap(deadline)
                 } else {
@@ -135,7 +136,9 @@ impl<C: Send + 'static> Counter<C> {
     pub fn trywait(&self) -> Result<()> {
         let mut g = self.shared.lock();
         self.event.drain();
-        Ok(g.core.cntr_mut(self.h)?.trywait()?)
+        g.core.cntr_mut(self.h)?.trywait()?;
+        g.note_wait();
+        Ok(())
     }
 
     /// The pollable descriptor (FI_WAIT_FD); `None` without a wait object.

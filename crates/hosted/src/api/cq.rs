@@ -368,7 +368,7 @@ impl<C: Send + 'static> Cq<C> {
                 }
                 self.event.drain();
                 match cq.trywait() {
-                    Ok(()) => {}
+                    Ok(()) => g.note_wait(),
                     Err(Errno::EAGAIN) => continue,
                     Err(e) => return Err(e.into()),
                 }
@@ -394,13 +394,16 @@ impl<C: Send + 'static> Cq<C> {
         if g.has_early(self.h) {
             return Err(Errno::EAGAIN.into());
         }
-        Ok(g.core.cq_mut(self.h)?.trywait()?)
+        g.core.cq_mut(self.h)?.trywait()?;
+        g.note_wait();
+        Ok(())
     }
 
     /// `fi_cq_signal`: wakes a thread blocked in [`Cq::sread`] (it returns -FI_EAGAIN).
     pub fn signal(&self) -> Result<()> {
         let mut g = self.shared.lock();
         g.core.cq_mut(self.h)?.signal()?;
+        g.note_wait();
         g.wake();
         Ok(())
     }

@@ -118,6 +118,9 @@ pub(crate) struct Inner<C> {
     pub orphans: u64,
     /// Completions read since the last progress pass (see [`Inner::read_manual`]).
     reads_unprogressed: u32,
+    /// A CQ or counter may have a wait armed or a wake-up pending (see
+    /// [`Inner::wake`]); set wherever one is armed or signalled.
+    waits: bool,
     /// The time passes run at.
     clock: PassClock,
 }
@@ -139,6 +142,7 @@ impl<C: Send + 'static> Inner<C> {
             zombies: Vec::new(),
             orphans: 0,
             reads_unprogressed: 0,
+            waits: false,
             clock: PassClock::default(),
         }
     }
@@ -160,8 +164,11 @@ impl<C: Send + 'static> Inner<C> {
     /// the rest of the read: one receive burst fills the CQ with up to a burst of them),
     /// unless [`READS_PER_PASS`] were; an empty CQ runs a pass and looks again, as
     /// fi_cq_read does.
+    ///
+    /// A busy-polling reader mostly finds nothing: an idle CQ is told by two flags, not
+    /// by a read ([`Inner::cq_idle`]).
     pub(crate) fn read_manual(&mut self, h: CqHandle<Heap>) -> ofi_nostd::Result<Completion<C>> {
-        if self.reads_unprogressed < READS_PER_PASS {
+        if self.reads_unprogressed < READS_PER_PASS && !self.cq_idle(h) {
             match self.next_completion(h) {
                 Err(Errno::EAGAIN) => {}
                 r => {
@@ -171,7 +178,23 @@ impl<C: Send + 'static> Inner<C> {
             }
         }
         let _ = self.progress();
+        if self.cq_idle(h) {
+            return Err(Errno::EAGAIN);
+        }
         self.next_completion(h)
+    }
+
+    /// Whether a read of CQ `h` would find nothing at all: nothing kept aside, nothing
+    /// in the core's queue (an unknown handle is not idle: the read reports it).
+    fn cq_idle(&self, h: CqHandle<Heap>) -> bool {
+        self.core.cq(h).is_ok_and(|q| q.is_idle())
+            && self.cqs.iter().all(|c| c.h != h || c.early.is_empty())
+    }
+
+    /// A wait on a CQ or counter was armed (or a CQ signalled): [`Inner::wake`] must
+    /// look at them again.
+    pub(crate) fn note_wait(&mut self) {
+        self.waits = true;
     }
 
     fn pass(&mut self, kind: PassKind) -> ofi_nostd::Result<ProgressReport> {
@@ -215,18 +238,31 @@ impl<C: Send + 'static> Inner<C> {
         }
     }
 
-    /// Signals the eventfd of every CQ and counter the core says must wake.
+    /// Signals the eventfd of every CQ and counter the core says must wake. Nothing
+    /// can be due while no wait was armed since the last look (every progress pass of
+    /// a busy-polling loop asks).
     pub(crate) fn wake(&mut self) {
+        if !self.waits {
+            return;
+        }
+        let mut armed = false;
         for c in &self.cqs {
-            if self.core.cq_mut(c.h).is_ok_and(|q| q.take_wakeup()) {
-                c.event.signal();
+            if let Ok(q) = self.core.cq_mut(c.h) {
+                if q.take_wakeup() {
+                    c.event.signal();
+                }
+                armed |= q.is_armed();
             }
         }
         for c in &self.cntrs {
-            if self.core.cntr_mut(c.h).is_ok_and(|q| q.take_wakeup()) {
-                c.event.signal();
+            if let Ok(q) = self.core.cntr_mut(c.h) {
+                if q.take_wakeup() {
+                    c.event.signal();
+                }
+                armed |= q.is_armed();
             }
         }
+        self.waits = armed;
     }
 
     pub(crate) fn cq_state(&mut self, h: CqHandle<Heap>) -> ofi_nostd::Result<&mut CqState> {
