@@ -19,9 +19,13 @@ pub const DEFAULT_MBUFS: u32 = 8191;
 /// How long closing a memif port waits for its link to go down.
 pub const MEMIF_DOWN_TIMEOUT: Duration = Duration::from_secs(2);
 
-/// How long a memif port about to close waits for its peer to disconnect first (see
-/// `PortShared::shutdown`).
-pub const MEMIF_PEER_GRACE: Duration = Duration::from_millis(100);
+/// How long a memif *server* port about to close waits for its client to disconnect
+/// first (see `PortShared::shutdown`); a client closes at once.
+pub const MEMIF_PEER_GRACE: Duration = Duration::from_secs(2);
+
+/// The same wait for a memif port whose role this crate does not know (named by an EAL
+/// `--vdev` option rather than hot-plugged from device arguments).
+pub const MEMIF_UNKNOWN_ROLE_GRACE: Duration = Duration::from_millis(100);
 
 /// How to open a [`Port`]. Start from [`PortConfig::new`] or [`PortConfig::vdev`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -129,6 +133,9 @@ pub(crate) struct PortShared {
     /// Declared after everything that may hold its mbufs: dropped last.
     pub(crate) mempool: Mempool,
     device: Option<DeviceHandle>,
+    /// How long closing waits for the memif peer to disconnect first: nothing for a
+    /// client, [`MEMIF_PEER_GRACE`] for a server (see `PortShared::shutdown`).
+    memif_grace: Duration,
     closed: AtomicBool,
 }
 
@@ -187,6 +194,11 @@ impl Port {
         match Self::setup(id, cfg) {
             Ok(mut shared) => {
                 shared.device = device;
+                shared.memif_grace = match cfg.devargs.as_deref() {
+                    Some(a) if memif_client_role(a) => Duration::ZERO,
+                    Some(_) => MEMIF_PEER_GRACE,
+                    None => MEMIF_UNKNOWN_ROLE_GRACE,
+                };
                 Ok(Port {
                     shared: Arc::new(shared),
                 })
@@ -258,6 +270,7 @@ impl Port {
                 mtu,
                 mempool,
                 device: None,
+                memif_grace: MEMIF_UNKNOWN_ROLE_GRACE,
                 closed: AtomicBool::new(false),
             }),
             Err(e) => {
@@ -488,10 +501,12 @@ impl PortShared {
         if self.is_memif() {
             // DPDK 22.11's memif tears a connection down in the EAL interrupt thread
             // when the peer disconnects, unsynchronised with a stop or close here:
-            // both ending at once crashed that thread (seen in CI). A peer that is
-            // closing too has usually disconnected within this grace; then nothing
-            // runs concurrently with our stop.
-            let deadline = Instant::now() + MEMIF_PEER_GRACE;
+            // both ending at once crashed that thread (seen in CI, also with a short
+            // grace on both sides). So the two roles close in turn: the client at
+            // once, the server once the client is gone (or after the grace, if the
+            // client outlives it); its interrupt thread then has nothing to race. A
+            // port of unknown role keeps the old short grace on both sides.
+            let deadline = Instant::now() + self.memif_grace;
             while Instant::now() < deadline && self.link_status().is_ok_and(|s| s.up) {
                 std::thread::sleep(Duration::from_millis(1));
             }
@@ -538,6 +553,14 @@ impl Drop for PortShared {
     }
 }
 
+/// Whether memif device arguments choose the client role (the driver's default is
+/// server).
+fn memif_client_role(devargs: &str) -> bool {
+    devargs
+        .split(',')
+        .any(|kv| kv.trim().eq_ignore_ascii_case("role=client"))
+}
+
 /// The name DPDK gives port `id`, if it exists.
 pub fn port_name(id: u16) -> Option<String> {
     let mut buf = [0 as c_char; 64]; // RTE_ETH_NAME_MAX_LEN
@@ -552,4 +575,25 @@ pub fn port_name(id: u16) -> Option<String> {
             .to_string_lossy()
             .into_owned(),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::memif_client_role;
+
+    #[test]
+    fn the_memif_role_comes_from_the_device_arguments() {
+        assert!(memif_client_role(
+            "net_memif0,role=client,id=0,socket=/tmp/m.sock"
+        ));
+        assert!(memif_client_role("net_memif1, role=CLIENT"));
+        assert!(!memif_client_role(
+            "net_memif0,role=server,socket=/tmp/m.sock"
+        ));
+        // The driver's default role is server.
+        assert!(!memif_client_role(
+            "net_memif0,socket=/tmp/role=client.sock"
+        ));
+        assert!(!memif_client_role("net_memif0"));
+    }
 }
