@@ -25,13 +25,18 @@ fn main() {
         .and_then(|a| a.parse().ok())
         .unwrap_or(10_000);
     let fabric = Fabric::open().expect("fabric");
-    // Acknowledgement holds long enough for a run under valgrind, whose slowness would
-    // otherwise expire them and add ACK packets a native run never sends.
+    // Acknowledgement holds and retransmission timeouts long enough for a run under
+    // valgrind, whose slowness would otherwise expire them: ACK packets and timer work
+    // a native run (microseconds per round trip) never sees.
     let hold = hosted::ofi_nostd::time::Duration::from_millis(50);
+    let rto = hosted::ofi_nostd::time::Duration::from_millis(200);
     let rdm = RdmConfig {
         crc: false,
         ack_hold: hold,
         ack_delay: hold,
+        rto_initial: rto,
+        rto_min: rto,
+        rto_max: rto,
         ..RdmConfig::DEFAULT
     };
     let side = || {

@@ -461,11 +461,14 @@ impl<S: Storage> Rdm<S> {
             || now >= self.next_scan
     }
 
-    /// What a post runs: when the only work is sends posted to a few peers, sends what
-    /// those peers have ready (acknowledgements, retransmissions and new packets, in the
-    /// usual order) and leaves other peers to the next [`Rdm::transmit`], which
-    /// `next_scan` or a flag makes run in time; otherwise that whole run. Returns the
-    /// packets sent.
+    /// What a post runs: sends what the peers sends were posted to have ready
+    /// (acknowledgements, retransmissions and new packets, in the usual order), then,
+    /// only if something else is due already (a flag, a control answer, a timer), the
+    /// whole [`Rdm::transmit`]; otherwise other peers and held acknowledgements wait for
+    /// the next one, which `next_scan` or a flag makes run in time. The posted packets
+    /// go first either way: the rest (a held acknowledgement's completions, timers,
+    /// scans) is off the path of a reply. With sends posted to more than a few peers,
+    /// the whole run. Returns the packets sent.
     pub(crate) fn transmit_posted<P: TxPort, M: Memory>(
         &mut self,
         now: Instant,
@@ -474,11 +477,13 @@ impl<S: Storage> Rdm<S> {
         ctx: &mut Ctx<'_, S>,
     ) -> usize {
         let n = self.posted_n as usize;
-        if self.tx_ready || n > POSTED_PEERS || now >= self.next_scan || self.ctl_n > 0 {
+        if n > POSTED_PEERS {
             return self.transmit(now, port, mem, ctx);
         }
+        let rest_due = self.tx_ready || now >= self.next_scan || self.ctl_n > 0;
         self.posted_n = 0;
         let before = self.stats.tx_packets;
+        let mut link_full = false;
         for i in 0..n {
             let p = self.posted[i] as usize;
             if !self.peers.as_ref().get(p).is_some_and(|pr| pr.used) {
@@ -489,10 +494,15 @@ impl<S: Storage> Rdm<S> {
             if !more {
                 // Link full: the next pass goes on, with everything else.
                 self.tx_ready = true;
+                link_full = true;
                 break;
             }
         }
-        (self.stats.tx_packets - before) as usize
+        let mut sent = (self.stats.tx_packets - before) as usize;
+        if rest_due && !link_full {
+            sent += self.transmit(now, port, mem, ctx);
+        }
+        sent
     }
 
     /// The send path of the next queued message to peer `p` when it fits in one packet
