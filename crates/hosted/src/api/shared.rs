@@ -220,8 +220,7 @@ impl<C: Send + 'static> Inner<C> {
     }
 
     /// How long a waiter driving manual progress may block: until `deadline`, or the
-    /// core's next timer if sooner (at least a short pause when work is already due but
-    /// did not move, so waiting never spins).
+    /// core's next timer if sooner (see [`nap_until_timer`]).
     pub(crate) fn manual_nap(&mut self, deadline: std::time::Instant) -> std::time::Duration {
         // A pass that received left its transmit half for the next one: run it before
         // sleeping, so nothing it would send waits for the nap.
@@ -231,10 +230,7 @@ impl<C: Send + 'static> Inner<C> {
         let left = deadline.saturating_duration_since(std::time::Instant::now());
         match self.next_timeout() {
             None => left,
-            Some(at) => {
-                let d = at.saturating_duration_since(now()).total_micros();
-                std::time::Duration::from_micros(d.max(100)).min(left)
-            }
+            Some(at) => nap_until_timer(at.saturating_duration_since(now()), left),
         }
     }
 
@@ -416,6 +412,25 @@ impl<C: Send + 'static> Inner<C> {
     }
 }
 
+/// The nap of a manual-progress waiter whose core timer is due in `due` (at most
+/// `left`): exactly until the timer, so a held acknowledgement (25 µs) or a
+/// retransmission is not late by a fixed floor; [`MIN_NAP`] when the timer is due
+/// already but the pass just run did not move it (e.g. a full link), so waiting never
+/// spins.
+pub(crate) fn nap_until_timer(
+    due: ofi_nostd::time::Duration,
+    left: std::time::Duration,
+) -> std::time::Duration {
+    let d = match due.total_micros() {
+        0 => MIN_NAP,
+        us => std::time::Duration::from_micros(us),
+    };
+    d.min(left)
+}
+
+/// The nap of a waiter whose work is due but did not move (see [`nap_until_timer`]).
+pub(crate) const MIN_NAP: std::time::Duration = std::time::Duration::from_micros(100);
+
 /// Reads one raw completion (success or error) from the core CQ `h`.
 fn read_raw(core: &mut CoreDomain, h: CqHandle<Heap>) -> ofi_nostd::Result<Raw> {
     let cq = core.cq_mut(h)?;
@@ -539,5 +554,32 @@ impl<C: Send + 'static> Drop for DomainRef<C> {
         if self.0.users.fetch_sub(1, Ordering::AcqRel) == 1 {
             self.0.shutdown();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ofi_nostd::time::Duration as CoreDuration;
+    use std::time::Duration;
+
+    #[test]
+    fn a_waiter_naps_until_its_timer_and_never_spins() {
+        let long = Duration::from_secs(1);
+        // A held acknowledgement due in 25 µs is sent on time, not after a floor.
+        assert_eq!(
+            nap_until_timer(CoreDuration::from_micros(25), long),
+            Duration::from_micros(25)
+        );
+        assert_eq!(
+            nap_until_timer(CoreDuration::from_millis(3), long),
+            Duration::from_millis(3)
+        );
+        // Due already but not moved: a short pause, not a spin.
+        assert_eq!(nap_until_timer(CoreDuration::ZERO, long), MIN_NAP);
+        // Never past the caller's deadline.
+        let left = Duration::from_micros(10);
+        assert_eq!(nap_until_timer(CoreDuration::from_micros(25), left), left);
+        assert_eq!(nap_until_timer(CoreDuration::ZERO, left), left);
     }
 }
