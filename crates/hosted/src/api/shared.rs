@@ -187,8 +187,7 @@ impl<C: Send + 'static> Inner<C> {
     /// Whether a read of CQ `h` would find nothing at all: nothing kept aside, nothing
     /// in the core's queue (an unknown handle is not idle: the read reports it).
     fn cq_idle(&self, h: CqHandle<Heap>) -> bool {
-        self.core.cq(h).is_ok_and(|q| q.is_idle())
-            && self.cqs.iter().all(|c| c.h != h || c.early.is_empty())
+        self.core.cq(h).is_ok_and(|q| q.is_idle()) && !self.has_early(h)
     }
 
     /// A wait on a CQ or counter was armed (or a CQ signalled): [`Inner::wake`] must
