@@ -1,7 +1,7 @@
 //! `cargo xtask firmware`: the DPU image for `aarch64-unknown-none`, its size report,
 //! and booting it under QEMU with virtio-net on a host TAP device.
 //!
-//! * `cargo xtask firmware` builds the release image and prints its code size
+//! * `cargo xtask firmware` builds the image (profile `firmware`) and prints its code size
 //!   (`.text` and `.rodata`) against the 256 KiB target and its static RAM (`.data` and
 //!   `.bss`, and the stack), read from the ELF's section headers.
 //! * `cargo xtask firmware --run` also boots it: `qemu-system-aarch64 -M virt` with a
@@ -36,6 +36,10 @@ use crate::ws::Workspace;
 
 /// The rustup target of the image.
 pub const TARGET: &str = "aarch64-unknown-none";
+
+/// The cargo profile of the image (`Cargo.toml`: release with fat LTO and one codegen
+/// unit).
+pub const PROFILE: &str = "firmware";
 /// The image's code budget (`.text` + `.rodata`).
 pub const CODE_BUDGET: u64 = 256 * 1024;
 /// DGRAM pings the test sends.
@@ -55,12 +59,14 @@ fn target_dir(ws: &Workspace) -> PathBuf {
     }
 }
 
-/// Builds the release image (defmt level `info`, QEMU exit on panic); returns its path.
+/// Builds the image with the `firmware` profile (release with whole-program
+/// optimisation; defmt level `info`, QEMU exit on panic); returns its path.
 pub fn build(ws: &Workspace) -> Result<PathBuf> {
     crate::prereq::ensure_rustup_pieces(&[TARGET], &[])?;
     let mut build = ws.cargo([
         "build",
-        "--release",
+        "--profile",
+        PROFILE,
         "-p",
         "firmware",
         "--bin",
@@ -72,7 +78,7 @@ pub fn build(ws: &Workspace) -> Result<PathBuf> {
     ]);
     build.env("DEFMT_LOG", "info");
     cmd::run(&mut build)?;
-    Ok(target_dir(ws).join(TARGET).join("release").join("firmware"))
+    Ok(target_dir(ws).join(TARGET).join(PROFILE).join("firmware"))
 }
 
 /// Section sizes of an ELF64 little-endian file, by name.
