@@ -996,8 +996,11 @@ impl<A: AsRef<[ArpEntry]> + AsMut<[ArpEntry]>, B: AsRef<[u8]> + AsMut<[u8]>> Net
         e.used = now;
         let may_ask = e.requested.is_none_or(|t| now - t >= interval);
         if e.state == ArpState::Pending && e.asked >= max_asked && may_ask {
+            // The send that finds the failure fails, whatever the hold (even none).
             e.state = ArpState::Failed;
             self.stats.arp_failures += 1;
+            self.stats.tx_arp_failed += 1;
+            return Ok(Hop::Failed);
         }
         if e.state == ArpState::Failed {
             // `requested` is the last request: the failure came one interval later.
@@ -1573,6 +1576,28 @@ mod tests {
         }
         assert_eq!(a.stats().arp_requests_sent, 3);
         assert_eq!(one.stats().arp_requests_sent, 1);
+
+        // Without an interval (no rate limit, no hold) the send that finds the failure
+        // still fails, and the next one asks again.
+        let mut cfg = eth_cfg(IP_A, MAC_A);
+        cfg.arp_request_interval = Duration::ZERO;
+        let mut z = Net::new(cfg, [ArpEntry::EMPTY; 4]).unwrap();
+        let mut l = link();
+        for _ in 0..3 {
+            assert_eq!(
+                send(&mut z, t(0), &mut *l, b, b"x"),
+                Ok(SendOutcome::ArpPending)
+            );
+        }
+        assert_eq!(
+            send(&mut z, t(0), &mut *l, b, b"x"),
+            Ok(SendOutcome::ArpFailed)
+        );
+        assert_eq!(
+            send(&mut z, t(0), &mut *l, b, b"x"),
+            Ok(SendOutcome::ArpPending)
+        );
+        assert_eq!(z.stats().arp_requests_sent, 4);
     }
 
     #[test]
