@@ -77,6 +77,8 @@ pub mod caps {
     pub const CRC_RX: u64 = 1 << 6;
     /// In-order delivery of messages (FI_ORDER_SAS and friends) is supported.
     pub const ORDERED: u64 = 1 << 7;
+    /// The receiver takes BUNDLE packets (several whole small messages in one packet).
+    pub const BUNDLE: u64 = 1 << 8;
 }
 
 /// Reject reason codes (REJECT `reason`). Unknown values are accepted and reported.
@@ -159,6 +161,8 @@ pub enum PacketType {
     /// Unreliable datagram of an FI_EP_DGRAM endpoint (no session, unsequenced, one
     /// packet per message).
     Dgram = 0x15,
+    /// Several whole eager messages (MSG or TAGGED) in one sequenced packet.
+    Bundle = 0x16,
     /// RMA write (segment).
     RmaWrite = 0x20,
     /// RMA read request.
@@ -202,6 +206,7 @@ impl PacketType {
             0x13 => Cts,
             0x14 => Data,
             0x15 => Dgram,
+            0x16 => Bundle,
             0x20 => RmaWrite,
             0x21 => ReadReq,
             0x22 => ReadResp,
@@ -580,6 +585,40 @@ wire_struct!(
 );
 
 wire_struct!(
+    /// BUNDLE body (then the piggybacked ACK if flagged, then `count` records).
+    BundleHeader {
+        /// Number of records (at least 1).
+        count: U16,
+        /// Zero.
+        reserved: U16,
+    }
+);
+
+wire_struct!(
+    /// The header of one BUNDLE record (then tag, CQ data and payload).
+    BundleRecHeader {
+        /// Message id (5.5): the first record's plus the record's index.
+        msg_id: U32,
+        /// Payload bytes (the whole message).
+        len: U16,
+        /// [`bundle_rec`] bits.
+        flags: u8,
+        /// Zero.
+        reserved: u8,
+    }
+);
+
+/// Flag bits of a BUNDLE record.
+pub mod bundle_rec {
+    /// An 8-byte tag follows the record header (a tagged message).
+    pub const TAGGED: u8 = 0x01;
+    /// An 8-byte `cq_data` follows (after the tag, if any).
+    pub const CQ_DATA: u8 = 0x02;
+    /// Every defined bit.
+    pub const ALL: u8 = TAGGED | CQ_DATA;
+}
+
+wire_struct!(
     /// ATOMIC_RESP body (then fetched values, if any).
     AtomicRespHeader {
         /// The ATOMIC_REQ's `op_id`.
@@ -625,6 +664,10 @@ pub mod hdr_len {
     pub const ATOMIC_RESP: usize = size_of::<AtomicRespHeader>();
     /// DGRAM: no type header (CQ data, if any, follows the base header).
     pub const DGRAM: usize = 0;
+    /// BUNDLE (without ACK and records).
+    pub const BUNDLE: usize = size_of::<BundleHeader>();
+    /// One BUNDLE record's header (without tag and CQ data).
+    pub const BUNDLE_REC: usize = size_of::<BundleRecHeader>();
 }
 
 const _: () = {
@@ -641,6 +684,8 @@ const _: () = {
     assert!(hdr_len::ATOMIC_REQ == 24);
     assert!(hdr_len::ATOMIC_RESP == 8);
     assert!(hdr_len::DGRAM == 0);
+    assert!(hdr_len::BUNDLE == 4);
+    assert!(hdr_len::BUNDLE_REC == 8);
 };
 
 /// Largest eager MSG/TAGGED payload in a packet of at most `max_pkt` bytes.
@@ -1015,6 +1060,151 @@ impl MsgRepr<'_> {
     }
 }
 
+/// BUNDLE: `count` whole eager messages with consecutive message ids, in order.
+/// `records` holds them as on the wire (validated by parse and emit); read them with
+/// [`BundleRepr::msgs`], write them with [`emit_bundle_record`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct BundleRepr<'a> {
+    /// Number of records.
+    pub count: u16,
+    /// The records' bytes.
+    pub records: &'a [u8],
+    /// Piggybacked acknowledgement (flag `ACK`), before the records.
+    pub ack: Option<AckRepr>,
+}
+
+/// One message of a BUNDLE: a whole MSG (`tag == None`) or TAGGED message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct BundleMsg<'a> {
+    /// Message id.
+    pub msg_id: u32,
+    /// Tag (a tagged message) or none.
+    pub tag: Option<u64>,
+    /// Remote CQ data.
+    pub cq_data: Option<u64>,
+    /// The whole message.
+    pub payload: &'a [u8],
+}
+
+impl BundleMsg<'_> {
+    /// The record's length on the wire.
+    pub const fn record_len(&self) -> usize {
+        bundle_record_len(
+            self.tag.is_some(),
+            self.cq_data.is_some(),
+            self.payload.len(),
+        )
+    }
+
+    /// The message as the single segment of a MSG/TAGGED packet would carry it.
+    pub const fn as_msg(&self) -> MsgRepr<'_> {
+        MsgRepr {
+            msg_id: self.msg_id,
+            total_len: self.payload.len() as u32,
+            offset: 0,
+            tag: self.tag,
+            cq_data: self.cq_data,
+            payload: self.payload,
+            ack: None,
+        }
+    }
+}
+
+/// The length of a BUNDLE record: header, tag, CQ data and `payload_len` bytes.
+pub const fn bundle_record_len(tagged: bool, cq_data: bool, payload_len: usize) -> usize {
+    hdr_len::BUNDLE_REC + if tagged { 8 } else { 0 } + if cq_data { 8 } else { 0 } + payload_len
+}
+
+impl<'a> BundleRepr<'a> {
+    /// The messages, in order. The records are validated (parse, or emit's check), so
+    /// this yields exactly `count` of them; unvalidated bytes stop it at the first
+    /// malformed record.
+    pub fn msgs(&self) -> BundleMsgs<'a> {
+        BundleMsgs {
+            rest: self.records,
+            left: self.count,
+        }
+    }
+
+    /// Checks the records: `count` of them (at least one), well formed, consecutive
+    /// message ids, filling `records` exactly.
+    fn check(&self) -> Result<()> {
+        if self.count == 0 {
+            return Err(Error::Malformed);
+        }
+        let mut it = BundleMsgs {
+            rest: self.records,
+            left: self.count,
+        };
+        let mut next_id = None;
+        for _ in 0..self.count {
+            let m = it.next_checked()?;
+            if next_id.is_some_and(|id| id != m.msg_id) {
+                return Err(Error::Malformed);
+            }
+            next_id = Some(m.msg_id.wrapping_add(1));
+        }
+        if it.rest.is_empty() {
+            Ok(())
+        } else {
+            Err(Error::BadLength)
+        }
+    }
+}
+
+/// Iterator over the messages of a [`BundleRepr`].
+#[derive(Debug, Clone)]
+pub struct BundleMsgs<'a> {
+    rest: &'a [u8],
+    left: u16,
+}
+
+impl<'a> BundleMsgs<'a> {
+    fn next_checked(&mut self) -> Result<BundleMsg<'a>> {
+        let mut r = Reader { buf: self.rest };
+        let h = r.take::<BundleRecHeader>().map_err(|_| Error::BadLength)?;
+        if h.flags & !bundle_rec::ALL != 0 || h.reserved != 0 {
+            return Err(Error::Malformed);
+        }
+        let tag = r
+            .opt_u64(h.flags & bundle_rec::TAGGED != 0)
+            .map_err(|_| Error::BadLength)?;
+        let cq_data = r
+            .opt_u64(h.flags & bundle_rec::CQ_DATA != 0)
+            .map_err(|_| Error::BadLength)?;
+        let n = h.len.get() as usize;
+        if r.buf.len() < n {
+            return Err(Error::BadLength);
+        }
+        let (payload, rest) = r.buf.split_at(n);
+        self.rest = rest;
+        self.left = self.left.saturating_sub(1);
+        Ok(BundleMsg {
+            msg_id: h.msg_id.get(),
+            tag,
+            cq_data,
+            payload,
+        })
+    }
+}
+
+impl<'a> Iterator for BundleMsgs<'a> {
+    type Item = BundleMsg<'a>;
+
+    fn next(&mut self) -> Option<BundleMsg<'a>> {
+        if self.left == 0 {
+            return None;
+        }
+        match self.next_checked() {
+            Ok(m) => Some(m),
+            Err(_) => {
+                self.left = 0;
+                None
+            }
+        }
+    }
+}
+
 /// RTS.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct RtsRepr {
@@ -1182,6 +1372,7 @@ pub enum Body<'a> {
     Ack(AckRepr),
     /// MSG when `tag` is `None`, TAGGED otherwise.
     Msg(MsgRepr<'a>),
+    Bundle(BundleRepr<'a>),
     Rts(RtsRepr),
     Cts(CtsRepr),
     Data(DataRepr<'a>),
@@ -1331,6 +1522,7 @@ impl<'a> Body<'a> {
             Body::AtomicReq(_) => PacketType::AtomicReq,
             Body::AtomicResp(_) => PacketType::AtomicResp,
             Body::Dgram(_) => PacketType::Dgram,
+            Body::Bundle(_) => PacketType::Bundle,
         }
     }
 
@@ -1355,6 +1547,7 @@ impl<'a> Body<'a> {
         match self {
             Body::Close(x) | Body::Reset(x) => x.ack,
             Body::Msg(x) => x.ack,
+            Body::Bundle(x) => x.ack,
             Body::Rts(x) => x.ack,
             Body::Cts(x) => x.ack,
             Body::Data(x) => x.ack,
@@ -1378,6 +1571,7 @@ impl<'a> Body<'a> {
         let slot = match self {
             Body::Close(x) => &mut x.ack,
             Body::Msg(x) => &mut x.ack,
+            Body::Bundle(x) => &mut x.ack,
             Body::Rts(x) => &mut x.ack,
             Body::Cts(x) => &mut x.ack,
             Body::Data(x) => &mut x.ack,
@@ -1422,6 +1616,7 @@ impl<'a> Body<'a> {
             Body::AtomicReq(a) => hdr_len::ATOMIC_REQ + o(&a.cq_data),
             Body::AtomicResp(_) => hdr_len::ATOMIC_RESP,
             Body::Dgram(d) => hdr_len::DGRAM + o(&d.cq_data),
+            Body::Bundle(_) => hdr_len::BUNDLE,
         }
     }
 
@@ -1435,6 +1630,7 @@ impl<'a> Body<'a> {
             Body::AtomicReq(a) => a.operands,
             Body::AtomicResp(a) => a.payload,
             Body::Dgram(d) => d.payload,
+            Body::Bundle(b) => b.records,
             _ => &[],
         }
     }
@@ -1498,6 +1694,10 @@ impl<'a> Body<'a> {
             }
             Body::AtomicResp(a) => a.status == status::OK || a.payload.is_empty(),
             Body::Dgram(_) => header.session == 0,
+            Body::Bundle(b) => {
+                b.check()?;
+                true
+            }
         };
         if ok { Ok(()) } else { Err(Error::Malformed) }
     }
@@ -1768,6 +1968,18 @@ impl<'a> Repr<'a> {
                     payload: r.buf,
                 })
             }
+            PacketType::Bundle => {
+                let h = r.take::<BundleHeader>()?;
+                let ack = r.opt_ack(ack)?;
+                if h.reserved.get() != 0 {
+                    return Err(Error::Malformed);
+                }
+                Body::Bundle(BundleRepr {
+                    count: h.count.get(),
+                    records: r.buf,
+                    ack,
+                })
+            }
         };
         body.validate(&header)?;
         Ok(Repr { header, body })
@@ -1942,6 +2154,14 @@ impl<'a> Repr<'a> {
                 w.opt_u64(x.cq_data)?;
                 w.put(x.payload)?;
             }
+            Body::Bundle(x) => {
+                w.put_hdr(&BundleHeader {
+                    count: x.count.into(),
+                    reserved: 0.into(),
+                })?;
+                w.opt_ack(&x.ack)?;
+                w.put(x.records)?;
+            }
         }
         if w.pos != len {
             return Err(Error::BadLength);
@@ -2032,6 +2252,98 @@ pub fn emit_msg_header(
     }
     if let Some(a) = m.ack {
         rest.copy_from_slice(a.to_header().as_bytes());
+    }
+    Ok(hl)
+}
+
+/// The length of a BUNDLE packet's headers (base header, BUNDLE header, the ACK if
+/// `ack`): where its first record starts.
+pub const fn bundle_header_len(ack: bool) -> usize {
+    BASE_LEN + hdr_len::BUNDLE + if ack { hdr_len::ACK } else { 0 }
+}
+
+/// Writes the headers of a BUNDLE packet of `count` records and `len` bytes in all
+/// (records included) at the start of `buf`, for records the caller writes after them
+/// with [`emit_bundle_record`]. The checksum is left zero; with `h.crc` the caller
+/// calls [`Packet::fill_checksum`] once the records are in place. Returns the header
+/// length. Like [`emit_msg_header`], this builds no [`Repr`]; a bundle it writes parses
+/// as [`Repr::emit`] would have written it (tested).
+pub fn emit_bundle_header(
+    buf: &mut [u8],
+    h: &Header,
+    count: u16,
+    ack: Option<AckRepr>,
+    len: usize,
+) -> Result<usize> {
+    let hl = bundle_header_len(ack.is_some());
+    if count == 0 {
+        return Err(Error::Malformed);
+    }
+    if len < hl {
+        return Err(Error::BadLength);
+    }
+    let len16 = u16::try_from(len).map_err(|_| Error::BadLength)?;
+    let out = buf.get_mut(..hl).ok_or(Error::BufferTooSmall)?;
+    let mut fl = 0;
+    if ack.is_some() {
+        fl |= flags::ACK;
+    }
+    if h.crc {
+        fl |= flags::CRC;
+    }
+    if h.ack_req {
+        fl |= flags::ACK_REQ;
+    }
+    let (base, rest) = out.split_at_mut(BASE_LEN);
+    base.copy_from_slice(BaseHeader::new(h, PacketType::Bundle, fl, len16).as_bytes());
+    let (bh, rest) = rest.split_at_mut(hdr_len::BUNDLE);
+    bh.copy_from_slice(
+        BundleHeader {
+            count: count.into(),
+            reserved: 0.into(),
+        }
+        .as_bytes(),
+    );
+    if let Some(a) = ack {
+        rest.copy_from_slice(a.to_header().as_bytes());
+    }
+    Ok(hl)
+}
+
+/// Writes the header of one BUNDLE record (message `msg_id`, its tag and CQ data) for a
+/// payload of `payload_len` bytes that the caller writes right after it. Returns the
+/// record header's length (tag and CQ data included).
+pub fn emit_bundle_record(
+    buf: &mut [u8],
+    msg_id: u32,
+    tag: Option<u64>,
+    cq_data: Option<u64>,
+    payload_len: usize,
+) -> Result<usize> {
+    let len = u16::try_from(payload_len).map_err(|_| Error::BadLength)?;
+    let hl = bundle_record_len(tag.is_some(), cq_data.is_some(), 0);
+    let out = buf.get_mut(..hl).ok_or(Error::BufferTooSmall)?;
+    let mut fl = 0;
+    if tag.is_some() {
+        fl |= bundle_rec::TAGGED;
+    }
+    if cq_data.is_some() {
+        fl |= bundle_rec::CQ_DATA;
+    }
+    let (rh, mut rest) = out.split_at_mut(hdr_len::BUNDLE_REC);
+    rh.copy_from_slice(
+        BundleRecHeader {
+            msg_id: msg_id.into(),
+            len: len.into(),
+            flags: fl,
+            reserved: 0,
+        }
+        .as_bytes(),
+    );
+    for v in [tag, cq_data].into_iter().flatten() {
+        let (f, r) = rest.split_at_mut(8);
+        f.copy_from_slice(&v.to_be_bytes());
+        rest = r;
     }
     Ok(hl)
 }

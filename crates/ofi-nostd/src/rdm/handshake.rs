@@ -13,7 +13,8 @@ use super::*;
 
 /// Capabilities this engine announces.
 fn our_caps(crc: bool) -> u64 {
-    let mut c = wcaps::MSG | wcaps::TAGGED | wcaps::CQ_DATA | wcaps::RNDV | wcaps::ORDERED;
+    let mut c =
+        wcaps::MSG | wcaps::TAGGED | wcaps::CQ_DATA | wcaps::RNDV | wcaps::ORDERED | wcaps::BUNDLE;
     if crc {
         c |= wcaps::CRC_RX;
     }

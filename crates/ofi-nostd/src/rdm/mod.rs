@@ -92,6 +92,10 @@ pub struct RdmConfig {
     /// Announce CRC_RX: peers protect every packet with CRC32C, and so do we. Needed
     /// on links whose integrity nothing else protects end to end.
     pub crc: bool,
+    /// Send several queued small messages to a peer that takes them as one BUNDLE
+    /// packet (spec 6.4): one header, sequence number and link transmission for a
+    /// burst. Nothing waits for a bundle to fill; a lone message goes alone.
+    pub bundle: bool,
 }
 
 impl RdmConfig {
@@ -116,6 +120,7 @@ impl RdmConfig {
         ack_hold: Duration::from_micros(25),
         handshake_timeout: Duration::from_secs(1),
         crc: true,
+        bundle: true,
     };
 
     /// -FI_EINVAL unless the values are usable.
@@ -150,6 +155,10 @@ pub struct RdmStats {
     /// Of those, single-packet messages sent by the short path a post takes when such a
     /// message is all its peer has to send (see `docs/architecture.md`).
     pub tx_express: u64,
+    /// Of the packets, BUNDLEs (first transmissions; spec 6.4).
+    pub tx_bundles: u64,
+    /// Messages sent in BUNDLEs (first transmissions).
+    pub tx_bundled_msgs: u64,
     /// Retransmissions after a timeout.
     pub tx_timeout_retransmits: u64,
     /// Fast retransmissions on selective-ack gaps.
@@ -233,6 +242,10 @@ pub struct RdmStats {
     pub unexpected: u64,
     /// Messages delivered to the application.
     pub rx_msgs: u64,
+    /// BUNDLE packets processed (counted once per attempt that took a message).
+    pub rx_bundles: u64,
+    /// Messages taken from BUNDLE packets (delivered or queued unexpected).
+    pub rx_bundled_msgs: u64,
     /// Messages whose sends completed.
     pub tx_msgs: u64,
 }

@@ -127,6 +127,9 @@ pub(super) enum Regen {
     ReadData { slot: u32, off: u64, len: u32 },
     /// An atomic's ATOMIC_RESP with the original values the `RmaResp` in `slot` keeps.
     AtomicData { slot: u32 },
+    /// A BUNDLE of the `n` single-packet messages from op `op` on, consecutive in the
+    /// peer's operation list (none of them leaves it before this packet is acked).
+    Bundle { op: u32, n: u16 },
 }
 
 impl Regen {
@@ -138,6 +141,8 @@ impl Regen {
             | Regen::Resp { .. }
             | Regen::ReadData { .. }
             | Regen::AtomicData { .. } => None,
+            // Several operations: every use of a bundle's entry walks them.
+            Regen::Bundle { .. } => None,
         }
     }
 }

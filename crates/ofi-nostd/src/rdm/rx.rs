@@ -176,7 +176,7 @@ impl<S: Storage> Rdm<S> {
                     self.stats.rx_acks_piggybacked += 1;
                     let pm = &mut self.peers.as_mut()[p];
                     pm.ts_recent = a.ts;
-                    if matches!(repr.body, Body::Msg(_)) {
+                    if matches!(repr.body, Body::Msg(_) | Body::Bundle(_)) {
                         // On a message: held until the next full transmit half, so
                         // an answer posted meanwhile leaves first. Its arrival time
                         // stays its RTT sample's.
@@ -445,6 +445,7 @@ impl<S: Storage> Rdm<S> {
     ) -> Outcome {
         match &repr.body {
             Body::Msg(m) => self.rx_segment(p, &repr.header, m, mem, ctx),
+            Body::Bundle(b) => self.rx_bundle(p, &repr.header, b, mem, ctx),
             Body::Rts(r) => self.rx_rts(p, r, ctx),
             Body::Cts(c) => {
                 self.on_cts(p, c, ctx);
@@ -1100,6 +1101,33 @@ impl<S: Storage> Rdm<S> {
                 );
             }
         }
+        Outcome::Done
+    }
+
+    /// A BUNDLE, in order: each record is a whole message, taken as a single-segment
+    /// MSG / TAGGED packet would be. A refused record refuses the packet with the
+    /// messages before it taken; the retry skips them by message id (spec 6.4).
+    fn rx_bundle<M: Memory>(
+        &mut self,
+        p: usize,
+        h: &Header,
+        b: &wire::packet::BundleRepr<'_>,
+        mem: &mut M,
+        ctx: &mut Ctx<'_, S>,
+    ) -> Outcome {
+        let mut took = false;
+        for m in b.msgs() {
+            if seq_diff(m.msg_id, self.peers.as_ref()[p].rx_msg_id) < 0 {
+                continue; // taken by an earlier attempt of this packet
+            }
+            if let Outcome::Blocked = self.rx_segment(p, h, &m.as_msg(), mem, ctx) {
+                self.stats.rx_bundles += u64::from(took);
+                return Outcome::Blocked;
+            }
+            took = true;
+            self.stats.rx_bundled_msgs += 1;
+        }
+        self.stats.rx_bundles += u64::from(took);
         Outcome::Done
     }
 

@@ -71,6 +71,17 @@ fn host_edit(ip: [u8; 4], seed: u64, add: Flags, remove: Flags) -> Host {
     host_window(ip, seed, add, remove, crate::rdm::RdmConfig::DEFAULT.window)
 }
 
+std::thread_local! {
+    /// Whether hosts this test opens send BUNDLEs (`RdmConfig::bundle`; each test has
+    /// a thread of its own).
+    static BUNDLE: core::cell::Cell<bool> = const { core::cell::Cell::new(true) };
+}
+
+/// Hosts this test opens from now on send every message in a packet of its own.
+fn no_bundles() {
+    BUNDLE.with(|b| b.set(false));
+}
+
 /// [`host_edit`] with a `window` of its own.
 fn host_window(ip: [u8; 4], seed: u64, add: Flags, remove: Flags, window: u16) -> Host {
     let mut info = default_info(EpType::Rdm, None, &cfg());
@@ -93,6 +104,7 @@ fn host_window(ip: [u8; 4], seed: u64, add: Flags, remove: Flags, window: u16) -
         unexp_slots: 32,
         unexp_msgs: 16,
         window,
+        bundle: BUNDLE.with(|b| b.get()),
         ..crate::rdm::RdmConfig::DEFAULT
     })
     .unwrap();
@@ -567,6 +579,7 @@ fn ping_pong(
 #[test]
 fn a_burst_takes_the_short_path_up_to_a_segmented_message() {
     use wire::packet::PacketType;
+    no_bundles();
     let (mut a, mut b, b_at_a, _, mut now) = pair();
     let sizes = [1usize, 64, 700, 3000, 8, 64];
     for (i, &n) in sizes.iter().enumerate() {
@@ -620,10 +633,237 @@ fn a_burst_takes_the_short_path_up_to_a_segmented_message() {
     assert_eq!(have, want);
 }
 
+/// Posts message `i` of a bundle test from `a` to `b`: `len` bytes of pattern `i` from
+/// its own buffer, by tsend, tsenddata, tinject or tinjectdata in turn (tag `100 + i`,
+/// context `1000 + i`, CQ data `0xD000 + i`).
+fn post_patterned(a: &mut Host, to: FiAddr, i: usize, len: usize) {
+    let at = i * 512;
+    for (k, x) in a.mem[at..at + len].iter_mut().enumerate() {
+        *x = (i * 7 + k) as u8;
+    }
+    let buf = IoVec::new(BASE + at as u64, len);
+    let (tag, ctx, data) = (100 + i as u64, 1000 + i as u64, 0xD000 + i as u64);
+    let mem = SliceMemory::new(BASE, &mut a.mem);
+    let r = match i % 4 {
+        0 => a.dom.tsend(a.ep, &mem, buf, to, tag, ctx),
+        1 => a.dom.tsenddata(a.ep, &mem, buf, data, to, tag, ctx),
+        2 => a.dom.tinject(a.ep, &mem, buf, to, tag),
+        _ => a.dom.tinjectdata(a.ep, &mem, buf, data, to, tag),
+    };
+    r.unwrap();
+}
+
+/// Posts the receive for message `i` of a bundle test into its own buffer (context
+/// `2000 + i`).
+fn recv_patterned(b: &mut Host, i: usize) {
+    let at = 0x8000 + i * 512;
+    b.dom
+        .trecv(
+            b.ep,
+            IoVec::new(BASE + at as u64, 512),
+            FI_ADDR_UNSPEC,
+            100 + i as u64,
+            0,
+            2000 + i as u64,
+        )
+        .unwrap();
+}
+
+/// Checks that `b` received message `i` of `len` bytes, exactly once, with its tag,
+/// CQ data and bytes, among `got`.
+fn check_patterned(b: &Host, got: &[Result<CqEntry, Errno>], i: usize, len: usize) {
+    let e: Vec<&CqEntry> = got
+        .iter()
+        .filter_map(|e| e.as_ref().ok())
+        .filter(|e| e.op_context == 2000 + i as u64)
+        .collect();
+    assert_eq!(e.len(), 1, "message {i} completes once");
+    let e = e[0];
+    assert_eq!((e.len, e.tag), (len, 100 + i as u64), "message {i}");
+    let data = (i % 2 == 1).then_some(0xD000 + i as u64);
+    assert_eq!(
+        e.flags.contains(Flags::REMOTE_CQ_DATA).then_some(e.data),
+        data,
+        "message {i}: CQ data"
+    );
+    let at = 0x8000 + i * 512;
+    for (k, x) in b.mem[at..at + len].iter().enumerate() {
+        assert_eq!(*x, (i * 7 + k) as u8, "message {i}, byte {k}");
+    }
+}
+
+/// A burst of small messages to a peer that takes BUNDLEs leaves as BUNDLEs (as many
+/// whole messages as fit, the segmented one by the planner between them), delivered
+/// in posting order with their tags, CQ data and bytes; ACK_REQ on the last packet.
+#[test]
+fn a_burst_of_small_messages_goes_in_bundles() {
+    use wire::packet::PacketType;
+    let (mut a, mut b, b_at_a, _, mut now) = pair();
+    // Injects (every third and fourth) up to the inject size of 64.
+    let sizes = [1usize, 64, 0, 30, 3000, 300, 64, 17];
+    for (i, &n) in sizes.iter().enumerate() {
+        if n > 512 {
+            let big = IoVec::new(BASE + 0xC000, 0x1000);
+            let (tag, ctx) = (100 + i as u64, 2000 + i as u64);
+            b.dom.trecv(b.ep, big, FI_ADDR_UNSPEC, tag, 0, ctx).unwrap();
+        } else {
+            recv_patterned(&mut b, i);
+        }
+        if n > 512 {
+            // A segmented message: from the start of the buffer, no pattern check.
+            send(&mut a, b_at_a, 100 + i as u64, n, 1000 + i as u64);
+        } else {
+            post_patterned(&mut a, b_at_a, i, n);
+        }
+    }
+    let (before, b_before) = (stats(&a), stats(&b));
+    now += Duration::from_micros(5);
+    a.progress(now);
+    let pkts = carry(&mut a, &mut b);
+    let types: Vec<PacketType> = pkts.iter().map(|p| kind(p).0).collect();
+    let seg = [PacketType::Tagged; 3];
+    assert_eq!(types[0], PacketType::Bundle, "{types:?}");
+    assert_eq!(&types[1..4], &seg, "{types:?}");
+    assert_eq!(&types[4..], &[PacketType::Bundle], "{types:?}");
+    let reqs: Vec<bool> = pkts.iter().map(|p| kind(p).2).collect();
+    assert_eq!(reqs, [false, false, false, false, true]);
+    let sa = stats(&a);
+    assert_eq!(sa.tx_bundles - before.tx_bundles, 2);
+    assert_eq!(sa.tx_bundled_msgs - before.tx_bundled_msgs, 7);
+    now += Duration::from_micros(5);
+    b.progress(now);
+    let brx = b.rx_cq;
+    let got = b.read(brx);
+    let order: Vec<u64> = got.iter().map(|e| e.as_ref().unwrap().op_context).collect();
+    assert_eq!(order, (0..8).map(|i| 2000 + i).collect::<Vec<_>>());
+    for (i, &n) in sizes.iter().enumerate() {
+        if n <= 512 {
+            check_patterned(&b, &got, i, n);
+        }
+    }
+    let sb = stats(&b);
+    assert_eq!(sb.rx_bundles - b_before.rx_bundles, 2);
+    assert_eq!(sb.rx_bundled_msgs - b_before.rx_bundled_msgs, 7);
+    // Every send completes once the bundles are acknowledged.
+    pump(&mut a, &mut b, &mut now, 100, &mut Vec::new());
+    let atx = a.tx_cq;
+    let done = a.read(atx);
+    assert!(done.iter().all(|e| e.is_ok()), "{done:?}");
+    // The sends that are no injects report: 0, 1, the segmented 4, and 5.
+    let ctxs: Vec<u64> = done
+        .iter()
+        .map(|e| e.as_ref().unwrap().op_context)
+        .collect();
+    assert_eq!(ctxs, [1000, 1001, 1004, 1005]);
+}
+
+/// A BUNDLE whose record finds neither a receive nor room among the unexpected
+/// messages is refused from there on (back-pressure) and retried when receives are
+/// posted: every message arrives exactly once, in order.
+#[test]
+fn a_refused_bundle_delivers_each_message_once() {
+    let (mut a, mut b, b_at_a, _, mut now) = pair();
+    let (atx, brx) = (a.tx_cq, b.rx_cq);
+    let b_before = stats(&b);
+    // 16 unexpected messages fit (`unexp_msgs`): 10 go in, then a bundle of 16 of
+    // which 6 fit and the seventh is refused.
+    let n = 26;
+    let mut done = Vec::new();
+    for burst in [0..10, 10..n] {
+        for i in burst {
+            post_patterned(&mut a, b_at_a, i, 20);
+        }
+        pump(&mut a, &mut b, &mut now, 20, &mut Vec::new());
+        done.extend(a.read(atx));
+    }
+    assert!(b.read(brx).is_empty(), "nothing posted yet");
+    let sb = stats(&b);
+    assert!(
+        sb.rx_refused > b_before.rx_refused,
+        "the bundle was refused"
+    );
+    assert_eq!(sb.unexpected - b_before.unexpected, 16);
+    assert!(sb.rx_bundles > b_before.rx_bundles);
+    let mut got = Vec::new();
+    for i in 0..n {
+        recv_patterned(&mut b, i);
+        if i % 8 == 7 || i + 1 == n {
+            for _ in 0..30 {
+                pump(&mut a, &mut b, &mut now, 1, &mut Vec::new());
+                got.extend(b.read(brx));
+                done.extend(a.read(atx));
+            }
+        }
+    }
+    // Each exactly once, into its own receive (receives bound to buffered messages
+    // complete in the order their copies are made, not necessarily posting order).
+    assert_eq!(got.len(), n, "{got:?}");
+    for i in 0..n {
+        check_patterned(&b, &got, i, 20);
+    }
+    // tsend and tsenddata report (two of every four messages), injects do not.
+    assert_eq!(done.len(), (0..n).filter(|i| i % 4 < 2).count(), "{done:?}");
+    assert!(done.iter().all(|e| e.is_ok()));
+    assert!(stats(&a).tx_bundles >= 2);
+}
+
+/// A lost BUNDLE is retransmitted whole with the same message ids, and a duplicate of
+/// it delivers nothing twice.
+#[test]
+fn a_lost_bundle_is_resent_and_a_duplicate_ignored() {
+    use wire::packet::PacketType;
+    let (mut a, mut b, b_at_a, _, mut now) = pair();
+    for i in 0..6 {
+        recv_patterned(&mut b, i);
+        post_patterned(&mut a, b_at_a, i, 40 + i);
+    }
+    a.progress(now);
+    let first: Vec<Vec<u8>> = core::iter::from_fn(|| a.link.pop_tx(|_, d| d.to_vec())).collect();
+    assert_eq!(first.len(), 1);
+    assert_eq!(kind(&first[0]).0, PacketType::Bundle);
+    // Lost: nothing reaches B until the retransmission timer.
+    let mut resent = None;
+    for _ in 0..500 {
+        now += Duration::from_micros(20);
+        a.progress(now);
+        if let Some(p) = a.link.pop_tx(|_, d| d.to_vec()) {
+            resent = Some(p);
+            break;
+        }
+    }
+    let resent = resent.expect("the bundle is retransmitted");
+    let (r0, r1) = (
+        wire::Repr::parse_bytes(&first[0]).unwrap(),
+        wire::Repr::parse_bytes(&resent).unwrap(),
+    );
+    assert_eq!(r1.header.seq, r0.header.seq);
+    let (wire::packet::Body::Bundle(b0), wire::packet::Body::Bundle(b1)) = (r0.body, r1.body)
+    else {
+        panic!("{:?}", r1.packet_type())
+    };
+    assert_eq!(b1.records, b0.records, "the same messages, ids and bytes");
+    let src = Some(UdpAddr::new(a.ip.into(), 7000));
+    b.link.inject(&resent, src);
+    b.link.inject(&first[0], src);
+    b.progress(now);
+    let brx = b.rx_cq;
+    let got = b.read(brx);
+    assert_eq!(got.len(), 6, "{got:?}");
+    for i in 0..6 {
+        check_patterned(&b, &got, i, 40 + i);
+    }
+    assert_eq!(stats(&b).rx_duplicates, 1);
+    pump(&mut a, &mut b, &mut now, 100, &mut Vec::new());
+    assert!(b.read(brx).is_empty(), "nothing twice");
+    let atx = a.tx_cq;
+    assert_eq!(a.read(atx).len(), 4, "tsend and tsenddata report");
+}
+
 /// The short path stops where the window does: with a window of 4, four of six queued
 /// messages leave, the fourth asking for an acknowledgement; the rest follow it.
 #[test]
 fn the_short_path_stops_at_the_window() {
+    no_bundles();
     let mut a = host_window([10, 0, 0, 1], 1, Flags::empty(), Flags::empty(), 4);
     let mut b = host_window([10, 0, 0, 2], 2, Flags::empty(), Flags::empty(), 4);
     let b_at_a = a.insert(&b);
@@ -785,6 +1025,7 @@ fn a_lone_message_is_acknowledged_after_the_hold() {
 #[test]
 fn gaps_and_duplicates_are_acknowledged_at_once() {
     use wire::packet::PacketType;
+    no_bundles();
     let (mut a, mut b, b_at_a, _, mut now) = pair();
     for k in 0..3 {
         recv(&mut b, 20 + k, 200 + k);

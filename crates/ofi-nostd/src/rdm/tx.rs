@@ -5,12 +5,15 @@
 use wire::packet::{
     AckRepr, AtomicReqRepr, AtomicRespRepr, Body, CloseRepr, CtsRepr, DataRepr, Header,
     KeepAliveRepr, MsgRepr, Packet, ReadReqRepr, ReadRespRepr, Repr, RmaWriteRepr, RtsRepr,
-    caps as wcaps, close, status,
+    bundle_record_len, caps as wcaps, close, emit_bundle_header, emit_bundle_record, status,
 };
 use wire::seq::{seq_le, seq_lt};
 
 use super::peer::Regen;
 use super::*;
+
+/// Most messages one BUNDLE carries.
+const MAX_BUNDLE: usize = 32;
 
 /// Where a packet's payload comes from.
 #[derive(Clone, Copy)]
@@ -550,6 +553,14 @@ impl<S: Storage> Rdm<S> {
         let ack_req = op.next == NIL
             || pr.in_flight() + 1 >= wnd
             || pr.next_seq.wrapping_add(1) == pr.snd_limit;
+        if op.next != NIL && self.cfg.bundle && pr.params.caps & wcaps::BUNDLE != 0 {
+            // More messages queued behind it: as many as fit go in one BUNDLE.
+            if let Some(sent) = self.express_bundle(p, now, port, mem) {
+                return Some(sent);
+            }
+        }
+        let pr = self.peers.as_ref().get(p)?;
+        let (_, op) = self.ops.get_by_index(o as usize)?;
         let limit = self.pkt_limit(p);
         let (seq, msg_id, dst) = (pr.next_seq, pr.next_msg_id, pr.addr);
         let ack = (pr.owes_ack() || self.credit_update_due(p)).then(|| self.ack_body(p, now));
@@ -637,6 +648,289 @@ impl<S: Storage> Rdm<S> {
             pm.rto_at = Some(now + Duration::from_micros(pm.rtt.rto));
         }
         Some(Sent::Yes)
+    }
+
+    /// How many queued messages from op `first` on one BUNDLE of at most `limit` bytes
+    /// takes (whole single-packet messages not started yet, at most [`MAX_BUNDLE`]),
+    /// and its length.
+    fn bundle_plan(&self, first: u32, ack: bool, limit: usize) -> (u16, usize) {
+        let mut n = 0;
+        let mut len = wire::packet::bundle_header_len(ack);
+        let mut o = first;
+        while o != NIL && n < MAX_BUNDLE {
+            let Some((_, op)) = self.ops.get_by_index(o as usize) else {
+                break;
+            };
+            if op.rma.is_some() || op.rndv || op.started || op.len > u64::from(u16::MAX) {
+                break;
+            }
+            let r = bundle_record_len(op.tag.is_some(), op.data.is_some(), op.len as usize);
+            if len + r > limit {
+                break;
+            }
+            len += r;
+            n += 1;
+            o = op.next;
+        }
+        (n as u16, len)
+    }
+
+    /// The length of the BUNDLE of the `n` operations from `first` (a retransmission),
+    /// 0 if one of them is gone.
+    fn bundle_len(&self, first: u32, n: u16, ack: bool) -> usize {
+        let mut len = wire::packet::bundle_header_len(ack);
+        let mut o = first;
+        for _ in 0..n {
+            let Some((_, op)) = self.ops.get_by_index(o as usize) else {
+                return 0;
+            };
+            len += bundle_record_len(op.tag.is_some(), op.data.is_some(), op.len as usize);
+            o = op.next;
+        }
+        len
+    }
+
+    /// Writes the records of the BUNDLE of the `n` operations from `first` into `out`
+    /// (which starts after the packet's headers): message ids `base + i` for a first
+    /// transmission, each operation's own for a retransmission. A buffer that cannot
+    /// be read is sent as zeros and its error noted in `faults`. Returns the bytes
+    /// written, `None` if an operation is gone or `out` is too short.
+    fn write_bundle_records<M: Memory>(
+        &self,
+        first: u32,
+        n: u16,
+        base: Option<u32>,
+        out: &mut [u8],
+        mem: &M,
+        faults: &mut [Option<Errno>; MAX_BUNDLE],
+    ) -> Option<usize> {
+        let mut at = 0;
+        let mut o = first;
+        for i in 0..n as usize {
+            let (_, op) = self.ops.get_by_index(o as usize)?;
+            let len = op.len as usize;
+            let id = base.map_or(op.msg_id, |b| b.wrapping_add(i as u32));
+            let hl = emit_bundle_record(out.get_mut(at..)?, id, op.tag, op.data, len).ok()?;
+            let body = out.get_mut(at + hl..at + hl + len)?;
+            match self.seg_payload(o, op, 0, len as u32) {
+                Payload::Bytes(b) if b.len() == len => body.copy_from_slice(b),
+                Payload::Iov(c, iov, off, _) => {
+                    if let Err(e) = iov_read(mem, c, iov, off, body) {
+                        body.fill(0);
+                        *faults.get_mut(i)? = Some(e);
+                    }
+                }
+                _ => return None,
+            }
+            at += hl + len;
+            o = op.next;
+        }
+        Some(at)
+    }
+
+    /// The short path for a burst: the messages queued for peer `p` from its cursor on
+    /// that fit whole in one packet go as one BUNDLE (spec 6.4), with the state
+    /// `express_send` records for each, in one window entry. `None` when fewer than
+    /// two fit (the caller sends the first alone). `express_send` checked the peer.
+    fn express_bundle<P: TxPort, M: Memory>(
+        &mut self,
+        p: usize,
+        now: Instant,
+        port: &mut P,
+        mem: &M,
+    ) -> Option<Sent> {
+        let pr = self.peers.as_ref().get(p)?;
+        let limit = self.pkt_limit(p);
+        let owes = pr.owes_ack() || self.credit_update_due(p);
+        let (first, base, seq, dst) = (pr.cursor, pr.next_msg_id, pr.next_seq, pr.addr);
+        let (n, total) = self.bundle_plan(first, owes, limit);
+        if n < 2 {
+            return None;
+        }
+        let mut after = first;
+        for _ in 0..n {
+            after = self.ops.get_by_index(after as usize)?.1.next;
+        }
+        let wnd = (self.cfg.window as u32).min(pr.params.window.max(1) as u32);
+        let ack_req = after == NIL
+            || pr.in_flight() + 1 >= wnd
+            || pr.next_seq.wrapping_add(1) == pr.snd_limit;
+        let ack = owes.then(|| self.ack_body(p, now));
+        let header = self.header(p, seq, ack_req);
+        let mut faults = [None; MAX_BUNDLE];
+        let this = &*self;
+        let sent = port.send(&dst, total, |buf| {
+            let Some(out) = buf.get_mut(..total) else {
+                return 0;
+            };
+            let Ok(hl) = emit_bundle_header(out, &header, n, ack, total) else {
+                return 0;
+            };
+            let wrote =
+                this.write_bundle_records(first, n, Some(base), &mut out[hl..], mem, &mut faults);
+            if wrote != Some(total - hl) {
+                return 0;
+            }
+            if header.crc {
+                Packet::new_unchecked(&mut *out).fill_checksum();
+            }
+            total
+        });
+        if sent != Sent::Yes {
+            return Some(sent);
+        }
+        self.stats.tx_packets += 1;
+        self.stats.tx_express += 1;
+        self.stats.tx_bundles += 1;
+        self.stats.tx_bundled_msgs += u64::from(n);
+        if let Some(a) = ack {
+            self.stats.acks_piggybacked += 1;
+            self.acked(p, &a);
+        }
+        *self.win_mut(p, seq) = WinEntry {
+            live: true,
+            seq,
+            regen: Regen::Bundle { op: first, n },
+            sent_at: now,
+            retx: 0,
+            sacked: false,
+            rtx: false,
+        };
+        let mut o = first;
+        for (i, fault) in faults.iter().enumerate().take(n as usize) {
+            let Some(op) = self.ops.get_mut_by_index(o as usize) else {
+                break;
+            };
+            op.started = true;
+            op.msg_id = base.wrapping_add(i as u32);
+            op.sent = op.len;
+            op.unacked += 1;
+            op.undelivered += 1;
+            op.initial_done = true;
+            if let Some(e) = *fault {
+                op.error.get_or_insert(e);
+            }
+            o = op.next;
+        }
+        self.replied(p, now);
+        let pm = &mut self.peers.as_mut()[p];
+        pm.next_seq = seq.wrapping_add(1);
+        pm.next_msg_id = base.wrapping_add(u32::from(n));
+        pm.cursor = o;
+        pm.probe_at = None;
+        if pm.rto_at.is_none() {
+            pm.rto_at = Some(now + Duration::from_micros(pm.rtt.rto));
+        }
+        Some(Sent::Yes)
+    }
+
+    /// Sends BUNDLE `seq` of peer `p` again (the `n` operations from `first`, with the
+    /// message ids they took), carrying an owed acknowledgement if it fits.
+    #[allow(clippy::too_many_arguments)]
+    fn resend_bundle<P: TxPort, M: Memory>(
+        &mut self,
+        p: usize,
+        seq: u32,
+        first: u32,
+        n: u16,
+        now: Instant,
+        port: &mut P,
+        mem: &M,
+    ) -> Sent {
+        let bare = self.bundle_len(first, n, false);
+        if bare == 0 {
+            return Sent::Yes; // the operations are gone: nothing to send
+        }
+        let limit = self.pkt_limit(p);
+        let pr = &self.peers.as_ref()[p];
+        let dst = pr.addr;
+        let ack = (pr.owes_ack() && bare + wire::packet::hdr_len::ACK <= limit)
+            .then(|| self.ack_body(p, now));
+        let total = if ack.is_some() {
+            bare + wire::packet::hdr_len::ACK
+        } else {
+            bare
+        };
+        let header = self.header(p, seq, true);
+        let mut faults = [None; MAX_BUNDLE];
+        let this = &*self;
+        let res = port.send(&dst, total, |buf| {
+            let Some(out) = buf.get_mut(..total) else {
+                return 0;
+            };
+            let Ok(hl) = emit_bundle_header(out, &header, n, ack, total) else {
+                return 0;
+            };
+            let wrote = this.write_bundle_records(first, n, None, &mut out[hl..], mem, &mut faults);
+            if wrote != Some(total - hl) {
+                return 0;
+            }
+            if header.crc {
+                Packet::new_unchecked(&mut *out).fill_checksum();
+            }
+            total
+        });
+        if res != Sent::Yes {
+            return res;
+        }
+        self.stats.tx_packets += 1;
+        if let Some(a) = ack {
+            self.stats.acks_piggybacked += 1;
+            self.acked(p, &a);
+        }
+        let mut o = first;
+        for fault in faults.iter().take(n as usize) {
+            let Some(op) = self.ops.get_mut_by_index(o as usize) else {
+                break;
+            };
+            if let Some(e) = *fault {
+                op.error.get_or_insert(e);
+            }
+            o = op.next;
+        }
+        let e = self.win_mut(p, seq);
+        e.rtx = false;
+        e.retx = e.retx.saturating_add(1);
+        e.sent_at = now;
+        let pm = &mut self.peers.as_mut()[p];
+        pm.rtx_pending = pm.rtx_pending.saturating_sub(1);
+        if pm.rto_at.is_none() {
+            pm.rto_at = Some(now + Duration::from_micros(pm.rtt.rto));
+        }
+        Sent::Yes
+    }
+
+    /// A window entry was acknowledged: cumulatively (`delivered`) or selectively
+    /// (`sacked`, the first time), for each of its operations.
+    fn entry_acked(
+        &mut self,
+        regen: &Regen,
+        was_sacked: bool,
+        delivered: bool,
+        ctx: &mut Ctx<'_, S>,
+    ) {
+        let (mut o, n) = match *regen {
+            Regen::Bundle { op, n } => (op, n),
+            r => match r.op() {
+                Some(op) => (op, 1),
+                None => return,
+            },
+        };
+        for _ in 0..n {
+            let Some(op) = self.ops.get_mut_by_index(o as usize) else {
+                return;
+            };
+            let next = op.next; // before `op_progress` may unlink it
+            if !was_sacked {
+                op.unacked = op.unacked.saturating_sub(1);
+            }
+            if delivered {
+                op.undelivered = op.undelivered.saturating_sub(1);
+            }
+            op.acked_any = true;
+            self.op_progress(o as usize, ctx);
+            o = next;
+        }
     }
 
     /// Peer `p` has a new send: remember it for [`Rdm::transmit_posted`].
@@ -1013,6 +1307,19 @@ impl<S: Storage> Rdm<S> {
                 break;
             }
             self.peers.as_mut()[p].probe_at = None;
+            if let Regen::Seg { op, off: 0, .. } = plan
+                && op == self.peers.as_ref()[p].cursor
+                && self.cfg.bundle
+                && self.peers.as_ref()[p].params.caps & wcaps::BUNDLE != 0
+            {
+                // The cursor's next message and those queued behind it, whole: as
+                // many as fit go in one BUNDLE (after a segmented message, say).
+                match self.express_bundle(p, now, port, mem) {
+                    Some(Sent::Yes) => continue,
+                    Some(sent) => return sent != Sent::LinkFull,
+                    None => {}
+                }
+            }
             try_send!(self.send_plan(p, Plan::New(plan), now, port, mem, ctx));
         }
         // Expected to be piggybacked, but nothing carried it after all.
@@ -1053,6 +1360,9 @@ impl<S: Storage> Rdm<S> {
     /// operation is gone).
     fn regen_len(&self, r: &Regen) -> usize {
         use wire::packet::{BASE_LEN, hdr_len};
+        if let Regen::Bundle { op, n } = *r {
+            return self.bundle_len(op, n, false);
+        }
         let op = r
             .op()
             .and_then(|o| self.ops.get_by_index(o as usize).map(|(_, op)| op));
@@ -1222,6 +1532,16 @@ impl<S: Storage> Rdm<S> {
                 peer.cts_pending <= 1 && peer.cursor == NIL && peer.rndv_ready == 0
             }
             Regen::Close => true,
+            Regen::Bundle { op, n } => {
+                let mut o = op;
+                for _ in 0..n {
+                    o = self
+                        .ops
+                        .get_by_index(o as usize)
+                        .map_or(NIL, |(_, op)| op.next);
+                }
+                o == NIL && peer.rndv_ready == 0 && peer.cts_pending == 0
+            }
             Regen::Resp { .. } | Regen::AtomicData { .. } => {
                 peer.resp_pending <= 1 && peer.cursor == NIL && peer.rndv_ready == 0
             }
@@ -1250,6 +1570,14 @@ impl<S: Storage> Rdm<S> {
             Plan::Regen(s, r) => (s, r, true),
             Plan::New(r) => (self.peers.as_ref()[p].next_seq, r, false),
         };
+        if let Regen::Bundle { op, n } = regen {
+            // Only `express_bundle` makes bundles; the planner only resends them.
+            return if retrans {
+                self.resend_bundle(p, seq, op, n, now, port, mem)
+            } else {
+                Sent::Yes
+            };
+        }
         // READ_RESP data: its region checked once here, then read through that check
         // as the packet is built. A region that can no longer be read (deregistered
         // while the read was answered) makes it a failure instead, never zeros; a
@@ -1585,6 +1913,7 @@ impl<S: Storage> Rdm<S> {
             }
         }
         match regen {
+            Regen::Bundle { .. } => {} // resent by `resend_bundle`, never planned
             Regen::Close => {
                 self.peers.as_mut()[p].close_seq = Some(seq);
                 self.stats.closes_sent += 1;
@@ -1905,16 +2234,7 @@ impl<S: Storage> Rdm<S> {
                 {
                     self.resp_acked(&e.regen);
                 }
-                if let Some(o) = e.regen.op() {
-                    if let Some(op) = self.ops.get_mut_by_index(o as usize) {
-                        if !e.sacked {
-                            op.unacked = op.unacked.saturating_sub(1);
-                        }
-                        op.undelivered = op.undelivered.saturating_sub(1);
-                        op.acked_any = true;
-                    }
-                    self.op_progress(o as usize, ctx);
-                }
+                self.entry_acked(&e.regen, e.sacked, true, ctx);
             }
             s = s.wrapping_add(1);
             advanced = true;
@@ -1955,13 +2275,7 @@ impl<S: Storage> Rdm<S> {
             if matches!(e.regen, Regen::ReadData { .. } | Regen::AtomicData { .. }) {
                 self.resp_acked(&e.regen);
             }
-            if let Some(o) = e.regen.op() {
-                if let Some(op) = self.ops.get_mut_by_index(o as usize) {
-                    op.unacked = op.unacked.saturating_sub(1);
-                    op.acked_any = true;
-                }
-                self.op_progress(o as usize, ctx);
-            }
+            self.entry_acked(&e.regen, false, false, ctx);
         }
         let cfg = &self.cfg;
         let pm = &mut self.peers.as_mut()[p];
