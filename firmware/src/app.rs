@@ -98,6 +98,9 @@ pub const RDM_CONFIG: RdmConfig = RdmConfig {
     ack_hold: Duration::from_micros(50),
     handshake_timeout: Duration::from_secs(2),
     crc: false,
+    // The echo server answers one message at a time: nothing to bundle, but a host
+    // that bundles its burst is understood.
+    bundle: true,
 };
 
 /// Where the responder lives on the link.
