@@ -50,9 +50,15 @@ fn one_million_messages_eight_endpoints_fault_mix() {
         c.sim.stats()
     );
     assert_eq!((r.received, r.sent), (n, n));
+    let (mut tx_bundles, mut rx_bundled) = (0, 0);
     for node in &c.nodes {
         let st = node.dom.ep(node.ep).unwrap().rdm().unwrap().stats();
         assert_eq!(st.peer_failures, 0);
         assert_eq!(st.rx_protocol_errors, 0);
+        tx_bundles += st.tx_bundles;
+        rx_bundled += st.rx_bundled_msgs;
     }
+    // Queued small messages went as BUNDLEs, through the same losses.
+    eprintln!("{tx_bundles} bundles sent, {rx_bundled} bundled messages taken");
+    assert!(tx_bundles > 0 && rx_bundled > 0);
 }
