@@ -981,3 +981,57 @@ fn a_multi_receive_buffer_takes_a_stream_of_messages_and_comes_back_once() {
     assert_eq!(buf.capacity(), 1000);
     assert_eq!(&buf.as_full_mut()[..50], &msg(19)[..]);
 }
+
+/// A burst posted with FI_MORE (`Endpoint::set_more`) to an established peer leaves
+/// in BUNDLEs, which the endpoint's engine counts (`Endpoint::rdm_stats`), and every
+/// message arrives with its bytes and CQ data; a DGRAM endpoint has no engine stats.
+#[test]
+fn a_burst_posted_with_more_goes_in_bundles() {
+    let (a, b, a_to_b, _) = rdm_pair::<u64>(ProgressMode::Manual);
+    // The session first.
+    b.ep.recv(Buf::zeroed(64), FI_ADDR_UNSPEC, 0).unwrap();
+    a.ep.inject(b"hello", a_to_b).unwrap();
+    next_of(&b.cq, &a.domain);
+    let before = (a.ep.rdm_stats().unwrap(), b.ep.rdm_stats().unwrap());
+    let n = 12u64;
+    for i in 0..n {
+        b.ep.recv(Buf::zeroed(64), FI_ADDR_UNSPEC, 100 + i).unwrap();
+    }
+    a.ep.set_more(true);
+    for i in 0..n {
+        let msg: Vec<u8> = (0..40).map(|k| (i * 3 + k) as u8).collect();
+        a.ep.injectdata(&msg, 1000 + i, a_to_b).unwrap();
+    }
+    a.ep.set_more(false);
+    let mut got = Vec::new();
+    while got.len() < n as usize {
+        let c = next_of(&b.cq, &a.domain);
+        c.result().unwrap();
+        got.push((c.context, c.data, c.buf.to_vec()));
+    }
+    got.sort();
+    for (i, (ctx, data, bytes)) in got.into_iter().enumerate() {
+        let i = i as u64;
+        let want: Vec<u8> = (0..40).map(|k| (i * 3 + k) as u8).collect();
+        assert_eq!((ctx, data, bytes), (100 + i, Some(1000 + i), want));
+    }
+    let (sa, sb) = (a.ep.rdm_stats().unwrap(), b.ep.rdm_stats().unwrap());
+    let bundles = sa.tx_bundles - before.0.tx_bundles;
+    let bundled = sa.tx_bundled_msgs - before.0.tx_bundled_msgs;
+    assert!(
+        bundles >= 1 && bundled as usize >= 2,
+        "{bundles} bundles, {bundled} messages"
+    );
+    assert_eq!(sb.rx_bundled_msgs - before.1.rx_bundled_msgs, bundled);
+    assert!(
+        sa.tx_packets - before.0.tx_packets < n,
+        "fewer packets than messages"
+    );
+    let fabric = Fabric::open().unwrap();
+    assert!(
+        node::<u64>(&fabric, ProgressMode::Manual)
+            .ep
+            .rdm_stats()
+            .is_none()
+    );
+}

@@ -707,6 +707,13 @@ impl<C: Send + 'static> Endpoint<C> {
             .map_or(0, |e| e.rx_size_left())
     }
 
+    /// What an RDM endpoint's reliability engine counted (packets, bundles, acks,
+    /// retransmissions, refusals); `None` for a DGRAM endpoint.
+    pub fn rdm_stats(&self) -> Option<ofi_nostd::rdm::RdmStats> {
+        let g = self.shared.lock();
+        g.core.ep(self.h).ok()?.rdm().map(|r| *r.stats())
+    }
+
     /// `fi_close`: discards outstanding operations (no completions, as fi_endpoint(3)
     /// says) and hands back their buffers and contexts. Completions already queued stay
     /// in their CQs with their buffers.

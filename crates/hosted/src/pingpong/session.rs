@@ -358,8 +358,12 @@ impl Session {
     pub(crate) fn stats(&self) -> String {
         let d = self.domain.stats();
         let n = self.domain.net_stats();
+        let rdm = self
+            .ep
+            .rdm_stats()
+            .map_or(String::new(), |r| format!("; rdm: {r:?}"));
         format!(
-            "{} stale messages discarded, {} polls waiting for a send buffer, {} packets sent, {} received; link: {n:?}",
+            "{} stale messages discarded, {} polls waiting for a send buffer, {} packets sent, {} received; link: {n:?}{rdm}",
             self.stale, self.tx_waits, d.tx_packets, d.rx_packets
         )
     }
