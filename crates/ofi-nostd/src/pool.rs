@@ -219,6 +219,21 @@ impl<T, S: AsMut<[Slot<T>]> + AsRef<[Slot<T>]>> Pool<T, S> {
         }
     }
 
+    /// Removes the object `h` names without handing it back (no copy of it is made);
+    /// later uses of `h` fail. Whether it was there.
+    pub fn free(&mut self, h: Handle<T>) -> bool {
+        if self.get(h).is_none() {
+            return false;
+        }
+        let slot = &mut self.storage.as_mut()[h.index as usize];
+        slot.state = SlotState::Vacant {
+            next_free: self.free_head,
+        };
+        self.free_head = h.index;
+        self.len -= 1;
+        true
+    }
+
     /// Removes and returns the object `h` names; later uses of `h` fail.
     pub fn remove(&mut self, h: Handle<T>) -> Option<T> {
         self.get(h)?;

@@ -295,22 +295,22 @@ impl<S: Storage> Rdm<S> {
         let Some(idx) = found else {
             return false;
         };
-        if let Some(op) = self.unlink_op(idx) {
-            ctx.tx_done(
-                op.context,
-                op.kind(),
-                Err(Errno::ECANCELED),
-                true,
-                op.reserved,
-            );
+        let Some((_, op)) = self.ops.get_by_index(idx) else {
+            return false;
+        };
+        let (c, kind, reserved) = (op.context, op.kind(), op.reserved);
+        if self.unlink_op(idx) {
+            ctx.tx_done(c, kind, Err(Errno::ECANCELED), true, reserved);
         }
         true
     }
 
     /// Removes op `idx` from its peer's FIFO and the pool.
-    pub(super) fn unlink_op(&mut self, idx: usize) -> Option<TxOp> {
+    pub(super) fn unlink_op(&mut self, idx: usize) -> bool {
         // The links only, not a copy of the whole operation (every completed send).
-        let (_, o) = self.ops.get_by_index(idx)?;
+        let Some((_, o)) = self.ops.get_by_index(idx) else {
+            return false;
+        };
         let op = OpLinks {
             peer: o.peer,
             prev: o.prev,
@@ -342,8 +342,10 @@ impl<S: Storage> Rdm<S> {
                 peer.rndv_ready = peer.rndv_ready.saturating_sub(1);
             }
         }
-        let (h, _) = self.ops.get_by_index(idx)?;
-        self.ops.remove(h)
+        match self.ops.get_by_index(idx) {
+            Some((h, _)) => self.ops.free(h),
+            None => false,
+        }
     }
 
     /// Completes op `idx` if its level is reached and frees it once nothing of it is in
