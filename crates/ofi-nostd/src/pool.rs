@@ -348,6 +348,20 @@ mod tests {
     }
 
     #[test]
+    fn free_is_remove_without_the_value() {
+        let mut p: Pool<u32, [Slot<u32>; 2]> = Pool::new([const { Slot::VACANT }; 2]);
+        let a = p.insert(10).unwrap();
+        let b = p.insert(20).unwrap();
+        assert!(p.free(a));
+        assert_eq!((p.get(a), p.len()), (None, 1), "gone, stale handle refused");
+        assert!(!p.free(a), "twice: nothing");
+        let c = p.insert(30).unwrap();
+        assert_eq!(c.index(), a.index(), "slot reused");
+        assert!(!p.free(a), "old generation refused after reuse");
+        assert_eq!((p.get(b), p.get(c)), (Some(&20), Some(&30)));
+    }
+
+    #[test]
     fn foreign_handle_refused() {
         let mut p: Pool<u8, [Slot<u8>; 1]> = Pool::new([const { Slot::VACANT }; 1]);
         let mut q: Pool<u8, [Slot<u8>; 1]> = Pool::new([const { Slot::VACANT }; 1]);
