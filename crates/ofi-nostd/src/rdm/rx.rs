@@ -3,7 +3,7 @@
 //! bounded segment pool, rendezvous as headers only), rendezvous grants, multi-recv,
 //! FI_PEEK / FI_CLAIM / FI_DISCARD and receive cancellation.
 
-use wire::packet::{Body, CtsRepr, DataRepr, Header, MsgRepr, Repr, RtsRepr, close, status};
+use wire::packet::{Body, CtsRepr, DataRepr, MsgRepr, Repr, RtsRepr, close, status};
 use wire::seq::seq_diff;
 
 use super::*;
@@ -444,8 +444,8 @@ impl<S: Storage> Rdm<S> {
         ctx: &mut Ctx<'_, S>,
     ) -> Outcome {
         match &repr.body {
-            Body::Msg(m) => self.rx_segment(p, &repr.header, m, mem, ctx),
-            Body::Bundle(b) => self.rx_bundle(p, &repr.header, b, mem, ctx),
+            Body::Msg(m) => self.rx_segment(p, m, None, mem, ctx),
+            Body::Bundle(b) => self.rx_bundle(p, b, mem, ctx),
             Body::Rts(r) => self.rx_rts(p, r, ctx),
             Body::Cts(c) => {
                 self.on_cts(p, c, ctx);
@@ -902,12 +902,13 @@ impl<S: Storage> Rdm<S> {
         }
     }
 
-    /// An eager segment, in order.
+    /// An eager segment, in order. `src`: the message's source (matched, reported) if
+    /// the caller looked it up already.
     fn rx_segment<M: Memory>(
         &mut self,
         p: usize,
-        _h: &Header,
         m: &MsgRepr<'_>,
+        src: Option<(FiAddr, FiAddr)>,
         mem: &mut M,
         ctx: &mut Ctx<'_, S>,
     ) -> Outcome {
@@ -958,7 +959,7 @@ impl<S: Storage> Rdm<S> {
         let tag = m.tag.unwrap_or(0);
         let total = m.total_len as u64;
         let single = m.payload.len() as u64 == total;
-        let (src, report) = ctx.src_of(&peer.addr);
+        let (src, report) = src.unwrap_or_else(|| ctx.src_of(&peer.addr));
         if !self.can_take(!single, ctx) {
             return Outcome::Blocked;
         }
@@ -1110,17 +1111,18 @@ impl<S: Storage> Rdm<S> {
     fn rx_bundle<M: Memory>(
         &mut self,
         p: usize,
-        h: &Header,
         b: &wire::packet::BundleRepr<'_>,
         mem: &mut M,
         ctx: &mut Ctx<'_, S>,
     ) -> Outcome {
         let mut took = false;
+        // One source lookup for all of them.
+        let src = Some(ctx.src_of(&self.peers.as_ref()[p].addr));
         for m in b.msgs() {
             if seq_diff(m.msg_id, self.peers.as_ref()[p].rx_msg_id) < 0 {
                 continue; // taken by an earlier attempt of this packet
             }
-            if let Outcome::Blocked = self.rx_segment(p, h, &m.as_msg(), mem, ctx) {
+            if let Outcome::Blocked = self.rx_segment(p, &m.as_msg(), src, mem, ctx) {
                 self.stats.rx_bundles += u64::from(took);
                 return Outcome::Blocked;
             }
