@@ -941,6 +941,13 @@ pub struct Rdm<S: Storage> {
     /// Receives matched to buffered unexpected data wait for a progress call (which has
     /// the application's memory) to copy it.
     copies_pending: u32,
+    /// Their slots in `active`, in the order they were matched, so their completions
+    /// come in that order (a ring of `active`'s capacity: `copy_head`, `copy_len`;
+    /// when it overflowed, `copy_lost`, the copy pass also scans `active`).
+    copy_q: S::Slice<u32>,
+    copy_head: usize,
+    copy_len: usize,
+    copy_lost: bool,
     last_reset: Option<Instant>,
     /// Where the transmitter starts its round over the peers.
     rr: usize,
@@ -1074,6 +1081,9 @@ impl<S: Storage> Rdm<S> {
                 .slice(sizes.rx_size + np, || Slot::VACANT)
                 .ok_or(Errno::ENOMEM)?,
         );
+        let copy_q = store
+            .slice(sizes.rx_size + np, || 0u32)
+            .ok_or(Errno::ENOMEM)?;
         let multis = Pool::new(
             store
                 .slice(sizes.rx_size, || Slot::VACANT)
@@ -1125,6 +1135,10 @@ impl<S: Storage> Rdm<S> {
             posted_n: 0,
             next_scan: Instant::ZERO,
             copies_pending: 0,
+            copy_q,
+            copy_head: 0,
+            copy_len: 0,
+            copy_lost: false,
             last_reset: None,
             rr: 0,
             peers_high: 0,

@@ -1817,6 +1817,7 @@ impl<S: Storage> Rdm<S> {
                             }
                         } else {
                             self.copies_pending += 1;
+                            self.queue_copy(h.index() as u32);
                             self.tx_ready = true;
                         }
                         self.retarget_asm(&m, r, AsmTarget::Active(h));
@@ -1845,37 +1846,77 @@ impl<S: Storage> Rdm<S> {
     /// progress call, and completes those whose message is whole.
     pub(crate) fn flush_copies<M: Memory>(&mut self, mem: &mut M, ctx: &mut Ctx<'_, S>) {
         if self.copies_pending == 0 {
+            self.copy_len = 0; // whatever is queued was finished otherwise
             return;
         }
-        loop {
-            let found = self
-                .active
-                .iter()
-                .find(|(_, a)| a.chain != NIL)
-                .map(|(h, _)| h);
-            let Some(h) = found else { break };
-            let Some(a) = self.active.get(h).copied() else {
-                break;
-            };
-            let len = (a.chain_len as u64).min(a.want);
-            let err = self.ux_copy_out(a.chain, len, a.context, a.iov.as_slice(), mem);
-            self.ux_free_chain(a.chain);
-            self.copies_pending = self.copies_pending.saturating_sub(1);
-            let done = {
-                let Some(am) = self.active.get_mut(h) else {
-                    continue;
-                };
-                am.chain = NIL;
-                if am.error.is_none() {
-                    am.error = err;
-                }
-                am.got >= am.total
-            };
-            if done {
-                self.finish_active(h, None, ctx);
+        // In the order the receives were matched.
+        while self.copy_len > 0 {
+            let idx = self.copy_q.as_ref()[self.copy_head];
+            self.copy_head += 1;
+            if self.copy_head == self.copy_q.as_ref().len() {
+                self.copy_head = 0;
+            }
+            self.copy_len -= 1;
+            // The slot may have been freed (and even taken again) since: its data, if
+            // any is still waiting, is copied now all the same.
+            if let Some((h, a)) = self.active.get_by_index(idx as usize)
+                && a.chain != NIL
+            {
+                self.copy_into(h, mem, ctx);
+            }
+        }
+        if core::mem::take(&mut self.copy_lost) {
+            loop {
+                let found = self
+                    .active
+                    .iter()
+                    .find(|(_, a)| a.chain != NIL)
+                    .map(|(h, _)| h);
+                let Some(h) = found else { break };
+                self.copy_into(h, mem, ctx);
             }
         }
         self.copies_pending = 0;
+    }
+
+    /// Remembers that active receive `idx` waits for its buffered data.
+    fn queue_copy(&mut self, idx: u32) {
+        let cap = self.copy_q.as_ref().len();
+        if self.copy_len == cap {
+            self.copy_lost = true;
+            return;
+        }
+        let mut at = self.copy_head + self.copy_len;
+        if at >= cap {
+            at -= cap;
+        }
+        self.copy_q.as_mut()[at] = idx;
+        self.copy_len += 1;
+    }
+
+    /// Copies the buffered data of active receive `h` into its buffer, and completes it
+    /// if that was all of it.
+    fn copy_into<M: Memory>(&mut self, h: Handle<RxActive>, mem: &mut M, ctx: &mut Ctx<'_, S>) {
+        let Some(a) = self.active.get(h).copied() else {
+            return;
+        };
+        let len = (a.chain_len as u64).min(a.want);
+        let err = self.ux_copy_out(a.chain, len, a.context, a.iov.as_slice(), mem);
+        self.ux_free_chain(a.chain);
+        self.copies_pending = self.copies_pending.saturating_sub(1);
+        let done = {
+            let Some(am) = self.active.get_mut(h) else {
+                return;
+            };
+            am.chain = NIL;
+            if am.error.is_none() {
+                am.error = err;
+            }
+            am.got >= am.total
+        };
+        if done {
+            self.finish_active(h, None, ctx);
+        }
     }
 
     /// FI_PEEK (optionally with FI_CLAIM or FI_DISCARD) and FI_CLAIM receives.
