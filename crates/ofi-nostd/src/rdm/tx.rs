@@ -15,6 +15,17 @@ use super::*;
 /// Most messages one BUNDLE carries.
 const MAX_BUNDLE: usize = 32;
 
+/// What a BUNDLE carries: the `n` operations from `first`, their message ids (`base +
+/// i`, or their own for a retransmission), a piggybacked ACK, its length.
+#[derive(Clone, Copy)]
+struct BundleShape {
+    first: u32,
+    n: u16,
+    base: Option<u32>,
+    ack: Option<AckRepr>,
+    total: usize,
+}
+
 /// Where a packet's payload comes from.
 #[derive(Clone, Copy)]
 pub(super) enum Payload<'a> {
@@ -730,6 +741,43 @@ impl<S: Storage> Rdm<S> {
         Some(at)
     }
 
+    /// Builds BUNDLE `shape` with `header` straight into the link's buffer (one
+    /// function for first transmissions and retransmissions: one copy of the code).
+    fn send_bundle<P: TxPort, M: Memory>(
+        &self,
+        dst: &EpAddr,
+        header: &Header,
+        shape: &BundleShape,
+        port: &mut P,
+        mem: &M,
+        faults: &mut [Option<Errno>; MAX_BUNDLE],
+    ) -> Sent {
+        let BundleShape {
+            first,
+            n,
+            base,
+            ack,
+            total,
+        } = *shape;
+        port.send(dst, total, |buf| {
+            let Some(out) = buf.get_mut(..total) else {
+                return 0;
+            };
+            let Ok(hl) = emit_bundle_header(out, header, n, ack, total) else {
+                return 0;
+            };
+            if self.write_bundle_records(first, n, base, &mut out[hl..], mem, faults)
+                != Some(total - hl)
+            {
+                return 0;
+            }
+            if header.crc {
+                Packet::new_unchecked(&mut *out).fill_checksum();
+            }
+            total
+        })
+    }
+
     /// The short path for a burst: the messages queued for peer `p` from its cursor on
     /// that fit whole in one packet go as one BUNDLE (spec 6.4), with the state
     /// `express_send` records for each, in one window entry. `None` when fewer than
@@ -760,24 +808,14 @@ impl<S: Storage> Rdm<S> {
         let ack = owes.then(|| self.ack_body(p, now));
         let header = self.header(p, seq, ack_req);
         let mut faults = [None; MAX_BUNDLE];
-        let this = &*self;
-        let sent = port.send(&dst, total, |buf| {
-            let Some(out) = buf.get_mut(..total) else {
-                return 0;
-            };
-            let Ok(hl) = emit_bundle_header(out, &header, n, ack, total) else {
-                return 0;
-            };
-            let wrote =
-                this.write_bundle_records(first, n, Some(base), &mut out[hl..], mem, &mut faults);
-            if wrote != Some(total - hl) {
-                return 0;
-            }
-            if header.crc {
-                Packet::new_unchecked(&mut *out).fill_checksum();
-            }
-            total
-        });
+        let shape = BundleShape {
+            first,
+            n,
+            base: Some(base),
+            ack,
+            total,
+        };
+        let sent = self.send_bundle(&dst, &header, &shape, port, mem, &mut faults);
         if sent != Sent::Yes {
             return Some(sent);
         }
@@ -855,23 +893,14 @@ impl<S: Storage> Rdm<S> {
         };
         let header = self.header(p, seq, true);
         let mut faults = [None; MAX_BUNDLE];
-        let this = &*self;
-        let res = port.send(&dst, total, |buf| {
-            let Some(out) = buf.get_mut(..total) else {
-                return 0;
-            };
-            let Ok(hl) = emit_bundle_header(out, &header, n, ack, total) else {
-                return 0;
-            };
-            let wrote = this.write_bundle_records(first, n, None, &mut out[hl..], mem, &mut faults);
-            if wrote != Some(total - hl) {
-                return 0;
-            }
-            if header.crc {
-                Packet::new_unchecked(&mut *out).fill_checksum();
-            }
-            total
-        });
+        let shape = BundleShape {
+            first,
+            n,
+            base: None,
+            ack,
+            total,
+        };
+        let res = self.send_bundle(&dst, &header, &shape, port, mem, &mut faults);
         if res != Sent::Yes {
             return res;
         }
