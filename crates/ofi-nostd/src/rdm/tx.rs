@@ -621,12 +621,8 @@ impl<S: Storage> Rdm<S> {
             return Some(sent);
         }
         // What `send_plan` records for a new packet.
-        self.stats.tx_packets += 1;
         self.stats.tx_express += 1;
-        if let Some(a) = ack {
-            self.stats.acks_piggybacked += 1;
-            self.acked(p, &a);
-        }
+        self.packet_left(p, ack);
         *self.win_mut(p, seq) = WinEntry {
             live: true,
             seq,
@@ -819,14 +815,10 @@ impl<S: Storage> Rdm<S> {
         if sent != Sent::Yes {
             return Some(sent);
         }
-        self.stats.tx_packets += 1;
         self.stats.tx_express += 1;
         self.stats.tx_bundles += 1;
         self.stats.tx_bundled_msgs += u64::from(n);
-        if let Some(a) = ack {
-            self.stats.acks_piggybacked += 1;
-            self.acked(p, &a);
-        }
+        self.packet_left(p, ack);
         *self.win_mut(p, seq) = WinEntry {
             live: true,
             seq,
@@ -904,11 +896,7 @@ impl<S: Storage> Rdm<S> {
         if res != Sent::Yes {
             return res;
         }
-        self.stats.tx_packets += 1;
-        if let Some(a) = ack {
-            self.stats.acks_piggybacked += 1;
-            self.acked(p, &a);
-        }
+        self.packet_left(p, ack);
         let mut o = first;
         for fault in faults.iter().take(n as usize) {
             let Some(op) = self.ops.get_mut_by_index(o as usize) else {
@@ -919,6 +907,21 @@ impl<S: Storage> Rdm<S> {
             }
             o = op.next;
         }
+        self.resent(p, seq, now);
+        Sent::Yes
+    }
+
+    /// A sequenced packet to peer `p` left, carrying acknowledgement `ack` if any.
+    fn packet_left(&mut self, p: usize, ack: Option<AckRepr>) {
+        self.stats.tx_packets += 1;
+        if let Some(a) = ack {
+            self.stats.acks_piggybacked += 1;
+            self.acked(p, &a);
+        }
+    }
+
+    /// Packet `seq` of peer `p` was sent again: its window entry and the RTO.
+    fn resent(&mut self, p: usize, seq: u32, now: Instant) {
         let e = self.win_mut(p, seq);
         e.rtx = false;
         e.retx = e.retx.saturating_add(1);
@@ -928,7 +931,6 @@ impl<S: Storage> Rdm<S> {
         if pm.rto_at.is_none() {
             pm.rto_at = Some(now + Duration::from_micros(pm.rtt.rto));
         }
-        Sent::Yes
     }
 
     /// A window entry was acknowledged: cumulatively (`delivered`) or selectively
@@ -1904,26 +1906,14 @@ impl<S: Storage> Rdm<S> {
         if res != Sent::Yes {
             return res;
         }
-        self.stats.tx_packets += 1;
-        if let Some(a) = carried {
-            self.stats.acks_piggybacked += 1;
-            self.acked(p, &a);
-        }
+        self.packet_left(p, carried);
         if let (Some(e), Some(o)) = (fault, regen.op())
             && let Some(op) = self.ops.get_mut_by_index(o as usize)
         {
             op.error.get_or_insert(e);
         }
         if retrans {
-            let e = self.win_mut(p, seq);
-            e.rtx = false;
-            e.retx = e.retx.saturating_add(1);
-            e.sent_at = now;
-            let pm = &mut self.peers.as_mut()[p];
-            pm.rtx_pending = pm.rtx_pending.saturating_sub(1);
-            if pm.rto_at.is_none() {
-                pm.rto_at = Some(now + Duration::from_micros(pm.rtt.rto));
-            }
+            self.resent(p, seq, now);
             return Sent::Yes;
         }
         // Commit a new packet.
