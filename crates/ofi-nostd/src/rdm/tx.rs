@@ -561,11 +561,6 @@ impl<S: Storage> Rdm<S> {
         if op.rma.is_some() || op.rndv || op.started {
             return None;
         }
-        // ACK_REQ as `last_for_now` sets it: on the last packet we have for now, or
-        // the last the window or the credits let out.
-        let ack_req = op.next == NIL
-            || pr.in_flight() + 1 >= wnd
-            || pr.next_seq.wrapping_add(1) == pr.snd_limit;
         if op.next != NIL && self.cfg.bundle && pr.params.caps & wcaps::BUNDLE != 0 {
             // More messages queued behind it: as many as fit go in one BUNDLE.
             if let Some(sent) = self.express_bundle(p, now, port, mem) {
@@ -574,6 +569,9 @@ impl<S: Storage> Rdm<S> {
         }
         let pr = self.peers.as_ref().get(p)?;
         let (_, op) = self.ops.get_by_index(o as usize)?;
+        // ACK_REQ as `last_for_now` sets it: on the last packet we have for now, or
+        // the last the window or the credits let out.
+        let ack_req = op.next == NIL || self.next_fills_limit(pr);
         let limit = self.pkt_limit(p);
         let (seq, msg_id, dst) = (pr.next_seq, pr.next_msg_id, pr.addr);
         let ack = (pr.owes_ack() || self.credit_update_due(p)).then(|| self.ack_body(p, now));
@@ -797,10 +795,7 @@ impl<S: Storage> Rdm<S> {
         for _ in 0..n {
             after = self.ops.get_by_index(after as usize)?.1.next;
         }
-        let wnd = (self.cfg.window as u32).min(pr.params.window.max(1) as u32);
-        let ack_req = after == NIL
-            || pr.in_flight() + 1 >= wnd
-            || pr.next_seq.wrapping_add(1) == pr.snd_limit;
+        let ack_req = after == NIL || self.next_fills_limit(pr);
         let ack = owes.then(|| self.ack_body(p, now));
         let header = self.header(p, seq, ack_req);
         let mut faults = [None; MAX_BUNDLE];
@@ -1532,12 +1527,18 @@ impl<S: Storage> Rdm<S> {
         peer.close_pending.then_some(Regen::Close)
     }
 
+    /// Whether the next new packet to `peer` is the last its window or its credits let
+    /// out (then it asks for an immediate ACK, whatever else is queued).
+    fn next_fills_limit(&self, peer: &Peer) -> bool {
+        let wnd = (self.cfg.window as u32).min(peer.params.window.max(1) as u32);
+        peer.in_flight() + 1 >= wnd || peer.next_seq.wrapping_add(1) == peer.snd_limit
+    }
+
     /// Whether, after `r`, peer `p` would have nothing more to send right away (then
     /// the packet asks for an immediate ACK).
     fn last_for_now(&self, p: usize, r: &Regen) -> bool {
         let peer = &self.peers.as_ref()[p];
-        let wnd = (self.cfg.window as u32).min(peer.params.window.max(1) as u32);
-        if peer.in_flight() + 1 >= wnd || peer.next_seq.wrapping_add(1) == peer.snd_limit {
+        if self.next_fills_limit(peer) {
             return true;
         }
         let more_ops = |o: u32| {
