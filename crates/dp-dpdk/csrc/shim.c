@@ -97,6 +97,16 @@ unsigned shim_lcore_id_any(void)
 	return LCORE_ID_ANY;
 }
 
+int shim_link_up(uint16_t port)
+{
+	struct rte_eth_link link;
+
+	link.link_status = RTE_ETH_LINK_DOWN;
+	if (rte_eth_link_get_nowait(port, &link) < 0)
+		return 0;
+	return link.link_status == RTE_ETH_LINK_UP;
+}
+
 int shim_link_status(uint16_t port, uint32_t *speed)
 {
 	struct rte_eth_link link;

@@ -61,6 +61,9 @@ unsigned shim_lcore_id_any(void);
  * *speed gets the speed in Mbit/s. */
 int shim_link_status(uint16_t port, uint32_t *speed);
 
+/* Whether the port's link is up (rte_eth_link_get_nowait): 1 up, else 0. */
+int shim_link_up(uint16_t port);
+
 /* The rte_device of a port (for rte_dev_remove), or NULL. */
 struct rte_device *shim_port_device(uint16_t port);
 

@@ -71,7 +71,8 @@ pub struct Stats {
     pub tx_bursts: u64,
     /// `rte_eth_tx_burst` calls that took fewer frames than offered.
     pub tx_busy: u64,
-    /// Frames freed unsent because the driver refused them [`TX_ATTEMPTS`] times.
+    /// Frames freed unsent because the driver refused them [`TX_ATTEMPTS`] times (or
+    /// a memif peer was gone).
     pub tx_dropped: u64,
     /// Transmit tokens the stack filled with an unusable length (0 is not counted:
     /// it means "nothing to send"); the mbuf went back to the stash.
@@ -104,6 +105,8 @@ pub struct DpdkLink {
     /// Fresh (reset) mbufs for transmit tokens: `spare[..spare_len]`.
     spare: [*mut sys::rte_mbuf; MAX_BURST],
     spare_len: usize,
+    /// memif: look at the link before each burst (see [`DpdkLink::link_gone`]).
+    link_guard: bool,
     stats: Stats,
 }
 
@@ -122,6 +125,7 @@ impl DpdkLink {
         // memif is shared memory between two processes: nothing on the way can alter
         // a frame.
         caps.intact = port.is_memif();
+        let link_guard = port.is_memif();
         DpdkLink {
             port,
             queue,
@@ -135,6 +139,7 @@ impl DpdkLink {
             tx_len: 0,
             spare: [std::ptr::null_mut(); MAX_BURST],
             spare_len: 0,
+            link_guard,
             stats: Stats::default(),
         }
     }
@@ -198,6 +203,10 @@ impl DpdkLink {
             return 0;
         }
         let mut sent = 0;
+        if self.link_gone() {
+            // Nobody to send to: the frames are dropped, as refused ones are.
+            return self.drop_unsent(0, total);
+        }
         for _ in 0..TX_ATTEMPTS {
             let rest = &mut self.tx[sent..total];
             // rest.len() <= MAX_BURST, so the cast is exact.
@@ -227,15 +236,31 @@ impl DpdkLink {
             }
             self.stats.tx_busy += 1;
         }
+        self.drop_unsent(sent, total)
+    }
+
+    /// Frees the frames `[sent..total)` the driver did not take; returns `sent`.
+    fn drop_unsent(&mut self, sent: usize, total: usize) -> usize {
         if sent < total {
             let rest = &mut self.tx[sent..total];
-            // SAFETY: the driver refused these mbufs, so we still own them; freed once,
-            // and the array slots are forgotten just below.
+            // SAFETY: the driver refused these mbufs (or never saw them), so we still
+            // own them; freed once, and the array slots are forgotten just below.
             unsafe { sys::rte_pktmbuf_free_bulk(rest.as_mut_ptr(), rest.len() as u32) };
             self.stats.tx_dropped += (total - sent) as u64;
         }
         self.tx_len = 0;
         sent
+    }
+
+    /// Whether a memif peer went away. DPDK 22.11's memif tears a connection down in
+    /// the EAL interrupt thread (unmapping the shared rings) without synchronising
+    /// with bursts on other threads; a burst under way then reads unmapped memory
+    /// (seen: a server polling while its client exited). The teardown marks the link
+    /// down before it frees anything, and a burst is far shorter than what it does in
+    /// between, so no burst starts once the link is down. Other drivers: never.
+    fn link_gone(&self) -> bool {
+        // SAFETY: a valid port id; the call only reads the port's link word.
+        self.link_guard && unsafe { sys::shim_link_up(self.port.id) } != 1
     }
 
     /// Free the consumed receive mbufs `[rx_done..rx_head)`.
@@ -259,6 +284,9 @@ impl DpdkLink {
             return true;
         }
         self.release_consumed();
+        if self.link_gone() {
+            return false;
+        }
         // SAFETY: the array has room for MAX_BURST pointers and holds none we own
         // (release_consumed emptied it); the driver writes n owned mbufs at its start.
         let n = unsafe {

@@ -71,8 +71,10 @@ fn steady_state_ping_pongs_allocate_nothing_per_message() {
     ping_pong(EpType::Rdm, ProgressMode::Manual);
     // RDM tagged, with the progress thread.
     ping_pong(EpType::Rdm, ProgressMode::Auto(AutoProgress::default()));
-    // RDM, a stream into multi-receive buffers read with copies.
-    multi_stream();
+    // RDM, a stream into multi-receive buffers read with copies, one by one and in
+    // batches.
+    multi_stream(false);
+    multi_stream(true);
 }
 
 /// A domain with a CQ, an AV and an enabled endpoint of `ep_type`.
@@ -92,8 +94,9 @@ fn side(
 }
 
 /// A stream of 64 B injects into two multi-receive buffers that go back and forth,
-/// each message copied out with `Cq::read_copy`: 2000 messages after 500 of warm-up.
-fn multi_stream() {
+/// each message copied out with `Cq::read_copy` (or `Cq::read_batch` when `batched`):
+/// 2000 messages after 500 of warm-up.
+fn multi_stream(batched: bool) {
     let fabric = Fabric::open().unwrap();
     let (da, _cqa, ava, epa) = side(&fabric, EpType::Rdm, ProgressMode::Manual);
     let (_db, cqb, _avb, epb) = side(&fabric, EpType::Rdm, ProgressMode::Manual);
@@ -103,6 +106,7 @@ fn multi_stream() {
             .unwrap();
     }
     let mut copy = Buf::zeroed(64);
+    let mut batch = hosted::api::CqBatch::default();
     let mut msg = [0u8; 64];
     let mut got = 0u64;
     let mut run = |n: u64| {
@@ -111,7 +115,21 @@ fn multi_stream() {
             epa.inject(&msg, to_b).unwrap();
             let t = std::time::Instant::now();
             loop {
-                let c = match cqb.read_copy(&mut copy) {
+                let r = if batched {
+                    match cqb.read_batch(&mut batch, 8) {
+                        Ok(_) => {
+                            let (c, bytes) = batch.pop().unwrap();
+                            if let Some(b) = bytes {
+                                copy.copy_from(b);
+                            }
+                            Ok(c)
+                        }
+                        Err(e) => Err(e),
+                    }
+                } else {
+                    cqb.read_copy(&mut copy)
+                };
+                let c = match r {
                     Ok(c) => c,
                     Err(e) => {
                         assert_eq!(e, Errno::EAGAIN);
@@ -145,7 +163,7 @@ fn multi_stream() {
     let n = ALLOCS.load(Ordering::SeqCst);
     assert_eq!(
         n, 0,
-        "multi-receive stream: {n} heap allocations in 2000 messages"
+        "multi-receive stream (batched: {batched}): {n} heap allocations in 2000 messages"
     );
 }
 

@@ -982,6 +982,65 @@ fn a_multi_receive_buffer_takes_a_stream_of_messages_and_comes_back_once() {
     assert_eq!(&buf.as_full_mut()[..50], &msg(19)[..]);
 }
 
+/// `Cq::read_batch`: many completions under one call, each message of a multi-receive
+/// buffer that stays posted copied into the batch, in completion order; completions a
+/// reader left in the batch stay ahead of the next call's (their copies intact); the
+/// completion that gives the buffer back carries the buffer, not a copy; an empty CQ
+/// reads -FI_EAGAIN.
+#[test]
+fn a_batch_read_takes_many_completions_with_their_messages() {
+    let (a, b, a_to_b, _) = rdm_pair::<u64>(ProgressMode::Manual);
+    let id =
+        b.ep.recv_multi(Buf::zeroed(1000), FI_ADDR_UNSPEC, 9)
+            .unwrap();
+    let msg = |i: u8| vec![i; 50];
+    for i in 0..19u8 {
+        a.ep.inject(&msg(i), a_to_b).unwrap();
+    }
+    let mut batch = hosted::api::CqBatch::default();
+    assert!(batch.is_empty() && batch.pop().is_none());
+    // A small batch first; its entries are not taken before the next read.
+    let t = Instant::now();
+    while batch.len() < 2 {
+        let want = 2 - batch.len();
+        match b.cq.read_batch(&mut batch, want) {
+            Ok(n) => assert!((1..=2).contains(&n), "read {n}"),
+            Err(e) => assert_eq!(e, Errno::EAGAIN),
+        }
+        a.domain.progress().unwrap();
+        assert!(t.elapsed() < WAIT, "no completion");
+    }
+    while batch.len() < 19 {
+        match b.cq.read_batch(&mut batch, 32) {
+            Ok(n) => assert!(n <= 17, "read {n}"),
+            Err(e) => assert_eq!(e, Errno::EAGAIN),
+        }
+        a.domain.progress().unwrap();
+        assert!(t.elapsed() < WAIT, "no completion");
+    }
+    assert_eq!(batch.len(), 19);
+    for i in 0..18u8 {
+        let (c, bytes) = batch.pop().unwrap();
+        assert_eq!(
+            (c.op, c.context, c.result()),
+            (id, 9, Ok(50)),
+            "message {i}"
+        );
+        assert_eq!(c.offset, Some(usize::from(i) * 50));
+        assert_eq!(c.buf.capacity(), 0, "the buffer stays posted");
+        assert_eq!(bytes, Some(&msg(i)[..]), "message {i}'s copy");
+    }
+    // The 19th leaves 50 bytes, under the 64-byte minimum: the buffer comes back.
+    let (back, bytes) = batch.pop().unwrap();
+    assert!(back.flags.contains(Flags::MULTI_RECV));
+    assert_eq!(bytes, None, "the buffer itself is back: no copy");
+    assert_eq!((back.buf.capacity(), back.buf.len()), (1000, 950));
+    assert_eq!(&back.buf[900..950], &msg(18)[..]);
+    assert!(batch.pop().is_none());
+    assert_eq!(b.cq.read_batch(&mut batch, 32).unwrap_err(), Errno::EAGAIN);
+    assert!(batch.is_empty());
+}
+
 /// A burst posted with FI_MORE (`Endpoint::set_more`) to an established peer leaves
 /// in BUNDLEs, which the endpoint's engine counts (`Endpoint::rdm_stats`), and every
 /// message arrives with its bytes and CQ data; a DGRAM endpoint has no engine stats.

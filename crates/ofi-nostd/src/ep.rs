@@ -173,6 +173,14 @@ impl IovList {
         Ok(l)
     }
 
+    /// The list of the one buffer `v`.
+    pub fn one(v: IoVec) -> IovList {
+        let mut l = IovList::default();
+        l.iov[0] = v;
+        l.count = 1;
+        l
+    }
+
     /// The buffers.
     pub fn as_slice(&self) -> &[IoVec] {
         &self.iov[..self.count as usize]

@@ -300,12 +300,17 @@ where
     }
 }
 
-fn earliest<T>(cands: [Option<(EntryHandle<T>, u64)>; 3]) -> Option<EntryHandle<T>> {
-    cands
-        .into_iter()
-        .flatten()
-        .min_by_key(|&(_, seq)| seq)
-        .map(|(h, _)| h)
+fn earliest<T>(
+    a: Option<(EntryHandle<T>, u64)>,
+    b: Option<(EntryHandle<T>, u64)>,
+) -> Option<(EntryHandle<T>, u64)> {
+    // By hand: an iterator over an array of candidates compiled to stack copies that
+    // stalled on every lookup of a message (most find one candidate or none).
+    match (a, b) {
+        (Some(x), Some(y)) => Some(if y.1 < x.1 { y } else { x }),
+        (x, None) => x,
+        (None, y) => y,
+    }
 }
 
 macro_rules! common_api {
@@ -416,7 +421,7 @@ where
             n.src == FI_ADDR_UNSPEC && n.tag == tag && n.ignore == 0
         });
         let wild = t.search(ORDERED, src, tag, |n| n.matches(src, tag));
-        earliest([exact, any_src, wild])
+        earliest(earliest(exact, any_src), wild).map(|(h, _)| h)
     }
 
     common_api!();

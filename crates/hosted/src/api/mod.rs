@@ -106,7 +106,7 @@ mod wait;
 pub use av::Av;
 pub use buf::Buf;
 pub use cntr::Counter;
-pub use cq::{Completion, CompletionError, Cq, RemoteEvent};
+pub use cq::{Completion, CompletionError, Cq, CqBatch, RemoteEvent};
 pub use ep::{AtomicDatatype, AtomicOp, Endpoint, RemoteRegion};
 pub use error::{Error, PostError, Result};
 pub use mr::Mr;

@@ -327,6 +327,36 @@ impl<C: Send + 'static> Inner<C> {
         n
     }
 
+    /// [`Inner::next_completion`] for a read after the first of a batch: it counts
+    /// toward [`READS_PER_PASS`] as a read of its own would.
+    pub(crate) fn next_completion_counted(
+        &mut self,
+        h: CqHandle<Heap>,
+    ) -> ofi_nostd::Result<Completion<C>> {
+        let r = self.next_completion(h);
+        if r.is_ok() {
+            self.reads_unprogressed = self.reads_unprogressed.saturating_add(1);
+        }
+        r
+    }
+
+    /// Appends the message of `c` (a completion of a message into a multi-receive
+    /// buffer still posted) to `to`; whether it was one. Sound under the lock, as
+    /// [`Inner::copy_multi`].
+    pub(crate) fn append_multi(&self, c: &Completion<C>, to: &mut Vec<u8>) -> bool {
+        let (Some(off), 0) = (c.offset, c.buf.capacity()) else {
+            return false;
+        };
+        let Some(op) = self.ops.get(c.op) else {
+            return false;
+        };
+        let Some(src) = op.buf.storage().get(off..off + c.len) else {
+            return false;
+        };
+        to.extend_from_slice(src);
+        true
+    }
+
     /// Whether a read of CQ `h` would find something before the core's queue.
     pub(crate) fn has_early(&self, h: CqHandle<Heap>) -> bool {
         self.cqs.iter().any(|c| c.h == h && !c.early.is_empty())

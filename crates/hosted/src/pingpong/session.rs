@@ -13,7 +13,7 @@ use ofi_nostd::flags::{FI_ADDR_UNSPEC, FiAddr, Flags};
 use ofi_nostd::info::EpType;
 
 use super::Failure;
-use crate::api::{Av, Buf, Completion, Cq, Domain, Endpoint, OpId};
+use crate::api::{Av, Buf, Completion, Cq, CqBatch, Domain, Endpoint, OpId};
 
 /// Set in the CQ data of control messages.
 const CTRL: u64 = 1 << 63;
@@ -30,6 +30,8 @@ const BUF_BUDGET: usize = 64 << 20;
 
 /// Completion queue entries.
 const CQ_SIZE: usize = 4096;
+/// Completions a busy-polling multi-receive reader takes per call.
+const READ_BATCH: usize = 32;
 
 const CTX_TX: u64 = 1;
 const CTX_RX: u64 = 2;
@@ -128,12 +130,18 @@ pub(crate) struct Session {
     pub ctrl_id: u32,
     /// Cancelled or discarded messages (stale replies), for -v.
     pub stale: u64,
+    /// Completion reads that found nothing (busy-polling), for -v: how much of its
+    /// time a side spent waiting for the other.
+    empty_polls: u64,
     /// Polls spent waiting for a send buffer to come back, for -v.
     pub tx_waits: u64,
     /// Pumps so far (see [`Session::pump`]).
     pumps: u32,
     /// Data receives are multi-receive buffers (`--multi-recv`, msg mode).
     multi: bool,
+    /// Completions read ahead in one call (busy-polling a multi-receive buffer: a
+    /// stream of small messages pays the read's lock and checks once per batch).
+    batch: CqBatch<u64>,
     /// Where a message received into a multi-receive buffer is copied (the buffer
     /// stays posted): the `buf` of its event, handed back by [`Session::recycle`].
     rx_copy: Buf,
@@ -198,9 +206,11 @@ impl Session {
             scratch: Vec::new(),
             ctrl_id: 0,
             stale: 0,
+            empty_polls: 0,
             tx_waits: 0,
             pumps: 0,
             multi: false,
+            batch: CqBatch::default(),
             rx_copy: Buf::default(),
         };
         // Ready for control messages: two untagged receives (msg mode) or the control
@@ -363,8 +373,8 @@ impl Session {
             .rdm_stats()
             .map_or(String::new(), |r| format!("; rdm: {r:?}"));
         format!(
-            "{} stale messages discarded, {} polls waiting for a send buffer, {} packets sent, {} received; link: {n:?}{rdm}",
-            self.stale, self.tx_waits, d.tx_packets, d.rx_packets
+            "{} stale messages discarded, {} polls waiting for a send buffer, {} empty completion reads, {} packets sent, {} received; link: {n:?}{rdm}",
+            self.stale, self.tx_waits, self.empty_polls, d.tx_packets, d.rx_packets
         )
     }
 
@@ -519,10 +529,28 @@ impl Session {
     /// Reads at most one completion: busy-polling (`fi_cq_read`) or, with blocking
     /// waits, sleeping in `fi_cq_sread` until `deadline` (at most 100 ms at a time).
     fn poll(&mut self, deadline: Option<Instant>) -> Result<Option<Event>, Failure> {
-        let r = if self.spin && self.multi {
-            // A message of a multi-receive buffer is copied out in the same call.
-            self.rx_copy_room();
-            self.cq.read_copy(&mut self.rx_copy)
+        let r = if self.spin && self.multi || !self.batch.is_empty() {
+            // Messages of a multi-receive buffer are copied out in the same call (and a
+            // batch read before a reconfiguration is taken first).
+            if self.batch.is_empty()
+                && let Err(e) = self.cq.read_batch(&mut self.batch, READ_BATCH)
+                && e != Errno::EAGAIN
+            {
+                return Err(Failure::new(format!("fi_cq_read: {e}")));
+            }
+            match self.batch.pop() {
+                Some((c, msg)) => {
+                    if let Some(m) = msg {
+                        if self.rx_copy.capacity() < self.rx_cap {
+                            self.rx_copy = Buf::zeroed(self.rx_cap);
+                        }
+                        self.rx_copy
+                            .copy_from(&m[..m.len().min(self.rx_copy.capacity())]);
+                    }
+                    Ok(c)
+                }
+                None => Err(Errno::EAGAIN.into()),
+            }
         } else if self.spin {
             self.cq.read()
         } else {
@@ -535,7 +563,10 @@ impl Session {
         };
         match r {
             Ok(c) => self.take(c),
-            Err(e) if e == Errno::EAGAIN => Ok(None),
+            Err(e) if e == Errno::EAGAIN => {
+                self.empty_polls += 1;
+                Ok(None)
+            }
             Err(e) => Err(Failure::new(format!("fi_cq_read: {e}"))),
         }
     }

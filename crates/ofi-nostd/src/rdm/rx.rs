@@ -818,18 +818,26 @@ impl<S: Storage> Rdm<S> {
         } else {
             &mut self.posted_msg
         };
-        let Some(r) = q.get(h).map(|n| *n.value()) else {
+        // Only the fields a multi-receive piece needs are read: the receive itself
+        // (its iov list) is copied only when it is taken whole.
+        let Some((multi, context, completion)) = q.get(h).map(|n| {
+            let r = n.value();
+            (r.multi, r.context, r.completion)
+        }) else {
             return Take::Retry;
         };
-        let Some(mh) = r.multi else {
-            q.remove(h);
-            return Take::Got(Target {
-                iov: r.iov,
-                context: r.context,
-                reserved: r.reserved,
-                completion: r.completion,
-                multi: None,
-            });
+        let Some(mh) = multi else {
+            let r = q.remove(h).map(|n| *n.value());
+            return match r {
+                Some(r) => Take::Got(Target {
+                    iov: r.iov,
+                    context,
+                    reserved: r.reserved,
+                    completion,
+                    multi: None,
+                }),
+                None => Take::Retry,
+            };
         };
         let Some(mb) = self.multis.get(mh).copied() else {
             q.remove(h);
@@ -844,7 +852,7 @@ impl<S: Storage> Rdm<S> {
             return Take::NoRoom;
         }
         let at = mb.buf.addr + mb.used as u64;
-        let iov = IovList::new(&[IoVec::new(at, total as usize)], 1).unwrap_or_default();
+        let iov = IovList::one(IoVec::new(at, total as usize));
         let Some(mbm) = self.multis.get_mut(mh) else {
             return Take::Retry;
         };
@@ -856,9 +864,9 @@ impl<S: Storage> Rdm<S> {
         }
         Take::Got(Target {
             iov,
-            context: r.context,
+            context,
             reserved: true,
-            completion: r.completion,
+            completion,
             multi: Some(mh),
         })
     }
