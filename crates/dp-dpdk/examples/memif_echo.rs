@@ -112,7 +112,17 @@ fn run(o: &Opts) -> Result<(), String> {
         .map_err(|e| format!("memif link: {e}"))?;
     let mut link = port.link(0).map_err(|e| e.to_string())?;
     if o.server {
-        serve(&mut link)
+        serve(&mut link)?;
+        // The client closes right after its stop frame, sending its last frame first
+        // and waiting for us to disconnect: take that frame, then close at once
+        // (neither end polls any more; see `Port::peer_done`).
+        let t = Instant::now();
+        while !port.peer_done() && t.elapsed() < Duration::from_secs(1) {
+            while let Some(f) = link.receive() {
+                f.consume(|_| ());
+            }
+        }
+        Ok(())
     } else {
         client(&mut link, o)
     }

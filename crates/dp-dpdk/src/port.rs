@@ -19,9 +19,24 @@ pub const DEFAULT_MBUFS: u32 = 8191;
 /// How long closing a memif port waits for its link to go down.
 pub const MEMIF_DOWN_TIMEOUT: Duration = Duration::from_secs(2);
 
-/// How long a memif *server* port about to close waits for its client to disconnect
-/// first (see `PortShared::shutdown`); a client closes at once.
+/// How long a memif *client* port about to close waits for its peer to disconnect
+/// first, unless the peer announced it stopped polling (see `PortShared::shutdown`).
 pub const MEMIF_PEER_GRACE: Duration = Duration::from_secs(2);
+
+/// The same wait for a memif *server* port: longer than a client's, so that when both
+/// ends wait for each other the client goes first and the two never close together.
+pub const MEMIF_SERVER_GRACE: Duration = Duration::from_secs(3);
+
+/// How long a memif port whose peer disconnected first lets the EAL interrupt thread
+/// finish that teardown before stopping the port itself.
+pub const MEMIF_SETTLE: Duration = Duration::from_millis(50);
+
+/// The EtherType of a memif port's last frame, sent before it waits for its peer to
+/// disconnect (IEEE 802 local experimental EtherType 1).
+pub const ETHERTYPE_DONE: u16 = 0x88b5;
+
+/// What follows [`ETHERTYPE_DONE`] in that frame.
+pub const DONE_MAGIC: &[u8] = b"ofi-nostd memif port done";
 
 /// The same wait for a memif port whose role this crate does not know (named by an EAL
 /// `--vdev` option rather than hot-plugged from device arguments).
@@ -133,9 +148,12 @@ pub(crate) struct PortShared {
     /// Declared after everything that may hold its mbufs: dropped last.
     pub(crate) mempool: Mempool,
     device: Option<DeviceHandle>,
-    /// How long closing waits for the memif peer to disconnect first: nothing for a
-    /// client, [`MEMIF_PEER_GRACE`] for a server (see `PortShared::shutdown`).
+    /// How long closing waits for the memif peer to disconnect first:
+    /// [`MEMIF_PEER_GRACE`] for a client, [`MEMIF_SERVER_GRACE`] for a server (see
+    /// `PortShared::shutdown`).
     memif_grace: Duration,
+    /// The memif peer sent its last frame ([`ETHERTYPE_DONE`]): it polls no more.
+    pub(crate) peer_done: AtomicBool,
     closed: AtomicBool,
 }
 
@@ -195,8 +213,8 @@ impl Port {
             Ok(mut shared) => {
                 shared.device = device;
                 shared.memif_grace = match cfg.devargs.as_deref() {
-                    Some(a) if memif_client_role(a) => Duration::ZERO,
-                    Some(_) => MEMIF_PEER_GRACE,
+                    Some(a) if memif_client_role(a) => MEMIF_PEER_GRACE,
+                    Some(_) => MEMIF_SERVER_GRACE,
                     None => MEMIF_UNKNOWN_ROLE_GRACE,
                 };
                 Ok(Port {
@@ -271,6 +289,7 @@ impl Port {
                 mempool,
                 device: None,
                 memif_grace: MEMIF_UNKNOWN_ROLE_GRACE,
+                peer_done: AtomicBool::new(false),
                 closed: AtomicBool::new(false),
             }),
             Err(e) => {
@@ -409,6 +428,13 @@ impl Port {
         &self.shared.mempool
     }
 
+    /// Whether the memif peer announced, with its last frame, that it polls no more
+    /// (it closes, or waits for us to disconnect first): this port then closes at
+    /// once. Learnt by this port's links as they receive.
+    pub fn peer_done(&self) -> bool {
+        self.shared.peer_done.load(Ordering::Acquire)
+    }
+
     /// Current link state, without waiting.
     pub fn link_status(&self) -> Result<LinkStatus, Error> {
         self.shared.link_status()
@@ -498,17 +524,33 @@ impl PortShared {
         if self.closed.swap(true, Ordering::AcqRel) {
             return Ok(());
         }
-        if self.is_memif() {
+        if self.is_memif() && !self.peer_done.load(Ordering::Acquire) {
             // DPDK 22.11's memif tears a connection down in the EAL interrupt thread
-            // when the peer disconnects, unsynchronised with a stop or close here:
-            // both ending at once crashed that thread (seen in CI, also with a short
-            // grace on both sides). So the two roles close in turn: the client at
-            // once, the server once the client is gone (or after the grace, if the
-            // client outlives it); its interrupt thread then has nothing to race. A
-            // port of unknown role keeps the old short grace on both sides.
+            // when the peer disconnects, unsynchronised with anything here: with both
+            // ends closing at once it crashed that thread (seen in CI), and a burst
+            // of ours under way when it unmaps the rings reads unmapped memory (seen:
+            // a server polling in its linger while the client exited). So an end
+            // that is done tells its peer (a last frame) and waits, without polling,
+            // for the peer to disconnect; an end that got that frame while it still
+            // polled closes at once, when nothing of either end polls any more. Two
+            // ends that both wait (each closed before the other's frame came) part
+            // by role: the client's grace is the shorter. A port of unknown role
+            // keeps a short grace.
+            self.send_done();
             let deadline = Instant::now() + self.memif_grace;
-            while Instant::now() < deadline && self.link_status().is_ok_and(|s| s.up) {
+            let mut up = true;
+            while Instant::now() < deadline {
+                up = self.link_status().is_ok_and(|s| s.up);
+                if !up {
+                    break;
+                }
                 std::thread::sleep(Duration::from_millis(1));
+            }
+            if !up {
+                // The teardown marks the link down first and frees the connection's
+                // state after; a stop meanwhile freed some of it twice ("EAL: Error:
+                // Invalid memory", seen). Let the interrupt thread finish.
+                std::thread::sleep(MEMIF_SETTLE);
             }
         }
         // SAFETY: the port is open and no link exists (links hold the Arc we are
@@ -547,6 +589,46 @@ impl PortShared {
     }
 }
 
+impl PortShared {
+    /// Sends the memif peer our last frame ([`ETHERTYPE_DONE`]) on queue 0: no link
+    /// exists any more (each holds the Arc being dropped), so nothing else uses it.
+    /// Best effort: a frame the driver refuses is freed, and the peer's grace applies.
+    fn send_done(&self) {
+        let Some(mut m) = self.mempool.alloc() else {
+            return;
+        };
+        let Some(buf) = m.append(done_frame(self.mac).len() as u16) else {
+            return;
+        };
+        buf.copy_from_slice(&done_frame(self.mac));
+        let mut raw = [m.into_raw().as_ptr()];
+        // SAFETY: the port is started and no link drives queue 0 (see above); the
+        // driver takes the mbuf we own when it returns 1, else it stays ours.
+        let n = unsafe { sys::shim_tx_burst(self.id, 0, raw.as_mut_ptr(), 1) };
+        if n == 0 {
+            // SAFETY: refused, so still ours; freed once.
+            unsafe { sys::shim_pktmbuf_free(raw[0]) };
+        }
+    }
+}
+
+/// The last frame of a memif port whose MAC is `mac` (broadcast: the peer's MAC may
+/// never have been learnt).
+pub(crate) fn done_frame(mac: [u8; 6]) -> [u8; 60] {
+    let mut f = [0u8; 60];
+    f[..6].copy_from_slice(&[0xff; 6]);
+    f[6..12].copy_from_slice(&mac);
+    f[12..14].copy_from_slice(&ETHERTYPE_DONE.to_be_bytes());
+    f[14..14 + DONE_MAGIC.len()].copy_from_slice(DONE_MAGIC);
+    f
+}
+
+/// Whether `frame` is a memif port's last frame.
+pub(crate) fn is_done_frame(frame: &[u8]) -> bool {
+    frame.get(12..14) == Some(&ETHERTYPE_DONE.to_be_bytes()[..])
+        && frame.get(14..14 + DONE_MAGIC.len()) == Some(DONE_MAGIC)
+}
+
 impl Drop for PortShared {
     fn drop(&mut self) {
         let _ = self.shutdown();
@@ -579,7 +661,24 @@ pub fn port_name(id: u16) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
-    use super::memif_client_role;
+    use super::{DONE_MAGIC, done_frame, is_done_frame, memif_client_role};
+
+    #[test]
+    fn a_last_frame_is_told_apart_from_any_other() {
+        let f = done_frame([2, 0, 0, 0, 0, 7]);
+        assert!(is_done_frame(&f));
+        assert_eq!(&f[..6], &[0xff; 6]);
+        assert_eq!(&f[6..12], &[2, 0, 0, 0, 0, 7]);
+        // Cut short, another EtherType, or another payload: not one.
+        assert!(!is_done_frame(&f[..14 + DONE_MAGIC.len() - 1]));
+        let mut g = f;
+        g[13] ^= 1;
+        assert!(!is_done_frame(&g));
+        let mut g = f;
+        g[14] ^= 1;
+        assert!(!is_done_frame(&g));
+        assert!(!is_done_frame(&[]));
+    }
 
     #[test]
     fn the_memif_role_comes_from_the_device_arguments() {

@@ -198,11 +198,20 @@ fn memif_between_two_processes() {
         }
     );
 
-    // Stop the peer; it checks its own pool and exits 0.
+    // Stop the peer; it checks its own pool and closes its port, which first sends a
+    // last frame (it polls no more) and waits for us to disconnect.
     send(&mut link, 64, peer, ETHERTYPE_STOP, 0);
     link.flush();
-    let st = child.wait_timeout(WAIT);
-    assert!(st.success(), "memif peer failed: {st}");
+    assert!(!port.peer_done());
+    let last = loop {
+        assert!(Instant::now() < deadline, "no last frame from the peer");
+        if let Some(t) = link.receive() {
+            break t.consume(<[u8]>::to_vec);
+        }
+    };
+    assert!(port.peer_done(), "the link saw the peer's last frame");
+    assert_eq!(ethertype(&last), dp_dpdk::ETHERTYPE_DONE);
+    assert_eq!(&last[6..12], &peer[..], "from the peer's MAC");
 
     let s = link.stats();
     assert_eq!(s.tx_dropped, probes.tx_dropped, "{s:?}");
@@ -210,13 +219,16 @@ fn memif_between_two_processes() {
     assert_eq!(s.tx_packets - probes.tx_packets, u64::from(seq), "{s:?}");
     assert_eq!(
         s.rx_packets,
-        u64::from(seq) + probes.tx_packets - 1,
-        "{s:?}"
+        u64::from(seq) + probes.tx_packets,
+        "every echo and the last frame: {s:?}"
     );
     drop(link);
     assert_eq!(port.mempool().in_use(), start, "mbufs leaked");
-    // The peer is gone, so the link is down and the port closes at once.
+    // The peer polls no more, so the port closes at once; the peer sees the link go
+    // down and exits 0.
     port.close().unwrap();
+    let st = child.wait_timeout(WAIT);
+    assert!(st.success(), "memif peer failed: {st}");
 }
 
 /// The client end of `memif_between_two_processes`: echoes every frame back to its
