@@ -4,7 +4,9 @@
 
 use std::time::{Duration, Instant};
 
-use hosted::api::{AutoProgress, Buf, Cq, Domain, Endpoint, Fabric, ProgressMode, RemoteRegion};
+use hosted::api::{
+    AutoProgress, Buf, Cq, Domain, Endpoint, Fabric, Peek, ProgressMode, RemoteRegion,
+};
 use hosted::ofi_nostd::Errno;
 use hosted::ofi_nostd::flags::{FI_ADDR_UNSPEC, FiAddr, Flags};
 use hosted::ofi_nostd::info::{EpType, ProviderConfig};
@@ -980,6 +982,87 @@ fn a_multi_receive_buffer_takes_a_stream_of_messages_and_comes_back_once() {
     let mut buf = c.buf;
     assert_eq!(buf.capacity(), 1000);
     assert_eq!(&buf.as_full_mut()[..50], &msg(19)[..]);
+}
+
+/// Tagged peeks (fi_tagged(3) FI_PEEK, FI_CLAIM, FI_DISCARD) through the safe API: a
+/// peek reports a buffered message (length, tag, CQ data; no bytes) or -FI_ENOMSG; a
+/// claiming peek reserves the message for `trecv_claimed` under the peek's id, hidden
+/// from other peeks meanwhile; discarding drops it; a claim without a claimed message
+/// is -FI_ENOMSG.
+#[test]
+fn tagged_peeks_look_claim_and_discard() {
+    let (a, b, a_to_b, _) = rdm_pair::<u64>(ProgressMode::Manual);
+    let peek = |tag: u64, mode: Peek, ctx: u64| {
+        let id = b.ep.tpeek(FI_ADDR_UNSPEC, tag, 0, mode, ctx).unwrap();
+        let c = next_of(&b.cq, &a.domain);
+        assert_eq!((c.op, c.context), (id, ctx));
+        assert!(c.buf.is_empty(), "a peek copies no data");
+        (id, c)
+    };
+    // Nothing has arrived yet.
+    let (_, c) = peek(5, Peek::Look, 1);
+    assert_eq!(c.result(), Err(Errno::ENOMSG));
+    a.ep.tinject(b"five", a_to_b, 5).unwrap();
+    a.ep.tinject(b"six!!", a_to_b, 6).unwrap();
+    a.ep.tinject(b"seven!", a_to_b, 7).unwrap();
+    // Until all three are buffered at B (the last sent arrives last).
+    let t = Instant::now();
+    loop {
+        let (_, c) = peek(7, Peek::Look, 2);
+        if c.result().is_ok() {
+            break;
+        }
+        a.domain.progress().unwrap();
+        b.domain.progress().unwrap();
+        assert!(t.elapsed() < WAIT, "the messages never arrived");
+    }
+    // A look leaves the message where it is.
+    for _ in 0..2 {
+        let (_, c) = peek(5, Peek::Look, 3);
+        assert_eq!((c.result(), c.tag), (Ok(4), Some(5)));
+    }
+    // A claim hides it from peeks until the claiming receive takes it.
+    let (p, c) = peek(5, Peek::Claim, 4);
+    assert_eq!((c.result(), c.tag), (Ok(4), Some(5)));
+    assert_eq!(peek(5, Peek::Look, 5).1.result(), Err(Errno::ENOMSG));
+    assert_eq!(b.ep.trecv_claimed(p, Buf::zeroed(64), 6).unwrap(), p);
+    let c = next_of(&b.cq, &a.domain);
+    assert_eq!((c.op, c.context, c.tag), (p, 6, Some(5)));
+    assert_eq!(&*c.buf, b"five");
+    // Taken: nothing is claimed under that id any more.
+    let e = b.ep.trecv_claimed(p, Buf::zeroed(64), 7).unwrap_err();
+    assert_eq!(
+        (e.errno, e.context, e.buf.capacity()),
+        (Errno::ENOMSG, 7, 64)
+    );
+    // A discarding peek drops its message.
+    let (_, c) = peek(6, Peek::Discard, 8);
+    assert_eq!(c.result(), Ok(5));
+    assert_eq!(peek(6, Peek::Look, 9).1.result(), Err(Errno::ENOMSG));
+    // A claimed message dropped by a discarding claim.
+    let (q, c) = peek(7, Peek::Claim, 10);
+    assert_eq!(c.result(), Ok(6));
+    assert_eq!(b.ep.tdiscard_claimed(q, 11).unwrap(), q);
+    let c = next_of(&b.cq, &a.domain);
+    assert_eq!((c.op, c.context, c.result()), (q, 11, Ok(0)));
+    assert_eq!(
+        b.ep.tdiscard_claimed(q, 12).unwrap_err().errno,
+        Errno::ENOMSG
+    );
+    assert_eq!(peek(7, Peek::Look, 13).1.result(), Err(Errno::ENOMSG));
+    // A claiming peek that found nothing reserved nothing.
+    let (r, c) = peek(8, Peek::Claim, 14);
+    assert_eq!(c.result(), Err(Errno::ENOMSG));
+    assert_eq!(
+        b.ep.trecv_claimed(r, Buf::zeroed(8), 15).unwrap_err().errno,
+        Errno::ENOMSG
+    );
+    // An ordinary receive still works alongside.
+    b.ep.trecv(Buf::zeroed(64), FI_ADDR_UNSPEC, 9, 0, 16)
+        .unwrap();
+    a.ep.tinject(b"nine", a_to_b, 9).unwrap();
+    let c = next_of(&b.cq, &a.domain);
+    assert_eq!((c.context, &*c.buf), (16, &b"nine"[..]));
 }
 
 /// `Cq::read_batch`: many completions under one call, each message of a multi-receive

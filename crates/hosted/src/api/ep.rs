@@ -6,7 +6,7 @@ use ofi_nostd::Errno;
 use ofi_nostd::addr::EpAddr;
 use ofi_nostd::atomic::AtomicKind;
 use ofi_nostd::domain::{AtomicArgs, BindTarget, EpHandle, MsgArgs, RmaArgs, RmaIov, TaggedArgs};
-use ofi_nostd::flags::{FiAddr, Flags};
+use ofi_nostd::flags::{FI_ADDR_UNSPEC, FiAddr, Flags};
 use ofi_nostd::mem::{IoVec, Memory};
 pub use wire::packet::{AtomicDatatype, AtomicOp};
 
@@ -38,9 +38,11 @@ enum Kind {
         data: Option<u64>,
         tag: Option<u64>,
     },
-    /// A receive, tagged with (tag, ignore) or not.
+    /// A receive, tagged with (tag, ignore) or not; `extra`: FI_PEEK, FI_CLAIM,
+    /// FI_DISCARD.
     Recv {
         tag: Option<(u64, u64)>,
+        extra: Flags,
     },
     /// An RMA write of the buffer's bytes (with remote CQ data or not).
     Write {
@@ -51,6 +53,17 @@ enum Kind {
     Read {
         from: RemoteRegion,
     },
+}
+
+/// What a tagged peek ([`Endpoint::tpeek`]) does with the message it finds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Peek {
+    /// Reports it only (FI_PEEK): it stays for the next matching receive.
+    Look,
+    /// Reserves it for [`Endpoint::trecv_claimed`] (FI_PEEK | FI_CLAIM).
+    Claim,
+    /// Drops it (FI_PEEK | FI_DISCARD).
+    Discard,
 }
 
 /// Where an RMA operation goes in a peer's registered memory: an offset into the
@@ -353,6 +366,7 @@ impl<C: Send + 'static> Endpoint<C> {
             ep: self.h.index(),
             posted,
             multi: None,
+            claim: false,
         });
         let flags = inner
             .core
@@ -391,7 +405,15 @@ impl<C: Send + 'static> Endpoint<C> {
     /// `fi_recv`: posts `buf` (its whole capacity) for one message from `src`
     /// (FI_ADDR_UNSPEC: anyone).
     pub fn recv(&self, buf: Buf, src: FiAddr, context: C) -> Result<OpId, PostError<C>> {
-        self.post(Kind::Recv { tag: None }, buf, src, context)
+        self.post(
+            Kind::Recv {
+                tag: None,
+                extra: Flags::empty(),
+            },
+            buf,
+            src,
+            context,
+        )
     }
 
     /// `fi_recvmsg` with FI_MULTI_RECV: posts `buf` for as many untagged messages from
@@ -410,7 +432,10 @@ impl<C: Send + 'static> Endpoint<C> {
         C: Clone,
     {
         self.post_with(
-            Kind::Recv { tag: None },
+            Kind::Recv {
+                tag: None,
+                extra: Flags::empty(),
+            },
             buf,
             src,
             context,
@@ -473,11 +498,114 @@ impl<C: Send + 'static> Endpoint<C> {
         self.post(
             Kind::Recv {
                 tag: Some((tag, ignore)),
+                extra: Flags::empty(),
             },
             buf,
             src,
             context,
         )
+    }
+
+    /// `fi_trecvmsg` with FI_PEEK (fi_tagged(3)): whether a message from `src` whose tag
+    /// matches `tag` outside `ignore` has arrived. It completes at once: with the
+    /// message's length, tag, CQ data and source (no data: the completion's buffer is
+    /// empty), or with -FI_ENOMSG when there is none. [`Peek::Claim`] also reserves the
+    /// message for [`Endpoint::trecv_claimed`] under the returned id, and
+    /// [`Peek::Discard`] drops it. An MPI probe (`MPI_Iprobe`, `MPI_Improbe`) maps here.
+    pub fn tpeek(
+        &self,
+        src: FiAddr,
+        tag: u64,
+        ignore: u64,
+        mode: Peek,
+        context: C,
+    ) -> Result<OpId, PostError<C>> {
+        let extra = Flags::PEEK
+            | match mode {
+                Peek::Look => Flags::empty(),
+                Peek::Claim => Flags::CLAIM,
+                Peek::Discard => Flags::DISCARD,
+            };
+        self.post(
+            Kind::Recv {
+                tag: Some((tag, ignore)),
+                extra,
+            },
+            Buf::default(),
+            src,
+            context,
+        )
+    }
+
+    /// `fi_trecvmsg` with FI_CLAIM: receives into `buf` the message a successful
+    /// [`Peek::Claim`] peek `peek` reserved. It completes under `peek`'s id (returned
+    /// again), as any receive does. -FI_ENOMSG when `peek` claimed nothing (it found no
+    /// message, or its message was received or discarded already).
+    pub fn trecv_claimed(&self, peek: OpId, buf: Buf, context: C) -> Result<OpId, PostError<C>> {
+        self.post_claimed(peek, buf, context, Flags::empty())
+    }
+
+    /// `fi_trecvmsg` with FI_CLAIM | FI_DISCARD: drops the message peek `peek` claimed;
+    /// it completes under `peek`'s id with no data. -FI_ENOMSG as for
+    /// [`Endpoint::trecv_claimed`].
+    pub fn tdiscard_claimed(&self, peek: OpId, context: C) -> Result<OpId, PostError<C>> {
+        self.post_claimed(peek, Buf::default(), context, Flags::DISCARD)
+    }
+
+    fn post_claimed(
+        &self,
+        peek: OpId,
+        buf: Buf,
+        context: C,
+        extra: Flags,
+    ) -> Result<OpId, PostError<C>> {
+        let posted = if extra.contains(Flags::DISCARD) {
+            0
+        } else {
+            buf.capacity()
+        };
+        let iov = [IoVec::new(buf.addr(), posted)];
+        let mut g = self.shared.lock();
+        let inner = &mut *g;
+        let op = Op {
+            buf,
+            context,
+            ep: self.h.index(),
+            posted,
+            multi: None,
+            claim: false,
+        };
+        if let Err(op) = inner.ops.fill_reserved(peek, op) {
+            return Err(PostError {
+                errno: Errno::ENOMSG,
+                buf: op.buf,
+                context: op.context,
+            });
+        }
+        let flags = inner
+            .core
+            .ep(self.h)
+            .and_then(|e| e.getopsflag(Flags::RECV))
+            .unwrap_or(Flags::empty())
+            | Flags::COMPLETION
+            | Flags::CLAIM
+            | extra;
+        let args = TaggedArgs::new(&iov, FI_ADDR_UNSPEC, 0, peek.raw());
+        match inner.core.trecvmsg(self.h, &args, flags) {
+            Ok(()) => Ok(peek),
+            Err(errno) => {
+                // Refused (the claimed message stays claimed): the id stays reserved.
+                let op = inner
+                    .ops
+                    .take_reserving(peek)
+                    .expect("a refused claim's buffer is still in the table");
+                Err(PostError {
+                    errno,
+                    buf: op.buf,
+                    context: op.context,
+                })
+            }
+        }
     }
 
     /// `fi_tinject`: a tagged inject, copied before the call returns; no completion.
@@ -539,12 +667,15 @@ impl<C: Send + 'static> Endpoint<C> {
         let iov = [IoVec::new(buf.addr(), posted)];
         let mut g = self.shared.lock();
         let inner = &mut *g;
+        let claim =
+            matches!(kind, Kind::Recv { extra, .. } if extra.contains(Flags::PEEK | Flags::CLAIM));
         let id = inner.ops.insert(Op {
             buf,
             context,
             ep: self.h.index(),
             posted,
             multi,
+            claim,
         });
         // Every post asks for a completion: it is what hands the buffer back.
         let dir = match kind {
@@ -559,6 +690,9 @@ impl<C: Send + 'static> Endpoint<C> {
             | Flags::COMPLETION;
         if multi.is_some() {
             flags |= Flags::MULTI_RECV;
+        }
+        if let Kind::Recv { extra, .. } = kind {
+            flags |= extra;
         }
         let r = match kind {
             Kind::Send { data, tag } => {
@@ -600,13 +734,14 @@ impl<C: Send + 'static> Endpoint<C> {
                 let args = RmaArgs::new(&iov, addr, rma, id.raw());
                 inner.core.readmsg(self.h, &inner.ops, &args, flags)
             }
-            Kind::Recv { tag: None } => {
+            Kind::Recv { tag: None, .. } => {
                 inner
                     .core
                     .recvmsg(self.h, &MsgArgs::new(&iov, addr, id.raw()), flags)
             }
             Kind::Recv {
                 tag: Some((tag, ignore)),
+                ..
             } => {
                 let args = TaggedArgs {
                     ignore,

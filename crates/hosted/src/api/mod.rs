@@ -107,7 +107,7 @@ pub use av::Av;
 pub use buf::Buf;
 pub use cntr::Counter;
 pub use cq::{Completion, CompletionError, Cq, CqBatch, RemoteEvent};
-pub use ep::{AtomicDatatype, AtomicOp, Endpoint, RemoteRegion};
+pub use ep::{AtomicDatatype, AtomicOp, Endpoint, Peek, RemoteRegion};
 pub use error::{Error, PostError, Result};
 pub use mr::Mr;
 pub use plane::{DataPlane, WithFd};

@@ -281,7 +281,14 @@ impl<C: Send + 'static> Inner<C> {
             {
                 return Ok(Completion::part(id, op, clone, raw));
             }
-            match self.ops.remove(id) {
+            // A peek that claimed a message keeps its id for the claiming receive.
+            let claimed = matches!(raw, Raw::Ok(_)) && self.ops.get(id).is_some_and(|op| op.claim);
+            let op = if claimed {
+                self.ops.take_reserving(id)
+            } else {
+                self.ops.remove(id)
+            };
+            match op {
                 Some(op) => return Ok(Completion::new(id, op, raw)),
                 None => match super::cq::RemoteEvent::of(&raw) {
                     Some(ev) => self.cq_state(h)?.remote.push_back(ev),
@@ -407,6 +414,8 @@ impl<C: Send + 'static> Inner<C> {
             .filter(|id| !completed.contains(&id.raw()))
             .filter_map(|id| self.ops.remove(id))
             .collect();
+        // Messages its peeks claimed went with the endpoint.
+        self.ops.release_reserved(h.index());
         self.reap();
         Ok(gone)
     }

@@ -74,11 +74,17 @@ pub(crate) struct Op<C> {
     /// A multi-receive buffer (FI_MULTI_RECV): how its messages' completions get a
     /// context of their own while the buffer stays posted.
     pub multi: Option<fn(&C) -> C>,
+    /// A tagged peek with FI_CLAIM: when it finds a message, its slot stays reserved
+    /// for the receive that claims it (the core knows the claim by this id).
+    pub claim: bool,
 }
 
 struct Slot<C> {
     generation: u32,
     op: Option<Op<C>>,
+    /// Kept for a claimed message of this endpoint (index): a successful FI_PEEK |
+    /// FI_CLAIM completed here and its claiming receive is not posted yet, or is.
+    reserved: Option<usize>,
 }
 
 /// The table. See the [module docs](self).
@@ -147,6 +153,7 @@ impl<C> OpTable<C> {
                 self.slots.push(Slot {
                     generation: 0,
                     op: None,
+                    reserved: None,
                 });
                 (self.slots.len() - 1) as u32
             }
@@ -175,8 +182,46 @@ impl<C> OpTable<C> {
         }
         let op = s.op.take()?;
         s.generation = s.generation.wrapping_add(1);
+        s.reserved = None;
         self.free.push(slot as u32);
         Some(op)
+    }
+
+    /// Takes the operation `id` out but keeps its id reserved for its endpoint (a
+    /// claimed message waits for its receive under it: see [`OpTable::fill_reserved`]).
+    pub(crate) fn take_reserving(&mut self, id: OpId) -> Option<Op<C>> {
+        let s = self.slots.get_mut(id.slot()?)?;
+        if s.generation != id.generation() {
+            return None;
+        }
+        let op = s.op.take()?;
+        s.reserved = Some(op.ep);
+        Some(op)
+    }
+
+    /// Puts `op` under the reserved id `id` (of `op`'s endpoint); gives it back when
+    /// `id` is not reserved for it or holds an operation already.
+    pub(crate) fn fill_reserved(&mut self, id: OpId, op: Op<C>) -> Result<(), Op<C>> {
+        let Some(s) = id.slot().and_then(|i| self.slots.get_mut(i)) else {
+            return Err(op);
+        };
+        if s.generation != id.generation() || s.op.is_some() || s.reserved != Some(op.ep) {
+            return Err(op);
+        }
+        s.op = Some(op);
+        Ok(())
+    }
+
+    /// Frees every id reserved for endpoint `ep` that holds no operation (its claimed
+    /// messages went with the endpoint).
+    pub(crate) fn release_reserved(&mut self, ep: usize) {
+        for (i, s) in self.slots.iter_mut().enumerate() {
+            if s.op.is_none() && s.reserved == Some(ep) {
+                s.reserved = None;
+                s.generation = s.generation.wrapping_add(1);
+                self.free.push(i as u32);
+            }
+        }
     }
 
     /// The ids of every operation of endpoint `ep`.
@@ -283,7 +328,39 @@ mod tests {
             ep: 0,
             posted,
             multi: None,
+            claim: false,
         }
+    }
+
+    #[test]
+    fn a_reserved_id_takes_one_operation_of_its_endpoint_until_released() {
+        let mut t = OpTable::new();
+        let id = t.insert(op(Buf::zeroed(4), 0));
+        assert_eq!(t.take_reserving(id).map(|o| o.context), Some(7));
+        assert!(t.get(id).is_none());
+        // Not for another endpoint's operation.
+        let mut other = op(Buf::zeroed(4), 4);
+        other.ep = 1;
+        assert!(t.fill_reserved(id, other).is_err());
+        assert!(t.fill_reserved(id, op(Buf::zeroed(8), 8)).is_ok());
+        assert!(
+            t.fill_reserved(id, op(Buf::zeroed(8), 8)).is_err(),
+            "held already"
+        );
+        assert_eq!(t.get(id).map(|o| o.posted), Some(8));
+        // Removed: the id is spent.
+        assert!(t.remove(id).is_some());
+        assert!(t.fill_reserved(id, op(Buf::zeroed(8), 8)).is_err());
+        // Released with its endpoint: spent too, and its slot reused.
+        let id2 = t.insert(op(Buf::zeroed(4), 0));
+        t.take_reserving(id2).unwrap();
+        assert_eq!(t.len(), 1, "a reserved id counts as held");
+        t.release_reserved(0);
+        assert_eq!(t.len(), 0);
+        assert!(t.fill_reserved(id2, op(Buf::zeroed(8), 8)).is_err());
+        let id3 = t.insert(op(Buf::zeroed(4), 0));
+        assert_eq!(id3.slot(), id2.slot());
+        assert_ne!(id3, id2);
     }
 
     #[test]
