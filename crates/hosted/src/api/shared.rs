@@ -320,18 +320,21 @@ impl<C: Send + 'static> Inner<C> {
     /// still posted) into `into`; the bytes copied. Sound under the lock: messages land
     /// in disjoint ranges of the buffer, and a completed one is never written again.
     pub(crate) fn copy_multi(&self, c: &Completion<C>, into: &mut Buf) -> usize {
-        let (Some(off), 0) = (c.offset, c.buf.capacity()) else {
+        let Some(src) = self.multi_bytes(c) else {
             return 0;
         };
-        let Some(op) = self.ops.get(c.op) else {
-            return 0;
-        };
-        let n = c.len.min(into.capacity());
-        let Some(src) = op.buf.storage().get(off..off + n) else {
-            return 0;
-        };
-        into.copy_from(src);
+        let n = src.len().min(into.capacity());
+        into.copy_from(&src[..n]);
         n
+    }
+
+    /// The bytes of `c`'s message when it is one into a multi-receive buffer still
+    /// posted (see [`Inner::copy_multi`]).
+    fn multi_bytes(&self, c: &Completion<C>) -> Option<&[u8]> {
+        let (Some(off), 0) = (c.offset, c.buf.capacity()) else {
+            return None;
+        };
+        self.ops.get(c.op)?.buf.storage().get(off..off + c.len)
     }
 
     /// [`Inner::next_completion`] for a read after the first of a batch: it counts
@@ -351,17 +354,9 @@ impl<C: Send + 'static> Inner<C> {
     /// buffer still posted) to `to`; whether it was one. Sound under the lock, as
     /// [`Inner::copy_multi`].
     pub(crate) fn append_multi(&self, c: &Completion<C>, to: &mut Vec<u8>) -> bool {
-        let (Some(off), 0) = (c.offset, c.buf.capacity()) else {
-            return false;
-        };
-        let Some(op) = self.ops.get(c.op) else {
-            return false;
-        };
-        let Some(src) = op.buf.storage().get(off..off + c.len) else {
-            return false;
-        };
-        to.extend_from_slice(src);
-        true
+        self.multi_bytes(c)
+            .map(|src| to.extend_from_slice(src))
+            .is_some()
     }
 
     /// Whether a read of CQ `h` would find something before the core's queue.

@@ -541,9 +541,7 @@ impl Session {
             match self.batch.pop() {
                 Some((c, msg)) => {
                     if let Some(m) = msg {
-                        if self.rx_copy.capacity() < self.rx_cap {
-                            self.rx_copy = Buf::zeroed(self.rx_cap);
-                        }
+                        copy_room(&mut self.rx_copy, self.rx_cap);
                         self.rx_copy
                             .copy_from(&m[..m.len().min(self.rx_copy.capacity())]);
                     }
@@ -634,9 +632,7 @@ impl Session {
     /// Makes `rx_copy` hold a message of the current size (a new one only when an
     /// event kept the last or the size grew).
     fn rx_copy_room(&mut self) {
-        if self.rx_copy.capacity() < self.rx_cap {
-            self.rx_copy = Buf::zeroed(self.rx_cap);
-        }
+        copy_room(&mut self.rx_copy, self.rx_cap);
     }
 
     /// A completion of a multi-receive buffer: a message (copied out of the buffer, or
@@ -726,6 +722,13 @@ impl Session {
             return Ok(());
         }
         self.repost(false, buf)
+    }
+}
+
+/// Makes `copy` hold at least `cap` bytes (a new buffer only when it is smaller).
+fn copy_room(copy: &mut Buf, cap: usize) {
+    if copy.capacity() < cap {
+        *copy = Buf::zeroed(cap);
     }
 }
 
