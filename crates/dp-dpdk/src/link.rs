@@ -261,10 +261,11 @@ impl DpdkLink {
     /// with bursts on other threads; a burst under way then reads unmapped memory
     /// (seen: a server polling while its client exited). The teardown marks the link
     /// down before it frees anything, and a burst is far shorter than what it does in
-    /// between, so no burst starts once the link is down. A peer goes away after its
-    /// traffic ends, so the link is looked at only while the receive side is idle: a
-    /// busy link pays nothing (each look costs about as much as an empty burst).
-    /// Other drivers: never.
+    /// between, so a burst that starts after the look is safe unless it is preempted.
+    /// A peer goes away after its traffic ends, so the link is looked at only while
+    /// the receive side is idle: a busy link pays nothing (each look costs about as
+    /// much as an empty burst). Ports close in an agreed order for the rest (see
+    /// `PortShared::shutdown`). Other drivers: never.
     fn link_gone(&self) -> bool {
         // SAFETY: a valid port id; the call only reads the port's link word.
         self.link_guard && self.idle && unsafe { sys::shim_link_up(self.port.id) } != 1

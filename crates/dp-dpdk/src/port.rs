@@ -27,6 +27,10 @@ pub const MEMIF_PEER_GRACE: Duration = Duration::from_secs(2);
 /// ends wait for each other the client goes first and the two never close together.
 pub const MEMIF_SERVER_GRACE: Duration = Duration::from_secs(3);
 
+/// The same wait for a memif port whose role this crate does not know (named by an EAL
+/// `--vdev` option rather than hot-plugged from device arguments).
+pub const MEMIF_UNKNOWN_ROLE_GRACE: Duration = Duration::from_millis(100);
+
 /// How long a memif port whose peer disconnected first lets the EAL interrupt thread
 /// finish that teardown before stopping the port itself.
 pub const MEMIF_SETTLE: Duration = Duration::from_millis(50);
@@ -37,10 +41,6 @@ pub const ETHERTYPE_DONE: u16 = 0x88b5;
 
 /// What follows [`ETHERTYPE_DONE`] in that frame.
 pub const DONE_MAGIC: &[u8] = b"ofi-nostd memif port done";
-
-/// The same wait for a memif port whose role this crate does not know (named by an EAL
-/// `--vdev` option rather than hot-plugged from device arguments).
-pub const MEMIF_UNKNOWN_ROLE_GRACE: Duration = Duration::from_millis(100);
 
 /// How to open a [`Port`]. Start from [`PortConfig::new`] or [`PortConfig::vdev`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -597,10 +597,11 @@ impl PortShared {
         let Some(mut m) = self.mempool.alloc() else {
             return;
         };
-        let Some(buf) = m.append(done_frame(self.mac).len() as u16) else {
+        let frame = done_frame(self.mac);
+        let Some(buf) = m.append(frame.len() as u16) else {
             return;
         };
-        buf.copy_from_slice(&done_frame(self.mac));
+        buf.copy_from_slice(&frame);
         let mut raw = [m.into_raw().as_ptr()];
         // SAFETY: the port is started and no link drives queue 0 (see above); the
         // driver takes the mbuf we own when it returns 1, else it stays ours.
