@@ -37,6 +37,9 @@ const PAIR_LIMIT: Duration = Duration::from_secs(180);
 
 /// How much to measure.
 struct Plan {
+    /// Latency rounds: each runs the raw echo, then ofi-pingpong, so every ratio
+    /// compares two measurements taken next to each other (the host's speed drifts).
+    rounds: usize,
     raw_iters: usize,
     latency_rows: usize,
     latency_iters: usize,
@@ -48,6 +51,7 @@ impl Plan {
     fn new(quick: bool) -> Plan {
         if quick {
             Plan {
+                rounds: 1,
                 raw_iters: 20_000,
                 latency_rows: 4,
                 latency_iters: 5_000,
@@ -56,8 +60,9 @@ impl Plan {
             }
         } else {
             Plan {
+                rounds: 3,
                 raw_iters: 100_000,
-                latency_rows: 20,
+                latency_rows: 7,
                 latency_iters: 5_000,
                 rate_rows: 5,
                 rate_iters: 200_000,
@@ -69,6 +74,19 @@ impl Plan {
 /// What one run measured.
 #[derive(Debug, Clone, PartialEq)]
 struct Results {
+    /// The latency rounds, in the order they ran.
+    rounds: Vec<Round>,
+    /// ofi-pingpong 64 B `--mode rate` Mxfers/sec per row.
+    rate_mmsgs: Vec<f64>,
+    /// The same with `--multi-recv` (multi-receive buffers on the receiver).
+    rate_multi_mmsgs: Vec<f64>,
+    /// The CPUs the server and the client ran on.
+    cpus: (usize, usize),
+}
+
+/// One latency round: the raw echo, then ofi-pingpong right after it.
+#[derive(Debug, Clone, PartialEq)]
+struct Round {
     /// Raw echo round trip, ns: median of batch means, plain median, p99, min.
     raw_batch_ns: f64,
     raw_median_ns: f64,
@@ -76,12 +94,22 @@ struct Results {
     raw_min_ns: f64,
     /// ofi-pingpong 64 B `usec/xfer` per row.
     latency_us: Vec<f64>,
-    /// ofi-pingpong 64 B `--mode rate` Mxfers/sec per row.
-    rate_mmsgs: Vec<f64>,
-    /// The same with `--multi-recv` (multi-receive buffers on the receiver).
-    rate_multi_mmsgs: Vec<f64>,
-    /// The CPUs the server and the client ran on.
-    cpus: (usize, usize),
+}
+
+impl Round {
+    /// The raw echo's one-way latency, µs.
+    fn raw_one_way_us(&self) -> f64 {
+        self.raw_batch_ns / 2e3
+    }
+
+    /// ofi-pingpong's one-way latency (median row), µs.
+    fn one_way_us(&self) -> f64 {
+        median(&self.latency_us)
+    }
+
+    fn ratio(&self) -> f64 {
+        self.one_way_us() / self.raw_one_way_us()
+    }
 }
 
 impl Section for DpdkMemif {
@@ -157,24 +185,31 @@ fn measure(bins: &Bins, dir: &Path, plan: &Plan) -> Result<Results> {
     let sock_dir = dir.join("sock");
     std::fs::create_dir_all(&sock_dir).map_err(|e| format!("{}: {e}", sock_dir.display()))?;
 
-    // The raw echo.
-    let sock = sock_dir.join("raw.sock");
-    let s = sock.to_string_lossy().into_owned();
-    let mut server = Command::new(&bins.echo);
-    server.args(["server", "--socket", &s, "--eal", &eal("raw-s", cs)]);
-    let mut client = Command::new(&bins.echo);
-    client.args([
-        "client",
-        "--socket",
-        &s,
-        "--eal",
-        &eal("raw-c", cc),
-        "--iters",
-        &plan.raw_iters.to_string(),
-    ]);
-    println!("==> bench: raw memif echo, 64 B, CPUs {cs} and {cc}");
-    let out = pair(server, client, &sock, dir, "raw")?;
-    let raw = parse_raw(&out).ok_or_else(|| format!("no result line from memif_echo:\n{out}"))?;
+    // The raw echo, one run (`tag` names its files and socket).
+    let raw_echo = |tag: &str| -> Result<[f64; 5]> {
+        let sock = sock_dir.join(format!("{tag}.sock"));
+        let s = sock.to_string_lossy().into_owned();
+        let mut server = Command::new(&bins.echo);
+        server.args([
+            "server",
+            "--socket",
+            &s,
+            "--eal",
+            &eal(&format!("{tag}-s"), cs),
+        ]);
+        let mut client = Command::new(&bins.echo);
+        client.args([
+            "client",
+            "--socket",
+            &s,
+            "--eal",
+            &eal(&format!("{tag}-c"), cc),
+            "--iters",
+            &plan.raw_iters.to_string(),
+        ]);
+        let out = pair(server, client, &sock, dir, tag)?;
+        parse_raw(&out).ok_or_else(|| format!("no result line from memif_echo:\n{out}"))
+    };
 
     // ofi-pingpong: latency, then message rate.
     let pingpong = |tag: &str, extra: &[String]| -> Result<String> {
@@ -219,21 +254,43 @@ fn measure(bins: &Bins, dir: &Path, plan: &Plan) -> Result<Results> {
         pair(server, client, &sock, dir, tag)
     };
     let sizes = |rows: usize| vec!["64"; rows].join(",");
-    println!(
-        "==> bench: ofi-pingpong RDM over memif, 64 B latency, {} rows",
-        plan.latency_rows
-    );
-    let lat = pingpong(
-        "latency",
-        &[
-            "-S".into(),
-            sizes(plan.latency_rows),
-            "-I".into(),
-            plan.latency_iters.to_string(),
-            "-W".into(),
-            "1000".into(),
-        ],
-    )?;
+    let mut rounds = Vec::with_capacity(plan.rounds);
+    for i in 0..plan.rounds {
+        println!(
+            "==> bench: round {} of {}: raw memif echo, 64 B, CPUs {cs} and {cc}",
+            i + 1,
+            plan.rounds
+        );
+        let raw = raw_echo(&format!("raw{i}"))?;
+        println!(
+            "==> bench: round {} of {}: ofi-pingpong RDM over memif, 64 B latency, {} rows",
+            i + 1,
+            plan.rounds,
+            plan.latency_rows
+        );
+        let lat = pingpong(
+            &format!("latency{i}"),
+            &[
+                "-S".into(),
+                sizes(plan.latency_rows),
+                "-I".into(),
+                plan.latency_iters.to_string(),
+                "-W".into(),
+                "1000".into(),
+            ],
+        )?;
+        let latency_us = column(&lat, 6);
+        if latency_us.is_empty() {
+            return Err(format!("no result rows from ofi-pingpong:\n{lat}"));
+        }
+        rounds.push(Round {
+            raw_batch_ns: raw[4],
+            raw_median_ns: raw[1],
+            raw_p99_ns: raw[2],
+            raw_min_ns: raw[3],
+            latency_us,
+        });
+    }
     println!(
         "==> bench: ofi-pingpong RDM over memif, 64 B message rate, {} rows",
         plan.rate_rows
@@ -265,20 +322,15 @@ fn measure(bins: &Bins, dir: &Path, plan: &Plan) -> Result<Results> {
             plan.rate_iters.to_string(),
         ],
     )?;
-    let latency_us = column(&lat, 6);
     let rate_mmsgs = column(&rate, 7);
     let rate_multi_mmsgs = column(&rate_multi, 7);
-    if latency_us.is_empty() || rate_mmsgs.is_empty() || rate_multi_mmsgs.is_empty() {
+    if rate_mmsgs.is_empty() || rate_multi_mmsgs.is_empty() {
         return Err(format!(
-            "no result rows from ofi-pingpong:\n{lat}\n{rate}\n{rate_multi}"
+            "no result rows from ofi-pingpong:\n{rate}\n{rate_multi}"
         ));
     }
     Ok(Results {
-        raw_batch_ns: raw[4],
-        raw_median_ns: raw[1],
-        raw_p99_ns: raw[2],
-        raw_min_ns: raw[3],
-        latency_us,
+        rounds,
         rate_mmsgs,
         rate_multi_mmsgs,
         cpus: (cs, cc),
@@ -402,9 +454,17 @@ fn skipped(why: &str) -> Outcome {
 }
 
 fn render(r: &Results) -> Outcome {
-    let raw_one_way_us = r.raw_batch_ns / 2e3;
-    let lat = median(&r.latency_us);
-    let ratio = lat / raw_one_way_us;
+    // Each round's ratio compares two runs taken next to each other; the verdict is on
+    // their median (the medians of each side are shown beside it).
+    let ratios: Vec<f64> = r.rounds.iter().map(Round::ratio).collect();
+    let ratio = median(&ratios);
+    let raw_one_way_us = median(
+        &r.rounds
+            .iter()
+            .map(Round::raw_one_way_us)
+            .collect::<Vec<_>>(),
+    );
+    let lat = median(&r.rounds.iter().map(Round::one_way_us).collect::<Vec<_>>());
     let rate = median(&r.rate_mmsgs);
     let best_rate = r.rate_mmsgs.iter().copied().fold(0.0, f64::max);
     let multi = median(&r.rate_multi_mmsgs);
@@ -420,19 +480,23 @@ fn render(r: &Results) -> Outcome {
          `--no-huge`. One-way latency is half the round trip: the raw echo's is the \
          median over batches of 5000 round trips of each batch's mean, ofi-pingpong's the \
          median of its rows' `usec/xfer` (RDM, `-m msg`, busy-polling, manual progress). \
+         They run in {} rounds, the echo then ofi-pingpong, and the ratio is the median \
+         of the rounds' ratios (the host's speed drifts between rounds). \
          Message rate: bursts of 64 messages, each acknowledged by the server, at most \
          two bursts outstanding (`ofi-pingpong --mode rate`).\n",
-        r.cpus.0, r.cpus.1
+        r.cpus.0,
+        r.cpus.1,
+        r.rounds.len()
     );
     md.push_str("| Measurement | Value | Target | Verdict |\n|---|---:|---|---|\n");
     let _ = writeln!(
         md,
-        "| raw memif echo, 64 B frame, one-way | {raw_one_way_us:.2} µs | | |"
+        "| raw memif echo, 64 B frame, one-way (median of rounds) | {raw_one_way_us:.2} µs | | |"
     );
     let _ = writeln!(
         md,
-        "| ofi-pingpong RDM over memif, 64 B, one-way | {lat:.2} µs ({ratio:.2}x raw) | \
-         ≤ {LATENCY_RATIO}x raw | {} |",
+        "| ofi-pingpong RDM over memif, 64 B, one-way (median of rounds) | {lat:.2} µs \
+         ({ratio:.2}x raw, median of the rounds' ratios) | ≤ {LATENCY_RATIO}x raw | {} |",
         verdict(lat_ok)
     );
     let _ = writeln!(
@@ -447,22 +511,34 @@ fn render(r: &Results) -> Outcome {
          {multi:.2} M msg/s (best row {best_multi:.2}) | ≥ {RATE_MMSGS} M msg/s | {} |",
         verdict(multi >= RATE_MMSGS)
     );
+    md.push('\n');
+    for (i, rd) in r.rounds.iter().enumerate() {
+        let _ = writeln!(
+            md,
+            "Round {}: raw echo one-way {:.2} µs (round trip median {:.2} µs, p99 {:.2} µs, \
+             min {:.2} µs), ofi-pingpong {:.2} µs (rows: {}): {:.2}x.  ",
+            i + 1,
+            rd.raw_one_way_us(),
+            rd.raw_median_ns / 1e3,
+            rd.raw_p99_ns / 1e3,
+            rd.raw_min_ns / 1e3,
+            rd.one_way_us(),
+            list(&rd.latency_us),
+            rd.ratio()
+        );
+    }
     let _ = writeln!(
         md,
-        "\nRaw echo round trip: median {:.2} µs, p99 {:.2} µs, min {:.2} µs. \
-         ofi-pingpong rows (µs/xfer): {}; rate rows (M msg/s): {}; with --multi-recv: {}.",
-        r.raw_median_ns / 1e3,
-        r.raw_p99_ns / 1e3,
-        r.raw_min_ns / 1e3,
-        list(&r.latency_us),
+        "Rate rows (M msg/s): {}; with --multi-recv: {}.",
         list(&r.rate_mmsgs),
         list(&r.rate_multi_mmsgs)
     );
     let summary = vec![
         "dpdk memif, 64 B:".to_owned(),
         format!(
-            "  latency one-way: ofi-pingpong {lat:.2} µs vs raw echo {raw_one_way_us:.2} µs = \
-             {ratio:.2}x (≤ {LATENCY_RATIO}x: {})",
+            "  latency one-way: ofi-pingpong {lat:.2} µs vs raw echo {raw_one_way_us:.2} µs, \
+             ratio {ratio:.2}x (rounds: {}; ≤ {LATENCY_RATIO}x: {})",
+            list(&ratios),
             verdict(lat_ok).replace("**", "")
         ),
         format!(
@@ -527,21 +603,37 @@ mod tests {
 
     #[test]
     fn verdicts() {
-        let r = Results {
-            raw_batch_ns: 2000.0,
+        let round = |raw_batch_ns: f64, latency_us: Vec<f64>| Round {
+            raw_batch_ns,
             raw_median_ns: 1900.0,
             raw_p99_ns: 3000.0,
             raw_min_ns: 1000.0,
-            latency_us: vec![1.4, 1.6, 1.5],
+            latency_us,
+        };
+        // Ratios 1.50, 1.25 and 2.00: the median is 1.50, met.
+        let r = Results {
+            rounds: vec![
+                round(2000.0, vec![1.4, 1.6, 1.5]),
+                round(3200.0, vec![2.0]),
+                round(1000.0, vec![1.0]),
+            ],
             rate_mmsgs: vec![4.0, 6.0, 5.5],
             rate_multi_mmsgs: vec![5.0, 6.5, 6.0],
             cpus: (0, 1),
         };
         let out = render(&r);
         assert!(
-            out.markdown.contains("1.50 µs (1.50x raw)"),
+            out.markdown
+                .contains("1.50 µs (1.50x raw, median of the rounds' ratios)"),
             "{}",
             out.markdown
+        );
+        assert!(out.markdown.contains("| 1.00 µs | | |"), "{}", out.markdown);
+        assert!(out.markdown.contains("Round 2: raw echo one-way 1.60 µs"));
+        assert!(
+            out.summary[1].contains("rounds: 1.50, 1.25, 2.00"),
+            "{:?}",
+            out.summary
         );
         assert!(out.markdown.contains("5.50 M msg/s (best row 6.00)"));
         assert!(out.markdown.contains("6.00 M msg/s (best row 6.50)"));
@@ -556,8 +648,13 @@ mod tests {
             "{:?}",
             render(&one).summary
         );
+        // Two rounds of three over 1.5x: missed, whatever the third.
         let slow = Results {
-            latency_us: vec![3.0],
+            rounds: vec![
+                round(2000.0, vec![1.6]),
+                round(2000.0, vec![1.0]),
+                round(2000.0, vec![1.7]),
+            ],
             ..r
         };
         assert!(render(&slow).markdown.contains("**MISSED**"));
