@@ -55,6 +55,16 @@ enum Kind {
     },
 }
 
+impl Kind {
+    /// A plain receive, tagged with (tag, ignore) or not.
+    fn recv(tag: Option<(u64, u64)>) -> Kind {
+        Kind::Recv {
+            tag,
+            extra: Flags::empty(),
+        }
+    }
+}
+
 /// What a tagged peek ([`Endpoint::tpeek`]) does with the message it finds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Peek {
@@ -368,12 +378,7 @@ impl<C: Send + 'static> Endpoint<C> {
             multi: None,
             claim: false,
         });
-        let flags = inner
-            .core
-            .ep(self.h)
-            .and_then(|e| e.getopsflag(Flags::TRANSMIT))
-            .unwrap_or(Flags::empty())
-            | Flags::COMPLETION;
+        let flags = self.op_flags(inner, Flags::TRANSMIT);
         let ops = [IoVec::new(mem.base + MAX as u64, operands.len())];
         let args = AtomicArgs {
             iov: &ops[..usize::from(op != AtomicOp::Read)],
@@ -405,15 +410,7 @@ impl<C: Send + 'static> Endpoint<C> {
     /// `fi_recv`: posts `buf` (its whole capacity) for one message from `src`
     /// (FI_ADDR_UNSPEC: anyone).
     pub fn recv(&self, buf: Buf, src: FiAddr, context: C) -> Result<OpId, PostError<C>> {
-        self.post(
-            Kind::Recv {
-                tag: None,
-                extra: Flags::empty(),
-            },
-            buf,
-            src,
-            context,
-        )
+        self.post(Kind::recv(None), buf, src, context)
     }
 
     /// `fi_recvmsg` with FI_MULTI_RECV: posts `buf` for as many untagged messages from
@@ -432,10 +429,7 @@ impl<C: Send + 'static> Endpoint<C> {
         C: Clone,
     {
         self.post_with(
-            Kind::Recv {
-                tag: None,
-                extra: Flags::empty(),
-            },
+            Kind::recv(None),
             buf,
             src,
             context,
@@ -495,15 +489,7 @@ impl<C: Send + 'static> Endpoint<C> {
         ignore: u64,
         context: C,
     ) -> Result<OpId, PostError<C>> {
-        self.post(
-            Kind::Recv {
-                tag: Some((tag, ignore)),
-                extra: Flags::empty(),
-            },
-            buf,
-            src,
-            context,
-        )
+        self.post(Kind::recv(Some((tag, ignore))), buf, src, context)
     }
 
     /// `fi_trecvmsg` with FI_PEEK (fi_tagged(3)): whether a message from `src` whose tag
@@ -582,14 +568,7 @@ impl<C: Send + 'static> Endpoint<C> {
                 context: op.context,
             });
         }
-        let flags = inner
-            .core
-            .ep(self.h)
-            .and_then(|e| e.getopsflag(Flags::RECV))
-            .unwrap_or(Flags::empty())
-            | Flags::COMPLETION
-            | Flags::CLAIM
-            | extra;
+        let flags = self.op_flags(inner, Flags::RECV) | Flags::CLAIM | extra;
         let args = TaggedArgs::new(&iov, FI_ADDR_UNSPEC, 0, peek.raw());
         match inner.core.trecvmsg(self.h, &args, flags) {
             Ok(()) => Ok(peek),
@@ -647,6 +626,18 @@ impl<C: Send + 'static> Endpoint<C> {
         Ok(r?)
     }
 
+    /// The flags a post in direction `dir` (FI_TRANSMIT or FI_RECV) goes with: the
+    /// endpoint's operation flags, and FI_COMPLETION (every post asks for one: it is
+    /// what hands the buffer back).
+    fn op_flags(&self, inner: &super::shared::Inner<C>, dir: Flags) -> Flags {
+        inner
+            .core
+            .ep(self.h)
+            .and_then(|e| e.getopsflag(dir))
+            .unwrap_or(Flags::empty())
+            | Flags::COMPLETION
+    }
+
     fn post(&self, kind: Kind, buf: Buf, addr: FiAddr, context: C) -> Result<OpId, PostError<C>> {
         self.post_with(kind, buf, addr, context, None)
     }
@@ -677,17 +668,11 @@ impl<C: Send + 'static> Endpoint<C> {
             multi,
             claim,
         });
-        // Every post asks for a completion: it is what hands the buffer back.
         let dir = match kind {
             Kind::Send { .. } | Kind::Write { .. } | Kind::Read { .. } => Flags::TRANSMIT,
             Kind::Recv { .. } => Flags::RECV,
         };
-        let mut flags = inner
-            .core
-            .ep(self.h)
-            .and_then(|e| e.getopsflag(dir))
-            .unwrap_or(Flags::empty())
-            | Flags::COMPLETION;
+        let mut flags = self.op_flags(inner, dir);
         if multi.is_some() {
             flags |= Flags::MULTI_RECV;
         }
