@@ -462,13 +462,21 @@ impl Section for Engine {
         let ns = mean("rdm_tagged_inject_round_trip", "64")?;
         let idle = mean("rdm_tagged_inject_round_trip_idle_peers", "60")?;
         let burst = mean("rdm_tagged_inject_stream", "32")?;
-        Ok(render_engine(ns, idle, burst / 32.0))
+        let home = run_criterion(ctx, "hosted", "api")?;
+        let api = fresh_mean_ns(
+            &home
+                .join("api/rdm_msg_inject_round_trip/64")
+                .join("new/estimates.json"),
+            ctx.started,
+        )?;
+        Ok(render_engine(ns, idle, burst / 32.0, api))
     }
 }
 
 /// The engine section from the mean round trip (ns) without and with 60 idle sessions
-/// per side, and the mean cost of one streamed message (ns, both sides).
-fn render_engine(ns: f64, idle: f64, streamed: f64) -> Outcome {
+/// per side, the mean cost of one streamed message (ns, both sides), and the mean
+/// round trip through the safe API over loopback UDP in one thread (ns).
+fn render_engine(ns: f64, idle: f64, streamed: f64, api: f64) -> Outcome {
     let markdown = format!(
         "Two domains joined by in-memory links play an RDM ping-pong of 64 B tagged \
          injects, posting as the adapters do; one iteration is two sends, two receives \
@@ -479,22 +487,29 @@ fn render_engine(ns: f64, idle: f64, streamed: f64) -> Outcome {
          per message, sender and receiver together on one core ({:.2} M msg/s). No \
          target: the part of the latency gap to raw sockets, and of the message-rate \
          budget (5 M msg/s is 200 ns per message on each side), that is the core's own \
-         work.\n",
+         work.\n\n\
+         The whole hosted path in one thread (`crates/hosted/benches/api.rs`): two RDM \
+         endpoints of the safe API on kernel UDP sockets on loopback, 64 B \
+         `fi_injectdata` and a re-posted receive each way, as `ofi-pingpong -m msg` \
+         does: **{}** per round trip ({:.2}x the core's), system calls included.\n",
         human_ns(ns),
         human_ns(ns / 2.0),
         human_ns(idle),
         idle / ns,
         human_ns(streamed),
-        1e3 / streamed
+        1e3 / streamed,
+        human_ns(api),
+        api / ns
     );
     Outcome {
         markdown,
         summary: vec![format!(
-            "engine: {} per RDM round trip, {} per message (no system calls); {} with 60 idle sessions; streaming {} per message (both sides)",
+            "engine: {} per RDM round trip, {} per message (no system calls); {} with 60 idle sessions; streaming {} per message (both sides); safe API over loopback UDP {} per round trip",
             human_ns(ns),
             human_ns(ns / 2.0),
             human_ns(idle),
-            human_ns(streamed)
+            human_ns(streamed),
+            human_ns(api)
         )],
         plots: Vec::new(),
     }
@@ -620,7 +635,7 @@ mod tests {
 
     #[test]
     fn engine_section_names_round_trip_and_message() {
-        let out = render_engine(1500.0, 1650.0, 250.0);
+        let out = render_engine(1500.0, 1650.0, 250.0, 9000.0);
         assert!(out.markdown.contains("**1.50 µs**"), "{}", out.markdown);
         assert!(out.markdown.contains("(750.0 ns per"), "{}", out.markdown);
         assert!(out.markdown.contains("1.65 µs (1.10x)"), "{}", out.markdown);
@@ -631,7 +646,13 @@ mod tests {
             out.markdown
         );
         assert!(out.summary[0].starts_with("engine: 1.50 µs"));
-        assert!(out.summary[0].ends_with("streaming 250.0 ns per message (both sides)"));
+        assert!(
+            out.markdown
+                .contains("**9.00 µs** per round trip (6.00x the core's)"),
+            "{}",
+            out.markdown
+        );
+        assert!(out.summary[0].ends_with("safe API over loopback UDP 9.00 µs per round trip"));
     }
 
     #[test]
