@@ -11,7 +11,8 @@
 //! the binary runs `n` round trips untimed and exits, for instruction counts
 //! (`valgrind --tool=callgrind target/release/deps/api-*`): the difference between two
 //! `n` over their difference is one round trip's count, the engine's share of it comes
-//! from the `engine` bench.
+//! from the `engine` bench. `API_EMPTY_READS=<n>` instead reads an empty CQ `n` times:
+//! one turn of a busy-polling wait, whose length bounds how soon a message is seen.
 
 #![allow(missing_docs)] // criterion_main! generates an undocumented `main`.
 
@@ -156,6 +157,18 @@ fn main() {
         eprintln!("api: {empty} empty completion reads in {n} round trips");
         // Without the endpoints' closing linger (it waits on timers in real time, which
         // callgrind stretches): the counts are the round trips' and the setup's.
+        std::process::exit(0);
+    }
+    if let Some(n) = std::env::var("API_EMPTY_READS")
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
+    {
+        // What one turn of a busy-polling wait costs in user space: a read of an empty
+        // CQ (its pass finds the socket empty).
+        let pair = Pair::new();
+        for _ in 0..n {
+            assert!(matches!(pair.a.cq.read(), Err(e) if e == Errno::EAGAIN));
+        }
         std::process::exit(0);
     }
     benches();
