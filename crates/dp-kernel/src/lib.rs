@@ -48,6 +48,14 @@ pub use packet::{AfPacketLink, PacketConfig};
 pub use tap::TapLink;
 pub use udp::{UdpConfig, UdpLink};
 
+/// `CLOCK_MONOTONIC` in microseconds: the time the hosted adapters run the core at,
+/// read and converted in plain integers (every progress pass that moved something
+/// reads it; std's `Instant::elapsed` cost about as much again as the reading). libc's
+/// `clock_gettime`, not rustix's, whose vDSO lookup faults under valgrind.
+pub fn monotonic_micros() -> u64 {
+    sys::monotonic_micros()
+}
+
 /// Counters of one link, so drops and kernel errors are visible instead of silent
 /// (the data path never returns them as errors; see the crate docs).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

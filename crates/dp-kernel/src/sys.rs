@@ -19,6 +19,21 @@ pub(crate) fn cvt(ret: c_int) -> io::Result<c_int> {
     }
 }
 
+/// `CLOCK_MONOTONIC` in microseconds (never negative, so the casts are exact), through
+/// libc's `clock_gettime` (its vDSO).
+pub(crate) fn monotonic_micros() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec for the call's duration; the clock
+    // always exists on Linux (were the call to fail, `ts` would stay zero).
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    (ts.tv_sec as u64)
+        .wrapping_mul(1_000_000)
+        .wrapping_add(ts.tv_nsec as u64 / 1_000)
+}
+
 /// An all-zero `mmsghdr`: null pointers, zero lengths (what the kernel expects before
 /// the fields in use are filled).
 pub(crate) fn empty_mmsghdr() -> libc::mmsghdr {

@@ -11,11 +11,14 @@ use rustix::event::{EventfdFlags, PollFd, PollFlags, eventfd, poll};
 use rustix::time::Timespec;
 
 /// The core's time on this host: `CLOCK_MONOTONIC` (std's `Instant`) in microseconds
-/// since the first call in this process.
+/// since the first call in this process. Read and converted in plain integers: every
+/// pass that moved something reads it, and std's `elapsed` (a normalising subtraction,
+/// a `Duration`, 128-bit microseconds) cost about as much as the reading itself.
 pub fn now() -> Instant {
-    static EPOCH: OnceLock<std::time::Instant> = OnceLock::new();
-    let epoch = *EPOCH.get_or_init(std::time::Instant::now);
-    Instant::from_micros(epoch.elapsed().as_micros() as u64)
+    static EPOCH: OnceLock<u64> = OnceLock::new();
+    let t = dp_kernel::monotonic_micros();
+    let epoch = *EPOCH.get_or_init(|| t);
+    Instant::from_micros(t.saturating_sub(epoch))
 }
 
 /// Passes that found nothing to do between two readings of the clock (see
