@@ -125,4 +125,22 @@ mod tests {
         send::<crate::TapLink>();
         send::<crate::AfPacketLink>();
     }
+
+    /// The clock runs with std's monotonic one: never backwards, and a sleep of 20 ms
+    /// reads as at least 20 ms and (on any host) well under 20 s.
+    #[test]
+    fn monotonic_micros_follows_the_monotonic_clock() {
+        let (t0, s0) = (crate::monotonic_micros(), std::time::Instant::now());
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        let (t1, s1) = (crate::monotonic_micros(), std::time::Instant::now());
+        let std_us = s1.duration_since(s0).as_micros() as u64;
+        assert!(t1 >= t0 + 20_000, "{t0} -> {t1}");
+        assert!(t1 - t0 < 20_000_000, "{t0} -> {t1}");
+        // Both read CLOCK_MONOTONIC: the two spans agree to within the reads' order.
+        assert!(
+            (t1 - t0).abs_diff(std_us) < 5_000,
+            "{} vs {std_us}",
+            t1 - t0
+        );
+    }
 }

@@ -38,7 +38,10 @@ const PAIR_LIMIT: Duration = Duration::from_secs(180);
 /// How much to measure.
 struct Plan {
     /// Latency rounds: each runs the raw echo, then ofi-pingpong, so every ratio
-    /// compares two measurements taken next to each other (the host's speed drifts).
+    /// compares two measurements taken next to each other (the host's speed drifts,
+    /// and on shared hosts the echo itself moves between two speeds minutes apart: a
+    /// round that straddles a change gives a wild ratio, which the median of five
+    /// rounds outvotes where that of three could not).
     rounds: usize,
     raw_iters: usize,
     latency_rows: usize,
@@ -60,7 +63,7 @@ impl Plan {
             }
         } else {
             Plan {
-                rounds: 3,
+                rounds: 5,
                 raw_iters: 100_000,
                 latency_rows: 7,
                 latency_iters: 5_000,

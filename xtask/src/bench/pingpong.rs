@@ -126,12 +126,15 @@ impl Section for PingPong {
             } else {
                 1
             };
-            for (t, tool) in tools.iter().enumerate() {
-                let mut best: Option<Measured> = None;
-                for _ in 0..reps {
+            // Repetitions go round the tools (raw, ours, rxd, rxm, raw, ours, ...), not
+            // one tool's in a row: the host's speed drifts over minutes, and each tool's
+            // best then comes from the same stretch of time as the others'.
+            let mut best: Vec<Option<Measured>> = vec![None; tools.len()];
+            for _ in 0..reps {
+                for (t, tool) in tools.iter().enumerate() {
                     match measure(tool, size, iterations(size, ctx.quick)) {
                         Ok(m) => {
-                            best = Some(match best {
+                            best[t] = Some(match best[t] {
                                 None => m,
                                 Some(b) => Measured {
                                     mb_per_sec: b.mb_per_sec.max(m.mb_per_sec),
@@ -142,16 +145,18 @@ impl Section for PingPong {
                         Err(e) => errors.push(format!("{} at {size} B: {e}", tool.label)),
                     }
                 }
+            }
+            for (t, tool) in tools.iter().enumerate() {
                 println!(
                     "  {:<32} {:>8} B: {}",
                     tool.label,
                     size,
-                    best.map_or("failed".into(), |m| format!(
+                    best[t].map_or("failed".into(), |m| format!(
                         "{:.2} us, {:.1} MB/s",
                         m.usec, m.mb_per_sec
                     ))
                 );
-                results[t].push(best);
+                results[t].push(best[t]);
             }
         }
         let mut out = render(&tools, &results, ctx.quick);
@@ -185,7 +190,7 @@ fn render(tools: &[Tool], results: &[Vec<Option<Measured>>], quick: bool) -> Out
          busy-polling everywhere. Latency: half the round trip (`usec/xfer`); bandwidth: \
          bytes both ways over time (`MB/sec`), as `fi_pingpong` prints them. `fi_pingpong` \
          has no warm-up: it runs as many iterations as the others ({}). {} and {} are the \
-         best of {} runs; other sizes one run.\n\n",
+         best of {} runs, taken in turns across the tools; other sizes one run.\n\n",
         CPUS.0,
         CPUS.1,
         if quick {
