@@ -348,8 +348,14 @@ impl<S: Storage> TxQueue<S> {
             return None;
         }
         let op = self.ops.as_ref()[self.head];
-        self.head = (self.head + 1) % self.capacity();
         self.len -= 1;
+        // Emptied: the next send starts over at the first slot and bounce buffer,
+        // still in the cache (as the CQ ring does).
+        self.head = if self.len == 0 {
+            0
+        } else {
+            (self.head + 1) % self.capacity()
+        };
         Some(op)
     }
 

@@ -63,8 +63,14 @@ impl<T: Copy, S: AsMut<[T]> + AsRef<[T]>> Ring<T, S> {
             return None;
         }
         let v = self.storage.as_ref()[self.head];
-        self.head = wrap(self.head + 1, self.capacity());
         self.len -= 1;
+        // Emptied: the next entry goes into the first slot again, still in the cache,
+        // rather than walking the whole storage one completion at a time.
+        self.head = if self.len == 0 {
+            0
+        } else {
+            wrap(self.head + 1, self.capacity())
+        };
         Some(v)
     }
 
@@ -106,6 +112,30 @@ mod tests {
             (r.pop(), r.pop(), r.pop(), r.pop()),
             (Some(1), Some(2), Some(3), None)
         );
+    }
+
+    /// An emptied ring starts over at its first slot (a CQ read as fast as it is
+    /// written keeps using one slot); a ring with entries left keeps its order.
+    #[test]
+    fn an_emptied_ring_starts_over_at_its_first_slot() {
+        let mut r = Ring::new([0u8; 4]);
+        for i in 0..3 {
+            r.push(i).unwrap();
+            assert_eq!(r.pop(), Some(i));
+            assert_eq!(r.head, 0);
+        }
+        r.push(1).unwrap();
+        r.push(2).unwrap();
+        assert_eq!(r.pop(), Some(1));
+        assert_eq!(r.head, 1);
+        for i in 3..6 {
+            r.push(i).unwrap();
+        }
+        assert_eq!(
+            r.iter().copied().collect::<heapless::Vec<u8, 4>>(),
+            [2, 3, 4, 5]
+        );
+        assert_eq!(r.push(6), Err(6));
     }
 
     #[test]
