@@ -874,3 +874,170 @@ fn completion_levels() {
     let r = wait(&mut c, 1, true, 3);
     assert!(r.iter().all(|e| e.len == 6 && e.err.is_none()));
 }
+
+/// Every node sends to every node, itself included, eager and rendezvous messages,
+/// until it is pushed back; then no application posts a receive for ten seconds (MPI
+/// ranks all stuck retrying a send, as Open MPI's `pml cm` does on -FI_EAGAIN), on a
+/// network that loses 1% of datagrams. Every receiver runs out of unexpected-message
+/// resources and keeps its refused packets, every sender has only selectively
+/// acknowledged packets in flight: that is back-pressure, and no session may fail (it
+/// did, until a retransmission timeout with nothing to resend sent a probe). Then the
+/// receives are posted and every message arrives once, intact, matched in send order.
+#[test]
+fn mutually_blocked_peers_wait_without_failing() {
+    // Eight networks: which packets a 1% loss takes decides whether a sender ends up
+    // with only selectively acknowledged packets in flight (7 of these 8 did).
+    for seed in 1..=8 {
+        mutually_blocked(seed);
+    }
+}
+
+fn mutually_blocked(seed: u64) {
+    const N: usize = 4;
+    const PER: usize = 300;
+    const SLOT: usize = 20_000;
+    let cfg = NodeConfig {
+        provider: ofi_nostd::info::ProviderConfig {
+            tx_size: 1024,
+            rx_size: 1024,
+            ..NodeConfig::default().provider
+        },
+        rdm: RdmConfig {
+            max_peers: 8,
+            reorder_slots: 256,
+            unexp_slots: 256,
+            unexp_msgs: 512,
+            ..RdmConfig::DEFAULT
+        },
+        mem_size: 3 * PER * SLOT,
+        cq_size: 4096,
+        ..NodeConfig::default()
+    };
+    let faults = Faults {
+        loss: 0.01,
+        ..Faults::default()
+    };
+    let mut c = Cluster::new(NetSim::new(seed, faults), N, &cfg).expect("cluster");
+    // Message k of node i: to plan[i][k].0, plan[i][k].1 bytes, tag (i << 32) | k.
+    let mut rng = 0x9E37_79B9_7F4A_7C15u64;
+    let mut rnd = move || {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        rng
+    };
+    let plan: Vec<Vec<(usize, usize)>> = (0..N)
+        .map(|_| {
+            (0..PER)
+                .map(|_| {
+                    let len = match rnd() % 10 {
+                        0..5 => rnd() % 64,
+                        5..8 => rnd() % 8192,
+                        _ => 8192 + rnd() % (SLOT as u64 - 8192),
+                    };
+                    ((rnd() % N as u64) as usize, len as usize)
+                })
+                .collect()
+        })
+        .collect();
+    let payload = |i: usize, k: usize| pattern((i * 100_000 + k) as u64, plan[i][k].1);
+    let mut next = [0usize; N];
+    let push = |c: &mut Cluster, next: &mut [usize; N]| {
+        for i in 0..N {
+            while next[i] < PER {
+                let k = next[i];
+                let (j, len) = plan[i][k];
+                let a = c.nodes[i].put(k * SLOT, &payload(i, k));
+                let tag = ((i as u64) << 32) | k as u64;
+                match c.nodes[i]
+                    .op(|d, ep, m| d.tsend(ep, m, IoVec::new(a, len), j as u64, tag, k as u64))
+                {
+                    Ok(()) => next[i] += 1,
+                    Err(Errno::EAGAIN) => break,
+                    Err(e) => panic!("tsend: {e:?}"),
+                }
+            }
+        }
+    };
+    push(&mut c, &mut next);
+    c.run_for(Duration::from_secs(10));
+    for i in 0..N {
+        let s = rdm_stats(&c, i);
+        assert_eq!(
+            s.peer_failures, 0,
+            "seed {seed}, node {i}: a blocked peer is not dead: {s:?}"
+        );
+        assert!(s.rx_refused > 0, "node {i} ran out of receive resources");
+    }
+    // The applications wake up.
+    let expected: Vec<usize> = (0..N)
+        .map(|j| plan.iter().flatten().filter(|m| m.0 == j).count())
+        .collect();
+    assert!(
+        expected.iter().all(|&n| n <= 2 * PER),
+        "memory for the receives"
+    );
+    let rx_at = |n: usize| PER * SLOT + n * SLOT;
+    let mut posted = [0usize; N];
+    let mut matched: Vec<Vec<(u64, usize, usize)>> = vec![Vec::new(); N];
+    let mut sent = 0;
+    let end = c.sim.now() + Duration::from_secs(60);
+    while (sent < N * PER || (0..N).any(|j| matched[j].len() < expected[j])) && c.sim.now() < end {
+        for j in 0..N {
+            while posted[j] < expected[j]
+                && c.nodes[j].dom.ep(c.nodes[j].ep).unwrap().rx_size_left() > 0
+            {
+                let at = Node::BASE + rx_at(posted[j]) as u64;
+                let ctx = posted[j] as u64;
+                c.nodes[j]
+                    .op(|d, ep, _| d.trecv(ep, IoVec::new(at, SLOT), FI_ADDR_UNSPEC, 0, !0, ctx))
+                    .unwrap();
+                posted[j] += 1;
+            }
+        }
+        push(&mut c, &mut next);
+        c.run_for(Duration::from_millis(1));
+        for (j, matched) in matched.iter_mut().enumerate() {
+            let (txc, rxc) = c.nodes[j].completions();
+            for e in rxc {
+                assert_eq!(e.err, None, "node {j}: {e:?}");
+                let (i, k) = ((e.tag >> 32) as usize, (e.tag & 0xffff_ffff) as usize);
+                assert_eq!(
+                    plan[i][k].0, j,
+                    "node {j}: a message for node {}",
+                    plan[i][k].0
+                );
+                assert_eq!(e.len, plan[i][k].1);
+                assert_eq!(
+                    c.nodes[j].get(rx_at(e.context as usize), e.len),
+                    &payload(i, k)[..],
+                    "node {j}: message {k} of node {i}"
+                );
+                matched.push((e.context, i, k));
+            }
+            for e in txc {
+                assert_eq!(e.err, None, "node {j}: {e:?}");
+                sent += 1;
+            }
+        }
+    }
+    assert_eq!(sent, N * PER, "every send completed");
+    // Matched in send order: per source, the receive posted first took the message sent
+    // first (completions may come in another order: a rendezvous completes when its
+    // data is in).
+    for (j, m) in matched.iter_mut().enumerate() {
+        assert_eq!(m.len(), expected[j], "node {j} received everything");
+        m.sort_unstable();
+        for (i, sends) in plan.iter().enumerate() {
+            let ks: Vec<usize> = m.iter().filter(|x| x.1 == i).map(|x| x.2).collect();
+            let want: Vec<usize> = (0..PER).filter(|&k| sends[k].0 == j).collect();
+            assert_eq!(
+                ks, want,
+                "node {j}: the messages of node {i}, once, in order"
+            );
+        }
+    }
+    for i in 0..N {
+        assert_eq!(rdm_stats(&c, i).peer_failures, 0);
+    }
+}

@@ -1141,6 +1141,14 @@ impl<S: Storage> Rdm<S> {
         }
         let pm = &mut self.peers.as_mut()[p];
         pm.rtx_pending += marked;
+        if pm.rtx_pending == 0 && pm.in_flight() > 0 {
+            // The peer holds every packet in flight (all selectively acknowledged: a
+            // receiver out of resources keeps its refused head and what follows), so
+            // nothing is resent and nothing would make it answer. Probe instead: a
+            // live peer answers, which keeps the session, and its answer carries the
+            // acknowledgement it may have sent when it caught up and that was lost.
+            pm.ka_probe = true;
+        }
         pm.timeouts += 1;
         pm.rtt.backoff(&cfg);
         pm.rto_at = if pm.in_flight() > 0 {
