@@ -125,6 +125,21 @@ pub fn has_fd(w: WaitObj) -> bool {
     matches!(w, WaitObj::Unspec | WaitObj::Fd)
 }
 
+/// The size of a CQ the application asks `size` entries for. `fi_cq_attr::size` is a
+/// minimum (fi_cq(3)), and under FI_RM_ENABLED every posted operation reserves its
+/// completion's entry, so a CQ smaller than the endpoint queues bound to it caps the
+/// operations in flight at its size: -FI_EAGAIN from the post beyond it. Open MPI's
+/// `mtl ofi` asks for 100 entries and, on -FI_EAGAIN from a send, progresses and
+/// retries inside `MPI_Isend`: ranks that all had 100 sends waiting for receives their
+/// peers had not posted yet stopped there for good. So a CQ holds at least one
+/// endpoint's transmit and receive queues (the `tx_size` and `rx_size` getinfo
+/// advertises): the limit is then the endpoint's own queue depth, as the application
+/// was told.
+pub fn min_cq_size(size: usize) -> usize {
+    let cfg = crate::prov::config();
+    size.max(cfg.tx_size + cfg.rx_size)
+}
+
 /// `fi_cq_open`.
 ///
 /// # Safety
@@ -151,6 +166,10 @@ pub unsafe extern "C" fn open(
     let r = attr_from_c(a).and_then(|a| {
         a.validate()?;
         supported_wait(a.wait_obj)?;
+        let a = CqAttr {
+            size: min_cq_size(a.size),
+            ..a
+        };
         let wait = if has_fd(a.wait_obj) {
             Some(WaitFd::new(Some(d.link_fd))?)
         } else {

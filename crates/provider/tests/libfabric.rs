@@ -584,3 +584,28 @@ fn open_mpi_one_sided_over_the_provider() {
     ];
     mpi_run("mpi-osc", "mpi_osc", &mca, true);
 }
+
+/// Open MPI under load: every rank posts 800 `MPI_Isend` before it receives anything
+/// (`tests/mpi/mpi_storm.c`), on a link that loses 1% of frames. Open MPI's `pml cm`
+/// retries a refused send inside `MPI_Isend`, so this hung for good while the
+/// provider's CQ had only the 100 entries the MTL asks for.
+#[test]
+fn open_mpi_isend_storm_over_the_provider() {
+    let mca = [
+        "--mca",
+        "pml",
+        "cm",
+        "--mca",
+        "mtl",
+        "ofi",
+        "--mca",
+        "mtl_ofi_provider_include",
+        "nostd",
+        "--mca",
+        "btl",
+        "self",
+        "-x",
+        "FI_NOSTD_LOSS=0.01",
+    ];
+    mpi_run("mpi-storm", "mpi_storm", &mca, true);
+}
