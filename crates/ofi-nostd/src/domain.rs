@@ -1639,8 +1639,13 @@ impl<S: Storage> Domain<S> {
                     .check_local(msg.desc.get(i).copied().unwrap_or(0), *v, Flags::RECV)?;
             }
         }
-        // Without FI_DIRECTED_RECV the source address is ignored (fi_msg(3)).
-        let src = if ep.caps.contains(Flags::DIRECTED_RECV) && msg.addr != FI_ADDR_UNSPEC {
+        // Without FI_DIRECTED_RECV the source address is ignored (fi_msg(3)); so is it
+        // by a claim, which names its message by the context of the peek that claimed
+        // it (fi_tagged(3); Open MPI's MPI_Mrecv passes address 0, no AV entry under
+        // FI_AV_MAP).
+        let claim = flags.contains(Flags::CLAIM) && !flags.contains(Flags::PEEK);
+        let src = if ep.caps.contains(Flags::DIRECTED_RECV) && msg.addr != FI_ADDR_UNSPEC && !claim
+        {
             let av = obj(ep.av.and_then(|a| self.avs.get(a)))?;
             av.resolve(msg.addr).map_err(|_| Errno::EINVAL)?;
             av.split_rx(msg.addr).0
