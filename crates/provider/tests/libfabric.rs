@@ -541,29 +541,30 @@ fn mpi_run(test: &str, name: &str, mca: &[&str], only_nostd: bool) -> (String, S
     (stdout, stderr)
 }
 
+/// Point-to-point MPI on the provider alone: pml cm, mtl ofi restricted to `nostd`, no
+/// byte transfer layer but `self`.
+const PML_CM_NOSTD: [&str; 12] = [
+    "--mca",
+    "pml",
+    "cm",
+    "--mca",
+    "mtl",
+    "ofi",
+    "--mca",
+    "mtl_ofi_provider_include",
+    "nostd",
+    "--mca",
+    "btl",
+    "self",
+];
+
 /// Open MPI 4.1 (`libopenmpi-dev`) runs `tests/mpi/mpi_test.c` on 4 ranks over the
 /// provider: pml cm, mtl ofi restricted to `nostd`, no byte transfer layer but `self`.
 /// The MTL's verbose output must name our domain, so the run cannot silently fall back
 /// to another transport.
 #[test]
 fn open_mpi_over_the_provider() {
-    let mca = [
-        "--mca",
-        "pml",
-        "cm",
-        "--mca",
-        "mtl",
-        "ofi",
-        "--mca",
-        "mtl_ofi_provider_include",
-        "nostd",
-        "--mca",
-        "btl",
-        "self",
-        "--mca",
-        "mtl_base_verbose",
-        "100",
-    ];
+    let mca = [&PML_CM_NOSTD[..], &["--mca", "mtl_base_verbose", "100"]].concat();
     let (stdout, stderr) = mpi_run("mpi", "mpi_test", &mca, false);
     let used = stdout
         .lines()
@@ -591,21 +592,6 @@ fn open_mpi_one_sided_over_the_provider() {
 /// provider's CQ had only the 100 entries the MTL asks for.
 #[test]
 fn open_mpi_isend_storm_over_the_provider() {
-    let mca = [
-        "--mca",
-        "pml",
-        "cm",
-        "--mca",
-        "mtl",
-        "ofi",
-        "--mca",
-        "mtl_ofi_provider_include",
-        "nostd",
-        "--mca",
-        "btl",
-        "self",
-        "-x",
-        "FI_NOSTD_LOSS=0.01",
-    ];
+    let mca = [&PML_CM_NOSTD[..], &["-x", "FI_NOSTD_LOSS=0.01"]].concat();
     mpi_run("mpi-storm", "mpi_storm", &mca, true);
 }
