@@ -85,6 +85,8 @@ pub const RDM_CONFIG: RdmConfig = RdmConfig {
     max_peers: 4,
     reorder_slots: 8,
     unexp_slots: 8,
+    // Whole packets per slot, as the arena is sized.
+    unexp_seg: usize::MAX,
     unexp_msgs: 8,
     claimed_msgs: 1,
     eager_threshold: RDM_BUF,

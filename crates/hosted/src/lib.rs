@@ -6,7 +6,9 @@
 //! simulator ([`netsim`]).
 //!
 //! The only `unsafe` code is [`mem::RawMemory`], the raw-pointer memory the C provider
-//! copies through; everything else, the safe API included, is safe code.
+//! copies through, and [`storage::Heap`]'s zeroed buffers (memory from `calloc`, so
+//! that a refusal stays an error); everything else, the safe API included, is safe
+//! code.
 
 #![deny(unsafe_code)]
 

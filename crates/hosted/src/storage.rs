@@ -5,6 +5,8 @@
 //! `Box<[T]>`, allocated when the object opens and freed when it closes, so the data
 //! path itself allocates nothing.
 
+use std::alloc::{self, Layout};
+
 use ofi_nostd::storage::Storage;
 
 /// Largest slice [`Heap`] hands out, in bytes. An attribute asking for more (a CQ of
@@ -28,6 +30,29 @@ impl Storage for Heap {
         v.extend((0..len).map(|_| init()));
         Some(v.into_boxed_slice())
     }
+
+    /// From the allocator's zeroed memory (`calloc`): large buffers are fresh pages
+    /// the kernel maps on first touch, so an endpoint's worst-case packet pools cost
+    /// resident memory only as far as traffic fills them.
+    #[allow(unsafe_code)]
+    fn zeroed(&mut self, len: usize) -> Option<Box<[u8]>> {
+        if len > MAX_SLICE_BYTES {
+            return None;
+        }
+        if len == 0 {
+            return Some(Box::default());
+        }
+        let layout = Layout::array::<u8>(len).ok()?;
+        // SAFETY: `layout` has a non-zero size (`len > 0`).
+        let p = unsafe { alloc::alloc_zeroed(layout) };
+        if p.is_null() {
+            return None;
+        }
+        // SAFETY: `p` is a live allocation of the global allocator with the layout of
+        // `[u8; len]`, every byte initialised (zero); the box takes sole ownership and
+        // frees it with that same layout.
+        Some(unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(p, len)) })
+    }
 }
 
 #[cfg(test)]
@@ -41,5 +66,24 @@ mod tests {
         assert!(Heap.slice(0, || 0u8).unwrap().is_empty());
         assert!(Heap.slice(usize::MAX, || 0u8).is_none());
         assert!(Heap.slice(MAX_SLICE_BYTES / 8 + 1, || 0u64).is_none());
+    }
+
+    #[test]
+    fn zeroed_buffers_are_zero_writable_and_bounded() {
+        for len in [0, 1, 4096, 3 << 20] {
+            let mut b = Heap.zeroed(len).unwrap();
+            assert_eq!(b.len(), len);
+            assert!(b.iter().all(|&x| x == 0));
+            if let Some(last) = b.last_mut() {
+                *last = 0xa5;
+                b[0] |= 1;
+            }
+            if len > 1 {
+                assert_eq!((b[0], b[len - 1]), (1, 0xa5));
+            }
+        }
+        assert!(Heap.zeroed(MAX_SLICE_BYTES).is_some());
+        assert!(Heap.zeroed(MAX_SLICE_BYTES + 1).is_none());
+        assert!(Heap.zeroed(usize::MAX).is_none());
     }
 }

@@ -15,6 +15,14 @@ pub trait Storage {
     /// A slice of exactly `len` values made by `init`, or `None` when this storage
     /// cannot provide it (too long, arena exhausted).
     fn slice<T>(&mut self, len: usize, init: impl FnMut() -> T) -> Option<Self::Slice<T>>;
+
+    /// `len` zero bytes: the engine's packet buffers (reorder, unexpected messages,
+    /// inject bounces), sized for the worst case and mostly never used. A storage whose
+    /// memory comes zeroed from the system (the host's heap) can leave the pages
+    /// untouched, so they cost address space until traffic needs them.
+    fn zeroed(&mut self, len: usize) -> Option<Self::Slice<u8>> {
+        self.slice(len, || 0)
+    }
 }
 
 /// Storage of fixed-capacity `heapless::Vec`s: every slice holds at most `N` values.

@@ -444,6 +444,8 @@ pub unsafe extern "C" fn open(
     // (memif) cannot corrupt: no CRC32C on top.
     rc.crc = ethernet && !intact;
     rc.max_peers = hosted::api::HOST_MAX_PEERS;
+    rc.unexp_slots = hosted::api::HOST_UNEXP_SLOTS;
+    rc.unexp_msgs = hosted::api::HOST_UNEXP_MSGS;
     if let Some(w) = crate::params::get_size(c"window") {
         rc.window = u16::try_from(w).unwrap_or(u16::MAX);
     }

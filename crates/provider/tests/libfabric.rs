@@ -586,10 +586,12 @@ fn open_mpi_one_sided_over_the_provider() {
     mpi_run("mpi-osc", "mpi_osc", &mca, true);
 }
 
-/// Open MPI under load: every rank posts 800 `MPI_Isend` before it receives anything
+/// Open MPI under load: every rank posts 4,000 `MPI_Isend` before it receives anything
 /// (`tests/mpi/mpi_storm.c`), on a link that loses 1% of frames. Open MPI's `pml cm`
 /// retries a refused send inside `MPI_Isend`, so this hung for good while the
-/// provider's CQ had only the 100 entries the MTL asks for.
+/// provider's CQ had only the 100 entries the MTL asks for, and again (from 2,000
+/// sends) while an endpoint's transmit queue held 1,024 operations and its
+/// unexpected-message buffer 512 segments.
 #[test]
 fn open_mpi_isend_storm_over_the_provider() {
     let mca = [&PML_CM_NOSTD[..], &["-x", "FI_NOSTD_LOSS=0.01"]].concat();

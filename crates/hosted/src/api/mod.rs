@@ -134,6 +134,19 @@ const ARP_ENTRIES: usize = 64;
 /// when the endpoint opens.
 pub const HOST_MAX_PEERS: usize = 1024;
 
+/// Segments of unexpected eager messages an RDM endpoint buffers on a host (a packet's
+/// payload each, at most `RdmConfig::unexp_seg`: 8 KiB; at most 64 MiB in all).
+/// Applications that send far ahead of their receives (an MPI rank posting thousands
+/// of `MPI_Isend` before its first receive) need them, or every sender waits; the
+/// buffer is zeroed memory from the system, so what traffic never fills costs no
+/// resident memory.
+pub const HOST_UNEXP_SLOTS: usize = 8192;
+
+/// Unexpected messages (eager, or rendezvous announcements) an RDM endpoint queues on
+/// a host; as many as its transmit queue holds
+/// ([`ProviderConfig::DEFAULT`]`.tx_size`).
+pub const HOST_UNEXP_MSGS: usize = 8192;
+
 /// An open fabric (fi_fabric(3)): the root every domain is opened from.
 #[derive(Clone)]
 pub struct Fabric {
@@ -372,6 +385,8 @@ impl DomainBuilder<'_> {
         let rdm = self.rdm.unwrap_or(ofi_nostd::rdm::RdmConfig {
             crc: medium != Medium::Udp && !net.intact,
             max_peers: HOST_MAX_PEERS,
+            unexp_slots: HOST_UNEXP_SLOTS,
+            unexp_msgs: HOST_UNEXP_MSGS,
             ..*core.rdm_config()
         });
         core.set_rdm_config(rdm)?;

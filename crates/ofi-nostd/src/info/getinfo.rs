@@ -176,7 +176,9 @@ impl ProviderConfig {
         eager_threshold: 8192,
         max_msg_size: u32::MAX as usize,
         inject_size: 1024,
-        tx_size: 1024,
+        // An MPI rank may keep thousands of sends waiting for their receives (Open MPI
+        // retries a refused send inside MPI_Isend, so a full queue can stall every rank).
+        tx_size: 8192,
         rx_size: 1024,
         iov_limit: 4,
         ep_cnt: 128,

@@ -59,8 +59,13 @@ pub struct RdmConfig {
     /// Out-of-order packets an endpoint can hold for all its peers (`max_pkt` bytes
     /// each). Full: further out-of-order packets are dropped unacknowledged.
     pub reorder_slots: usize,
-    /// Segments of buffered unexpected eager messages (`max_pkt` bytes each).
+    /// Segments of buffered unexpected eager messages (`unexp_seg` bytes each, or a
+    /// packet's payload where that is smaller).
     pub unexp_slots: usize,
+    /// Bytes per unexpected segment at most. A packet's payload larger than this
+    /// spans several segments: on a link with 64 KiB datagrams (loopback) a small
+    /// unexpected message would otherwise hold 64 KiB of the buffer.
+    pub unexp_seg: usize,
     /// Unexpected messages (eager or rendezvous headers) an endpoint queues.
     pub unexp_msgs: usize,
     /// Messages that can be claimed (FI_PEEK | FI_CLAIM) at once.
@@ -108,6 +113,7 @@ impl RdmConfig {
         max_peers: 64,
         reorder_slots: 512,
         unexp_slots: 512,
+        unexp_seg: 8192,
         unexp_msgs: 1024,
         claimed_msgs: 64,
         eager_threshold: 8192,
@@ -130,6 +136,7 @@ impl RdmConfig {
             || self.max_peers == 0
             || self.max_peers > u16::MAX as usize - 1
             || self.reorder_slots >= NO_SLOT as usize
+            || self.unexp_seg < 64
             || self.rto_min.total_micros() == 0
             || self.rto_min > self.rto_max
             || self.ack_hold > self.ack_delay
@@ -1001,12 +1008,12 @@ impl<S: Storage> Rdm<S> {
         }
         let w = (cfg.window as usize).next_power_of_two();
         let np = cfg.max_peers;
-        let mut sl = |n: usize| store.slice(n, || 0u8).ok_or(Errno::ENOMEM);
+        let mut sl = |n: usize| store.zeroed(n).ok_or(Errno::ENOMEM);
         let reo_buf = sl(cfg
             .reorder_slots
             .checked_mul(max_pkt)
             .ok_or(Errno::ENOMEM)?)?;
-        let useg = wire::packet::max_msg_payload(max_pkt, false, false);
+        let useg = wire::packet::max_msg_payload(max_pkt, false, false).min(cfg.unexp_seg);
         let ux_buf = sl(cfg.unexp_slots.checked_mul(useg).ok_or(Errno::ENOMEM)?)?;
         let bounce = sl(sizes
             .tx_size

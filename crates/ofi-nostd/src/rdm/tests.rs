@@ -75,6 +75,9 @@ std::thread_local! {
     /// Whether hosts this test opens send BUNDLEs (`RdmConfig::bundle`; each test has
     /// a thread of its own).
     static BUNDLE: core::cell::Cell<bool> = const { core::cell::Cell::new(true) };
+    /// `RdmConfig::unexp_seg` of the hosts this test opens.
+    static UNEXP_SEG: core::cell::Cell<usize> =
+        const { core::cell::Cell::new(crate::rdm::RdmConfig::DEFAULT.unexp_seg) };
 }
 
 /// Hosts this test opens from now on send every message in a packet of its own.
@@ -105,6 +108,7 @@ fn host_window(ip: [u8; 4], seed: u64, add: Flags, remove: Flags, window: u16) -
         unexp_msgs: 16,
         window,
         bundle: BUNDLE.with(|b| b.get()),
+        unexp_seg: UNEXP_SEG.with(|u| u.get()),
         ..crate::rdm::RdmConfig::DEFAULT
     })
     .unwrap();
@@ -755,6 +759,57 @@ fn a_burst_of_small_messages_goes_in_bundles() {
         .map(|e| e.as_ref().unwrap().op_context)
         .collect();
     assert_eq!(ctxs, [1000, 1001, 1004, 1005]);
+}
+
+/// Unexpected messages are buffered in segments of `unexp_seg` bytes even where a
+/// packet carries more (a link with 64 KiB datagrams would otherwise spend 64 KiB on
+/// every small message): each takes the segments its length needs, and a receive
+/// posted later gets every byte, single-packet or segmented, bundled or not.
+#[test]
+fn unexpected_messages_take_segments_smaller_than_a_packet() {
+    UNEXP_SEG.with(|u| u.set(200));
+    let (mut a, mut b, b_at_a, _, mut now) = pair();
+    for (k, x) in a.mem[..0x800].iter_mut().enumerate() {
+        *x = (k * 13 + k / 256) as u8;
+    }
+    let sizes = [0usize, 1, 199, 200, 201, 1400, 1500];
+    let free = b.dom.ep(b.ep).unwrap().rdm().unwrap().unexp_slots_free();
+    for (i, &n) in sizes.iter().enumerate() {
+        send(&mut a, b_at_a, 300 + i as u64, n, 3000 + i as u64);
+    }
+    pump(&mut a, &mut b, &mut now, 200, &mut Vec::new());
+    let rdm = b.dom.ep(b.ep).unwrap().rdm().unwrap();
+    assert_eq!(rdm.unexpected_len(), sizes.len());
+    let need: usize = sizes.iter().map(|n| n.div_ceil(200)).sum();
+    assert_eq!(free - rdm.unexp_slots_free(), need, "segments held");
+    for (i, _) in sizes.iter().enumerate() {
+        let buf = IoVec::new(BASE + 0x8000 + i as u64 * 0x800, 0x800);
+        b.dom
+            .trecv(
+                b.ep,
+                buf,
+                FI_ADDR_UNSPEC,
+                300 + i as u64,
+                0,
+                4000 + i as u64,
+            )
+            .unwrap();
+    }
+    pump(&mut a, &mut b, &mut now, 200, &mut Vec::new());
+    let brx = b.rx_cq;
+    let got = b.read(brx);
+    assert_eq!(got.len(), sizes.len(), "{got:?}");
+    for (i, &n) in sizes.iter().enumerate() {
+        let e = got[i].as_ref().unwrap();
+        assert_eq!(
+            (e.op_context, e.len, e.tag),
+            (4000 + i as u64, n, 300 + i as u64)
+        );
+        let at = 0x8000 + i * 0x800;
+        assert_eq!(&b.mem[at..at + n], &a.mem[..n], "message {i} ({n} bytes)");
+    }
+    let rdm = b.dom.ep(b.ep).unwrap().rdm().unwrap();
+    assert_eq!((rdm.unexpected_len(), rdm.unexp_slots_free()), (0, free));
 }
 
 /// A BUNDLE whose record finds neither a receive nor room among the unexpected

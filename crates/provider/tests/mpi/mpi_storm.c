@@ -11,7 +11,9 @@
  * there while no rank receives. This found two bugs: the provider's CQ was as small as
  * the 100 entries the MTL asks for (every rank stopped after 100 sends), and sessions
  * whose packets in flight were all held by a receiver out of resources failed with
- * -FI_ETIMEDOUT instead of probing.
+ * -FI_ETIMEDOUT instead of probing. It also found a limit: with 1,024-entry transmit
+ * queues and 512 segments of unexpected-message buffer, 2,000 sends per rank stalled
+ * every rank for good; the default of 4,000 needs the larger host sizes.
  *
  * Usage: mpi_storm [sends per rank] [alltoallv rounds]
  * Exits 0 when every check passed on every rank, 1 otherwise.
@@ -213,7 +215,7 @@ int main(int argc, char **argv)
 	MPI_Init(&argc, &argv);
 	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
 	MPI_Comm_size(MPI_COMM_WORLD, &size);
-	n = argc > 1 ? atoi(argv[1]) : 800;
+	n = argc > 1 ? atoi(argv[1]) : 4000;
 	rounds = argc > 2 ? atoi(argv[2]) : 20;
 	rng = 12345u + (uint32_t)rank * 7919u;
 	t = MPI_Wtime();
