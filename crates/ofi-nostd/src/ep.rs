@@ -276,7 +276,7 @@ impl<S: Storage> TxQueue<S> {
     pub(crate) fn new(store: &mut S, size: usize, inject_size: usize) -> Result<Self> {
         let ops = store.slice(size, || TxOp::EMPTY).ok_or(Errno::ENOMEM)?;
         let bounce = store
-            .slice(size.checked_mul(inject_size).ok_or(Errno::ENOMEM)?, || 0u8)
+            .zeroed(size.checked_mul(inject_size).ok_or(Errno::ENOMEM)?)
             .ok_or(Errno::ENOMEM)?;
         Ok(TxQueue {
             ops,
