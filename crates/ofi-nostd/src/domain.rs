@@ -952,20 +952,20 @@ impl<S: Storage> Domain<S> {
         Ok(())
     }
 
-    /// `fi_enable`: an endpoint that can send needs a transmit CQ and one that can
-    /// receive a receive CQ (even when successes are suppressed, so errors can be
-    /// reported): -FI_ENOCQ; a connectionless endpoint needs its AV: -FI_ENOAV. Enabling
-    /// twice is -FI_EOPBADSTATE.
+    /// `fi_enable`: an endpoint that can send needs a transmit CQ (even when successes
+    /// are suppressed, so errors can be reported): -FI_ENOCQ; a connectionless endpoint
+    /// needs its AV: -FI_ENOAV. Enabling twice is -FI_EOPBADSTATE. A receive CQ is
+    /// needed by the first receive posted, not here (fi_endpoint(3) asks for CQs that
+    /// report the operations the endpoint *initiates*; an endpoint that only writes,
+    /// as fabtests' `fi_rdm_multi_domain` does, binds none).
     pub fn ep_enable(&mut self, h: EpHandle<S>) -> Result<()> {
         let ep = obj(self.eps.get_mut(h))?;
         if ep.state == EpState::Enabled {
             return Err(Errno::EOPBADSTATE);
         }
         let dirs = Flags::SEND | Flags::RECV;
-        let both = !ep.caps.intersects(dirs);
-        let sends = both || ep.caps.contains(Flags::SEND);
-        let recvs = both || ep.caps.contains(Flags::RECV);
-        if (sends && ep.tx_cq.is_none()) || (recvs && ep.rx_cq.is_none()) {
+        let sends = !ep.caps.intersects(dirs) || ep.caps.contains(Flags::SEND);
+        if sends && ep.tx_cq.is_none() {
             return Err(Errno::ENOCQ);
         }
         if ep.av.is_none() {
@@ -1606,6 +1606,10 @@ impl<S: Storage> Domain<S> {
     ) -> Result<()> {
         let ep = obj(self.eps.get_mut(h))?;
         ep.require_enabled()?;
+        if ep.rx_cq.is_none() {
+            // Nowhere to report the receive's completion, nor its failure.
+            return Err(Errno::ENOCQ);
+        }
         let cap = if tag.is_some() {
             Flags::TAGGED
         } else {

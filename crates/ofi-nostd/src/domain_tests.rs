@@ -699,8 +699,8 @@ fn bind_and_enable_rules() {
     );
     assert_eq!(
         dom.ep_enable(ep),
-        Err(Errno::ENOCQ),
-        "receive side still unbound"
+        Err(Errno::ENOAV),
+        "a receive CQ is not needed to enable"
     );
     dom.ep_bind(ep, BindTarget::Cq(cq2), Flags::RECV).unwrap();
     assert_eq!(dom.ep_enable(ep), Err(Errno::ENOAV));
@@ -763,6 +763,59 @@ fn bind_and_enable_rules() {
     assert_eq!(dom.cq(cq).err(), Some(Errno::EINVAL));
     assert!(dom.close(&mut fabric).is_ok());
     fabric.check_close().unwrap();
+}
+
+/// An endpoint that only initiates needs no receive CQ (fi_endpoint(3): CQs for the
+/// operations it *initiates*; fabtests' `fi_rdm_multi_domain` binds a transmit CQ
+/// alone): it enables and sends, its peer receives, and a receive posted on it has
+/// nowhere to complete: -FI_ENOCQ, with nothing queued.
+#[test]
+fn an_endpoint_without_a_receive_cq_sends_but_cannot_post_receives() {
+    let (fabric, mut dom) = open_domain([10, 0, 0, 1]);
+    let attr = CqAttr {
+        format: CqFormat::Msg,
+        ..CqAttr::default()
+    };
+    let cq = dom.cq_open(&attr, 1).unwrap();
+    let av = dom.av_open(&mut AvAttr::default(), 2).unwrap();
+    let cntr = dom.cntr_open(&CntrAttr::default(), 4).unwrap();
+    let ep = dom.ep_open(&dgram_info(), 3).unwrap();
+    dom.ep_bind(ep, BindTarget::Cq(cq), Flags::TRANSMIT).unwrap();
+    dom.ep_bind(ep, BindTarget::Av(av), Flags::empty()).unwrap();
+    dom.ep_enable(ep).unwrap();
+    let link = Box::new(Link::new(Medium::Udp, Some(UdpAddr::new([10, 0, 0, 1].into(), 7000))));
+    let mut a = Host {
+        _fabric: fabric,
+        dom,
+        link,
+        mem: vec![0; 4096],
+        ep,
+        tx_cq: cq,
+        rx_cq: cq,
+        av,
+        send_cntr: cntr,
+        recv_cntr: cntr,
+    };
+    let mut b = host([10, 0, 0, 2], CqFormat::Msg, false);
+    let b_at_a = a.insert(&b);
+    assert_eq!(
+        a.dom.recv(a.ep, IoVec::new(BASE, 8), FI_ADDR_UNSPEC, 7),
+        Err(Errno::ENOCQ)
+    );
+    assert_eq!(a.dom.ep(a.ep).unwrap().rx_size_left(), cfg().rx_size);
+    b.dom
+        .recv(b.ep, IoVec::new(BASE, 8), FI_ADDR_UNSPEC, 8)
+        .unwrap();
+    a.put(0, b"tx only!");
+    let mem = SliceMemory::new(BASE, &mut a.mem);
+    a.dom.send(a.ep, &mem, IoVec::new(BASE, 8), b_at_a, 9).unwrap();
+    pump(&mut a, &mut b);
+    let mut e = [CqMsgEntry::default(); 2];
+    assert_eq!(a.dom.cq_mut(a.tx_cq).unwrap().read(&mut e), Ok(1));
+    assert_eq!(e[0].op_context, 9);
+    assert_eq!(b.dom.cq_mut(b.rx_cq).unwrap().read(&mut e), Ok(1));
+    assert_eq!((e[0].op_context, e[0].len), (8, 8));
+    assert_eq!(b.get(0, 8), b"tx only!");
 }
 
 #[test]

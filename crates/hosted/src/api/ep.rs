@@ -163,8 +163,8 @@ impl<C: Send + 'static> Endpoint<C> {
             .ep_bind(self.h, BindTarget::Cntr(cntr.handle()), flags)?)
     }
 
-    /// `fi_enable`: -FI_ENOCQ without the CQs its capabilities need, -FI_ENOAV without
-    /// an AV.
+    /// `fi_enable`: -FI_ENOCQ without a transmit CQ (an endpoint that can send), -FI_ENOAV
+    /// without an AV. A receive CQ is needed only to post receives (-FI_ENOCQ there).
     pub fn enable(&self) -> Result<()> {
         Ok(self.shared.lock().core.ep_enable(self.h)?)
     }
