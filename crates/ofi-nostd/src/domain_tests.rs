@@ -780,10 +780,14 @@ fn an_endpoint_without_a_receive_cq_sends_but_cannot_post_receives() {
     let av = dom.av_open(&mut AvAttr::default(), 2).unwrap();
     let cntr = dom.cntr_open(&CntrAttr::default(), 4).unwrap();
     let ep = dom.ep_open(&dgram_info(), 3).unwrap();
-    dom.ep_bind(ep, BindTarget::Cq(cq), Flags::TRANSMIT).unwrap();
+    dom.ep_bind(ep, BindTarget::Cq(cq), Flags::TRANSMIT)
+        .unwrap();
     dom.ep_bind(ep, BindTarget::Av(av), Flags::empty()).unwrap();
     dom.ep_enable(ep).unwrap();
-    let link = Box::new(Link::new(Medium::Udp, Some(UdpAddr::new([10, 0, 0, 1].into(), 7000))));
+    let link = Box::new(Link::new(
+        Medium::Udp,
+        Some(UdpAddr::new([10, 0, 0, 1].into(), 7000)),
+    ));
     let mut a = Host {
         _fabric: fabric,
         dom,
@@ -808,7 +812,9 @@ fn an_endpoint_without_a_receive_cq_sends_but_cannot_post_receives() {
         .unwrap();
     a.put(0, b"tx only!");
     let mem = SliceMemory::new(BASE, &mut a.mem);
-    a.dom.send(a.ep, &mem, IoVec::new(BASE, 8), b_at_a, 9).unwrap();
+    a.dom
+        .send(a.ep, &mem, IoVec::new(BASE, 8), b_at_a, 9)
+        .unwrap();
     pump(&mut a, &mut b);
     let mut e = [CqMsgEntry::default(); 2];
     assert_eq!(a.dom.cq_mut(a.tx_cq).unwrap().read(&mut e), Ok(1));

@@ -823,12 +823,15 @@ fn comp_order(req: CompOrder, strict: bool, data: bool) -> Option<CompOrder> {
     }
 }
 
-/// The traffic classes honoured: the default and best effort (no DSCP marking yet).
+/// The traffic classes accepted: the default and every label (FI_TC_BEST_EFFORT ..
+/// FI_TC_NETWORK_CTRL), granted as asked. A label says what the traffic is for
+/// (fi_endpoint(3)); with no class of service to map it to, every label is carried
+/// like best effort, as libfabric's software providers do (fabtests' ping-pongs ask
+/// for FI_TC_LOW_LATENCY, `fi_rma_bw` for FI_TC_BULK_DATA). A DSCP value asks for a
+/// marking no data plane makes yet: no match.
 fn tclass(req: TrafficClass) -> Option<TrafficClass> {
-    match req {
-        TrafficClass::UNSPEC | TrafficClass::BEST_EFFORT => Some(req),
-        _ => None,
-    }
+    let labels = TrafficClass::BEST_EFFORT.0..=TrafficClass::NETWORK_CTRL.0;
+    (req == TrafficClass::UNSPEC || labels.contains(&req.0)).then_some(req)
 }
 
 /// mr_mode matching (fi_domain(3) 1.17, with the pre-1.5 enum semantics for old

@@ -610,7 +610,10 @@ fn attributes_beyond_the_offer_are_enodata() {
         }),
         ("protocol", |h, _| h.ep_attr.protocol = Protocol::RXD),
         ("tx tclass", |h, _| {
-            h.tx_attr.tclass = TrafficClass::BULK_DATA
+            h.tx_attr.tclass = TrafficClass::dscp(10)
+        }),
+        ("tx tclass beyond the labels", |h, _| {
+            h.tx_attr.tclass = TrafficClass(TrafficClass::NETWORK_CTRL.0 + 1)
         }),
         ("domain tclass", |h, _| {
             h.domain_attr.tclass = TrafficClass::dscp(46)
@@ -636,6 +639,23 @@ fn attributes_beyond_the_offer_are_enodata() {
     let r = run(None, None, Flags::empty(), Some(&h), &prov()).unwrap();
     assert_eq!(r[0].tx_attr.size, base.tx_attr.size);
     assert_eq!(r[0].tx_attr.tclass, TrafficClass::BEST_EFFORT);
+    // Every label is granted as asked, on the domain and the transmit context alike.
+    for label in [
+        TrafficClass::LOW_LATENCY,
+        TrafficClass::DEDICATED_ACCESS,
+        TrafficClass::BULK_DATA,
+        TrafficClass::SCAVENGER,
+        TrafficClass::NETWORK_CTRL,
+    ] {
+        let mut h = rdm_hints();
+        h.tx_attr.tclass = label;
+        h.domain_attr.tclass = label;
+        let r = run(None, None, Flags::empty(), Some(&h), &prov()).unwrap();
+        assert!(!r.is_empty());
+        for i in &r {
+            assert_eq!((i.tx_attr.tclass, i.domain_attr.tclass), (label, label));
+        }
+    }
 
     // DGRAM's max_msg_size is the MTU's: a 2000-byte datagram fits only eth1 (MTU 9000)
     // and lo.
