@@ -169,6 +169,28 @@ pub struct ProviderConfig {
     pub comp_order_strict: bool,
 }
 
+/// The message ordering of RDM endpoints. Every operation to a peer (send, tagged send,
+/// RMA read and write, atomic) is linked in posting order and its first packet leaves
+/// in that order, in one sequenced stream the target processes in order. But a read's
+/// data is taken from the target's memory as it is sent (and again if resent), so a
+/// later write can show in it: `max_order_war_size` is 0, and the write-after-read
+/// bits are left out too, as applications (fabtests' getinfo test) read FI_ORDER_WAR
+/// as a promise about data; every other `FI_ORDER_*` bit but FI_ORDER_DATA holds.
+pub const RDM_MSG_ORDER: Order = Order::RAR
+    .union(Order::RAW)
+    .union(Order::RAS)
+    .union(Order::WAW)
+    .union(Order::WAS)
+    .union(Order::SAR)
+    .union(Order::SAW)
+    .union(Order::SAS)
+    .union(Order::RMA_RAR)
+    .union(Order::RMA_RAW)
+    .union(Order::RMA_WAW)
+    .union(Order::ATOMIC_RAR)
+    .union(Order::ATOMIC_RAW)
+    .union(Order::ATOMIC_WAW);
+
 impl ProviderConfig {
     /// The defaults: sized for a hosted process.
     pub const DEFAULT: ProviderConfig = ProviderConfig {
@@ -322,7 +344,7 @@ pub fn default_info(ep_type: EpType, iface: Option<&Interface<'_>>, cfg: &Provid
             caps: caps & Flags::TX_CAPS,
             mode,
             op_flags: Flags::empty(),
-            msg_order: if rdm { Order::SAS } else { Order::NONE },
+            msg_order: if rdm { RDM_MSG_ORDER } else { Order::NONE },
             comp_order: CompOrder::NONE,
             inject_size: cfg.inject_size.min(max_msg_size),
             size: cfg.tx_size,
@@ -334,7 +356,7 @@ pub fn default_info(ep_type: EpType, iface: Option<&Interface<'_>>, cfg: &Provid
             caps: caps & Flags::RX_CAPS,
             mode,
             op_flags: Flags::empty(),
-            msg_order: if rdm { Order::SAS } else { Order::NONE },
+            msg_order: if rdm { RDM_MSG_ORDER } else { Order::NONE },
             comp_order: CompOrder::NONE,
             total_buffered_recv: 0,
             size: cfg.rx_size,

@@ -15,7 +15,7 @@ mod getinfo;
 
 pub use getinfo::{
     FREE_SECONDARY_CAPS, Interface, MAX_ENTRIES_PER_INTERFACE, NoResolver, Provider,
-    ProviderConfig, Resolver, default_info, getinfo, parse_addr_str, parse_ipv4,
+    ProviderConfig, RDM_MSG_ORDER, Resolver, default_info, getinfo, parse_addr_str, parse_ipv4,
 };
 
 use crate::flags::{CompOrder, Flags, Mode, MrMode, Order};

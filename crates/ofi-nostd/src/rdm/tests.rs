@@ -1638,6 +1638,50 @@ fn read(a: &mut Host, from: FiAddr, local: IoVec, rma: RmaIov, ctx: u64) {
     a.dom.readmsg(a.ep, &mem, &m, Flags::empty()).unwrap();
 }
 
+/// What RDM's `msg_order` (FI_ORDER_RAW, FI_ORDER_WAW) and `max_order_raw_size` /
+/// `max_order_waw_size` promise: two overlapping writes and a read posted right after
+/// them, before any progress, with the first write's first packets lost once. The
+/// target applies the writes in posting order and the read sees both.
+#[test]
+fn a_read_posted_after_writes_sees_them_in_posting_order() {
+    let (mut a, mut b, b_at_a, mut now, key) =
+        rma_pair(0x8000, 0x4000, Flags::REMOTE_READ | Flags::REMOTE_WRITE);
+    for (i, x) in a.mem[..5000].iter_mut().enumerate() {
+        *x = (i * 7 + 3) as u8;
+    }
+    for (i, x) in a.mem[0x2000..0x2000 + 3000].iter_mut().enumerate() {
+        *x = (i * 11 + 5) as u8 | 1;
+    }
+    let at = |addr, len| RmaIov { addr, len, key };
+    write(&mut a, b_at_a, IoVec::new(BASE, 5000), at(0, 5000), None, 1);
+    write(&mut a, b_at_a, IoVec::new(BASE + 0x2000, 3000), at(1000, 3000), None, 2);
+    read(&mut a, b_at_a, IoVec::new(BASE + 0x4000, 6000), at(0, 6000), 3);
+    // The handshake, then the first packets of the first write are lost once.
+    let mut dropped = 0;
+    for _ in 0..40 {
+        a.progress(now);
+        while let Some(p) = a.link.pop_tx(|_, d| d.to_vec()) {
+            if p[3] == wire::PacketType::RmaWrite as u8 && dropped < 2 {
+                dropped += 1;
+                continue;
+            }
+            b.link.inject(&p, Some(UdpAddr::new(a.ip.into(), 7000)));
+        }
+        b.progress(now);
+        carry(&mut b, &mut a);
+        now += Duration::from_millis(1);
+    }
+    assert_eq!(dropped, 2);
+    let mut want = a.mem[..5000].to_vec();
+    want[1000..4000].copy_from_slice(&a.mem[0x2000..0x2000 + 3000]);
+    want.resize(6000, 0);
+    assert_eq!(b.mem[0x8000..0x8000 + 6000], want[..], "writes applied in order");
+    assert_eq!(a.mem[0x4000..0x4000 + 6000], want[..], "the read saw both writes");
+    let atx = a.tx_cq;
+    let done: Vec<u64> = a.read(atx).iter().map(|e| e.unwrap().op_context).collect();
+    assert_eq!(done.len(), 3, "{done:?}");
+}
+
 #[test]
 fn rma_writes_and_reads_land_in_the_registered_region() {
     let (mut a, mut b, b_at_a, mut now, key) =

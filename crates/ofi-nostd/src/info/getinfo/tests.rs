@@ -162,7 +162,8 @@ fn no_hints_lists_rdm_then_dgram_on_every_interface() {
             | Flags::MULTI_RECV
             | Flags::SOURCE
     );
-    assert_eq!(rdm.tx_attr.msg_order, Order::SAS);
+    assert_eq!(rdm.tx_attr.msg_order, RDM_MSG_ORDER);
+    assert_eq!(rdm.rx_attr.msg_order, RDM_MSG_ORDER);
     assert_eq!(rdm.ep_attr.protocol, Protocol::NOSTD_RDM);
     assert_eq!(rdm.ep_attr.max_msg_size, u32::MAX as usize);
     assert_eq!(rdm.ep_attr.mem_tag_format, 0xAAAA_AAAA_AAAA_AAAA);
@@ -734,23 +735,38 @@ fn op_flags_and_ordering() {
         Err(Errno::ENODATA)
     );
 
-    // SAS is RDM only; RMA orderings nowhere.
-    let mut h = hints();
-    h.tx_attr.msg_order = Order::SAS;
-    h.rx_attr.msg_order = Order::SAS;
-    let r = run(None, None, Flags::empty(), Some(&h), &prov()).unwrap();
-    assert!(
-        r.iter()
-            .all(|i| i.ep_attr.ep_type == EpType::Rdm && i.rx_attr.msg_order == Order::SAS)
-    );
-    h.tx_attr.msg_order = Order::SAS | Order::RAW;
-    assert_eq!(
-        run(None, None, Flags::empty(), Some(&h), &prov()),
-        Err(Errno::ENODATA)
-    );
+    // Message orderings are RDM's (all but write-after-read and DATA), DGRAM has none;
+    // the offer is the whole set, and RAW and WAW hold for data too (max_order_*_size).
+    for want in [
+        Order::SAS,
+        Order::SAS | Order::RAW | Order::WAW,
+        Order::RMA_RAW | Order::ATOMIC_WAW | Order::WAS,
+        RDM_MSG_ORDER,
+    ] {
+        let mut h = hints();
+        h.tx_attr.msg_order = want;
+        h.rx_attr.msg_order = want;
+        let r = run(None, None, Flags::empty(), Some(&h), &prov()).unwrap();
+        assert!(!r.is_empty());
+        assert!(r.iter().all(|i| i.ep_attr.ep_type == EpType::Rdm
+            && i.tx_attr.msg_order == RDM_MSG_ORDER
+            && i.rx_attr.msg_order == RDM_MSG_ORDER));
+    }
+    let rdm = &run(None, None, Flags::empty(), Some(&rdm_hints()), &prov()).unwrap()[0];
+    assert_eq!(rdm.ep_attr.max_order_war_size, 0);
+    assert!(rdm.ep_attr.max_order_raw_size > 0 && rdm.ep_attr.max_order_waw_size > 0);
+    for no in [Order::DATA, Order::WAR, Order::RMA_WAR, Order::ATOMIC_WAR] {
+        let mut h = hints();
+        h.tx_attr.msg_order = Order::SAS | no;
+        assert_eq!(
+            run(None, None, Flags::empty(), Some(&h), &prov()),
+            Err(Errno::ENODATA),
+            "{no:?}"
+        );
+    }
     // FI_ORDER_NONE asks for the default.
     let r = run(None, None, Flags::empty(), Some(&rdm_hints()), &prov()).unwrap();
-    assert_eq!(r[0].tx_attr.msg_order, Order::SAS);
+    assert_eq!(r[0].tx_attr.msg_order, RDM_MSG_ORDER);
 
     // comp_order STRICT only where the engine promises it; DATA never.
     let mut h = rdm_hints();
