@@ -1654,8 +1654,21 @@ fn a_read_posted_after_writes_sees_them_in_posting_order() {
     }
     let at = |addr, len| RmaIov { addr, len, key };
     write(&mut a, b_at_a, IoVec::new(BASE, 5000), at(0, 5000), None, 1);
-    write(&mut a, b_at_a, IoVec::new(BASE + 0x2000, 3000), at(1000, 3000), None, 2);
-    read(&mut a, b_at_a, IoVec::new(BASE + 0x4000, 6000), at(0, 6000), 3);
+    write(
+        &mut a,
+        b_at_a,
+        IoVec::new(BASE + 0x2000, 3000),
+        at(1000, 3000),
+        None,
+        2,
+    );
+    read(
+        &mut a,
+        b_at_a,
+        IoVec::new(BASE + 0x4000, 6000),
+        at(0, 6000),
+        3,
+    );
     // The handshake, then the first packets of the first write are lost once.
     let mut dropped = 0;
     for _ in 0..40 {
@@ -1675,8 +1688,16 @@ fn a_read_posted_after_writes_sees_them_in_posting_order() {
     let mut want = a.mem[..5000].to_vec();
     want[1000..4000].copy_from_slice(&a.mem[0x2000..0x2000 + 3000]);
     want.resize(6000, 0);
-    assert_eq!(b.mem[0x8000..0x8000 + 6000], want[..], "writes applied in order");
-    assert_eq!(a.mem[0x4000..0x4000 + 6000], want[..], "the read saw both writes");
+    assert_eq!(
+        b.mem[0x8000..0x8000 + 6000],
+        want[..],
+        "writes applied in order"
+    );
+    assert_eq!(
+        a.mem[0x4000..0x4000 + 6000],
+        want[..],
+        "the read saw both writes"
+    );
     let atx = a.tx_cq;
     let done: Vec<u64> = a.read(atx).iter().map(|e| e.unwrap().op_context).collect();
     assert_eq!(done.len(), 3, "{done:?}");
