@@ -18,6 +18,7 @@ use crate::ws::Workspace;
 
 #[path = "bench_provider.rs"]
 mod bench_provider;
+pub use bench_provider::train_provider;
 mod dpdk;
 mod pingpong;
 

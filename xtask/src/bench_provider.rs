@@ -107,6 +107,8 @@ impl Section for Provider {
                 for (p, prov) in PROVIDERS.into_iter().enumerate() {
                     let pair = Pair {
                         prov,
+                        ep: "rdm",
+                        mode: "msg",
                         dir: &dir,
                         size,
                         iters,
@@ -137,6 +139,38 @@ impl Section for Provider {
         );
         Ok(out)
     }
+}
+
+/// The training of a profile-guided provider build (`cargo xtask provider --pgo`):
+/// `fi_pingpong -p nostd` with the provider in `dir` over loopback, as applications use
+/// it: RDM msg and tagged from 64 B to 1 MiB, and DGRAM; output files go to `logs`.
+pub fn train_provider(dir: &Path, logs: &Path) -> Result {
+    let pin = cmd::on_path("taskset");
+    let runs: [(&'static str, &'static str, usize, usize); 7] = [
+        ("rdm", "msg", 64, 20_000),
+        ("rdm", "msg", 4 << 10, 4_000),
+        ("rdm", "msg", 1 << 20, 100),
+        ("rdm", "tagged", 64, 20_000),
+        ("rdm", "tagged", 64 << 10, 500),
+        ("rdm", "tagged", 1 << 20, 100),
+        ("dgram", "msg", 64, 20_000),
+    ];
+    for (ep, mode, size, iters) in runs {
+        let pair = Pair {
+            prov: Prov::Nostd,
+            ep,
+            mode,
+            dir,
+            size,
+            iters,
+            pin,
+            logs,
+            tag: format!("train-{ep}-{mode}-{size}"),
+        };
+        let m = pair.run()?;
+        println!("  training: {ep} {mode} {size} B: {:.2} us", m.usec);
+    }
+    Ok(())
 }
 
 /// The section when it cannot run.
@@ -343,6 +377,9 @@ impl Killed {
 /// One server/client pair.
 struct Pair<'a> {
     prov: Prov,
+    /// `-e` and `-m`.
+    ep: &'static str,
+    mode: &'static str,
     /// Where `libnostd-fi.so` is.
     dir: &'a Path,
     size: usize,
@@ -387,7 +424,7 @@ impl Pair<'_> {
                 .env("FI_NOSTD_IFACE", "lo");
         }
         let (s, i) = (self.size.to_string(), self.iters.to_string());
-        c.args(["-p", self.prov.name(), "-e", "rdm", "-m", "msg"])
+        c.args(["-p", self.prov.name(), "-e", self.ep, "-m", self.mode])
             .args(["-S", &s, "-I", &i]);
         let port = port.to_string();
         if client {

@@ -141,8 +141,8 @@ pub fn firmware_tests(ws: &Workspace) -> Result {
 
 /// `cargo xtask provider`: build the C ABI provider in release and install it as
 /// `target/provider/libnostd-fi.so` (see [`crate::provider`]).
-pub fn provider(ws: &Workspace) -> Result {
-    crate::provider::run(ws)
+pub fn provider(ws: &Workspace, pgo: bool) -> Result {
+    crate::provider::run(ws, pgo)
 }
 
 /// `cargo xtask firmware [--run | --test]`: build the DPU image, report its sizes, and

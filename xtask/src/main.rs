@@ -10,6 +10,7 @@ mod firmware;
 mod fuzz;
 mod hooks;
 mod hosted;
+mod pgo;
 mod prereq;
 mod provider;
 mod test;
@@ -68,7 +69,12 @@ enum Task {
     TestDpdk,
     /// Build the C ABI provider (release) as target/provider/libnostd-fi.so; prints that
     /// directory (for FI_PROVIDER_PATH) last.
-    Provider,
+    Provider {
+        /// Build it profile-guided: instrumented, trained with `fi_pingpong -p nostd`
+        /// (RDM msg and tagged, DGRAM; 64 B to 1 MiB), then optimised with the profile.
+        #[arg(long)]
+        pgo: bool,
+    },
     /// Build the DPU firmware image (aarch64-unknown-none) and report its code size and
     /// static RAM; with --run, boot it under QEMU with virtio-net on a host TAP device.
     Firmware {
@@ -101,7 +107,7 @@ fn main() -> ExitCode {
             ("test-hosted", hooks::test_hosted(&ws, *skip_if_not_root))
         }
         Task::TestDpdk => ("test-dpdk", hooks::test_dpdk(&ws)),
-        Task::Provider => ("provider", hooks::provider(&ws)),
+        Task::Provider { pgo } => ("provider", hooks::provider(&ws, *pgo)),
         Task::Firmware { run, test } => ("firmware", hooks::firmware(&ws, *run, *test)),
         Task::Bench { quick } => ("bench", bench::run(&ws, *quick)),
     };

@@ -36,9 +36,35 @@ pub fn build(ws: &Workspace) -> Result<PathBuf> {
     }
     cmd::run(&mut ws.cargo(["build", "--release", "-p", PACKAGE, "--lib"]))?;
     let target = target_dir(ws);
-    let built = target.join("release").join(BUILT_NAME);
-    let dir = target.join("provider");
-    std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    install(&target.join("release"), &target.join("provider"))
+}
+
+/// Builds the provider profile-guided (see [`crate::pgo`]): instrumented, trained by
+/// `fi_pingpong -p nostd` runs over loopback, optimised with the profile; installs it
+/// as `target/provider/libnostd-fi.so` and returns that directory.
+pub fn build_pgo(ws: &Workspace) -> Result<PathBuf> {
+    if !ws.has_provider() {
+        return Err(format!("no provider crate at {PROVIDER_DIR}"));
+    }
+    if !cmd::on_path("fi_pingpong") {
+        return Err("training needs fi_pingpong (Debian: libfabric-bin)".into());
+    }
+    let target = target_dir(ws);
+    let args = ["-p", PACKAGE, "--lib"];
+    let used = crate::pgo::build(ws, &target, "provider", &args, |gen_dir| {
+        let dir = install(&gen_dir.join("release"), &gen_dir.join("provider"))?;
+        let logs = gen_dir.join("training");
+        std::fs::create_dir_all(&logs)
+            .map_err(|e| format!("cannot create {}: {e}", logs.display()))?;
+        crate::bench::train_provider(&dir, &logs)
+    })?;
+    install(&used.join("release"), &target.join("provider"))
+}
+
+/// Copies `<built>/libnostd_fi.so` to `<dir>/libnostd-fi.so`; returns `dir`.
+fn install(built: &std::path::Path, dir: &std::path::Path) -> Result<PathBuf> {
+    let built = built.join(BUILT_NAME);
+    std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
     let lib = dir.join(LIB_NAME);
     // Write a new file and rename it over the old one: a process that has the old
     // library mapped keeps its copy intact.
@@ -52,14 +78,14 @@ pub fn build(ws: &Workspace) -> Result<PathBuf> {
                 lib.display()
             )
         })?;
-    Ok(dir)
+    Ok(dir.to_path_buf())
 }
 
-/// `cargo xtask provider`: builds and installs the provider, checks that the system
-/// libfabric loads it (when `fi_info` is installed), and prints the directory for
-/// `FI_PROVIDER_PATH` as the last line.
-pub fn run(ws: &Workspace) -> Result {
-    let dir = build(ws)?;
+/// `cargo xtask provider [--pgo]`: builds and installs the provider (profile-guided with
+/// `--pgo`), checks that the system libfabric loads it (when `fi_info` is installed),
+/// and prints the directory for `FI_PROVIDER_PATH` as the last line.
+pub fn run(ws: &Workspace, pgo: bool) -> Result {
+    let dir = if pgo { build_pgo(ws)? } else { build(ws)? };
     if cmd::on_path("fi_info") {
         let mut check = Command::new("fi_info");
         check

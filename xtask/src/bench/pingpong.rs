@@ -6,18 +6,23 @@
 //! `fi_pingpong`'s row, so one parser reads them all (`usec/xfer` is half a round trip,
 //! `MB/sec` counts both directions).
 //!
+//! ofi-nostd's series is a profile-guided build of `ofi-pingpong` (see `crate::pgo`; the
+//! training is [`train`]), and the plain release build runs beside it as its own series;
+//! `BENCH_PGO=0` measures the plain build alone.
+//!
 //! `BENCH_PINGPONG_BASELINE=<path to another ofi-pingpong>` adds that binary as one more
 //! series (a before/after comparison in the same run).
 
 use std::fmt::Write as _;
 use std::io::{BufRead, BufReader, Read};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use super::{Ctx, Outcome, Plot, Section, Series};
 use crate::cmd::{self, Result};
+use crate::pgo;
 
 /// The sizes of the sweep.
 const SIZES: [usize; 8] = [
@@ -45,6 +50,8 @@ pub struct Tool {
     /// Legend label.
     pub label: String,
     kind: Kind,
+    /// More arguments for both sides (`ofi-pingpong` only; the training's modes).
+    extra: Vec<&'static str>,
 }
 
 #[derive(Debug, Clone)]
@@ -93,20 +100,59 @@ impl Section for PingPong {
             "udp_pingpong",
         ]))?;
         let rel = ctx.target.join("release");
-        let mut tools = vec![
-            Tool {
-                label: "raw UDP sockets".into(),
-                kind: Kind::Raw(rel.join("examples").join("udp_pingpong")),
-            },
-            Tool {
+        let plain = rel.join("ofi-pingpong");
+        let mut tools = vec![Tool {
+            label: "raw UDP sockets".into(),
+            kind: Kind::Raw(rel.join("examples").join("udp_pingpong")),
+            extra: Vec::new(),
+        }];
+        // The measured build is profile-guided (see `pgo`), with the plain release
+        // build beside it, so the report shows what the profile is worth.
+        let mut pgo_note = String::new();
+        if pgo::enabled() {
+            match pgo::build(
+                ctx.ws,
+                &ctx.target,
+                "udp",
+                &["-p", "hosted", "--bin", "ofi-pingpong"],
+                train,
+            ) {
+                Ok(dir) => {
+                    tools.push(Tool {
+                        label: "ofi-pingpong (ofi-nostd RDM, PGO)".into(),
+                        kind: Kind::Ofi(dir.join("release").join("ofi-pingpong")),
+                        extra: Vec::new(),
+                    });
+                    tools.push(Tool {
+                        label: "ofi-pingpong (plain release build)".into(),
+                        kind: Kind::Ofi(plain.clone()),
+                        extra: Vec::new(),
+                    });
+                    pgo_note = "ofi-nostd's row is the profile-guided build (trained on \
+                                ofi-pingpong over loopback UDP at 64 B to 1 MiB); the plain \
+                                release build is measured beside it.\n"
+                        .into();
+                }
+                Err(e) => {
+                    pgo_note = format!(
+                        "Profile-guided build unavailable ({e}): \
+                                              the plain release build is measured.\n"
+                    )
+                }
+            }
+        }
+        if tools.len() == 1 {
+            tools.push(Tool {
                 label: "ofi-pingpong (ofi-nostd RDM)".into(),
-                kind: Kind::Ofi(rel.join("ofi-pingpong")),
-            },
-        ];
+                kind: Kind::Ofi(plain),
+                extra: Vec::new(),
+            });
+        }
         if let Some(b) = std::env::var_os("BENCH_PINGPONG_BASELINE") {
             tools.push(Tool {
                 label: "ofi-pingpong (baseline)".into(),
                 kind: Kind::Ofi(PathBuf::from(b)),
+                extra: Vec::new(),
             });
         }
         let have_fi = cmd::on_path("fi_pingpong");
@@ -115,6 +161,7 @@ impl Section for PingPong {
                 tools.push(Tool {
                     label: format!("fi_pingpong {p}"),
                     kind: Kind::Fi(p),
+                    extra: Vec::new(),
                 });
             }
         }
@@ -160,6 +207,10 @@ impl Section for PingPong {
             }
         }
         let mut out = render(&tools, &results, ctx.quick);
+        if !pgo_note.is_empty() {
+            out.markdown.push('\n');
+            out.markdown.push_str(&pgo_note);
+        }
         if !have_fi {
             out.markdown.push_str(
                 "\n`fi_pingpong` is not installed (Debian: libfabric-bin): no libfabric rows.\n",
@@ -173,6 +224,31 @@ impl Section for PingPong {
         }
         Ok(out)
     }
+}
+
+/// The profile-guided build's training: the instrumented ofi-pingpong over loopback UDP
+/// at the sizes the section measures, from single-packet messages to rendezvous.
+fn train(gen_dir: &Path) -> Result {
+    let bin = gen_dir.join("release").join("ofi-pingpong");
+    let tool = |extra: &[&'static str]| Tool {
+        label: format!("ofi-pingpong {} (training)", extra.join(" ")),
+        kind: Kind::Ofi(bin.clone()),
+        extra: extra.to_vec(),
+    };
+    let runs: [(&[&'static str], usize, usize); 8] = [
+        (&[], 64, 20_000),
+        (&[], 4 << 10, 4_000),
+        (&[], 64 << 10, 500),
+        (&[], 1 << 20, 100),
+        (&["-m", "tagged"], 64, 20_000),
+        (&["-m", "tagged"], 1 << 20, 100),
+        (&["-e", "dgram"], 64, 20_000),
+        (&["--mode", "rate"], 64, 100_000),
+    ];
+    for (extra, size, iters) in runs {
+        measure(&tool(extra), size, iters)?;
+    }
+    Ok(())
 }
 
 fn human(size: usize) -> String {
@@ -385,9 +461,13 @@ pub fn measure(tool: &Tool, size: usize, iters: usize) -> Result<Measured> {
         }
         Kind::Ofi(bin) => {
             let mut c = Command::new(bin);
-            let common = ["-e", "rdm", "-S", &s, "-I", &i, "-W", &warm];
+            let mut common = vec!["-S", &s, "-I", &i, "-W", &warm];
+            if !tool.extra.contains(&"-e") {
+                common.extend(["-e", "rdm"]);
+            }
+            common.extend(&tool.extra);
             c.args(["-B", "0", "--cpu", &CPUS.0.to_string()])
-                .args(common);
+                .args(&common);
             let mut a: Vec<String> = common.iter().map(|x| x.to_string()).collect();
             a.extend(["--cpu".into(), CPUS.1.to_string()]);
             (c, a)
@@ -523,6 +603,7 @@ mod tests {
         let mk = |label: &str| Tool {
             label: label.into(),
             kind: Kind::Fi("x"),
+            extra: Vec::new(),
         };
         let tools = [
             mk("raw UDP sockets"),
