@@ -85,21 +85,17 @@ pub fn build(
     let _ = std::fs::remove_dir_all(&raw);
     std::fs::create_dir_all(&raw).map_err(|e| format!("cannot create {}: {e}", raw.display()))?;
     let (gen_dir, use_dir) = (root.join("gen"), root.join("use"));
-    let cargo = |dir: &Path, flags: String| {
+    // `cargo build --release <args>` into `dir`, with `flag` added to RUSTFLAGS.
+    let cargo = |dir: &Path, flag: String| {
         let mut c = ws.cargo(["build", "--release"]);
-        c.args(args)
-            .env("CARGO_TARGET_DIR", dir)
-            .env("RUSTFLAGS", flags);
+        c.args(args).env("CARGO_TARGET_DIR", dir).env(
+            "RUSTFLAGS",
+            rustflags(std::env::var("RUSTFLAGS").ok(), &flag),
+        );
         cmd::run(&mut c)
     };
     println!("==> pgo {name}: instrumented build for profile-guided optimisation");
-    cargo(
-        &gen_dir,
-        rustflags(
-            std::env::var("RUSTFLAGS").ok(),
-            &format!("-Cprofile-generate={}", raw.display()),
-        ),
-    )?;
+    cargo(&gen_dir, format!("-Cprofile-generate={}", raw.display()))?;
     println!("==> pgo {name}: training run");
     train(&gen_dir)?;
     let merged = root.join("merged.profdata");
@@ -108,13 +104,7 @@ pub fn build(
     merge.arg("merge").arg("-o").arg(&merged).arg(&raw);
     cmd::run(&mut merge)?;
     println!("==> pgo {name}: optimised build with the profile");
-    cargo(
-        &use_dir,
-        rustflags(
-            std::env::var("RUSTFLAGS").ok(),
-            &format!("-Cprofile-use={}", merged.display()),
-        ),
-    )?;
+    cargo(&use_dir, format!("-Cprofile-use={}", merged.display()))?;
     Ok(use_dir)
 }
 

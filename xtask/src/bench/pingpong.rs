@@ -128,15 +128,16 @@ impl Section for PingPong {
                         kind: Kind::Ofi(plain.clone()),
                         extra: Vec::new(),
                     });
-                    pgo_note = "ofi-nostd's row is the profile-guided build (trained on \
-                                ofi-pingpong over loopback UDP at 64 B to 1 MiB); the plain \
-                                release build is measured beside it.\n"
+                    pgo_note = "ofi-nostd's row is the profile-guided build (trained by \
+                                ofi-pingpong over loopback UDP: RDM msg and tagged, DGRAM and \
+                                rate mode, 64 B to 1 MiB); the plain release build is \
+                                measured beside it.\n"
                         .into();
                 }
                 Err(e) => {
                     pgo_note = format!(
-                        "Profile-guided build unavailable ({e}): \
-                                              the plain release build is measured.\n"
+                        "Profile-guided build unavailable ({e}): the plain release build \
+                         is measured.\n"
                     )
                 }
             }
@@ -227,7 +228,8 @@ impl Section for PingPong {
 }
 
 /// The profile-guided build's training: the instrumented ofi-pingpong over loopback UDP
-/// at the sizes the section measures, from single-packet messages to rendezvous.
+/// in the modes the tool serves (RDM msg and tagged, DGRAM, rate), from single-packet
+/// messages to rendezvous: what a profile never ran, the optimiser treats as cold.
 fn train(gen_dir: &Path) -> Result {
     let bin = gen_dir.join("release").join("ofi-pingpong");
     let tool = |extra: &[&'static str]| Tool {
