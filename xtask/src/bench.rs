@@ -89,6 +89,33 @@ fn sections() -> Vec<Box<dyn Section>> {
 /// Sections that arrive later, listed in the report so it is clear what is missing.
 const PLANNED: &[&str] = &["TAP / AF_PACKET data planes and the simulator."];
 
+/// The Debian packages the sections compare against or build with (`fi_pingpong` for the
+/// libfabric rows, DPDK for memif, libfabric's headers for the provider), installed when
+/// xtask may (root with apt-get) so that a fresh machine measures every row. Otherwise,
+/// or when the install fails, the sections that need them say they skipped.
+fn install_comparisons(ws: &Workspace) {
+    let wanted: Vec<_> = crate::prereq::DEBIAN_PACKAGES
+        .iter()
+        .copied()
+        .filter(|p| p.needed_by.starts_with("test-dpdk") || p.needed_by.starts_with("provider"))
+        .collect();
+    let missing = crate::prereq::missing_packages(ws, &wanted);
+    if missing.is_empty() {
+        return;
+    }
+    if !(cmd::is_root() && cmd::on_path("apt-get")) {
+        let names: Vec<&str> = missing.iter().map(|p| p.package).collect();
+        println!(
+            "==> bench: not root: sections that need {} will be skipped",
+            names.join(", ")
+        );
+        return;
+    }
+    if let Err(e) = crate::prereq::ensure_debian_packages(&missing, true) {
+        println!("==> bench: could not install every comparison ({e}); those sections skip");
+    }
+}
+
 /// Runs every section and writes `<target>/bench/report.md`.
 pub fn run(ws: &Workspace, quick: bool) -> Result {
     let target = target_dir(ws);
@@ -99,6 +126,7 @@ pub fn run(ws: &Workspace, quick: bool) -> Result {
         quick,
         started: SystemTime::now(),
     };
+    install_comparisons(ws);
     std::fs::create_dir_all(&ctx.out)
         .map_err(|e| format!("cannot create {}: {e}", ctx.out.display()))?;
     let mut report = String::from("# ofi-nostd benchmarks\n\n");
