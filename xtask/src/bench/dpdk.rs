@@ -86,6 +86,17 @@ struct Results {
     rate_multi_mmsgs: Vec<f64>,
     /// The CPUs the server and the client ran on.
     cpus: (usize, usize),
+    /// The plain release build measured beside a profile-guided one.
+    plain: Option<Plain>,
+}
+
+/// The plain release build's figures, each taken right after the measured build's.
+#[derive(Debug, Clone, PartialEq)]
+struct Plain {
+    /// 64 B `usec/xfer` per row, per latency round.
+    latency_us: Vec<Vec<f64>>,
+    rate_mmsgs: Vec<f64>,
+    rate_multi_mmsgs: Vec<f64>,
 }
 
 /// One latency round: the raw echo, then ofi-pingpong right after it.
@@ -159,12 +170,15 @@ impl Section for DpdkMemif {
         // ofi-pingpong is measured profile-guided (see `pgo`), trained by a short run of
         // this section (the quick plan) with the instrumented build.
         let mut note = String::new();
-        let mut pingpong = target.join("release/ofi-pingpong");
+        let plain = target.join("release/ofi-pingpong");
+        let mut pingpong = plain.clone();
+        let mut beside = None;
         if pgo::enabled() {
             let train = |gen_dir: &Path| {
                 let bins = Bins {
                     echo: echo.clone(),
                     pingpong: gen_dir.join("release/ofi-pingpong"),
+                    plain: None,
                 };
                 let r = measure(&bins, &dir, &Plan::new(true));
                 let _ = std::fs::remove_dir_all(dir.join("sock"));
@@ -173,8 +187,10 @@ impl Section for DpdkMemif {
             match pgo::build(ctx.ws, &ctx.target, "dpdk", &pingpong_args, train) {
                 Ok(d) => {
                     pingpong = d.join("release/ofi-pingpong");
+                    beside = Some(plain);
                     note = "ofi-pingpong is the profile-guided build (trained by a quick run \
-                            of this section).\n"
+                            of this section); the plain release build runs right after it \
+                            each time, for reference.\n"
                         .into();
                 }
                 Err(e) => {
@@ -185,7 +201,11 @@ impl Section for DpdkMemif {
                 }
             }
         }
-        let bins = Bins { echo, pingpong };
+        let bins = Bins {
+            echo,
+            pingpong,
+            plain: beside,
+        };
         let r = measure(&bins, &dir, &Plan::new(ctx.quick))?;
         let _ = std::fs::remove_dir_all(dir.join("sock"));
         let mut out = render(&r);
@@ -200,6 +220,8 @@ impl Section for DpdkMemif {
 struct Bins {
     echo: PathBuf,
     pingpong: PathBuf,
+    /// The plain build, measured after `pingpong` each time when given.
+    plain: Option<PathBuf>,
 }
 
 /// The two CPUs to pin to: 0 and 1, or 0 twice on a one-CPU machine.
@@ -249,7 +271,7 @@ fn measure(bins: &Bins, dir: &Path, plan: &Plan) -> Result<Results> {
     };
 
     // ofi-pingpong: latency, then message rate.
-    let pingpong = |tag: &str, extra: &[String]| -> Result<String> {
+    let pingpong_with = |bin: &Path, tag: &str, extra: &[String]| -> Result<String> {
         let sock = sock_dir.join(format!("{tag}.sock"));
         let s = sock.to_string_lossy().into_owned();
         let dev = |i: u32, role: &str| {
@@ -265,7 +287,7 @@ fn measure(bins: &Bins, dir: &Path, plan: &Plan) -> Result<Results> {
             "--timeout",
             "60",
         ];
-        let mut server = Command::new(&bins.pingpong);
+        let mut server = Command::new(bin);
         server.args(common).args(extra).args([
             "-B",
             "47592",
@@ -276,7 +298,7 @@ fn measure(bins: &Bins, dir: &Path, plan: &Plan) -> Result<Results> {
             "--dpdk-vdev",
             &dev(0, "server"),
         ]);
-        let mut client = Command::new(&bins.pingpong);
+        let mut client = Command::new(bin);
         client.args(common).args(extra).args([
             "-P",
             "47592",
@@ -290,6 +312,15 @@ fn measure(bins: &Bins, dir: &Path, plan: &Plan) -> Result<Results> {
         ]);
         pair(server, client, &sock, dir, tag)
     };
+    let pingpong = |tag: &str, extra: &[String]| pingpong_with(&bins.pingpong, tag, extra);
+    // The plain build right after the measured one (same arguments, its own files).
+    let plain = |tag: &str, extra: &[String]| -> Result<Option<String>> {
+        bins.plain
+            .as_deref()
+            .map(|bin| pingpong_with(bin, &format!("plain-{tag}"), extra))
+            .transpose()
+    };
+    let mut plain_latency = Vec::new();
     let sizes = |rows: usize| vec!["64"; rows].join(",");
     let mut rounds = Vec::with_capacity(plan.rounds);
     for i in 0..plan.rounds {
@@ -305,20 +336,25 @@ fn measure(bins: &Bins, dir: &Path, plan: &Plan) -> Result<Results> {
             plan.rounds,
             plan.latency_rows
         );
-        let lat = pingpong(
-            &format!("latency{i}"),
-            &[
-                "-S".into(),
-                sizes(plan.latency_rows),
-                "-I".into(),
-                plan.latency_iters.to_string(),
-                "-W".into(),
-                "1000".into(),
-            ],
-        )?;
-        let latency_us = column(&lat, 6);
-        if latency_us.is_empty() {
-            return Err(format!("no result rows from ofi-pingpong:\n{lat}"));
+        let latency_args = [
+            "-S".into(),
+            sizes(plan.latency_rows),
+            "-I".into(),
+            plan.latency_iters.to_string(),
+            "-W".into(),
+            "1000".into(),
+        ];
+        let latency_us = rows(&pingpong(&format!("latency{i}"), &latency_args)?, 6)?;
+        if bins.plain.is_some() {
+            println!(
+                "==> bench: round {} of {}: the plain build, 64 B latency, {} rows",
+                i + 1,
+                plan.rounds,
+                plan.latency_rows
+            );
+        }
+        if let Some(out) = plain(&format!("latency{i}"), &latency_args)? {
+            plain_latency.push(rows(&out, 6)?);
         }
         rounds.push(Round {
             raw_batch_ns: raw[4],
@@ -328,50 +364,55 @@ fn measure(bins: &Bins, dir: &Path, plan: &Plan) -> Result<Results> {
             latency_us,
         });
     }
+    let rate_args = |multi: bool| {
+        let mut a: Vec<String> = vec!["--mode".into(), "rate".into()];
+        if multi {
+            a.push("--multi-recv".into());
+        }
+        a.extend([
+            "-S".into(),
+            sizes(plan.rate_rows),
+            "-I".into(),
+            plan.rate_iters.to_string(),
+        ]);
+        a
+    };
     println!(
         "==> bench: ofi-pingpong RDM over memif, 64 B message rate, {} rows",
         plan.rate_rows
     );
-    let rate = pingpong(
-        "rate",
-        &[
-            "--mode".into(),
-            "rate".into(),
-            "-S".into(),
-            sizes(plan.rate_rows),
-            "-I".into(),
-            plan.rate_iters.to_string(),
-        ],
-    )?;
+    let rate_mmsgs = rows(&pingpong("rate", &rate_args(false))?, 7)?;
+    let plain_rate = plain("rate", &rate_args(false))?;
     println!(
         "==> bench: ofi-pingpong RDM over memif, 64 B message rate with --multi-recv, {} rows",
         plan.rate_rows
     );
-    let rate_multi = pingpong(
-        "rate-multi",
-        &[
-            "--mode".into(),
-            "rate".into(),
-            "--multi-recv".into(),
-            "-S".into(),
-            sizes(plan.rate_rows),
-            "-I".into(),
-            plan.rate_iters.to_string(),
-        ],
-    )?;
-    let rate_mmsgs = column(&rate, 7);
-    let rate_multi_mmsgs = column(&rate_multi, 7);
-    if rate_mmsgs.is_empty() || rate_multi_mmsgs.is_empty() {
-        return Err(format!(
-            "no result rows from ofi-pingpong:\n{rate}\n{rate_multi}"
-        ));
-    }
+    let rate_multi_mmsgs = rows(&pingpong("rate-multi", &rate_args(true))?, 7)?;
+    let plain_multi = plain("rate-multi", &rate_args(true))?;
+    let plain = match (plain_rate, plain_multi) {
+        (Some(r), Some(m)) => Some(Plain {
+            latency_us: plain_latency,
+            rate_mmsgs: rows(&r, 7)?,
+            rate_multi_mmsgs: rows(&m, 7)?,
+        }),
+        _ => None,
+    };
     Ok(Results {
         rounds,
         rate_mmsgs,
         rate_multi_mmsgs,
         cpus: (cs, cc),
+        plain,
     })
+}
+
+/// Column `i` of ofi-pingpong's result rows in `out`; an error when there are none.
+fn rows(out: &str, i: usize) -> Result<Vec<f64>> {
+    let v = column(out, i);
+    if v.is_empty() {
+        return Err(format!("no result rows from ofi-pingpong:\n{out}"));
+    }
+    Ok(v)
 }
 
 /// A child killed and reaped when dropped.
@@ -548,6 +589,30 @@ fn render(r: &Results) -> Outcome {
          {multi:.2} M msg/s (best row {best_multi:.2}) | ≥ {RATE_MMSGS} M msg/s | {} |",
         verdict(multi >= RATE_MMSGS)
     );
+    // The plain build's ratios, each against the echo of its own round.
+    let plain_ratios: Vec<f64> = r.plain.as_ref().map_or(Vec::new(), |p| {
+        r.rounds
+            .iter()
+            .zip(&p.latency_us)
+            .map(|(rd, l)| median(l) / rd.raw_one_way_us())
+            .collect()
+    });
+    if let Some(p) = r.plain.as_ref().filter(|_| !plain_ratios.is_empty()) {
+        let lat = median(&p.latency_us.iter().map(|l| median(l)).collect::<Vec<_>>());
+        let _ = writeln!(
+            md,
+            "| the plain release build, 64 B, one-way (for reference) | {lat:.2} µs \
+             ({:.2}x raw) | | |",
+            median(&plain_ratios)
+        );
+        let _ = writeln!(
+            md,
+            "| the plain release build, 64 B message rate (for reference) | {:.2} M msg/s; \
+             {:.2} with `--multi-recv` | | |",
+            median(&p.rate_mmsgs),
+            median(&p.rate_multi_mmsgs)
+        );
+    }
     md.push('\n');
     for (i, rd) in r.rounds.iter().enumerate() {
         let _ = writeln!(
@@ -563,6 +628,15 @@ fn render(r: &Results) -> Outcome {
             list(&rd.latency_us),
             rd.ratio()
         );
+        if let (Some(p), Some(x)) = (&r.plain, plain_ratios.get(i)) {
+            let _ = writeln!(
+                md,
+                "Round {}, the plain build right after: {:.2} µs (rows: {}): {x:.2}x.  ",
+                i + 1,
+                median(&p.latency_us[i]),
+                list(&p.latency_us[i]),
+            );
+        }
     }
     let _ = writeln!(
         md,
@@ -570,7 +644,7 @@ fn render(r: &Results) -> Outcome {
         list(&r.rate_mmsgs),
         list(&r.rate_multi_mmsgs)
     );
-    let summary = vec![
+    let mut summary = vec![
         "dpdk memif, 64 B:".to_owned(),
         format!(
             "  latency one-way: ofi-pingpong {lat:.2} µs vs raw echo {raw_one_way_us:.2} µs, \
@@ -584,6 +658,15 @@ fn render(r: &Results) -> Outcome {
             verdict(rate_ok).replace("**", "")
         ),
     ];
+    if let Some(p) = r.plain.as_ref().filter(|_| !plain_ratios.is_empty()) {
+        summary.push(format!(
+            "  the plain release build beside it: latency {:.2}x raw; rate {:.2} M msg/s, \
+             {:.2} with --multi-recv",
+            median(&plain_ratios),
+            median(&p.rate_mmsgs),
+            median(&p.rate_multi_mmsgs)
+        ));
+    }
     Outcome {
         markdown: md,
         summary,
@@ -657,6 +740,7 @@ mod tests {
             rate_mmsgs: vec![4.0, 6.0, 5.5],
             rate_multi_mmsgs: vec![5.0, 6.5, 6.0],
             cpus: (0, 1),
+            plain: None,
         };
         let out = render(&r);
         assert!(
@@ -692,9 +776,43 @@ mod tests {
                 round(2000.0, vec![1.0]),
                 round(2000.0, vec![1.7]),
             ],
-            ..r
+            ..r.clone()
         };
         assert!(render(&slow).markdown.contains("**MISSED**"));
+        // The plain build beside it: reported per round against that round's echo, with
+        // no verdict of its own.
+        let beside = Results {
+            plain: Some(Plain {
+                latency_us: vec![vec![2.0, 2.2], vec![4.0], vec![1.1]],
+                rate_mmsgs: vec![3.0, 4.0, 5.0],
+                rate_multi_mmsgs: vec![6.0],
+            }),
+            ..r.clone()
+        };
+        let out = render(&beside);
+        assert!(
+            out.markdown.contains(
+                "Round 1, the plain build right after: 2.00 µs (rows: 2.00, 2.20): 2.00x."
+            ),
+            "{}",
+            out.markdown
+        );
+        assert!(
+            out.markdown.contains("| 2.00 µs (2.20x raw) | | |"),
+            "{}",
+            out.markdown
+        );
+        assert!(
+            out.markdown
+                .contains("4.00 M msg/s; 6.00 with `--multi-recv`")
+        );
+        assert!(!out.markdown.contains("MISSED"));
+        assert!(
+            out.summary[3].contains("latency 2.20x raw; rate 4.00 M msg/s, 6.00 with"),
+            "{:?}",
+            out.summary
+        );
+        assert_eq!(render(&r).summary.len(), 3);
         assert!(skipped("no DPDK").markdown.starts_with("**Skipped**"));
     }
 }
