@@ -2128,6 +2128,7 @@ impl<S: Storage> Domain<S> {
         sent
     }
 
+    #[cold]
     fn count_malformed(&mut self, e: wire::Error) {
         let s = &mut self.stats;
         s.rx_malformed += 1;
@@ -2144,6 +2145,7 @@ impl<S: Storage> Domain<S> {
     }
 
     /// Queues a REJECT the domain owes (no endpoint, or a version we do not speak).
+    #[cold]
     fn queue_reject(&mut self, to: EpAddr, from_ep: u16, session: u32, reason: u16) {
         if let Some(slot) = self.ctl.iter_mut().find(|c| c.is_none()) {
             *slot = Some((to, from_ep, session, reason));

@@ -56,11 +56,13 @@ impl<S: Storage> Rdm<S> {
 
     /// A RESET(UNKNOWN_SESSION) for a sequenced packet of a session we do not have,
     /// at most one per 50 µs.
+    #[cold]
     pub(super) fn reset_unknown(&mut self, from: EpAddr, session: u32, now: Instant) {
         self.reset_peer(from, session, close::UNKNOWN_SESSION, now);
     }
 
     /// Queues RESET(`reason`) naming `session` to `from`, rate-limited (one per 50 µs).
+    #[cold]
     pub(super) fn reset_peer(&mut self, from: EpAddr, session: u32, reason: u16, now: Instant) {
         if self
             .last_reset
@@ -233,6 +235,7 @@ impl<S: Storage> Rdm<S> {
     }
 
     /// A HELLO from `from` to this endpoint.
+    #[cold]
     pub(super) fn on_hello(
         &mut self,
         from: EpAddr,
@@ -378,6 +381,7 @@ impl<S: Storage> Rdm<S> {
     }
 
     /// A HELLO_ACK: completes our handshake.
+    #[cold]
     pub(super) fn on_hello_ack(
         &mut self,
         from: EpAddr,
@@ -428,6 +432,7 @@ impl<S: Storage> Rdm<S> {
 
     /// If `session` is the candidate session of peer `p`, makes it the session (the
     /// old one's operations fail with -FI_ECONNRESET). Returns whether it switched.
+    #[cold]
     pub(super) fn adopt_candidate(
         &mut self,
         p: usize,
@@ -464,6 +469,7 @@ impl<S: Storage> Rdm<S> {
     }
 
     /// A REJECT of our HELLO.
+    #[cold]
     pub(super) fn on_reject(
         &mut self,
         from: EpAddr,
@@ -512,6 +518,7 @@ impl<S: Storage> Rdm<S> {
 
     /// A RESET: accepted when it names our receive session, or (UNKNOWN_SESSION, which
     /// echoes the session of the packet it answers) our transmit session.
+    #[cold]
     pub(super) fn on_reset(
         &mut self,
         from: EpAddr,
