@@ -40,6 +40,8 @@ pub struct Ctx<'a> {
 pub trait Section {
     /// The section heading.
     fn title(&self) -> &'static str;
+    /// The name `cargo xtask bench --only` selects it by.
+    fn key(&self) -> &'static str;
     /// Measures and renders.
     fn run(&self, ctx: &Ctx<'_>) -> Result<Outcome>;
 }
@@ -116,8 +118,29 @@ fn install_comparisons(ws: &Workspace) {
     }
 }
 
-/// Runs every section and writes `<target>/bench/report.md`.
-pub fn run(ws: &Workspace, quick: bool) -> Result {
+/// The sections named in `only` (every section when empty), in report order; an error
+/// naming the valid keys for an unknown name.
+fn select(only: &[String]) -> Result<Vec<Box<dyn Section>>> {
+    let all = sections();
+    if let Some(bad) = only
+        .iter()
+        .find(|k| !all.iter().any(|s| s.key() == k.as_str()))
+    {
+        let keys: Vec<&str> = all.iter().map(|s| s.key()).collect();
+        return Err(format!(
+            "no benchmark section `{bad}` (sections: {})",
+            keys.join(", ")
+        ));
+    }
+    Ok(all
+        .into_iter()
+        .filter(|s| only.is_empty() || only.iter().any(|k| k == s.key()))
+        .collect())
+}
+
+/// Runs every section (or those named in `only`) and writes `<target>/bench/report.md`.
+pub fn run(ws: &Workspace, quick: bool, only: &[String]) -> Result {
+    let sections = select(only)?;
     let target = target_dir(ws);
     let ctx = Ctx {
         ws,
@@ -132,7 +155,10 @@ pub fn run(ws: &Workspace, quick: bool) -> Result {
     let mut report = String::from("# ofi-nostd benchmarks\n\n");
     report.push_str(&machine_note(ws, quick));
     let mut summary = Vec::new();
-    for section in sections() {
+    if !only.is_empty() {
+        let _ = writeln!(report, "Sections run: {} (`--only`).", only.join(", "));
+    }
+    for section in sections {
         println!("==> bench: {}", section.title());
         let outcome = section.run(&ctx)?;
         let _ = write!(report, "\n## {}\n\n{}", section.title(), outcome.markdown);
@@ -440,6 +466,10 @@ impl Section for Matching {
         "Tag matching against queue length"
     }
 
+    fn key(&self) -> &'static str {
+        "matching"
+    }
+
     fn run(&self, ctx: &Ctx<'_>) -> Result<Outcome> {
         let home = run_criterion(ctx, "ofi-nostd", "matching")?;
         let means = ROWS
@@ -480,6 +510,10 @@ struct Engine;
 impl Section for Engine {
     fn title(&self) -> &'static str {
         "The core's cost per RDM round trip (no system calls)"
+    }
+
+    fn key(&self) -> &'static str {
+        "engine"
     }
 
     fn run(&self, ctx: &Ctx<'_>) -> Result<Outcome> {
@@ -633,6 +667,22 @@ fn human_ns(ns: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_selects_sections_by_key() {
+        let keys = |v: &[&str]| -> Vec<&'static str> {
+            let only: Vec<String> = v.iter().map(|s| s.to_string()).collect();
+            select(&only).unwrap().iter().map(|s| s.key()).collect()
+        };
+        assert_eq!(
+            keys(&[]),
+            ["matching", "engine", "udp", "memif", "provider"]
+        );
+        // Report order, whatever the order asked in.
+        assert_eq!(keys(&["provider", "memif"]), ["memif", "provider"]);
+        let err = select(&["memif".into(), "tap".into()]).err().unwrap();
+        assert!(err.contains("`tap`") && err.contains("udp, memif"), "{err}");
+    }
 
     #[test]
     fn reads_criterion_mean() {

@@ -84,6 +84,10 @@ impl Section for Provider {
         "The libfabric provider: fi_pingpong -p nostd against udp;ofi_rxd"
     }
 
+    fn key(&self) -> &'static str {
+        "provider"
+    }
+
     fn run(&self, ctx: &Ctx<'_>) -> Result<Outcome> {
         if !cmd::on_path("fi_pingpong") {
             return Ok(skipped(

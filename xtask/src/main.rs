@@ -93,6 +93,9 @@ enum Task {
         /// Short criterion runs (`--quick`): a smoke check, not numbers to quote.
         #[arg(long)]
         quick: bool,
+        /// Only these sections (comma-separated: matching, engine, udp, memif, provider).
+        #[arg(long, value_delimiter = ',')]
+        only: Vec<String>,
     },
 }
 
@@ -109,7 +112,7 @@ fn main() -> ExitCode {
         Task::TestDpdk => ("test-dpdk", hooks::test_dpdk(&ws)),
         Task::Provider { pgo } => ("provider", hooks::provider(&ws, *pgo)),
         Task::Firmware { run, test } => ("firmware", hooks::firmware(&ws, *run, *test)),
-        Task::Bench { quick } => ("bench", bench::run(&ws, *quick)),
+        Task::Bench { quick, only } => ("bench", bench::run(&ws, *quick, only)),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

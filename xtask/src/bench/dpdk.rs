@@ -132,6 +132,10 @@ impl Section for DpdkMemif {
         "DPDK: ofi-pingpong over memif against a raw memif echo"
     }
 
+    fn key(&self) -> &'static str {
+        "memif"
+    }
+
     fn run(&self, ctx: &Ctx<'_>) -> Result<Outcome> {
         if !cmd::succeeds(Command::new("pkg-config").args(["--exists", "libdpdk"])) {
             return Ok(skipped(
@@ -699,26 +703,6 @@ mod tests {
                   64      5k      =5k      625k        0.01s     60.00       1.07       0.93\n";
         assert_eq!(column(pp, 6), [1.02, 1.07]);
         assert_eq!(column(pp, 7), [0.98, 0.93]);
-    }
-
-    /// This section alone, for real: `cargo test -p xtask -- --ignored dpdk_memif_alone
-    /// --nocapture` (report in `<target>/bench/dpdk-report.md`).
-    #[test]
-    #[ignore = "runs the benchmark (two busy-polling processes, minutes)"]
-    fn dpdk_memif_alone() {
-        let ws = crate::ws::Workspace::locate();
-        let target = super::super::target_dir(&ws);
-        let ctx = Ctx {
-            ws: &ws,
-            out: target.join("bench"),
-            target,
-            quick: std::env::var_os("BENCH_QUICK").is_some(),
-            started: std::time::SystemTime::now(),
-        };
-        std::fs::create_dir_all(&ctx.out).unwrap();
-        let out = DpdkMemif.run(&ctx).unwrap();
-        std::fs::write(ctx.out.join("dpdk-report.md"), &out.markdown).unwrap();
-        println!("{}\n{}", out.markdown, out.summary.join("\n"));
     }
 
     #[test]

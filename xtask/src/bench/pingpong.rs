@@ -86,6 +86,10 @@ impl Section for PingPong {
         "Ping-pong latency and bandwidth over loopback UDP"
     }
 
+    fn key(&self) -> &'static str {
+        "udp"
+    }
+
     fn run(&self, ctx: &Ctx<'_>) -> Result<Outcome> {
         cmd::run(&mut ctx.ws.cargo([
             "build",
