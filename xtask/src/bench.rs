@@ -156,7 +156,7 @@ pub fn run(ws: &Workspace, quick: bool, only: &[String]) -> Result {
     report.push_str(&machine_note(ws, quick));
     let mut summary = Vec::new();
     if !only.is_empty() {
-        let _ = writeln!(report, "Sections run: {} (`--only`).", only.join(", "));
+        let _ = writeln!(report, "\nSections run: {} (`--only`).", only.join(", "));
     }
     for section in sections {
         println!("==> bench: {}", section.title());
