@@ -90,11 +90,10 @@ struct Results {
     plain: Option<Plain>,
 }
 
-/// The plain release build's figures, each taken right after the measured build's.
+/// The plain release build's message rates, each taken right after the measured
+/// build's (its latency rows are in each [`Round`]).
 #[derive(Debug, Clone, PartialEq)]
 struct Plain {
-    /// 64 B `usec/xfer` per row, per latency round.
-    latency_us: Vec<Vec<f64>>,
     rate_mmsgs: Vec<f64>,
     rate_multi_mmsgs: Vec<f64>,
 }
@@ -109,6 +108,8 @@ struct Round {
     raw_min_ns: f64,
     /// ofi-pingpong 64 B `usec/xfer` per row.
     latency_us: Vec<f64>,
+    /// The same of the plain build, run right after, when measured beside.
+    plain_latency_us: Option<Vec<f64>>,
 }
 
 impl Round {
@@ -124,6 +125,13 @@ impl Round {
 
     fn ratio(&self) -> f64 {
         self.one_way_us() / self.raw_one_way_us()
+    }
+
+    /// The plain build's one-way latency (median row), µs, and its ratio to this
+    /// round's echo.
+    fn plain(&self) -> Option<(f64, f64)> {
+        let us = median(self.plain_latency_us.as_deref()?);
+        Some((us, us / self.raw_one_way_us()))
     }
 }
 
@@ -321,10 +329,12 @@ fn measure(bins: &Bins, dir: &Path, plan: &Plan) -> Result<Results> {
     let plain = |tag: &str, extra: &[String]| -> Result<Option<String>> {
         bins.plain
             .as_deref()
-            .map(|bin| pingpong_with(bin, &format!("plain-{tag}"), extra))
+            .map(|bin| {
+                println!("==> bench: the plain build, {tag}");
+                pingpong_with(bin, &format!("plain-{tag}"), extra)
+            })
             .transpose()
     };
-    let mut plain_latency = Vec::new();
     let sizes = |rows: usize| vec!["64"; rows].join(",");
     let mut rounds = Vec::with_capacity(plan.rounds);
     for i in 0..plan.rounds {
@@ -349,23 +359,16 @@ fn measure(bins: &Bins, dir: &Path, plan: &Plan) -> Result<Results> {
             "1000".into(),
         ];
         let latency_us = rows(&pingpong(&format!("latency{i}"), &latency_args)?, 6)?;
-        if bins.plain.is_some() {
-            println!(
-                "==> bench: round {} of {}: the plain build, 64 B latency, {} rows",
-                i + 1,
-                plan.rounds,
-                plan.latency_rows
-            );
-        }
-        if let Some(out) = plain(&format!("latency{i}"), &latency_args)? {
-            plain_latency.push(rows(&out, 6)?);
-        }
+        let plain_latency_us = plain(&format!("latency{i}"), &latency_args)?
+            .map(|out| rows(&out, 6))
+            .transpose()?;
         rounds.push(Round {
             raw_batch_ns: raw[4],
             raw_median_ns: raw[1],
             raw_p99_ns: raw[2],
             raw_min_ns: raw[3],
             latency_us,
+            plain_latency_us,
         });
     }
     let rate_args = |multi: bool| {
@@ -395,7 +398,6 @@ fn measure(bins: &Bins, dir: &Path, plan: &Plan) -> Result<Results> {
     let plain_multi = plain("rate-multi", &rate_args(true))?;
     let plain = match (plain_rate, plain_multi) {
         (Some(r), Some(m)) => Some(Plain {
-            latency_us: plain_latency,
             rate_mmsgs: rows(&r, 7)?,
             rate_multi_mmsgs: rows(&m, 7)?,
         }),
@@ -593,16 +595,11 @@ fn render(r: &Results) -> Outcome {
          {multi:.2} M msg/s (best row {best_multi:.2}) | ≥ {RATE_MMSGS} M msg/s | {} |",
         verdict(multi >= RATE_MMSGS)
     );
-    // The plain build's ratios, each against the echo of its own round.
-    let plain_ratios: Vec<f64> = r.plain.as_ref().map_or(Vec::new(), |p| {
-        r.rounds
-            .iter()
-            .zip(&p.latency_us)
-            .map(|(rd, l)| median(l) / rd.raw_one_way_us())
-            .collect()
-    });
+    // The plain build's latencies and ratios, each against the echo of its own round.
+    let (plain_us, plain_ratios): (Vec<f64>, Vec<f64>) =
+        r.rounds.iter().filter_map(Round::plain).unzip();
     if let Some(p) = r.plain.as_ref().filter(|_| !plain_ratios.is_empty()) {
-        let lat = median(&p.latency_us.iter().map(|l| median(l)).collect::<Vec<_>>());
+        let lat = median(&plain_us);
         let _ = writeln!(
             md,
             "| the plain release build, 64 B, one-way (for reference) | {lat:.2} µs \
@@ -632,13 +629,12 @@ fn render(r: &Results) -> Outcome {
             list(&rd.latency_us),
             rd.ratio()
         );
-        if let (Some(p), Some(x)) = (&r.plain, plain_ratios.get(i)) {
+        if let (Some((us, x)), Some(l)) = (rd.plain(), &rd.plain_latency_us) {
             let _ = writeln!(
                 md,
-                "Round {}, the plain build right after: {:.2} µs (rows: {}): {x:.2}x.  ",
+                "Round {}, the plain build right after: {us:.2} µs (rows: {}): {x:.2}x.  ",
                 i + 1,
-                median(&p.latency_us[i]),
-                list(&p.latency_us[i]),
+                list(l),
             );
         }
     }
@@ -713,6 +709,7 @@ mod tests {
             raw_p99_ns: 3000.0,
             raw_min_ns: 1000.0,
             latency_us,
+            plain_latency_us: None,
         };
         // Ratios 1.50, 1.25 and 2.00: the median is 1.50, met.
         let r = Results {
@@ -765,9 +762,18 @@ mod tests {
         assert!(render(&slow).markdown.contains("**MISSED**"));
         // The plain build beside it: reported per round against that round's echo, with
         // no verdict of its own.
+        let plain_rows = [vec![2.0, 2.2], vec![4.0], vec![1.1]];
         let beside = Results {
+            rounds: r
+                .rounds
+                .iter()
+                .zip(plain_rows)
+                .map(|(rd, l)| Round {
+                    plain_latency_us: Some(l),
+                    ..rd.clone()
+                })
+                .collect(),
             plain: Some(Plain {
-                latency_us: vec![vec![2.0, 2.2], vec![4.0], vec![1.1]],
                 rate_mmsgs: vec![3.0, 4.0, 5.0],
                 rate_multi_mmsgs: vec![6.0],
             }),
