@@ -1,6 +1,6 @@
 //! Completion counters.
 
-use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::fd::BorrowedFd;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -10,7 +10,7 @@ use ofi_nostd::time::Duration as CoreDuration;
 
 use super::error::Result;
 use super::shared::{DomainRef, Zombie};
-use super::wait::{EventFd, now, wait_readable};
+use super::wait::{EventFd, WaitSet, now, wait_readable};
 
 /// A completion counter (fi_cntr(3)): successes and errors of the operations of the
 /// endpoints bound to it.
@@ -18,7 +18,7 @@ pub struct Counter<C: Send + 'static = u64> {
     shared: DomainRef<C>,
     h: CntrHandle,
     event: Arc<EventFd>,
-    wait: Option<OwnedFd>,
+    wait: Option<WaitSet>,
 }
 
 impl<C: Send + 'static> Counter<C> {
@@ -26,7 +26,7 @@ impl<C: Send + 'static> Counter<C> {
         shared: DomainRef<C>,
         h: CntrHandle,
         event: Arc<EventFd>,
-        wait: Option<OwnedFd>,
+        wait: Option<WaitSet>,
     ) -> Self {
         Counter {
             shared,
@@ -99,6 +99,8 @@ impl<C: Send + 'static> Counter<C> {
         let deadline = std::time::Instant::now() + timeout;
         let core_deadline = now()
             + CoreDuration::from_micros(u64::try_from(timeout.as_micros()).unwrap_or(u64::MAX));
+        // The link joins the wait set once this call first sleeps, until it returns.
+        let mut sleeper = None;
         let w = {
             let mut g = self.shared.lock();
             g.core
@@ -127,7 +129,10 @@ impl<C: Send + 'static> Counter<C> {
             if std::time::Instant::now() >= deadline {
                 return Err(Errno::ETIMEDOUT.into());
             }
-            wait_readable(wait.as_fd(), nap);
+            if sleeper.is_none() {
+                sleeper = Some(wait.sleeper()?);
+            }
+            wait_readable(wait.fd(), nap);
         }
     }
 
@@ -137,13 +142,17 @@ impl<C: Send + 'static> Counter<C> {
         let mut g = self.shared.lock();
         self.event.drain();
         g.core.cntr_mut(self.h)?.trywait()?;
+        // The application may sleep on the fd from now on, at times we cannot see.
+        if let Some(w) = &self.wait {
+            w.pin()?;
+        }
         g.note_wait();
         Ok(())
     }
 
     /// The pollable descriptor (FI_WAIT_FD); `None` without a wait object.
     pub fn fd(&self) -> Option<BorrowedFd<'_>> {
-        self.wait.as_ref().map(|w| w.as_fd())
+        self.wait.as_ref().map(|w| w.fd())
     }
 
     /// `fi_close`: -FI_EBUSY (with the counter handed back) while bound.

@@ -2,7 +2,7 @@
 
 use std::fmt;
 use std::ops::Range;
-use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::fd::BorrowedFd;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -14,7 +14,7 @@ use super::buf::Buf;
 use super::error::Result;
 use super::shared::{DomainRef, Inner, Raw};
 use super::table::{Op, OpId};
-use super::wait::{EventFd, wait_readable};
+use super::wait::{EventFd, WaitSet, wait_readable};
 use crate::storage::Heap;
 
 /// Why an operation failed (`struct fi_cq_err_entry`).
@@ -289,7 +289,7 @@ pub struct Cq<C: Send + 'static = u64> {
     shared: DomainRef<C>,
     h: CqHandle<Heap>,
     event: Arc<EventFd>,
-    wait: Option<OwnedFd>,
+    wait: Option<WaitSet>,
 }
 
 impl<C: Send + 'static> Cq<C> {
@@ -297,7 +297,7 @@ impl<C: Send + 'static> Cq<C> {
         shared: DomainRef<C>,
         h: CqHandle<Heap>,
         event: Arc<EventFd>,
-        wait: Option<OwnedFd>,
+        wait: Option<WaitSet>,
     ) -> Self {
         Cq {
             shared,
@@ -430,6 +430,8 @@ impl<C: Send + 'static> Cq<C> {
             return Err(Errno::ENOSYS.into());
         };
         let deadline = std::time::Instant::now() + timeout;
+        // The link joins the wait set once this call first sleeps, until it returns.
+        let mut sleeper = None;
         loop {
             let nap = {
                 let mut g = self.shared.lock();
@@ -459,7 +461,10 @@ impl<C: Send + 'static> Cq<C> {
             if std::time::Instant::now() >= deadline {
                 return Err(Errno::EAGAIN.into());
             }
-            wait_readable(wait.as_fd(), nap);
+            if sleeper.is_none() {
+                sleeper = Some(wait.sleeper()?);
+            }
+            wait_readable(wait.fd(), nap);
         }
     }
 
@@ -473,6 +478,10 @@ impl<C: Send + 'static> Cq<C> {
             return Err(Errno::EAGAIN.into());
         }
         g.core.cq_mut(self.h)?.trywait()?;
+        // The application may sleep on the fd from now on, at times we cannot see.
+        if let Some(w) = &self.wait {
+            w.pin()?;
+        }
         g.note_wait();
         Ok(())
     }
@@ -490,7 +499,7 @@ impl<C: Send + 'static> Cq<C> {
     /// [`Cq::trywait`] first, then epoll it for readability. `None` without a wait
     /// object.
     pub fn fd(&self) -> Option<BorrowedFd<'_>> {
-        self.wait.as_ref().map(|w| w.as_fd())
+        self.wait.as_ref().map(|w| w.fd())
     }
 
     /// Entries queued and not yet read (errors included).

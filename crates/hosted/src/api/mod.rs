@@ -634,19 +634,17 @@ impl<C: Send + 'static> Domain<C> {
     }
 
     /// The wait set of a new CQ or counter: an epoll fd over its eventfd and, with
-    /// manual progress, the link's descriptor (so a waiter wakes to drive progress when
-    /// frames arrive). `None` for FI_WAIT_NONE.
-    fn wait_set(&self, obj: WaitObj, event: &EventFd) -> Result<Option<std::os::fd::OwnedFd>> {
+    /// manual progress, the link's descriptor while someone may sleep (see
+    /// [`wait::WaitSet`]). `None` for FI_WAIT_NONE.
+    fn wait_set(&self, obj: WaitObj, event: &EventFd) -> Result<Option<wait::WaitSet>> {
         if obj == WaitObj::None {
             return Ok(None);
         }
         use std::os::fd::AsFd;
-        let mut fds = vec![event.as_fd()];
-        if self.shared.manual()
-            && let Some(l) = &self.shared.link_fd
-        {
-            fds.push(l.as_fd());
-        }
-        Ok(Some(wait::epoll_set(&fds)?))
+        let link = match &self.shared.link_fd {
+            Some(l) if self.shared.manual() => Some(l.as_fd()),
+            _ => None,
+        };
+        Ok(Some(wait::WaitSet::new(event.as_fd(), link)?))
     }
 }

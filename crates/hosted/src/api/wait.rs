@@ -1,7 +1,7 @@
 //! The clock and the blocking primitives: eventfds, epoll sets and bounded polls.
 
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
-use std::sync::OnceLock;
+use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
 use ofi_nostd::domain::PassKind;
@@ -103,18 +103,126 @@ impl AsFd for EventFd {
     }
 }
 
-/// An epoll instance over some fds, itself pollable: readable when any of them is.
-pub(crate) fn epoll_set(fds: &[BorrowedFd<'_>]) -> rustix::io::Result<OwnedFd> {
-    let ep = epoll::create(epoll::CreateFlags::CLOEXEC)?;
-    for (i, fd) in fds.iter().enumerate() {
+/// The wait object of a CQ or counter (FI_WAIT_FD): an epoll set over its eventfd and,
+/// with manual progress, the link's descriptor (a waiter must then wake to run progress
+/// when frames arrive).
+///
+/// The link is in the set only while someone may sleep on it: during a blocking read or
+/// wait, and for good once the application calls fi_trywait (it then sleeps on the fd
+/// at times we cannot see). A watched socket makes every datagram sent to it run
+/// epoll's wake-up callback inside the sender's system call: on loopback that was 0.3 µs
+/// a `sendto`, 0.19 µs of a 64 B ping-pong's one-way latency, spent for a busy-polling
+/// reader that never sleeps.
+#[derive(Debug)]
+pub(crate) struct WaitSet {
+    epoll: OwnedFd,
+    link: Option<OwnedFd>,
+    watch: Mutex<LinkWatch>,
+}
+
+/// Who needs the link in the set.
+#[derive(Debug, Default)]
+struct LinkWatch {
+    /// Blocking reads and waits in progress.
+    sleepers: usize,
+    /// fi_trywait was called: the application may sleep on the fd from now on.
+    pinned: bool,
+    /// The link is in the epoll set.
+    watched: bool,
+}
+
+/// Registration data of the link in the set (the eventfd's is 0).
+const LINK_DATA: u64 = 1;
+
+impl WaitSet {
+    /// A set over `event`, and `link` (not watched yet) when progress is manual.
+    pub(crate) fn new(
+        event: BorrowedFd<'_>,
+        link: Option<BorrowedFd<'_>>,
+    ) -> std::io::Result<Self> {
+        let epoll = epoll::create(epoll::CreateFlags::CLOEXEC)?;
         epoll::add(
-            &ep,
-            fd,
-            epoll::EventData::new_u64(i as u64),
+            &epoll,
+            event,
+            epoll::EventData::new_u64(0),
             epoll::EventFlags::IN,
         )?;
+        let link = link.map(|l| l.try_clone_to_owned()).transpose()?;
+        Ok(WaitSet {
+            epoll,
+            link,
+            watch: Mutex::new(LinkWatch::default()),
+        })
     }
-    Ok(ep)
+
+    /// The descriptor the application polls.
+    pub(crate) fn fd(&self) -> BorrowedFd<'_> {
+        self.epoll.as_fd()
+    }
+
+    fn watch(&self) -> std::sync::MutexGuard<'_, LinkWatch> {
+        self.watch.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Puts the link in the set if it is not (an fd already readable makes the set
+    /// readable at once, so no frame that came before is missed).
+    fn watch_link(&self, w: &mut LinkWatch) -> rustix::io::Result<()> {
+        if let (Some(l), false) = (&self.link, w.watched) {
+            epoll::add(
+                &self.epoll,
+                l,
+                epoll::EventData::new_u64(LINK_DATA),
+                epoll::EventFlags::IN,
+            )?;
+            w.watched = true;
+        }
+        Ok(())
+    }
+
+    /// fi_trywait succeeded: the link stays in the set from now on.
+    pub(crate) fn pin(&self) -> rustix::io::Result<()> {
+        let mut w = self.watch();
+        self.watch_link(&mut w)?;
+        w.pinned = true;
+        Ok(())
+    }
+
+    /// A blocking read or wait begins: the link is in the set until the last one that
+    /// began ends (the guard drops), unless fi_trywait pinned it.
+    pub(crate) fn sleeper(&self) -> rustix::io::Result<Sleeper<'_>> {
+        let mut w = self.watch();
+        self.watch_link(&mut w)?;
+        w.sleepers += 1;
+        Ok(Sleeper(self))
+    }
+
+    /// Whether the link is in the set now.
+    #[cfg(test)]
+    pub(crate) fn watching_link(&self) -> bool {
+        self.watch().watched
+    }
+}
+
+/// A blocking read or wait of a [`WaitSet`] in progress (see [`WaitSet::sleeper`]).
+#[derive(Debug)]
+pub(crate) struct Sleeper<'a>(&'a WaitSet);
+
+impl Drop for Sleeper<'_> {
+    fn drop(&mut self) {
+        let set = self.0;
+        let mut w = set.watch();
+        w.sleepers = w.sleepers.saturating_sub(1);
+        if w.sleepers == 0
+            && !w.pinned
+            && w.watched
+            && let Some(l) = &set.link
+        {
+            // On failure the link stays watched (a cost, never a missed wake-up).
+            if epoll::delete(&set.epoll, l).is_ok() {
+                w.watched = false;
+            }
+        }
+    }
 }
 
 pub(crate) fn timespec(d: Duration) -> Timespec {
@@ -134,6 +242,60 @@ pub(crate) fn wait_readable(fd: BorrowedFd<'_>, timeout: Duration) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn readable(fd: BorrowedFd<'_>) -> bool {
+        let mut fds = [PollFd::from_borrowed_fd(fd, PollFlags::IN)];
+        poll(&mut fds, Some(&timespec(Duration::ZERO))).unwrap() == 1
+    }
+
+    #[test]
+    fn the_link_is_watched_only_while_someone_may_sleep() {
+        let event = EventFd::new().unwrap();
+        let link = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        let peer = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        let set = WaitSet::new(event.as_fd(), Some(link.as_fd())).unwrap();
+        peer.send_to(b"x", link.local_addr().unwrap()).unwrap();
+        // A busy-polling reader: the waiting datagram does not make the set readable.
+        assert!(!set.watching_link());
+        assert!(!readable(set.fd()));
+        {
+            // A blocking wait: a datagram that came before it began wakes it at once.
+            let outer = set.sleeper().unwrap();
+            assert!(set.watching_link() && readable(set.fd()));
+            let inner = set.sleeper().unwrap();
+            drop(outer);
+            assert!(set.watching_link(), "a second sleeper still sleeps");
+            drop(inner);
+        }
+        assert!(!set.watching_link());
+        assert!(!readable(set.fd()));
+        // The eventfd is always watched.
+        event.signal();
+        assert!(readable(set.fd()));
+        event.drain();
+        // fi_trywait: watched from then on, sleepers or not.
+        set.pin().unwrap();
+        assert!(readable(set.fd()));
+        drop(set.sleeper().unwrap());
+        assert!(set.watching_link() && readable(set.fd()));
+        // Once read, the socket no longer makes the set readable.
+        let mut b = [0u8; 4];
+        link.recv(&mut b).unwrap();
+        assert!(!readable(set.fd()));
+    }
+
+    #[test]
+    fn without_a_link_only_the_eventfd_counts() {
+        let event = EventFd::new().unwrap();
+        let set = WaitSet::new(event.as_fd(), None).unwrap();
+        let s = set.sleeper().unwrap();
+        assert!(!set.watching_link() && !readable(set.fd()));
+        event.signal();
+        assert!(readable(set.fd()));
+        drop(s);
+        set.pin().unwrap();
+        assert!(!set.watching_link());
+    }
 
     #[test]
     fn progress_until_stops_when_the_pass_is_done_or_at_the_deadline() {
