@@ -252,6 +252,49 @@ fn sread_wakes_when_a_message_arrives() {
     }
 }
 
+/// The progress thread watches the link only while it sleeps (busy-polling, it leaves it
+/// out: a watched socket costs every sender a wake-up callback). Every message here
+/// comes after both threads went to sleep, and the tick and the core's timers are far
+/// longer than the bound: only the link's descriptor can wake the receiver's thread in
+/// time (its sleeps are also capped at 1 s).
+#[test]
+fn auto_progress_wakes_on_the_link_after_each_idle_spell() {
+    let mode = ProgressMode::Auto(AutoProgress {
+        spin: Duration::from_micros(50),
+        tick: Duration::from_secs(30),
+    });
+    let (a, b, a_to_b, _) = pair::<u64>(mode);
+    for round in 0..4u8 {
+        b.ep.recv(Buf::zeroed(8), FI_ADDR_UNSPEC, u64::from(round))
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(30));
+        let t = Instant::now();
+        a.ep.send(Buf::from(vec![round]), a_to_b, 100).unwrap();
+        let c = loop {
+            match b.cq.read() {
+                Ok(c) => break c,
+                Err(e) if e == Errno::EAGAIN => {
+                    assert!(t.elapsed() < WAIT, "round {round}: nothing arrived");
+                    std::thread::yield_now();
+                }
+                Err(e) => panic!("fi_cq_read: {e}"),
+            }
+        };
+        let took = t.elapsed();
+        assert_eq!((c.context, &*c.buf), (u64::from(round), &[round][..]));
+        assert!(
+            took < Duration::from_millis(500),
+            "round {round} took {took:?}"
+        );
+        // The send's own completion.
+        let t = Instant::now();
+        while a.cq.read().is_err() {
+            assert!(t.elapsed() < WAIT);
+            std::thread::yield_now();
+        }
+    }
+}
+
 #[test]
 fn cq_signal_interrupts_sread() {
     let (a, _b, _, _) = pair::<u64>(ProgressMode::Manual);

@@ -3,7 +3,9 @@
 //! Each turn takes the domain lock for one progress pass and releases it. While there
 //! was traffic within the last [`AutoProgress::spin`] the thread busy-polls (lowest
 //! latency); after that it sleeps in `epoll_wait` on the link's descriptor (readable:
-//! frames arrived; writable while the link has queued transmissions), a timerfd armed
+//! frames arrived; writable while the link has queued transmissions; watched only from
+//! the first sleep until traffic resumes, since a watched socket costs every datagram's
+//! sender an epoll wake-up callback), a timerfd armed
 //! for the core's next timeout (or [`AutoProgress::tick`] when the core names none),
 //! and an eventfd that application threads and the domain's drop use to wake it. Every
 //! sleep is bounded by the timer.
@@ -57,9 +59,6 @@ impl Fds {
                 epoll::EventFlags::IN,
             )
         };
-        if let Some(l) = &link {
-            add(l, LINK)?;
-        }
         add(&kick, KICK)?;
         add(&timer, TIMER)?;
         Ok(Fds {
@@ -74,6 +73,8 @@ impl Fds {
 pub(crate) fn run<C: Send + 'static>(shared: Arc<Shared<C>>, cfg: AutoProgress, fds: Fds) {
     let mut last_active = std::time::Instant::now();
     let mut want_out = false;
+    // The link is in the epoll set (from the first sleep until traffic resumes).
+    let mut watched = false;
     let mut events = [epoll::Event {
         flags: epoll::EventFlags::empty(),
         data: epoll::EventData::new_u64(0),
@@ -90,6 +91,10 @@ pub(crate) fn run<C: Send + 'static>(shared: Arc<Shared<C>>, cfg: AutoProgress, 
         let t = std::time::Instant::now();
         if active {
             last_active = t;
+            if watched && let Some(link) = &fds.link {
+                // Busy-polling again: senders need not wake anyone.
+                watched = epoll::delete(&fds.epoll, link).is_err();
+            }
         }
         if t.duration_since(last_active) < cfg.spin {
             std::hint::spin_loop();
@@ -103,14 +108,23 @@ pub(crate) fn run<C: Send + 'static>(shared: Arc<Shared<C>>, cfg: AutoProgress, 
             continue;
         }
         if let Some(link) = &fds.link
-            && pending != want_out
+            && (!watched || pending != want_out)
         {
-            want_out = pending;
             let mut flags = epoll::EventFlags::IN;
             if pending {
                 flags |= epoll::EventFlags::OUT;
             }
-            let _ = epoll::modify(&fds.epoll, link, epoll::EventData::new_u64(LINK), flags);
+            let data = epoll::EventData::new_u64(LINK);
+            let r = if watched {
+                epoll::modify(&fds.epoll, link, data, flags)
+            } else {
+                epoll::add(&fds.epoll, link, data, flags)
+            };
+            // Unwatched (an add failed), the sleep still ends on the timer's tick.
+            if r.is_ok() {
+                watched = true;
+                want_out = pending;
+            }
         }
         let tick = if fds.link.is_some() {
             cfg.tick
