@@ -321,6 +321,7 @@ pub unsafe fn trywait(f: *mut sys::fid) -> Result<Result<(), Errno>, Errno> {
                 st.next_timer()
                     .map(|t| t.max(std::time::Duration::from_micros(50))),
             );
+            w.pin();
         }
         Ok(())
     }))

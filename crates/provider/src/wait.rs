@@ -7,22 +7,27 @@
 //! - an eventfd the provider signals when the core says a waiter must wake (the
 //!   condition armed by fi_trywait / sread / fi_cntr_wait holds, or fi_cq_signal);
 //! - the data plane's descriptor (readable when frames arrived: with manual progress
-//!   the waiter must wake to run progress);
+//!   the waiter must wake to run progress), watched only while someone may sleep: during
+//!   a blocking read or wait, and for good once the application calls fi_trywait or
+//!   asks for the fd (FI_GETWAIT) — a watched socket costs every datagram's sender an
+//!   epoll wake-up callback, which a busy-polling reader never needs (see
+//!   `hosted::api::WaitSet`);
 //! - a timerfd armed for the core's next timer (retransmissions, acknowledgements,
 //!   handshake retries), so a waiter also wakes when only time moves things on.
 //!
 //! Event queues have no data plane and no timers: their `WaitFd` holds the eventfd
 //! alone.
 
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::time::Duration;
 
+use hosted::api::WaitSet;
 use ofi_nostd::Errno;
 
 /// The epoll set of one waitable object.
 #[derive(Debug)]
 pub struct WaitFd {
-    epoll: OwnedFd,
+    set: WaitSet,
     event: OwnedFd,
     timer: Option<OwnedFd>,
 }
@@ -39,11 +44,9 @@ fn owned(fd: libc::c_int) -> Result<OwnedFd, Errno> {
 
 impl WaitFd {
     /// A wait object over a new eventfd, plus (for CQs and counters) the data plane's
-    /// descriptor `link` and a timerfd.
+    /// descriptor `link` (open for the call; the set keeps a duplicate) and a timerfd.
     pub fn new(link: Option<RawFd>) -> Result<WaitFd, Errno> {
-        // SAFETY: plain syscalls with valid flags; results checked.
-        let epoll = owned(unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) })?;
-        // SAFETY: as above.
+        // SAFETY: a plain syscall with valid flags; the result is checked.
         let event = owned(unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) })?;
         let timer = match link {
             Some(_) => Some(owned(
@@ -57,34 +60,26 @@ impl WaitFd {
             )?),
             None => None,
         };
-        let w = WaitFd {
-            epoll,
-            event,
-            timer,
-        };
-        w.add(w.event.as_raw_fd())?;
-        if let Some(t) = &w.timer {
-            w.add(t.as_raw_fd())?;
-        }
-        if let Some(l) = link {
-            w.add(l)?;
-        }
-        Ok(w)
+        // SAFETY: the caller's descriptor is open for this call (the domain's data
+        // plane, which outlives its CQs and counters); the set duplicates it.
+        let link = link.map(|l| unsafe { BorrowedFd::borrow_raw(l) });
+        let mut always = vec![event.as_fd()];
+        always.extend(timer.as_ref().map(|t| t.as_fd()));
+        let set = WaitSet::new(&always, link).map_err(|_| Errno::ENOMEM)?;
+        Ok(WaitFd { set, event, timer })
     }
 
-    fn add(&self, fd: RawFd) -> Result<(), Errno> {
-        let mut ev = libc::epoll_event {
-            events: libc::EPOLLIN as u32,
-            u64: fd as u64,
-        };
-        // SAFETY: both descriptors are open; `ev` is a valid event structure.
-        check(unsafe { libc::epoll_ctl(self.epoll.as_raw_fd(), libc::EPOLL_CTL_ADD, fd, &mut ev) })
-            .map(|_| ())
-    }
-
-    /// The descriptor applications poll (FI_GETWAIT).
+    /// The descriptor applications poll (FI_GETWAIT): the data plane is watched from
+    /// now on, since the application may sleep on it (fi_trywait does the same).
     pub fn fd(&self) -> RawFd {
-        self.epoll.as_raw_fd()
+        self.pin();
+        self.set.fd().as_raw_fd()
+    }
+
+    /// fi_trywait succeeded: the application may sleep on the fd from now on.
+    pub fn pin(&self) {
+        // On failure the data plane stays unwatched: waits still end on the timer.
+        let _ = self.set.pin();
     }
 
     /// The eventfd the provider signals (registered with the domain for wake-ups).
@@ -135,8 +130,11 @@ impl WaitFd {
     pub fn wait(&self, timeout: Duration) {
         let ms = timeout.as_micros().div_ceil(1000).min(i32::MAX as u128) as libc::c_int;
         let mut ev = [libc::epoll_event { events: 0, u64: 0 }; 4];
+        // The data plane is watched while this sleeps (unwatched if that failed: the
+        // sleep still ends on the timer or the timeout).
+        let _sleeper = self.set.sleeper();
         // SAFETY: our epoll descriptor and a buffer of 4 events.
-        let _ = unsafe { libc::epoll_wait(self.epoll.as_raw_fd(), ev.as_mut_ptr(), 4, ms) };
+        let _ = unsafe { libc::epoll_wait(self.set.fd().as_raw_fd(), ev.as_mut_ptr(), 4, ms) };
     }
 }
 
@@ -185,10 +183,22 @@ mod tests {
         let w = WaitFd::new(Some(b.as_raw_fd())).unwrap();
         w.arm_timer(Some(Duration::from_millis(1)));
         w.wait(Duration::from_secs(1));
-        assert!(readable(w.fd()));
+        assert!(readable(w.set.fd().as_raw_fd()));
         w.arm_timer(None);
-        assert!(!readable(w.fd()));
+        assert!(!readable(w.set.fd().as_raw_fd()));
         a.send(b"x").unwrap();
+        assert!(
+            !w.set.watching_link(),
+            "nobody sleeps: the data plane is not watched"
+        );
+        assert!(!readable(w.set.fd().as_raw_fd()));
+        // A sleeper watches it: a datagram already there ends the sleep at once.
+        let t = std::time::Instant::now();
+        w.wait(Duration::from_secs(5));
+        assert!(t.elapsed() < Duration::from_secs(4));
+        assert!(!w.set.watching_link());
+        // FI_GETWAIT (as fi_trywait) watches it for good.
         assert!(readable(w.fd()));
+        assert!(w.set.watching_link());
     }
 }

@@ -113,7 +113,7 @@ pub use mr::Mr;
 pub use plane::{DataPlane, WithFd};
 pub use shared::READS_PER_PASS;
 pub use table::OpId;
-pub use wait::{IDLE_PASSES_PER_CLOCK, PassClock, now, progress_until};
+pub use wait::{IDLE_PASSES_PER_CLOCK, PassClock, Sleeper, WaitSet, now, progress_until};
 
 use crate::storage::Heap;
 use shared::{CntrState, CqState, DomainRef, Inner, Shared};
@@ -635,8 +635,8 @@ impl<C: Send + 'static> Domain<C> {
 
     /// The wait set of a new CQ or counter: an epoll fd over its eventfd and, with
     /// manual progress, the link's descriptor while someone may sleep (see
-    /// [`wait::WaitSet`]). `None` for FI_WAIT_NONE.
-    fn wait_set(&self, obj: WaitObj, event: &EventFd) -> Result<Option<wait::WaitSet>> {
+    /// [`WaitSet`]). `None` for FI_WAIT_NONE.
+    fn wait_set(&self, obj: WaitObj, event: &EventFd) -> Result<Option<WaitSet>> {
         if obj == WaitObj::None {
             return Ok(None);
         }
@@ -645,6 +645,6 @@ impl<C: Send + 'static> Domain<C> {
             Some(l) if self.shared.manual() => Some(l.as_fd()),
             _ => None,
         };
-        Ok(Some(wait::WaitSet::new(event.as_fd(), link)?))
+        Ok(Some(wait::WaitSet::new(&[event.as_fd()], link)?))
     }
 }

@@ -103,18 +103,18 @@ impl AsFd for EventFd {
     }
 }
 
-/// The wait object of a CQ or counter (FI_WAIT_FD): an epoll set over its eventfd and,
-/// with manual progress, the link's descriptor (a waiter must then wake to run progress
-/// when frames arrive).
+/// The wait object of a CQ or counter (FI_WAIT_FD): an epoll set over its eventfd (and
+/// whatever else always wakes it) and, with manual progress, the link's descriptor (a
+/// waiter must then wake to run progress when frames arrive).
 ///
 /// The link is in the set only while someone may sleep on it: during a blocking read or
-/// wait, and for good once the application calls fi_trywait (it then sleeps on the fd
-/// at times we cannot see). A watched socket makes every datagram sent to it run
-/// epoll's wake-up callback inside the sender's system call: on loopback that was 0.3 µs
-/// a `sendto`, 0.19 µs of a 64 B ping-pong's one-way latency, spent for a busy-polling
-/// reader that never sleeps.
+/// wait ([`WaitSet::sleeper`]), and for good once the application calls fi_trywait
+/// ([`WaitSet::pin`]: it then sleeps on the fd at times we cannot see). A watched socket
+/// makes every datagram sent to it run epoll's wake-up callback inside the sender's
+/// system call: on loopback that was 0.3 µs a `sendto`, 0.19 µs of a 64 B ping-pong's
+/// one-way latency, spent for a busy-polling reader that never sleeps.
 #[derive(Debug)]
-pub(crate) struct WaitSet {
+pub struct WaitSet {
     epoll: OwnedFd,
     link: Option<OwnedFd>,
     watch: Mutex<LinkWatch>,
@@ -131,22 +131,22 @@ struct LinkWatch {
     watched: bool,
 }
 
-/// Registration data of the link in the set (the eventfd's is 0).
-const LINK_DATA: u64 = 1;
-
 impl WaitSet {
-    /// A set over `event`, and `link` (not watched yet) when progress is manual.
-    pub(crate) fn new(
-        event: BorrowedFd<'_>,
-        link: Option<BorrowedFd<'_>>,
-    ) -> std::io::Result<Self> {
+    /// The registration data of the link in the set (the others' is their index).
+    pub const LINK_DATA: u64 = u64::MAX;
+
+    /// A set over `always` (watched from now on) and `link` (a duplicate of it, watched
+    /// only while someone may sleep).
+    pub fn new(always: &[BorrowedFd<'_>], link: Option<BorrowedFd<'_>>) -> std::io::Result<Self> {
         let epoll = epoll::create(epoll::CreateFlags::CLOEXEC)?;
-        epoll::add(
-            &epoll,
-            event,
-            epoll::EventData::new_u64(0),
-            epoll::EventFlags::IN,
-        )?;
+        for (i, fd) in always.iter().enumerate() {
+            epoll::add(
+                &epoll,
+                fd,
+                epoll::EventData::new_u64(i as u64),
+                epoll::EventFlags::IN,
+            )?;
+        }
         let link = link.map(|l| l.try_clone_to_owned()).transpose()?;
         Ok(WaitSet {
             epoll,
@@ -156,7 +156,7 @@ impl WaitSet {
     }
 
     /// The descriptor the application polls.
-    pub(crate) fn fd(&self) -> BorrowedFd<'_> {
+    pub fn fd(&self) -> BorrowedFd<'_> {
         self.epoll.as_fd()
     }
 
@@ -171,7 +171,7 @@ impl WaitSet {
             epoll::add(
                 &self.epoll,
                 l,
-                epoll::EventData::new_u64(LINK_DATA),
+                epoll::EventData::new_u64(Self::LINK_DATA),
                 epoll::EventFlags::IN,
             )?;
             w.watched = true;
@@ -180,7 +180,7 @@ impl WaitSet {
     }
 
     /// fi_trywait succeeded: the link stays in the set from now on.
-    pub(crate) fn pin(&self) -> rustix::io::Result<()> {
+    pub fn pin(&self) -> rustix::io::Result<()> {
         let mut w = self.watch();
         self.watch_link(&mut w)?;
         w.pinned = true;
@@ -189,7 +189,7 @@ impl WaitSet {
 
     /// A blocking read or wait begins: the link is in the set until the last one that
     /// began ends (the guard drops), unless fi_trywait pinned it.
-    pub(crate) fn sleeper(&self) -> rustix::io::Result<Sleeper<'_>> {
+    pub fn sleeper(&self) -> rustix::io::Result<Sleeper<'_>> {
         let mut w = self.watch();
         self.watch_link(&mut w)?;
         w.sleepers += 1;
@@ -197,15 +197,15 @@ impl WaitSet {
     }
 
     /// Whether the link is in the set now.
-    #[cfg(test)]
-    pub(crate) fn watching_link(&self) -> bool {
+    pub fn watching_link(&self) -> bool {
         self.watch().watched
     }
 }
 
 /// A blocking read or wait of a [`WaitSet`] in progress (see [`WaitSet::sleeper`]).
+#[must_use = "the link leaves the set again when the sleeper drops"]
 #[derive(Debug)]
-pub(crate) struct Sleeper<'a>(&'a WaitSet);
+pub struct Sleeper<'a>(&'a WaitSet);
 
 impl Drop for Sleeper<'_> {
     fn drop(&mut self) {
@@ -253,7 +253,7 @@ mod tests {
         let event = EventFd::new().unwrap();
         let link = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
         let peer = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
-        let set = WaitSet::new(event.as_fd(), Some(link.as_fd())).unwrap();
+        let set = WaitSet::new(&[event.as_fd()], Some(link.as_fd())).unwrap();
         peer.send_to(b"x", link.local_addr().unwrap()).unwrap();
         // A busy-polling reader: the waiting datagram does not make the set readable.
         assert!(!set.watching_link());
@@ -287,7 +287,7 @@ mod tests {
     #[test]
     fn without_a_link_only_the_eventfd_counts() {
         let event = EventFd::new().unwrap();
-        let set = WaitSet::new(event.as_fd(), None).unwrap();
+        let set = WaitSet::new(&[event.as_fd()], None).unwrap();
         let s = set.sleeper().unwrap();
         assert!(!set.watching_link() && !readable(set.fd()));
         event.signal();
