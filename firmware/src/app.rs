@@ -103,6 +103,7 @@ pub const RDM_CONFIG: RdmConfig = RdmConfig {
     // The echo server answers one message at a time: nothing to bundle, but a host
     // that bundles its burst is understood.
     bundle: true,
+    short_ack: true,
 };
 
 /// Where the responder lives on the link.

@@ -3,7 +3,8 @@
 //! Layout: a 24-byte [`BaseHeader`], then a fixed per-type header (one `zerocopy` struct
 //! per type, all fields network byte order, no padding; DGRAM, the unreliable
 //! FI_EP_DGRAM type, has none), then optional fields selected by flags (64-bit tag,
-//! 64-bit remote CQ data, and on sequenced types a piggybacked 24-byte ACK body), then
+//! 64-bit remote CQ data, and on sequenced types a piggybacked 24-byte ACK body, or its
+//! 16-byte short form without selective acks), then
 //! the payload up to the base header's `len`. `docs/wire-protocol.md` is the normative
 //! description; this module is checked against it by the crate's tests.
 //!
@@ -54,8 +55,12 @@ pub mod flags {
     /// Sequenced types only: a piggybacked 24-byte ACK body ([`AckHeader`](super::AckHeader))
     /// follows the other optional fields, before the payload.
     pub const ACK: u16 = 0x0020;
+    /// ACK packets, and sequenced types with `ACK`: the ACK body is in its 16-byte
+    /// short form ([`ShortAckHeader`](super::ShortAckHeader): no `sack`, which is
+    /// zero). Sent only to peers that announced [`caps::SHORT_ACK`](super::caps::SHORT_ACK).
+    pub const SHORT_ACK: u16 = 0x0040;
     /// Every bit v1 defines.
-    pub const ALL: u16 = CRC | CQ_DATA | TAGGED | FETCH | ACK_REQ | ACK;
+    pub const ALL: u16 = CRC | CQ_DATA | TAGGED | FETCH | ACK_REQ | ACK | SHORT_ACK;
 }
 
 /// Capability bits exchanged in hello / hello-ack. A session uses the intersection;
@@ -79,6 +84,8 @@ pub mod caps {
     pub const ORDERED: u64 = 1 << 7;
     /// The receiver takes BUNDLE packets (several whole small messages in one packet).
     pub const BUNDLE: u64 = 1 << 8;
+    /// The receiver takes ACK bodies in their short form (flag `SHORT_ACK`).
+    pub const SHORT_ACK: u64 = 1 << 9;
 }
 
 /// Reject reason codes (REJECT `reason`). Unknown values are accepted and reported.
@@ -232,9 +239,16 @@ impl PacketType {
         )
     }
 
-    /// Flag bits allowed on this type beyond `CRC` and `ACK_REQ`.
+    /// Flag bits allowed on this type beyond `CRC` and `ACK_REQ` (`SHORT_ACK` only with
+    /// `ACK`, except on ACK packets).
     const fn extra_flags(self) -> u16 {
-        let ack = if self.is_sequenced() { flags::ACK } else { 0 };
+        let ack = if self.is_sequenced() {
+            flags::ACK | flags::SHORT_ACK
+        } else if matches!(self, PacketType::Ack) {
+            flags::SHORT_ACK
+        } else {
+            0
+        };
         ack | match self {
             PacketType::Msg | PacketType::Tagged | PacketType::RmaWrite | PacketType::Dgram => {
                 flags::CQ_DATA
@@ -471,6 +485,20 @@ wire_struct!(
 );
 
 wire_struct!(
+    /// The ACK body's short form (flag `SHORT_ACK`): the ACK body without `sack`.
+    ShortAckHeader {
+        /// Next sequence number the receiver expects (everything before is received).
+        cum_ack: U32,
+        /// Flow-control grant.
+        credits: U32,
+        /// Sender's clock, microseconds, wrapping.
+        ts: U32,
+        /// The latest `ts` received from the peer (0 if none).
+        echo_ts: U32,
+    }
+);
+
+wire_struct!(
     /// MSG and TAGGED body (then tag if TAGGED, CQ data if flagged, payload).
     MsgHeader {
         /// Sender's message id (groups segments; unique among the sender's messages in flight).
@@ -644,6 +672,8 @@ pub mod hdr_len {
     pub const KEEPALIVE: usize = size_of::<KeepAliveHeader>();
     /// ACK.
     pub const ACK: usize = size_of::<AckHeader>();
+    /// ACK body in its short form (flag `SHORT_ACK`).
+    pub const SHORT_ACK: usize = size_of::<ShortAckHeader>();
     /// MSG / TAGGED (without tag and CQ data).
     pub const MSG: usize = size_of::<MsgHeader>();
     /// RTS (without tag and CQ data).
@@ -674,6 +704,7 @@ const _: () = {
     assert!(core::mem::size_of::<BaseHeader>() == BASE_LEN);
     assert!(hdr_len::HELLO == 36);
     assert!(hdr_len::ACK == 24);
+    assert!(hdr_len::SHORT_ACK == 16);
     assert!(hdr_len::MSG == 12);
     assert!(hdr_len::RTS == 16);
     assert!(hdr_len::CTS == 24);
@@ -1027,6 +1058,20 @@ pub struct AckRepr {
     pub ts: u32,
     /// Latest peer `ts` seen.
     pub echo_ts: u32,
+    /// Sent in the 16-byte short form (flag `SHORT_ACK`), which has no `sack`: only
+    /// with `sack == 0`, to a peer that announced [`caps::SHORT_ACK`].
+    pub short: bool,
+}
+
+impl AckRepr {
+    /// Bytes of the ACK body on the wire (as an ACK packet's body or piggybacked).
+    pub const fn wire_len(&self) -> usize {
+        if self.short {
+            hdr_len::SHORT_ACK
+        } else {
+            hdr_len::ACK
+        }
+    }
 }
 
 /// MSG (untagged, `tag == None`) or TAGGED segment.
@@ -1055,7 +1100,10 @@ impl MsgRepr<'_> {
     pub const fn header_len(&self) -> usize {
         let tag = if self.tag.is_some() { 8 } else { 0 };
         let data = if self.cq_data.is_some() { 8 } else { 0 };
-        let ack = if self.ack.is_some() { hdr_len::ACK } else { 0 };
+        let ack = match &self.ack {
+            Some(a) => a.wire_len(),
+            None => 0,
+        };
         BASE_LEN + hdr_len::MSG + tag + data + ack
     }
 }
@@ -1161,7 +1209,10 @@ pub struct BundleMsgs<'a> {
 
 impl<'a> BundleMsgs<'a> {
     fn next_checked(&mut self) -> Result<BundleMsg<'a>> {
-        let mut r = Reader { buf: self.rest };
+        let mut r = Reader {
+            buf: self.rest,
+            short_ack: false,
+        };
         let h = r.take::<BundleRecHeader>().map_err(|_| Error::BadLength)?;
         if h.flags & !bundle_rec::ALL != 0 || h.reserved != 0 {
             return Err(Error::Malformed);
@@ -1397,6 +1448,8 @@ pub struct Repr<'a> {
 
 struct Reader<'a> {
     buf: &'a [u8],
+    /// ACK bodies are in their short form (flag `SHORT_ACK`).
+    short_ack: bool,
 }
 
 impl<'a> Reader<'a> {
@@ -1414,9 +1467,24 @@ impl<'a> Reader<'a> {
     }
     fn opt_ack(&mut self, present: bool) -> Result<Option<AckRepr>> {
         if present {
-            Ok(Some(AckRepr::from_header(self.take::<AckHeader>()?)))
+            Ok(Some(self.ack()?))
         } else {
             Ok(None)
+        }
+    }
+    fn ack(&mut self) -> Result<AckRepr> {
+        if self.short_ack {
+            let h = self.take::<ShortAckHeader>()?;
+            Ok(AckRepr {
+                cum_ack: h.cum_ack.get(),
+                credits: h.credits.get(),
+                sack: 0,
+                ts: h.ts.get(),
+                echo_ts: h.echo_ts.get(),
+                short: true,
+            })
+        } else {
+            Ok(AckRepr::from_header(self.take::<AckHeader>()?))
         }
     }
     fn bytes<const N: usize>(&mut self) -> Result<[u8; N]> {
@@ -1461,8 +1529,20 @@ impl Writer<'_> {
     }
     fn opt_ack(&mut self, v: &Option<AckRepr>) -> Result<()> {
         match v {
-            Some(a) => self.put_hdr(&a.to_header()),
+            Some(a) => self.ack(a),
             None => Ok(()),
+        }
+    }
+    fn ack(&mut self, a: &AckRepr) -> Result<()> {
+        if a.short {
+            self.put_hdr(&ShortAckHeader {
+                cum_ack: a.cum_ack.into(),
+                credits: a.credits.into(),
+                ts: a.ts.into(),
+                echo_ts: a.echo_ts.into(),
+            })
+        } else {
+            self.put_hdr(&a.to_header())
         }
     }
 }
@@ -1475,6 +1555,7 @@ impl AckRepr {
             sack: h.sack.get(),
             ts: h.ts.get(),
             echo_ts: h.echo_ts.get(),
+            short: false,
         }
     }
 
@@ -1531,8 +1612,13 @@ impl<'a> Body<'a> {
         const fn cq(v: &Option<u64>) -> u16 {
             if v.is_some() { flags::CQ_DATA } else { 0 }
         }
-        let ack = if self.ack().is_some() { flags::ACK } else { 0 };
+        let ack = match self.ack() {
+            Some(a) if a.short => flags::ACK | flags::SHORT_ACK,
+            Some(_) => flags::ACK,
+            None => 0,
+        };
         ack | match self {
+            Body::Ack(a) if a.short => flags::SHORT_ACK,
             Body::Msg(m) => cq(&m.cq_data),
             Body::Rts(r) => cq(&r.cq_data) | if r.tag.is_some() { flags::TAGGED } else { 0 },
             Body::RmaWrite(w) => cq(&w.cq_data),
@@ -1593,10 +1679,9 @@ impl<'a> Body<'a> {
         const fn o(v: &Option<u64>) -> usize {
             if v.is_some() { 8 } else { 0 }
         }
-        let ack = if self.ack().is_some() {
-            hdr_len::ACK
-        } else {
-            0
+        let ack = match self.ack() {
+            Some(a) => a.wire_len(),
+            None => 0,
         };
         ack + match self {
             Body::Hello(h) | Body::HelloAck(h) => {
@@ -1605,7 +1690,7 @@ impl<'a> Body<'a> {
             Body::Reject(_) => hdr_len::REJECT,
             Body::Close(_) | Body::Reset(_) => hdr_len::CLOSE,
             Body::KeepAlive(_) => hdr_len::KEEPALIVE,
-            Body::Ack(_) => hdr_len::ACK,
+            Body::Ack(a) => a.wire_len(),
             Body::Msg(m) => hdr_len::MSG + o(&m.tag) + o(&m.cq_data),
             Body::Rts(r) => hdr_len::RTS + o(&r.tag) + o(&r.cq_data),
             Body::Cts(_) => hdr_len::CTS,
@@ -1639,6 +1724,13 @@ impl<'a> Body<'a> {
     fn validate(&self, header: &Header) -> Result<()> {
         if self.ack().is_some() && !self.packet_type().is_sequenced() {
             return Err(Error::BadFlags); // RESET (the only other body with the field)
+        }
+        let ack = match self {
+            Body::Ack(a) => Some(*a),
+            _ => self.ack(),
+        };
+        if ack.is_some_and(|a| a.short && a.sack != 0) {
+            return Err(Error::BadFlags); // the short form has no `sack`
         }
         let ok = match self {
             Body::Hello(h) | Body::HelloAck(h) => {
@@ -1740,7 +1832,9 @@ impl<'a> Repr<'a> {
         packet.check_len()?;
         let ptype = packet.packet_type().ok_or(Error::UnknownType)?;
         let fl = packet.flags();
-        if fl & !(flags::CRC | flags::ACK_REQ | ptype.extra_flags()) != 0 {
+        if fl & !(flags::CRC | flags::ACK_REQ | ptype.extra_flags()) != 0
+            || (fl & flags::SHORT_ACK != 0 && fl & flags::ACK == 0 && ptype != PacketType::Ack)
+        {
             return Err(Error::BadFlags);
         }
         if fl & flags::CRC != 0 {
@@ -1762,6 +1856,7 @@ impl<'a> Repr<'a> {
         let ack = fl & flags::ACK != 0;
         let mut r = Reader {
             buf: packet.body_ref(),
+            short_ack: fl & flags::SHORT_ACK != 0,
         };
         let body = match ptype {
             PacketType::Hello | PacketType::HelloAck => {
@@ -1828,9 +1923,9 @@ impl<'a> Repr<'a> {
                 })
             }
             PacketType::Ack => {
-                let h = r.take::<AckHeader>()?;
+                let a = r.ack()?;
                 r.end()?;
-                Body::Ack(AckRepr::from_header(h))
+                Body::Ack(a)
             }
             PacketType::Msg | PacketType::Tagged => {
                 let h = r.take::<MsgHeader>()?;
@@ -2056,7 +2151,7 @@ impl<'a> Repr<'a> {
                 ts: x.ts.into(),
                 echo_ts: x.echo_ts.into(),
             })?,
-            Body::Ack(x) => w.put_hdr(&x.to_header())?,
+            Body::Ack(x) => w.ack(x)?,
             Body::Msg(x) => {
                 w.put_hdr(&MsgHeader {
                     msg_id: x.msg_id.into(),
@@ -2220,8 +2315,11 @@ pub fn emit_msg_header(
     if m.cq_data.is_some() {
         fl |= flags::CQ_DATA;
     }
-    if m.ack.is_some() {
-        fl |= flags::ACK;
+    match &m.ack {
+        Some(a) if a.short && a.sack != 0 => return Err(Error::BadFlags),
+        Some(a) if a.short => fl |= flags::ACK | flags::SHORT_ACK,
+        Some(_) => fl |= flags::ACK,
+        None => {}
     }
     if h.crc {
         fl |= flags::CRC;
@@ -2250,16 +2348,21 @@ pub fn emit_msg_header(
         f.copy_from_slice(&v.to_be_bytes());
         rest = r;
     }
-    if let Some(a) = m.ack {
-        rest.copy_from_slice(a.to_header().as_bytes());
+    if let Some(a) = &m.ack {
+        Writer { buf: rest, pos: 0 }.ack(a)?;
     }
     Ok(hl)
 }
 
-/// The length of a BUNDLE packet's headers (base header, BUNDLE header, the ACK if
-/// `ack`): where its first record starts.
-pub const fn bundle_header_len(ack: bool) -> usize {
-    BASE_LEN + hdr_len::BUNDLE + if ack { hdr_len::ACK } else { 0 }
+/// The length of a BUNDLE packet's headers (base header, BUNDLE header, the piggybacked
+/// ACK if any): where its first record starts.
+pub const fn bundle_header_len(ack: Option<&AckRepr>) -> usize {
+    BASE_LEN
+        + hdr_len::BUNDLE
+        + match ack {
+            Some(a) => a.wire_len(),
+            None => 0,
+        }
 }
 
 /// Writes the headers of a BUNDLE packet of `count` records and `len` bytes in all
@@ -2275,7 +2378,7 @@ pub fn emit_bundle_header(
     ack: Option<AckRepr>,
     len: usize,
 ) -> Result<usize> {
-    let hl = bundle_header_len(ack.is_some());
+    let hl = bundle_header_len(ack.as_ref());
     if count == 0 {
         return Err(Error::Malformed);
     }
@@ -2285,8 +2388,11 @@ pub fn emit_bundle_header(
     let len16 = u16::try_from(len).map_err(|_| Error::BadLength)?;
     let out = buf.get_mut(..hl).ok_or(Error::BufferTooSmall)?;
     let mut fl = 0;
-    if ack.is_some() {
-        fl |= flags::ACK;
+    match &ack {
+        Some(a) if a.short && a.sack != 0 => return Err(Error::BadFlags),
+        Some(a) if a.short => fl |= flags::ACK | flags::SHORT_ACK,
+        Some(_) => fl |= flags::ACK,
+        None => {}
     }
     if h.crc {
         fl |= flags::CRC;
@@ -2304,8 +2410,8 @@ pub fn emit_bundle_header(
         }
         .as_bytes(),
     );
-    if let Some(a) = ack {
-        rest.copy_from_slice(a.to_header().as_bytes());
+    if let Some(a) = &ack {
+        Writer { buf: rest, pos: 0 }.ack(a)?;
     }
     Ok(hl)
 }

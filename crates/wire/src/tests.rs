@@ -136,6 +136,7 @@ fn examples() -> Vec<(&'static str, Repr<'static>)> {
                     sack: 0b101,
                     ts: 2_000_000,
                     echo_ts: 1_000_000,
+                    short: false,
                 }),
             },
         ),
@@ -343,6 +344,43 @@ fn examples() -> Vec<(&'static str, Repr<'static>)> {
                         sack: 0,
                         ts: 2_000_100,
                         echo_ts: 1_000_000,
+                        short: false,
+                    }),
+                    payload: &PAYLOAD,
+                }),
+            },
+        ),
+        (
+            "ack-short",
+            Repr {
+                header: h(3, 7, 0x1122_3344, 0x0000_9000),
+                body: Body::Ack(AckRepr {
+                    cum_ack: 0x0000_1003,
+                    credits: 64,
+                    sack: 0,
+                    ts: 2_000_000,
+                    echo_ts: 1_000_000,
+                    short: true,
+                }),
+            },
+        ),
+        (
+            "msg-short-ack",
+            Repr {
+                header: h(3, 7, 0x1122_3344, 0x0000_9004),
+                body: Body::Msg(MsgRepr {
+                    msg_id: 1,
+                    total_len: 8,
+                    offset: 0,
+                    tag: None,
+                    cq_data: Some(0x0000_0000_0000_002A),
+                    ack: Some(AckRepr {
+                        cum_ack: 0x0000_1001,
+                        credits: 64,
+                        sack: 0,
+                        ts: 2_000_100,
+                        echo_ts: 1_000_000,
+                        short: true,
                     }),
                     payload: &PAYLOAD,
                 }),
@@ -395,7 +433,7 @@ fn annotated_hex(r: &Repr<'_>) -> String {
     line(&mut s, &b[0..8], "magic \"ON\", version, type, flags, len");
     line(&mut s, &b[8..16], "src_ep, dst_ep, session");
     line(&mut s, &b[16..24], "seq, checksum");
-    let ack_len = if r.ack().is_some() { hdr_len::ACK } else { 0 };
+    let ack_len = r.ack().map_or(0, |a| a.wire_len());
     let fixed = match r.body {
         Body::Hello(_) | Body::HelloAck(_) => hdr_len::HELLO,
         _ => r.body.header_len() - ack_len,
@@ -427,11 +465,12 @@ fn annotated_hex(r: &Repr<'_>) -> String {
         pos = payload_start;
     }
     if pos < hl {
-        line(
-            &mut s,
-            &b[pos..hl],
-            "piggybacked ACK (cum_ack, credits, sack, ts, echo_ts)",
-        );
+        let note = if r.ack().is_some_and(|a| a.short) {
+            "piggybacked short ACK (cum_ack, credits, ts, echo_ts)"
+        } else {
+            "piggybacked ACK (cum_ack, credits, sack, ts, echo_ts)"
+        };
+        line(&mut s, &b[pos..hl], note);
         pos = hl;
     }
     if pos < b.len() {
@@ -637,6 +676,7 @@ fn piggybacked_ack_rules() {
         sack: 0b1001,
         ts: 7,
         echo_ts: 9,
+        short: false,
     };
     assert_eq!(flags::ACK, 0x0020);
     assert_ne!(flags::ALL & flags::ACK, 0);
@@ -721,6 +761,105 @@ fn piggybacked_ack_rules() {
     assert_eq!(a.body.set_ack(Some(ack)), Err(Error::BadFlags));
 }
 
+#[test]
+fn short_ack_rules() {
+    let short = AckRepr {
+        cum_ack: 0x0000_1001,
+        credits: 64,
+        sack: 0,
+        ts: 7,
+        echo_ts: 9,
+        short: true,
+    };
+    assert_eq!(flags::SHORT_ACK, 0x0040);
+    assert_eq!(short.wire_len(), hdr_len::SHORT_ACK);
+    for (name, r) in examples() {
+        let plain = {
+            let mut p = r;
+            p.body.set_ack(None).unwrap();
+            p
+        };
+        let b = emit_vec(&plain);
+        let t = r.packet_type();
+        if t == PacketType::Ack {
+            continue;
+        }
+        // SHORT_ACK without ACK is BadFlags on every other type.
+        let mut m = b.clone();
+        m[5] |= flags::SHORT_ACK as u8;
+        Packet::new_unchecked(&mut m[..]).fill_checksum();
+        assert_eq!(Repr::parse_bytes(&m), Err(Error::BadFlags), "{name}");
+        if !t.is_sequenced() {
+            continue;
+        }
+        // Sequenced: 8 bytes shorter than the long form, the same fields but `sack`.
+        let mut with = plain;
+        with.body.set_ack(Some(short)).unwrap();
+        let w = emit_vec(&with);
+        let long = {
+            let mut l = plain;
+            l.body
+                .set_ack(Some(AckRepr {
+                    short: false,
+                    ..short
+                }))
+                .unwrap();
+            emit_vec(&l)
+        };
+        assert_eq!(w.len() + 8, long.len(), "{name}");
+        let at = plain.header_len();
+        assert_eq!(
+            u16::from_be_bytes([w[4], w[5]]) & (flags::ACK | flags::SHORT_ACK),
+            flags::ACK | flags::SHORT_ACK
+        );
+        assert_eq!(
+            &w[at..at + 8],
+            &long[at..at + 8],
+            "{name}: cum_ack, credits"
+        );
+        assert_eq!(
+            &w[at + 8..at + 16],
+            &long[at + 16..at + 24],
+            "{name}: ts, echo_ts"
+        );
+        assert_eq!(&w[at + 16..], &b[at..], "{name}: payload after the ACK");
+        assert_eq!(Repr::parse_bytes(&w), Ok(with), "{name}");
+        // A short ACK cannot carry selective acks: emit refuses.
+        let mut bad = plain;
+        bad.body
+            .set_ack(Some(AckRepr { sack: 1, ..short }))
+            .unwrap();
+        assert_eq!(
+            bad.emit_bytes(&mut [0; 400]),
+            Err(Error::BadFlags),
+            "{name}"
+        );
+        // Every cut fails.
+        for n in 0..w.len() {
+            assert!(Repr::parse_bytes(&w[..n]).is_err(), "{name} cut at {n}");
+        }
+    }
+    // The ACK packet: 16-byte body with the flag, refused with selective acks.
+    let a = examples()
+        .into_iter()
+        .find(|(n, _)| *n == "ack-short")
+        .unwrap()
+        .1;
+    let w = emit_vec(&a);
+    assert_eq!(w.len(), BASE_LEN + hdr_len::SHORT_ACK);
+    let Body::Ack(x) = a.body else { unreachable!() };
+    let bad = Repr {
+        body: Body::Ack(AckRepr { sack: 4, ..x }),
+        ..a
+    };
+    assert_eq!(bad.emit_bytes(&mut [0; 100]), Err(Error::BadFlags));
+    // Without the flag the same bytes are a truncated long ACK.
+    let mut m = w.clone();
+    m[5] &= !(flags::SHORT_ACK as u8);
+    Packet::new_unchecked(&mut m[..]).fill_checksum();
+    assert_eq!(Repr::parse_bytes(&m), Err(Error::Truncated));
+}
+
 /// Build a valid representation of type `kind % 18` from arbitrary numbers.
 fn build<'a>(kind: u8, hd: Header, n: &[u64; 8], payload: &'a [u8]) -> Repr<'a> {
     let opt = |bit: u64, v: u64| if n[7] & bit != 0 { Some(v) } else { None };
@@ -770,9 +909,10 @@ fn build<'a>(kind: u8, hd: Header, n: &[u64; 8], payload: &'a [u8]) -> Repr<'a> 
         6 => Body::Ack(AckRepr {
             cum_ack: n[0] as u32,
             credits: n[1] as u32,
-            sack: n[2],
+            sack: if n[7] & 0x20 != 0 { 0 } else { n[2] },
             ts: n[3] as u32,
             echo_ts: n[4] as u32,
+            short: n[7] & 0x20 != 0,
         }),
         7 | 8 => {
             let offset = (n[0] as u32) % (u32::MAX - payload.len() as u32);
@@ -885,12 +1025,14 @@ fn build<'a>(kind: u8, hd: Header, n: &[u64; 8], payload: &'a [u8]) -> Repr<'a> 
     // A piggybacked ACK on a sequenced type, from numbers the body uses too (so the
     // fields vary without another argument).
     if n[7] & 0x10 != 0 && r.packet_type().is_sequenced() {
+        let short = n[7] & 0x20 != 0;
         let ack = AckRepr {
             cum_ack: n[6] as u32,
             credits: (n[5] >> 32) as u32,
-            sack: n[4].rotate_left(7),
+            sack: if short { 0 } else { n[4].rotate_left(7) },
             ts: (n[3] >> 32) as u32,
             echo_ts: (n[2] >> 32) as u32,
+            short,
         };
         r.body
             .set_ack(Some(ack))
@@ -961,9 +1103,10 @@ proptest! {
             ack: ack.then_some(AckRepr {
                 cum_ack: n[3] as u32,
                 credits: (n[3] >> 32) as u32,
-                sack: n[4],
+                sack: if n[4] & 1 != 0 { 0 } else { n[4] },
                 ts: n[5] as u32,
                 echo_ts: (n[5] >> 32) as u32,
+                short: n[4] & 1 != 0,
             }),
         };
         let want = emit_vec(&Repr { header: hd, body: Body::Msg(m) });
@@ -991,14 +1134,15 @@ proptest! {
             (any::<Option<u64>>(), any::<Option<u64>>(), proptest::collection::vec(any::<u8>(), 0..40)),
             1..8,
         ),
-        ack in any::<Option<(u64, u64)>>(),
+        ack in any::<Option<(u64, u64, bool)>>(),
     ) {
-        let ack = ack.map(|(a, b)| AckRepr {
+        let ack = ack.map(|(a, b, short)| AckRepr {
             cum_ack: a as u32,
             credits: (a >> 32) as u32,
-            sack: b,
+            sack: if short { 0 } else { b },
             ts: b as u32,
             echo_ts: (b >> 32) as u32,
+            short,
         });
         let mut records = Vec::new();
         for (i, (tag, data, payload)) in msgs.iter().enumerate() {
@@ -1015,7 +1159,7 @@ proptest! {
         // The direct writer.
         let mut got = vec![0x5Au8; want.len()];
         let hl = emit_bundle_header(&mut got, &hd, b.count, ack, want.len()).unwrap();
-        prop_assert_eq!(hl, bundle_header_len(ack.is_some()));
+        prop_assert_eq!(hl, bundle_header_len(ack.as_ref()));
         got[hl..].copy_from_slice(&records);
         Packet::new_unchecked(&mut got[..]).fill_checksum();
         prop_assert_eq!(&got, &want);

@@ -13,8 +13,14 @@ use super::*;
 
 /// Capabilities this engine announces.
 fn our_caps(crc: bool) -> u64 {
-    let mut c =
-        wcaps::MSG | wcaps::TAGGED | wcaps::CQ_DATA | wcaps::RNDV | wcaps::ORDERED | wcaps::BUNDLE;
+    // SHORT_ACK: we always parse the short ACK form (sending it is `cfg.short_ack`).
+    let mut c = wcaps::MSG
+        | wcaps::TAGGED
+        | wcaps::CQ_DATA
+        | wcaps::RNDV
+        | wcaps::ORDERED
+        | wcaps::BUNDLE
+        | wcaps::SHORT_ACK;
     if crc {
         c |= wcaps::CRC_RX;
     }

@@ -75,6 +75,8 @@ std::thread_local! {
     /// Whether hosts this test opens send BUNDLEs (`RdmConfig::bundle`; each test has
     /// a thread of its own).
     static BUNDLE: core::cell::Cell<bool> = const { core::cell::Cell::new(true) };
+    /// Whether hosts this test opens send short ACKs (`RdmConfig::short_ack`).
+    static SHORT_ACK: core::cell::Cell<bool> = const { core::cell::Cell::new(true) };
     /// `RdmConfig::unexp_seg` of the hosts this test opens.
     static UNEXP_SEG: core::cell::Cell<usize> =
         const { core::cell::Cell::new(crate::rdm::RdmConfig::DEFAULT.unexp_seg) };
@@ -108,6 +110,7 @@ fn host_window(ip: [u8; 4], seed: u64, add: Flags, remove: Flags, window: u16) -
         unexp_msgs: 16,
         window,
         bundle: BUNDLE.with(|b| b.get()),
+        short_ack: SHORT_ACK.with(|b| b.get()),
         unexp_seg: UNEXP_SEG.with(|u| u.get()),
         ..crate::rdm::RdmConfig::DEFAULT
     })
@@ -983,6 +986,12 @@ fn ping_pong_sends_one_packet_per_message_and_no_standalone_ack() {
         let (t, ack, _) = kind(&pong[0]);
         assert_eq!(t, PacketType::Tagged);
         assert!(ack.is_some(), "{i}: the pong acknowledges the ping");
+        // No selective acks: both carry the short form, 8 bytes less than the long.
+        for p in [&ping[0], &pong[0]] {
+            assert!(kind(p).1.is_some_and(|a| a.short && a.sack == 0), "{i}");
+            let long = wire::packet::hdr_len::ACK;
+            assert_eq!(p.len(), wire::packet::BASE_LEN + 12 + 8 + long - 8 + 64);
+        }
     }
     let (ea, eb) = (stats(&a), stats(&b));
     assert_eq!(ea.acks_sent - sa.acks_sent, 0, "A sent no ACK packet");
@@ -1008,8 +1017,121 @@ fn ping_pong_sends_one_packet_per_message_and_no_standalone_ack() {
     let acks = carry(&mut a, &mut b);
     assert_eq!(acks.len(), 1);
     assert_eq!(kind(&acks[0]).0, PacketType::Ack);
+    assert_eq!(
+        acks[0].len(),
+        wire::packet::BASE_LEN + wire::packet::hdr_len::SHORT_ACK,
+        "a short ACK packet"
+    );
     b.progress(now);
     assert!(matches!(b.read(btx)[..], [Ok(e)] if e.op_context == 4000 + WARM + N - 1));
+}
+
+/// Every ACK body in `pkts` (ACK packets and piggybacked).
+fn acks_in(pkts: &[Vec<u8>]) -> Vec<wire::packet::AckRepr> {
+    pkts.iter()
+        .filter_map(|p| match wire::Repr::parse_bytes(p) {
+            Ok(wire::Repr {
+                body: wire::packet::Body::Ack(a),
+                ..
+            }) => Some(a),
+            Ok(r) => r.ack(),
+            Err(_) => None,
+        })
+        .collect()
+}
+
+/// An engine configured without short ACKs sends only long ones, and still takes the
+/// short ones its peer sends (it announces the capability all the same).
+#[test]
+fn short_acks_are_a_sender_choice_the_receiver_always_takes() {
+    SHORT_ACK.with(|b| b.set(false));
+    let mut a = host([10, 0, 0, 1], 1);
+    SHORT_ACK.with(|b| b.set(true));
+    let mut b = host([10, 0, 0, 2], 2);
+    let b_at_a = a.insert(&b);
+    let a_at_b = b.insert(&a);
+    let mut now = Instant::from_millis(1);
+    let (mut from_a, mut from_b) = (Vec::new(), Vec::new());
+    for i in 0..20 {
+        recv(&mut b, i, i);
+        recv(&mut a, 100 + i, i);
+        send(&mut a, b_at_a, i, 64, i);
+        send(&mut b, a_at_b, 100 + i, 64, i);
+        for _ in 0..30 {
+            a.progress(now);
+            let p = carry(&mut a, &mut b);
+            from_a.extend(p);
+            b.progress(now);
+            let p = carry(&mut b, &mut a);
+            from_b.extend(p);
+            now += Duration::from_micros(10);
+        }
+    }
+    let (atx, arx, btx, brx) = (a.tx_cq, a.rx_cq, b.tx_cq, b.rx_cq);
+    assert_eq!(a.read(atx).len() + a.read(arx).len(), 40);
+    assert_eq!(b.read(btx).len() + b.read(brx).len(), 40);
+    let (la, lb) = (acks_in(&from_a), acks_in(&from_b));
+    assert!(
+        la.len() >= 10 && lb.len() >= 10,
+        "{} {}",
+        la.len(),
+        lb.len()
+    );
+    assert!(la.iter().all(|a| !a.short), "A was told not to");
+    assert!(
+        lb.iter().all(|a| a.short == (a.sack == 0)),
+        "B: short when it can be"
+    );
+    assert!(lb.iter().any(|a| a.short));
+    assert_eq!(a.dom.stats().rx_malformed, 0);
+    assert_eq!(b.dom.stats().rx_malformed, 0);
+}
+
+/// A peer that does not announce SHORT_ACK (an engine from before it) never gets one.
+#[test]
+fn a_peer_without_the_capability_gets_long_acks() {
+    use wire::packet::{Body, caps};
+    let mut a = host([10, 0, 0, 1], 1);
+    let mut b = host([10, 0, 0, 2], 2);
+    let b_at_a = a.insert(&b);
+    let a_at_b = b.insert(&a);
+    let mut now = Instant::from_millis(1);
+    // A's handshake packets lose the capability on the way (re-emitted, so the CRC
+    // still holds): to B, A is an older engine.
+    let strip = |p: Vec<u8>| -> Vec<u8> {
+        let mut r = wire::Repr::parse_bytes(&p).unwrap();
+        if let Body::Hello(h) | Body::HelloAck(h) = &mut r.body {
+            h.caps &= !caps::SHORT_ACK;
+        } else {
+            return p;
+        }
+        let mut out = vec![0; r.buffer_len()];
+        r.emit_bytes(&mut out).unwrap();
+        out
+    };
+    let mut from_b = Vec::new();
+    for i in 0..20 {
+        recv(&mut b, i, i);
+        recv(&mut a, 100 + i, i);
+        send(&mut a, b_at_a, i, 64, i);
+        send(&mut b, a_at_b, 100 + i, 64, i);
+        for _ in 0..30 {
+            a.progress(now);
+            let src = Some(UdpAddr::new(a.ip.into(), 7000));
+            while let Some(p) = a.link.pop_tx(|_, d| d.to_vec()) {
+                b.link.inject(&strip(p), src);
+            }
+            b.progress(now);
+            from_b.extend(carry(&mut b, &mut a));
+            now += Duration::from_micros(10);
+        }
+    }
+    let (atx, arx, btx, brx) = (a.tx_cq, a.rx_cq, b.tx_cq, b.rx_cq);
+    assert_eq!(a.read(atx).len() + a.read(arx).len(), 40);
+    assert_eq!(b.read(btx).len() + b.read(brx).len(), 40);
+    let lb = acks_in(&from_b);
+    assert!(lb.len() >= 10);
+    assert!(lb.iter().all(|a| !a.short));
 }
 
 #[test]
@@ -1114,6 +1236,7 @@ fn gaps_and_duplicates_are_acknowledged_at_once() {
         unreachable!()
     };
     assert_eq!(ack.sack, 0b10);
+    assert!(!ack.short, "selective acks need the long form");
     now += Duration::from_micros(1);
     // The first: in order, nothing else to say yet beyond the timer (the gap remains).
     let _ = deliver(&mut b, &pkts[0], now);

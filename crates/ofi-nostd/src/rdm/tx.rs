@@ -660,7 +660,7 @@ impl<S: Storage> Rdm<S> {
     /// How many queued messages from op `first` on one BUNDLE of at most `limit` bytes
     /// takes (whole single-packet messages not started yet, at most [`MAX_BUNDLE`]),
     /// and its length.
-    fn bundle_plan(&self, first: u32, ack: bool, limit: usize) -> (u16, usize) {
+    fn bundle_plan(&self, first: u32, ack: Option<&AckRepr>, limit: usize) -> (u16, usize) {
         let mut n = 0;
         let mut len = wire::packet::bundle_header_len(ack);
         let mut o = first;
@@ -683,9 +683,9 @@ impl<S: Storage> Rdm<S> {
     }
 
     /// The length of the BUNDLE of the `n` operations from `first` (a retransmission),
-    /// 0 if one of them is gone.
-    fn bundle_len(&self, first: u32, n: u16, ack: bool) -> usize {
-        let mut len = wire::packet::bundle_header_len(ack);
+    /// without a piggybacked ACK; 0 if one of them is gone.
+    fn bundle_len(&self, first: u32, n: u16) -> usize {
+        let mut len = wire::packet::bundle_header_len(None);
         let mut o = first;
         for _ in 0..n {
             let Some((_, op)) = self.ops.get_by_index(o as usize) else {
@@ -787,7 +787,8 @@ impl<S: Storage> Rdm<S> {
         let limit = self.pkt_limit(p);
         let owes = pr.owes_ack() || self.credit_update_due(p);
         let (first, base, seq, dst) = (pr.cursor, pr.next_msg_id, pr.next_seq, pr.addr);
-        let (n, total) = self.bundle_plan(first, owes, limit);
+        let ack = owes.then(|| self.ack_body(p, now));
+        let (n, total) = self.bundle_plan(first, ack.as_ref(), limit);
         if n < 2 {
             return None;
         }
@@ -796,7 +797,6 @@ impl<S: Storage> Rdm<S> {
             after = self.ops.get_by_index(after as usize)?.1.next;
         }
         let ack_req = after == NIL || self.next_fills_limit(pr);
-        let ack = owes.then(|| self.ack_body(p, now));
         let header = self.header(p, seq, ack_req);
         let mut faults = [None; MAX_BUNDLE];
         let shape = BundleShape {
@@ -864,20 +864,18 @@ impl<S: Storage> Rdm<S> {
         port: &mut P,
         mem: &M,
     ) -> Sent {
-        let bare = self.bundle_len(first, n, false);
+        let bare = self.bundle_len(first, n);
         if bare == 0 {
             return Sent::Yes; // the operations are gone: nothing to send
         }
         let limit = self.pkt_limit(p);
         let pr = &self.peers.as_ref()[p];
         let dst = pr.addr;
-        let ack = (pr.owes_ack() && bare + wire::packet::hdr_len::ACK <= limit)
-            .then(|| self.ack_body(p, now));
-        let total = if ack.is_some() {
-            bare + wire::packet::hdr_len::ACK
-        } else {
-            bare
-        };
+        let ack = pr
+            .owes_ack()
+            .then(|| self.ack_body(p, now))
+            .filter(|a| bare + a.wire_len() <= limit);
+        let total = bare + ack.map_or(0, |a| a.wire_len());
         let header = self.header(p, seq, true);
         let mut faults = [None; MAX_BUNDLE];
         let shape = BundleShape {
@@ -1397,7 +1395,7 @@ impl<S: Storage> Rdm<S> {
     fn regen_len(&self, r: &Regen) -> usize {
         use wire::packet::{BASE_LEN, hdr_len};
         if let Regen::Bundle { op, n } = *r {
-            return self.bundle_len(op, n, false);
+            return self.bundle_len(op, n);
         }
         let op = r
             .op()
@@ -1900,11 +1898,11 @@ impl<S: Storage> Rdm<S> {
             // The header's length, measured once: a carried ack adds exactly its field.
             let mut hl = head.buffer_len();
             if let Some(a) = ack
-                && hl + payload.len() + wire::packet::hdr_len::ACK <= limit
+                && hl + payload.len() + a.wire_len() <= limit
                 && head.body.set_ack(Some(a)).is_ok()
             {
                 carried = Some(a);
-                hl += wire::packet::hdr_len::ACK;
+                hl += a.wire_len();
             }
             debug_assert_eq!(hl, head.buffer_len());
             let total = hl + payload.len();
@@ -2117,6 +2115,7 @@ impl<S: Storage> Rdm<S> {
             sack,
             ts: ts32(now),
             echo_ts: peer.ts_recent,
+            short: sack == 0 && self.cfg.short_ack && peer.params.caps & wcaps::SHORT_ACK != 0,
         }
     }
 
