@@ -150,7 +150,9 @@ impl<C: Send + 'static> Counter<C> {
         Ok(())
     }
 
-    /// The pollable descriptor (FI_WAIT_FD); `None` without a wait object.
+    /// The pollable descriptor (FI_WAIT_FD): call [`Counter::trywait`] first (with
+    /// manual progress the link's frames make it readable only from then on), then
+    /// epoll it for readability. `None` without a wait object.
     pub fn fd(&self) -> Option<BorrowedFd<'_>> {
         self.wait.as_ref().map(|w| w.fd())
     }

@@ -496,7 +496,8 @@ impl<C: Send + 'static> Cq<C> {
     }
 
     /// The pollable descriptor (FI_WAIT_FD, `fi_control(FI_GETWAIT)`): call
-    /// [`Cq::trywait`] first, then epoll it for readability. `None` without a wait
+    /// [`Cq::trywait`] first (with manual progress the link's frames make it readable
+    /// only from then on), then epoll it for readability. `None` without a wait
     /// object.
     pub fn fd(&self) -> Option<BorrowedFd<'_>> {
         self.wait.as_ref().map(|w| w.fd())
