@@ -1072,6 +1072,23 @@ impl AckRepr {
             hdr_len::ACK
         }
     }
+
+    /// The base-header flags a piggybacked `ack` sets.
+    const fn piggyback_flags(ack: Option<&AckRepr>) -> u16 {
+        match ack {
+            Some(a) if a.short => flags::ACK | flags::SHORT_ACK,
+            Some(_) => flags::ACK,
+            None => 0,
+        }
+    }
+
+    /// [`Error::BadFlags`] for a short form with selective acks (it has no `sack`).
+    fn check(ack: Option<&AckRepr>) -> Result<()> {
+        match ack {
+            Some(a) if a.short && a.sack != 0 => Err(Error::BadFlags),
+            _ => Ok(()),
+        }
+    }
 }
 
 /// MSG (untagged, `tag == None`) or TAGGED segment.
@@ -1612,20 +1629,17 @@ impl<'a> Body<'a> {
         const fn cq(v: &Option<u64>) -> u16 {
             if v.is_some() { flags::CQ_DATA } else { 0 }
         }
-        let ack = match self.ack() {
-            Some(a) if a.short => flags::ACK | flags::SHORT_ACK,
-            Some(_) => flags::ACK,
-            None => 0,
-        };
-        ack | match self {
-            Body::Ack(a) if a.short => flags::SHORT_ACK,
-            Body::Msg(m) => cq(&m.cq_data),
-            Body::Rts(r) => cq(&r.cq_data) | if r.tag.is_some() { flags::TAGGED } else { 0 },
-            Body::RmaWrite(w) => cq(&w.cq_data),
-            Body::AtomicReq(a) => cq(&a.cq_data) | if a.fetch { flags::FETCH } else { 0 },
-            Body::Dgram(d) => cq(&d.cq_data),
-            _ => 0,
-        }
+        let ack = self.ack();
+        AckRepr::piggyback_flags(ack.as_ref())
+            | match self {
+                Body::Ack(a) if a.short => flags::SHORT_ACK,
+                Body::Msg(m) => cq(&m.cq_data),
+                Body::Rts(r) => cq(&r.cq_data) | if r.tag.is_some() { flags::TAGGED } else { 0 },
+                Body::RmaWrite(w) => cq(&w.cq_data),
+                Body::AtomicReq(a) => cq(&a.cq_data) | if a.fetch { flags::FETCH } else { 0 },
+                Body::Dgram(d) => cq(&d.cq_data),
+                _ => 0,
+            }
     }
 
     /// The piggybacked acknowledgement (flag `ACK`), if any.
@@ -1729,9 +1743,7 @@ impl<'a> Body<'a> {
             Body::Ack(a) => Some(*a),
             _ => self.ack(),
         };
-        if ack.is_some_and(|a| a.short && a.sack != 0) {
-            return Err(Error::BadFlags); // the short form has no `sack`
-        }
+        AckRepr::check(ack.as_ref())?;
         let ok = match self {
             Body::Hello(h) | Body::HelloAck(h) => {
                 let hello = matches!(self, Body::Hello(_));
@@ -2315,12 +2327,8 @@ pub fn emit_msg_header(
     if m.cq_data.is_some() {
         fl |= flags::CQ_DATA;
     }
-    match &m.ack {
-        Some(a) if a.short && a.sack != 0 => return Err(Error::BadFlags),
-        Some(a) if a.short => fl |= flags::ACK | flags::SHORT_ACK,
-        Some(_) => fl |= flags::ACK,
-        None => {}
-    }
+    AckRepr::check(m.ack.as_ref())?;
+    fl |= AckRepr::piggyback_flags(m.ack.as_ref());
     if h.crc {
         fl |= flags::CRC;
     }
@@ -2388,12 +2396,8 @@ pub fn emit_bundle_header(
     let len16 = u16::try_from(len).map_err(|_| Error::BadLength)?;
     let out = buf.get_mut(..hl).ok_or(Error::BufferTooSmall)?;
     let mut fl = 0;
-    match &ack {
-        Some(a) if a.short && a.sack != 0 => return Err(Error::BadFlags),
-        Some(a) if a.short => fl |= flags::ACK | flags::SHORT_ACK,
-        Some(_) => fl |= flags::ACK,
-        None => {}
-    }
+    AckRepr::check(ack.as_ref())?;
+    fl |= AckRepr::piggyback_flags(ack.as_ref());
     if h.crc {
         fl |= flags::CRC;
     }

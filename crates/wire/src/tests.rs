@@ -668,6 +668,20 @@ fn dgram_rules() {
 
 // ---- property tests -------------------------------------------------------------------
 
+/// `r` without a piggybacked ACK.
+fn without_ack(mut r: Repr<'_>) -> Repr<'_> {
+    r.body.set_ack(None).unwrap();
+    r
+}
+
+/// Packet `b` with the low-byte flag `f` added (checksum refreshed).
+fn with_flag(b: &[u8], f: u16) -> Vec<u8> {
+    let mut m = b.to_vec();
+    m[5] |= f as u8;
+    Packet::new_unchecked(&mut m[..]).fill_checksum();
+    m
+}
+
 #[test]
 fn piggybacked_ack_rules() {
     let ack = AckRepr {
@@ -681,18 +695,12 @@ fn piggybacked_ack_rules() {
     assert_eq!(flags::ACK, 0x0020);
     assert_ne!(flags::ALL & flags::ACK, 0);
     for (name, r) in examples() {
-        let plain = {
-            let mut p = r;
-            p.body.set_ack(None).unwrap();
-            p
-        };
+        let plain = without_ack(r);
         let b = emit_vec(&plain);
         let t = r.packet_type();
         if !t.is_sequenced() {
             // The flag is BadFlags on every unsequenced type, on parse and on emit.
-            let mut m = b.clone();
-            m[5] |= flags::ACK as u8;
-            Packet::new_unchecked(&mut m[..]).fill_checksum();
+            let m = with_flag(&b, flags::ACK);
             assert_eq!(Repr::parse_bytes(&m), Err(Error::BadFlags), "{name}");
             let mut with = plain;
             assert_eq!(with.body.set_ack(Some(ack)), Err(Error::BadFlags), "{name}");
@@ -729,9 +737,7 @@ fn piggybacked_ack_rules() {
         assert_eq!(Repr::parse_bytes(&w), Ok(with), "{name}");
         // Flag without the field: too short for types without payload; with payload,
         // whatever follows is read as the ACK (still Truncated for these short ones).
-        let mut m = b.clone();
-        m[5] |= flags::ACK as u8;
-        Packet::new_unchecked(&mut m[..]).fill_checksum();
+        let m = with_flag(&b, flags::ACK);
         if matches!(r.body, Body::Bundle(_)) {
             // The records' first bytes read as the field: what is left is no record.
             assert!(Repr::parse_bytes(&m).is_err(), "{name}");
@@ -774,20 +780,14 @@ fn short_ack_rules() {
     assert_eq!(flags::SHORT_ACK, 0x0040);
     assert_eq!(short.wire_len(), hdr_len::SHORT_ACK);
     for (name, r) in examples() {
-        let plain = {
-            let mut p = r;
-            p.body.set_ack(None).unwrap();
-            p
-        };
+        let plain = without_ack(r);
         let b = emit_vec(&plain);
         let t = r.packet_type();
         if t == PacketType::Ack {
             continue;
         }
         // SHORT_ACK without ACK is BadFlags on every other type.
-        let mut m = b.clone();
-        m[5] |= flags::SHORT_ACK as u8;
-        Packet::new_unchecked(&mut m[..]).fill_checksum();
+        let m = with_flag(&b, flags::SHORT_ACK);
         assert_eq!(Repr::parse_bytes(&m), Err(Error::BadFlags), "{name}");
         if !t.is_sequenced() {
             continue;
