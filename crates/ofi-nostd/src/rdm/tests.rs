@@ -1040,17 +1040,22 @@ fn acks_in(pkts: &[Vec<u8>]) -> Vec<wire::packet::AckRepr> {
         .collect()
 }
 
-/// An engine configured without short ACKs sends only long ones, and still takes the
-/// short ones its peer sends (it announces the capability all the same).
-#[test]
-fn short_acks_are_a_sender_choice_the_receiver_always_takes() {
-    SHORT_ACK.with(|b| b.set(false));
+/// Hosts A (`a_short_ack`: whether it sends short ACKs) and B exchange 20 tagged 64 B
+/// messages each way; every packet from A to B passes through `on_the_way`. Checks
+/// that all 40 completed on each side and returns the packets A and B sent (A's as
+/// sent).
+fn exchange_both_ways(
+    a_short_ack: bool,
+    mut on_the_way: impl FnMut(Vec<u8>) -> Vec<u8>,
+) -> (Vec<Vec<u8>>, Vec<Vec<u8>>) {
+    SHORT_ACK.with(|b| b.set(a_short_ack));
     let mut a = host([10, 0, 0, 1], 1);
     SHORT_ACK.with(|b| b.set(true));
     let mut b = host([10, 0, 0, 2], 2);
     let b_at_a = a.insert(&b);
     let a_at_b = b.insert(&a);
     let mut now = Instant::from_millis(1);
+    let src = Some(UdpAddr::new(a.ip.into(), 7000));
     let (mut from_a, mut from_b) = (Vec::new(), Vec::new());
     for i in 0..20 {
         recv(&mut b, i, i);
@@ -1059,17 +1064,28 @@ fn short_acks_are_a_sender_choice_the_receiver_always_takes() {
         send(&mut b, a_at_b, 100 + i, 64, i);
         for _ in 0..30 {
             a.progress(now);
-            let p = carry(&mut a, &mut b);
-            from_a.extend(p);
+            while let Some(p) = a.link.pop_tx(|_, d| d.to_vec()) {
+                b.link.inject(&on_the_way(p.clone()), src);
+                from_a.push(p);
+            }
             b.progress(now);
-            let p = carry(&mut b, &mut a);
-            from_b.extend(p);
+            from_b.extend(carry(&mut b, &mut a));
             now += Duration::from_micros(10);
         }
     }
     let (atx, arx, btx, brx) = (a.tx_cq, a.rx_cq, b.tx_cq, b.rx_cq);
     assert_eq!(a.read(atx).len() + a.read(arx).len(), 40);
     assert_eq!(b.read(btx).len() + b.read(brx).len(), 40);
+    assert_eq!(a.dom.stats().rx_malformed, 0);
+    assert_eq!(b.dom.stats().rx_malformed, 0);
+    (from_a, from_b)
+}
+
+/// An engine configured without short ACKs sends only long ones, and still takes the
+/// short ones its peer sends (it announces the capability all the same).
+#[test]
+fn short_acks_are_a_sender_choice_the_receiver_always_takes() {
+    let (from_a, from_b) = exchange_both_ways(false, |p| p);
     let (la, lb) = (acks_in(&from_a), acks_in(&from_b));
     assert!(
         la.len() >= 10 && lb.len() >= 10,
@@ -1083,19 +1099,12 @@ fn short_acks_are_a_sender_choice_the_receiver_always_takes() {
         "B: short when it can be"
     );
     assert!(lb.iter().any(|a| a.short));
-    assert_eq!(a.dom.stats().rx_malformed, 0);
-    assert_eq!(b.dom.stats().rx_malformed, 0);
 }
 
 /// A peer that does not announce SHORT_ACK (an engine from before it) never gets one.
 #[test]
 fn a_peer_without_the_capability_gets_long_acks() {
     use wire::packet::{Body, caps};
-    let mut a = host([10, 0, 0, 1], 1);
-    let mut b = host([10, 0, 0, 2], 2);
-    let b_at_a = a.insert(&b);
-    let a_at_b = b.insert(&a);
-    let mut now = Instant::from_millis(1);
     // A's handshake packets lose the capability on the way (re-emitted, so the CRC
     // still holds): to B, A is an older engine.
     let strip = |p: Vec<u8>| -> Vec<u8> {
@@ -1109,26 +1118,7 @@ fn a_peer_without_the_capability_gets_long_acks() {
         r.emit_bytes(&mut out).unwrap();
         out
     };
-    let mut from_b = Vec::new();
-    for i in 0..20 {
-        recv(&mut b, i, i);
-        recv(&mut a, 100 + i, i);
-        send(&mut a, b_at_a, i, 64, i);
-        send(&mut b, a_at_b, 100 + i, 64, i);
-        for _ in 0..30 {
-            a.progress(now);
-            let src = Some(UdpAddr::new(a.ip.into(), 7000));
-            while let Some(p) = a.link.pop_tx(|_, d| d.to_vec()) {
-                b.link.inject(&strip(p), src);
-            }
-            b.progress(now);
-            from_b.extend(carry(&mut b, &mut a));
-            now += Duration::from_micros(10);
-        }
-    }
-    let (atx, arx, btx, brx) = (a.tx_cq, a.rx_cq, b.tx_cq, b.rx_cq);
-    assert_eq!(a.read(atx).len() + a.read(arx).len(), 40);
-    assert_eq!(b.read(btx).len() + b.read(brx).len(), 40);
+    let (_, from_b) = exchange_both_ways(true, strip);
     let lb = acks_in(&from_b);
     assert!(lb.len() >= 10);
     assert!(lb.iter().all(|a| !a.short));
