@@ -259,6 +259,8 @@ unsafe extern "C" fn wait(cntr: *mut sys::fid_cntr, threshold: u64, timeout: c_i
             let limit = u64::try_from(timeout)
                 .ok()
                 .map(std::time::Duration::from_millis);
+            // The data plane is watched from the first sleep until the call returns.
+            let mut sleeper = None;
             loop {
                 let mut timer = None;
                 match step(&mut timer) {
@@ -276,6 +278,9 @@ unsafe extern "C" fn wait(cntr: *mut sys::fid_cntr, threshold: u64, timeout: c_i
                 let min = std::time::Duration::from_micros(50);
                 let nap = timer.map_or(left, |t| t.max(min).min(left));
                 f.arm_timer(timer.map(|t| t.max(min)));
+                if sleeper.is_none() {
+                    sleeper = f.sleeper();
+                }
                 f.wait(nap);
             }
         }

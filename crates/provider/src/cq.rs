@@ -532,6 +532,8 @@ unsafe fn do_sread(
             let limit = u64::try_from(timeout)
                 .ok()
                 .map(std::time::Duration::from_millis);
+            // The data plane is watched from the first sleep until the call returns.
+            let mut sleeper = None;
             loop {
                 let mut timer = None;
                 match step(&mut timer) {
@@ -551,6 +553,9 @@ unsafe fn do_sread(
                     t.max(std::time::Duration::from_micros(50)).min(left)
                 });
                 w.arm_timer(timer.map(|t| t.max(std::time::Duration::from_micros(50))));
+                if sleeper.is_none() {
+                    sleeper = w.sleeper();
+                }
                 w.wait(nap);
             }
         }

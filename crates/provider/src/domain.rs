@@ -229,12 +229,15 @@ fn watchdog(d: DomainPtr, last: Arc<AtomicU64>, stop: Arc<AtomicBool>) {
 /// under FI_THREAD_DOMAIN: this thread enters the domain too.
 fn auto_progress(d: DomainPtr, last: Arc<AtomicU64>, stop: Arc<AtomicBool>, link: RawFd) {
     let wait = crate::wait::WaitFd::new(Some(link)).ok();
+    // The data plane is watched from the first sleep until traffic resumes.
+    let mut sleeper = None;
     while !stop.load(Ordering::Acquire) {
         let idle = hosted::api::now()
             .total_micros()
             .saturating_sub(last.load(Ordering::Relaxed));
         let period = WATCHDOG_PERIOD.as_micros() as u64;
         if idle < period {
+            sleeper = None; // the application drives progress again
             std::thread::park_timeout(std::time::Duration::from_micros(period - idle));
             continue;
         }
@@ -247,6 +250,7 @@ fn auto_progress(d: DomainPtr, last: Arc<AtomicU64>, stop: Arc<AtomicBool>, link
             return; // the domain is closing
         };
         if moved {
+            sleeper = None;
             continue; // more may be waiting
         }
         // A pass that moved nothing yet leaves the descriptor readable: a poll-mode
@@ -256,6 +260,9 @@ fn auto_progress(d: DomainPtr, last: Arc<AtomicU64>, stop: Arc<AtomicBool>, link
             Some(w) if !crate::wait::readable(link) => {
                 // Work due at once that did not move (the link full): not a spin.
                 w.arm_timer(timer.map(|t| t.clamp(nap, WATCHDOG_PERIOD)));
+                if sleeper.is_none() {
+                    sleeper = w.sleeper();
+                }
                 w.wait(WATCHDOG_PERIOD);
             }
             _ => std::thread::park_timeout(nap),

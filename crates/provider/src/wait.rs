@@ -21,7 +21,7 @@
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::time::Duration;
 
-use hosted::api::WaitSet;
+use hosted::api::{Sleeper, WaitSet};
 use ofi_nostd::Errno;
 
 /// The epoll set of one waitable object.
@@ -125,14 +125,19 @@ impl WaitFd {
         let _ = unsafe { libc::timerfd_settime(t.as_raw_fd(), 0, &spec, std::ptr::null_mut()) };
     }
 
+    /// Watches the data plane until the guard drops: a blocking call holds one across
+    /// all its sleeps. `None` if it could not be watched (the sleeps still end on the
+    /// timer or the timeout).
+    pub fn sleeper(&self) -> Option<Sleeper<'_>> {
+        self.set.sleeper().ok()
+    }
+
     /// Sleeps until the wait object is readable or `timeout` passes (spurious wake-ups
-    /// allowed; callers re-check).
+    /// allowed; callers re-check). The data plane counts only under a
+    /// [`WaitFd::sleeper`] (or after fi_trywait / FI_GETWAIT).
     pub fn wait(&self, timeout: Duration) {
         let ms = timeout.as_micros().div_ceil(1000).min(i32::MAX as u128) as libc::c_int;
         let mut ev = [libc::epoll_event { events: 0, u64: 0 }; 4];
-        // The data plane is watched while this sleeps (unwatched if that failed: the
-        // sleep still ends on the timer or the timeout).
-        let _sleeper = self.set.sleeper();
         // SAFETY: our epoll descriptor and a buffer of 4 events.
         let _ = unsafe { libc::epoll_wait(self.set.fd().as_raw_fd(), ev.as_mut_ptr(), 4, ms) };
     }
@@ -193,9 +198,12 @@ mod tests {
         );
         assert!(!readable(w.set.fd().as_raw_fd()));
         // A sleeper watches it: a datagram already there ends the sleep at once.
+        let s = w.sleeper();
+        assert!(w.set.watching_link());
         let t = std::time::Instant::now();
         w.wait(Duration::from_secs(5));
         assert!(t.elapsed() < Duration::from_secs(4));
+        drop(s);
         assert!(!w.set.watching_link());
         // FI_GETWAIT (as fi_trywait) watches it for good.
         assert!(readable(w.fd()));
