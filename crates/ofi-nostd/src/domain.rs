@@ -690,6 +690,9 @@ impl<S: Storage> Domain<S> {
             || ra.iov_limit > crate::ep::IOV_LIMIT
             || (info.ep_attr.max_msg_size != 0 && info.ep_attr.max_msg_size > max_msg)
             || auth_key.len() > pc.max_auth_key_size
+            || ta
+                .op_flags
+                .intersects(crate::ep::unsupported_tx_flags(ep_type))
             || !info
                 .caps
                 .difference(self.info.caps | Flags::PRIMARY_MODIFIERS)
@@ -1140,6 +1143,9 @@ impl<S: Storage> Domain<S> {
     ) -> Result<()> {
         let ep = obj(self.eps.get_mut(h))?;
         ep.require_enabled()?;
+        if flags.intersects(crate::ep::unsupported_tx_flags(ep.ep_type)) {
+            return Err(Errno::EBADFLAGS);
+        }
         let cap = if tag.is_some() {
             Flags::TAGGED
         } else {
@@ -1490,6 +1496,9 @@ impl<S: Storage> Domain<S> {
         build: impl FnOnce(bool, bool) -> SendReq,
     ) -> Result<()> {
         let ep = obj(self.eps.get_mut(h))?;
+        if flags.intersects(crate::ep::unsupported_tx_flags(ep.ep_type)) {
+            return Err(Errno::EBADFLAGS);
+        }
         let av = obj(ep.av.and_then(|a| self.avs.get(a)))?;
         let (dest_addr, _rx) = av.resolve(dest).map_err(|_| Errno::EINVAL)?;
         let tx_cq = obj(ep.tx_cq.as_ref())?;

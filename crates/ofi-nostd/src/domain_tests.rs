@@ -866,6 +866,51 @@ fn ops_flags_and_options() {
     assert_eq!(b.dom.ep_addr(b.ep).unwrap().ip, [10, 0, 0, 2]);
 }
 
+/// A DGRAM endpoint is not reliable: FI_DELIVERY_COMPLETE (reliable endpoints only),
+/// FI_MATCH_COMPLETE and FI_COMMIT_COMPLETE are levels it cannot give, and FI_FENCE
+/// needs a capability not offered; refused as defaults (-FI_EINVAL) and per call
+/// (-FI_EBADFLAGS, nothing queued).
+#[test]
+fn dgram_refuses_completion_levels_it_cannot_give() {
+    let (mut a, mut b, b_at_a, _) = pair(CqFormat::Msg);
+    let bad = [
+        Flags::DELIVERY_COMPLETE,
+        Flags::MATCH_COMPLETE,
+        Flags::COMMIT_COMPLETE,
+        Flags::FENCE,
+    ];
+    let left = a.dom.ep(a.ep).unwrap().tx_size_left();
+    for f in bad {
+        let mut info = dgram_info();
+        info.tx_attr.op_flags = f;
+        assert_eq!(a.dom.ep_open(&info, 5).err(), Some(Errno::EINVAL), "{f:?}");
+        let ep = a.dom.ep_mut(a.ep).unwrap();
+        assert_eq!(ep.setopsflag(Flags::TRANSMIT | f), Err(Errno::EINVAL));
+        assert_eq!(ep.alias(Flags::TRANSMIT | f), Err(Errno::EINVAL));
+        let mem = SliceMemory::new(BASE, &mut a.mem);
+        let one = [IoVec::new(BASE, 4)];
+        assert_eq!(
+            a.dom.sendmsg(a.ep, &mem, &MsgArgs::new(&one, b_at_a, 7), f),
+            Err(Errno::EBADFLAGS)
+        );
+    }
+    assert_eq!(a.dom.ep(a.ep).unwrap().tx_size_left(), left);
+    b.dom
+        .recv(b.ep, IoVec::new(BASE, 8), FI_ADDR_UNSPEC, 1)
+        .unwrap();
+    let mem = SliceMemory::new(BASE, &mut a.mem);
+    let one = [IoVec::new(BASE, 4)];
+    let tc = Flags::TRANSMIT_COMPLETE;
+    a.dom
+        .sendmsg(a.ep, &mem, &MsgArgs::new(&one, b_at_a, 8), tc)
+        .unwrap();
+    pump(&mut a, &mut b);
+    let mut e = [CqMsgEntry::default(); 2];
+    assert_eq!(a.dom.cq_mut(a.tx_cq).unwrap().read(&mut e), Ok(1));
+    assert_eq!(e[0].op_context, 8);
+    assert_eq!(b.dom.ep(b.ep).unwrap().stats().rx_msgs, 1);
+}
+
 #[test]
 fn other_endpoint_types_are_refused() {
     let (_, mut dom) = open_domain([10, 0, 0, 1]);

@@ -501,7 +501,8 @@ impl<S: Storage, CqH: Copy, CntrH: Copy, AvH: Copy> Endpoint<S, CqH, CntrH, AvH>
         let ops = flags.difference(Flags::TRANSMIT | Flags::RECV);
         match s {
             Side::Tx => {
-                if !TX_OP_FLAGS.contains(ops) {
+                if !TX_OP_FLAGS.contains(ops) || ops.intersects(unsupported_tx_flags(self.ep_type))
+                {
                     return Err(Errno::EINVAL);
                 }
                 self.tx_flags = ops;
@@ -558,7 +559,12 @@ impl<S: Storage, CqH: Copy, CntrH: Copy, AvH: Copy> Endpoint<S, CqH, CntrH, AvH>
     pub fn alias(&mut self, flags: Flags) -> Result<(Flags, Flags)> {
         let ops = flags.difference(Flags::TRANSMIT | Flags::RECV);
         let out = match side(flags)? {
-            Side::Tx if TX_OP_FLAGS.contains(ops) => (ops, self.rx_flags),
+            Side::Tx
+                if TX_OP_FLAGS.contains(ops)
+                    && !ops.intersects(unsupported_tx_flags(self.ep_type)) =>
+            {
+                (ops, self.rx_flags)
+            }
             Side::Rx if RX_OP_FLAGS.contains(ops) => (self.tx_flags, ops),
             _ => return Err(Errno::EINVAL),
         };
@@ -580,16 +586,33 @@ impl<S: Storage, CqH: Copy, CntrH: Copy, AvH: Copy> Endpoint<S, CqH, CntrH, AvH>
     }
 }
 
-/// Operation flags a transmit may carry.
+/// Operation flags a transmit may carry as an endpoint's defaults (FI_SETOPSFLAG,
+/// fi_ep_alias). Per endpoint type, [`unsupported_tx_flags`] takes some away.
 pub const TX_OP_FLAGS: Flags = Flags::INJECT
     .union(Flags::COMPLETION)
     .union(Flags::INJECT_COMPLETE)
     .union(Flags::TRANSMIT_COMPLETE)
     .union(Flags::DELIVERY_COMPLETE)
     .union(Flags::MORE)
-    .union(Flags::REMOTE_CQ_DATA)
-    .union(Flags::FENCE)
-    .union(Flags::MATCH_COMPLETE);
+    .union(Flags::REMOTE_CQ_DATA);
+
+/// Transmit flags an endpoint of type `t` cannot honour: FI_FENCE (the FI_FENCE
+/// capability is not offered), and the completion levels it cannot give:
+/// FI_MATCH_COMPLETE (a delivered message may wait unmatched at the target),
+/// FI_COMMIT_COMPLETE (no memory here is persistent) and, on a DGRAM endpoint,
+/// FI_DELIVERY_COMPLETE (it applies to reliable endpoints only). fi_cq(3) lets a
+/// provider reject a level it cannot give or upgrade it; these have no stronger level
+/// to become, so a default carrying one is -FI_EINVAL and a transmit -FI_EBADFLAGS
+/// rather than completing sooner than asked.
+pub const fn unsupported_tx_flags(t: EpType) -> Flags {
+    let never = Flags::FENCE
+        .union(Flags::MATCH_COMPLETE)
+        .union(Flags::COMMIT_COMPLETE);
+    match t {
+        EpType::Dgram => never.union(Flags::DELIVERY_COMPLETE),
+        _ => never,
+    }
+}
 
 /// Operation flags a receive may carry.
 pub const RX_OP_FLAGS: Flags = Flags::COMPLETION

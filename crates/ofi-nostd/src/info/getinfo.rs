@@ -642,6 +642,14 @@ fn apply_hints(mut info: Info, h: &Info, version: u32, cfg: &ProviderConfig) -> 
     {
         return None;
     }
+    // FI_RMA_EVENT needs FI_REMOTE_READ and/or FI_REMOTE_WRITE (fi_getinfo(3)), which
+    // naming no modifier at all implies.
+    if asked.contains(Flags::RMA_EVENT)
+        && asked.intersects(rma_modifiers)
+        && !asked.intersects(Flags::REMOTE_READ | Flags::REMOTE_WRITE)
+    {
+        return None;
+    }
     let comm_asked = asked & COMM_CAPS;
     let comm = if comm_asked.is_empty() {
         offered & COMM_CAPS

@@ -583,6 +583,54 @@ fn ping_pong(
 /// A burst of queued sends: the single-packet ones before a segmented message go by the
 /// short path, the segmented one and everything after it by the planner, in posting
 /// order, and only the burst's last packet asks for an acknowledgement.
+/// fi_cq(3) lets a provider reject a completion level it cannot give or upgrade it:
+/// FI_MATCH_COMPLETE (our delivery covers an unexpected message too) and
+/// FI_COMMIT_COMPLETE (no persistent memory) have no stronger level here, and FI_FENCE
+/// needs a capability not offered. Refused as defaults and per call, where the call
+/// queues nothing; FI_DELIVERY_COMPLETE works.
+#[test]
+fn completion_levels_the_engine_cannot_give_are_refused() {
+    let (mut a, mut b, b_at_a, _, mut now) = pair();
+    let never = [Flags::MATCH_COMPLETE, Flags::COMMIT_COMPLETE, Flags::FENCE];
+    for bad in never {
+        let mut info = default_info(EpType::Rdm, None, &cfg());
+        info.tx_attr.op_flags = Flags::COMPLETION | bad;
+        assert_eq!(
+            a.dom.ep_open(&info, 5).err(),
+            Some(Errno::EINVAL),
+            "{bad:?}"
+        );
+        let ep = a.dom.ep_mut(a.ep).unwrap();
+        assert_eq!(ep.setopsflag(Flags::TRANSMIT | bad), Err(Errno::EINVAL));
+        assert_eq!(ep.alias(Flags::TRANSMIT | bad), Err(Errno::EINVAL));
+        let mem = SliceMemory::new(BASE, &mut a.mem);
+        let iov = [IoVec::new(BASE, 8)];
+        let m = crate::domain::TaggedArgs::new(&iov, b_at_a, 1, 9);
+        assert_eq!(a.dom.tsendmsg(a.ep, &mem, &m, bad), Err(Errno::EBADFLAGS));
+        let m = crate::domain::MsgArgs::new(&iov, b_at_a, 9);
+        let both = Flags::DELIVERY_COMPLETE | bad;
+        assert_eq!(a.dom.sendmsg(a.ep, &mem, &m, both), Err(Errno::EBADFLAGS));
+    }
+    let ep = a.dom.ep_mut(a.ep).unwrap();
+    assert_eq!(ep.getopsflag(Flags::TRANSMIT), Ok(Flags::empty()));
+    assert_eq!(a.dom.ep(a.ep).unwrap().rdm().unwrap().tx_in_use(), 0);
+    // The level it can give, as a default and per call.
+    let mut info = default_info(EpType::Rdm, None, &cfg());
+    info.tx_attr.op_flags = Flags::DELIVERY_COMPLETE;
+    let spare = a.dom.ep_open(&info, 5).unwrap();
+    a.dom.ep_close(spare).unwrap();
+    let ep = a.dom.ep_mut(a.ep).unwrap();
+    ep.setopsflag(Flags::TRANSMIT | Flags::DELIVERY_COMPLETE)
+        .unwrap();
+    recv(&mut b, 1, 3);
+    send(&mut a, b_at_a, 1, 8, 4);
+    pump(&mut a, &mut b, &mut now, 100, &mut Vec::new());
+    let (atx, brx) = (a.tx_cq, b.rx_cq);
+    let sent: Vec<u64> = a.read(atx).iter().map(|e| e.unwrap().op_context).collect();
+    assert_eq!(sent, [4], "only the accepted send completes");
+    assert_eq!(b.read(brx).len(), 1);
+}
+
 #[test]
 fn a_burst_takes_the_short_path_up_to_a_segmented_message() {
     use wire::packet::PacketType;
@@ -1987,6 +2035,15 @@ fn rma_calls_check_their_arguments() {
         plain.dom.writemsg(plain.ep, &pm, &m, Flags::empty()),
         Err(Errno::EOPNOTSUPP)
     );
+    // Completion levels no RMA here can give, and FI_FENCE without its capability.
+    for bad in [Flags::COMMIT_COMPLETE, Flags::MATCH_COMPLETE, Flags::FENCE] {
+        assert_eq!(
+            a.dom.writemsg(a.ep, &mem, &m, bad),
+            Err(Errno::EBADFLAGS),
+            "{bad:?}"
+        );
+        assert_eq!(a.dom.readmsg(a.ep, &mem, &m, bad), Err(Errno::EBADFLAGS));
+    }
     // Nothing of the refused calls was queued.
     assert_eq!(a.dom.ep(a.ep).unwrap().rdm().unwrap().tx_in_use(), 0);
 }

@@ -336,6 +336,23 @@ fn requested_secondary_caps_are_honoured_or_enodata() {
     }
 }
 
+/// fi_getinfo(3): FI_RMA_EVENT requires FI_REMOTE_READ and/or FI_REMOTE_WRITE, which
+/// naming no RMA modifier at all implies.
+#[test]
+fn rma_event_needs_a_remote_side() {
+    let mut h = hints();
+    let ok = |h: &Info| run(None, None, Flags::empty(), Some(h), &prov());
+    h.caps = Flags::RMA | Flags::RMA_EVENT;
+    let r = ok(&h).unwrap();
+    assert!(r.iter().all(|i| i.caps.contains(Flags::RMA_EVENT)));
+    h.caps = Flags::RMA | Flags::READ | Flags::RMA_EVENT;
+    assert_eq!(ok(&h), Err(Errno::ENODATA), "an initiator only");
+    h.caps = Flags::RMA | Flags::READ | Flags::REMOTE_WRITE | Flags::RMA_EVENT;
+    let r = ok(&h).unwrap();
+    assert!(r.iter().all(|i| i.caps.contains(Flags::RMA_EVENT)));
+    assert!(r.iter().all(|i| !i.caps.contains(Flags::REMOTE_READ)));
+}
+
 #[test]
 fn local_and_remote_comm_are_not_volunteered_against_the_request() {
     let mut h = hints();
