@@ -677,6 +677,11 @@ impl<S: Storage> Domain<S> {
         } else {
             pc.inject_size.min(max_msg)
         };
+        let ep_caps = if info.caps.is_empty() {
+            self.info.caps
+        } else {
+            info.caps
+        };
         let auth_key = if info.ep_attr.auth_key.is_empty() {
             self.info.domain_attr.auth_key.clone()
         } else {
@@ -693,8 +698,14 @@ impl<S: Storage> Domain<S> {
             || ta
                 .op_flags
                 .intersects(crate::ep::unsupported_tx_flags(ep_type))
-            || !info
-                .caps
+            // One transmit and one receive context: more, or shared ones, are scalable
+            // or shared-context endpoints, not offered (FI_SHARED_CONTEXT is SIZE_MAX).
+            || info.ep_attr.tx_ctx_cnt > 1
+            || info.ep_attr.rx_ctx_cnt > 1
+            // What the endpoint and its contexts ask for, within what the domain
+            // offers (as libfabric's own providers check; a context asking for more
+            // than its endpoint is the application's error, not refused).
+            || !(info.caps | ta.caps | ra.caps)
                 .difference(self.info.caps | Flags::PRIMARY_MODIFIERS)
                 .is_empty()
         {
@@ -732,14 +743,9 @@ impl<S: Storage> Domain<S> {
         } else {
             None
         };
-        let caps = if info.caps.is_empty() {
-            self.info.caps
-        } else {
-            info.caps
-        };
         let ep = crate::ep::Endpoint {
             ep_type,
-            caps,
+            caps: ep_caps,
             context,
             id: 0,
             state: EpState::Disabled,

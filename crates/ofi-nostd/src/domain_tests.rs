@@ -919,6 +919,34 @@ fn other_endpoint_types_are_refused() {
     assert_eq!(dom.ep_open(&info, 0).err(), Some(Errno::EINVAL));
 }
 
+/// fi_endpoint checks its `info`: one context each way (more, or a shared one, would be
+/// a scalable or shared-context endpoint), and nothing the domain does not offer, in
+/// the endpoint's caps or a context's.
+#[test]
+fn fi_endpoint_refuses_contexts_and_caps_it_does_not_offer() {
+    type Edit = fn(&mut Info);
+    let (_, mut dom) = open_domain([10, 0, 0, 1]);
+    let cases: [(&str, Edit); 5] = [
+        ("two tx contexts", |i| i.ep_attr.tx_ctx_cnt = 2),
+        ("two rx contexts", |i| i.ep_attr.rx_ctx_cnt = 2),
+        ("shared tx context", |i| {
+            i.ep_attr.tx_ctx_cnt = crate::info::FI_SHARED_CONTEXT
+        }),
+        ("a tx cap not offered", |i| i.tx_attr.caps |= Flags::FENCE),
+        ("an rx cap not offered", |i| {
+            i.rx_attr.caps |= Flags::RMA_PMEM
+        }),
+    ];
+    for (what, edit) in cases {
+        let mut info = dgram_info();
+        edit(&mut info);
+        assert_eq!(dom.ep_open(&info, 0).err(), Some(Errno::EINVAL), "{what}");
+    }
+    let mut info = dgram_info();
+    (info.ep_attr.tx_ctx_cnt, info.ep_attr.rx_ctx_cnt) = (1, 0);
+    dom.ep_open(&info, 0).unwrap();
+}
+
 #[test]
 fn dgram_over_ethernet_resolves_the_peer_with_arp_first() {
     let mut a = host_on([10, 0, 0, 1], CqFormat::Msg, false, Medium::Ethernet);
