@@ -501,8 +501,7 @@ impl<S: Storage, CqH: Copy, CntrH: Copy, AvH: Copy> Endpoint<S, CqH, CntrH, AvH>
         let ops = flags.difference(Flags::TRANSMIT | Flags::RECV);
         match s {
             Side::Tx => {
-                if !TX_OP_FLAGS.contains(ops) || ops.intersects(unsupported_tx_flags(self.ep_type))
-                {
+                if !tx_defaults_ok(self.ep_type, ops) {
                     return Err(Errno::EINVAL);
                 }
                 self.tx_flags = ops;
@@ -559,12 +558,7 @@ impl<S: Storage, CqH: Copy, CntrH: Copy, AvH: Copy> Endpoint<S, CqH, CntrH, AvH>
     pub fn alias(&mut self, flags: Flags) -> Result<(Flags, Flags)> {
         let ops = flags.difference(Flags::TRANSMIT | Flags::RECV);
         let out = match side(flags)? {
-            Side::Tx
-                if TX_OP_FLAGS.contains(ops)
-                    && !ops.intersects(unsupported_tx_flags(self.ep_type)) =>
-            {
-                (ops, self.rx_flags)
-            }
+            Side::Tx if tx_defaults_ok(self.ep_type, ops) => (ops, self.rx_flags),
             Side::Rx if RX_OP_FLAGS.contains(ops) => (self.tx_flags, ops),
             _ => return Err(Errno::EINVAL),
         };
@@ -612,6 +606,12 @@ pub const fn unsupported_tx_flags(t: EpType) -> Flags {
         EpType::Dgram => never.union(Flags::DELIVERY_COMPLETE),
         _ => never,
     }
+}
+
+/// Whether `ops` may be the default transmit flags of an endpoint of type `t`
+/// (FI_SETOPSFLAG, fi_ep_alias).
+pub const fn tx_defaults_ok(t: EpType, ops: Flags) -> bool {
+    TX_OP_FLAGS.contains(ops) && !ops.intersects(unsupported_tx_flags(t))
 }
 
 /// Operation flags a receive may carry.

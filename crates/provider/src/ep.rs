@@ -24,7 +24,7 @@ use ofi_nostd::atomic::AtomicKind;
 use ofi_nostd::domain::{
     AtomicArgs, BindTarget, Domain, EpHandle, MsgArgs, RmaArgs, RmaIov, TaggedArgs,
 };
-use ofi_nostd::ep::{EpOpt, IOV_LIMIT, RX_OP_FLAGS, TX_OP_FLAGS, unsupported_tx_flags};
+use ofi_nostd::ep::{EpOpt, IOV_LIMIT, RX_OP_FLAGS, tx_defaults_ok};
 use ofi_nostd::flags::Flags;
 use ofi_nostd::info::AddrFormat;
 use ofi_nostd::mem::IoVec;
@@ -476,13 +476,11 @@ unsafe extern "C" fn control(fid: *mut sys::fid, cmd: c_int, arg: *mut c_void) -
             let f = Flags::from_bits_retain(unsafe { p.read_unaligned() });
             if e.is_alias() {
                 let ops = f.difference(Flags::TRANSMIT | Flags::RECV);
-                let never = e
+                let tx_ok = e
                     .domain()
-                    .with(|d| Ok(unsupported_tx_flags(d.ep(e.handle)?.ep_type())));
+                    .with(|d| Ok(tx_defaults_ok(d.ep(e.handle)?.ep_type(), ops)));
                 match (f.contains(Flags::TRANSMIT), f.contains(Flags::RECV)) {
-                    (true, false)
-                        if TX_OP_FLAGS.contains(ops) && never.is_ok_and(|n| !ops.intersects(n)) =>
-                    {
+                    (true, false) if tx_ok == Ok(true) => {
                         e.alias_tx.store(ops.bits(), Ordering::Relaxed);
                         Ok(())
                     }

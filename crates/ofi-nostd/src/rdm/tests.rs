@@ -580,9 +580,6 @@ fn ping_pong(
     (ping, pong)
 }
 
-/// A burst of queued sends: the single-packet ones before a segmented message go by the
-/// short path, the segmented one and everything after it by the planner, in posting
-/// order, and only the burst's last packet asks for an acknowledgement.
 /// fi_cq(3) lets a provider reject a completion level it cannot give or upgrade it:
 /// FI_MATCH_COMPLETE (our delivery covers an unexpected message too) and
 /// FI_COMMIT_COMPLETE (no persistent memory) have no stronger level here, and FI_FENCE
@@ -631,6 +628,9 @@ fn completion_levels_the_engine_cannot_give_are_refused() {
     assert_eq!(b.read(brx).len(), 1);
 }
 
+/// A burst of queued sends: the single-packet ones before a segmented message go by the
+/// short path, the segmented one and everything after it by the planner, in posting
+/// order, and only the burst's last packet asks for an acknowledgement.
 #[test]
 fn a_burst_takes_the_short_path_up_to_a_segmented_message() {
     use wire::packet::PacketType;
