@@ -10,6 +10,7 @@ mod firmware;
 mod fuzz;
 mod hooks;
 mod hosted;
+mod layout;
 mod pgo;
 mod prereq;
 mod provider;
@@ -87,6 +88,10 @@ enum Task {
         #[arg(long)]
         test: bool,
     },
+    /// The layout rules (the first check of `test`, no build): no import circles among
+    /// the modules of the core and of the safe API, no production file of wire,
+    /// ofi-nostd or the provider above 1,200 lines.
+    Layout,
     /// Benchmarks, reported in target/bench/report.md: tag matching against queue length
     /// now; ping-pong latency and bandwidth once the data path exists.
     Bench {
@@ -112,6 +117,7 @@ fn main() -> ExitCode {
         Task::TestDpdk => ("test-dpdk", hooks::test_dpdk(&ws)),
         Task::Provider { pgo } => ("provider", hooks::provider(&ws, *pgo)),
         Task::Firmware { run, test } => ("firmware", hooks::firmware(&ws, *run, *test)),
+        Task::Layout => ("layout", layout::check(&ws)),
         Task::Bench { quick, only } => ("bench", bench::run(&ws, *quick, only)),
     };
     match result {

@@ -4,7 +4,7 @@ use std::time::{Duration, Instant};
 
 use crate::cmd::{self, Result};
 use crate::ws::{NO_STD_CRATES, NO_STD_TARGETS, Workspace};
-use crate::{fuzz, hooks, prereq};
+use crate::{fuzz, hooks, layout, prereq};
 
 /// One step of the pipeline.
 struct Step<'a> {
@@ -29,6 +29,7 @@ impl<'a> Step<'a> {
 fn steps(ws: &Workspace, fuzz_secs: u64) -> Vec<Step<'_>> {
     let mut steps = vec![
         Step::new("prerequisites", move || prereq::ensure_for_test(ws)),
+        Step::new("layout", move || layout::check(ws)),
         Step::new("fmt", move || {
             cmd::run(&mut ws.cargo(["fmt", "--all", "--check"]))
         }),
