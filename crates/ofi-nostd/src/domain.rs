@@ -14,51 +14,33 @@ use wire::packet::{AtomicDatatype, AtomicOp, Body, DgramRepr, Header, Packet, Re
 use crate::addr::EpAddr;
 use crate::atomic::AtomicKind;
 use crate::av::{Av, AvAttr, AvSlot};
+use crate::bind::{CntrBindings, CqBinding};
 use crate::cntr::{Cntr, CntrAttr};
 use crate::cq::{Cq, CqAttr, CqEntry, CqErrEntry, CqSlot, DEFAULT_CQ_SIZE, comp};
-use crate::ep::{
-    CntrBindings, CqBinding, DEFAULT_MIN_MULTI_RECV, EpState, IovList, RecvOp, RecvQueue, TxOp,
-    TxQueue,
-};
+use crate::ep::{DEFAULT_MIN_MULTI_RECV, EpState, RecvOp, RecvQueue, TxOp, TxQueue};
 use crate::errno::{Errno, Result};
 use crate::fabric::Fabric;
 use crate::flags::{FI_ADDR_UNSPEC, FiAddr, Flags};
 use crate::info::{AvType, EpType, Info, ProviderConfig, ResourceMgmt};
+use crate::iov::IovList;
 use crate::matching::{Bucket, PostedQueue};
 use crate::mem::{IoVec, Memory};
 use crate::mr::{MrAttr, MrConfig, MrHandle, MrSlot, MrTable};
 use crate::net::{ArpEntry, Net, NetConfig, NetStats, RxOutcome, SendOutcome};
-use crate::pool::{Handle, Pool, Slot};
+use crate::pool::{Pool, Slot};
 use crate::rdm::{Ctx, Prng, Rdm, RdmConfig, RdmSizes, RecvReq, SendReq, Sent, TxPort};
 use crate::storage::Storage;
 use crate::time::Instant;
 
-/// Largest iov count of one memory registration.
-pub const MR_IOV_LIMIT: usize = 4;
+pub use crate::bind::BindTarget;
+pub use crate::ep::{EpHandle, EpObj};
+pub(crate) use crate::fid::Objects;
+pub use crate::fid::{AvHandle, AvObj, CntrHandle, CqHandle, CqObj, MrTableOf};
+pub use crate::iov::MR_IOV_LIMIT;
 
 /// Default [`DomainConfig::loopback_slots`]: a few packets, enough for a session with
 /// itself to make progress every pass (a full queue is link back-pressure).
 pub const DEFAULT_LOOPBACK_SLOTS: usize = 4;
-
-/// A CQ in domain storage `S`.
-pub type CqObj<S> = Cq<<S as Storage>::Slice<CqSlot>>;
-/// Handle of a CQ.
-pub type CqHandle<S> = Handle<CqObj<S>>;
-/// Handle of a counter.
-pub type CntrHandle = Handle<Cntr>;
-/// An AV in domain storage `S`.
-pub type AvObj<S> = Av<<S as Storage>::Slice<AvSlot>, <S as Storage>::Slice<u32>>;
-/// Handle of an AV.
-pub type AvHandle<S> = Handle<AvObj<S>>;
-/// The MR table of a domain in storage `S`.
-pub type MrTableOf<S> =
-    MrTable<<S as Storage>::Slice<MrSlot<MR_IOV_LIMIT>>, <S as Storage>::Slice<u32>, MR_IOV_LIMIT>;
-/// An endpoint in domain storage `S`.
-pub type EpObj<S> = crate::ep::Endpoint<S, CqHandle<S>, CntrHandle, AvHandle<S>>;
-/// Handle of an endpoint.
-pub type EpHandle<S> = Handle<EpObj<S>>;
-
-pub(crate) type Objects<S, T> = Pool<T, <S as Storage>::Slice<Slot<T>>>;
 
 /// What the data plane tells the domain when it is opened.
 #[derive(Debug, Clone, Copy)]
@@ -94,19 +76,6 @@ impl DomainConfig {
             cfg,
         }
     }
-}
-
-/// An object of fi_ep_bind.
-#[derive(Debug)]
-pub enum BindTarget<S: Storage> {
-    /// A completion queue (flags FI_TRANSMIT / FI_RECV / FI_SELECTIVE_COMPLETION).
-    Cq(CqHandle<S>),
-    /// A counter (flags FI_SEND, FI_RECV, FI_READ, FI_WRITE, FI_REMOTE_*).
-    Cntr(CntrHandle),
-    /// The address vector (flags 0).
-    Av(AvHandle<S>),
-    /// An event queue, named by the adapter's token (flags 0).
-    Eq(u64),
 }
 
 /// A message operation's arguments (`struct fi_msg`).
@@ -691,8 +660,8 @@ impl<S: Storage> Domain<S> {
             || rx_size > pc.rx_size
             || (rdm && (tx_size > u16::MAX as usize || rx_size > u16::MAX as usize))
             || inject_size > inject_max
-            || ta.iov_limit > crate::ep::IOV_LIMIT
-            || ra.iov_limit > crate::ep::IOV_LIMIT
+            || ta.iov_limit > crate::iov::IOV_LIMIT
+            || ra.iov_limit > crate::iov::IOV_LIMIT
             || (info.ep_attr.max_msg_size != 0 && info.ep_attr.max_msg_size > max_msg)
             || auth_key.len() > pc.max_auth_key_size
             || ta
@@ -764,12 +733,12 @@ impl<S: Storage> Domain<S> {
             },
             inject_size,
             tx_iov_limit: if ta.iov_limit == 0 {
-                crate::ep::IOV_LIMIT
+                crate::iov::IOV_LIMIT
             } else {
                 ta.iov_limit
             },
             rx_iov_limit: if ra.iov_limit == 0 {
-                crate::ep::IOV_LIMIT
+                crate::iov::IOV_LIMIT
             } else {
                 ra.iov_limit
             },

@@ -6,16 +6,16 @@
 //! one-CQ-and-one-counter-per-operation-type binding rules, default operation flags,
 //! options, and the transmit and receive queues in the domain's storage.
 
+pub use crate::bind::{CntrBindings, CqBinding};
 use crate::errno::{Errno, Result};
+use crate::fid::{AvHandle, CntrHandle, CqHandle};
 use crate::flags::{FI_ADDR_UNSPEC, FiAddr, Flags};
 use crate::info::EpType;
+pub use crate::iov::{IOV_LIMIT, IovList};
 use crate::matching::{Bucket, Node, PostedQueue};
-use crate::mem::IoVec;
-use crate::pool::Slot;
+use crate::pool::{Handle, Slot};
+use crate::rdm::Rdm;
 use crate::storage::Storage;
-
-/// Largest iov count of one operation (`tx_attr.iov_limit`, `rx_attr.iov_limit`).
-pub const IOV_LIMIT: usize = 4;
 
 /// `FI_OPT_ENDPOINT`, the only option level.
 pub const FI_OPT_ENDPOINT: i32 = 0;
@@ -75,125 +75,6 @@ pub enum EpState {
     Enabled,
 }
 
-/// A CQ binding: which CQ, and whether successful completions are selective.
-#[derive(Debug)]
-pub struct CqBinding<H> {
-    /// The CQ.
-    pub cq: H,
-    /// FI_SELECTIVE_COMPLETION: successes only with FI_COMPLETION.
-    pub selective: bool,
-}
-
-/// Counter bindings, one per operation type (fi_ep_bind flags).
-#[derive(Debug)]
-pub struct CntrBindings<H> {
-    /// FI_SEND: completed sends.
-    pub send: Option<H>,
-    /// FI_RECV: received messages.
-    pub recv: Option<H>,
-    /// FI_READ: completed RMA reads / fetching atomics.
-    pub read: Option<H>,
-    /// FI_WRITE: completed RMA writes / atomics.
-    pub write: Option<H>,
-    /// FI_REMOTE_READ: remote reads of this endpoint's memory.
-    pub remote_read: Option<H>,
-    /// FI_REMOTE_WRITE: remote writes to this endpoint's memory.
-    pub remote_write: Option<H>,
-}
-
-impl<H> Default for CntrBindings<H> {
-    fn default() -> Self {
-        CntrBindings {
-            send: None,
-            recv: None,
-            read: None,
-            write: None,
-            remote_read: None,
-            remote_write: None,
-        }
-    }
-}
-
-impl<H: Copy> CntrBindings<H> {
-    /// The bind flag of each slot, in a fixed order.
-    pub(crate) const FLAGS: [Flags; 6] = [
-        Flags::SEND,
-        Flags::RECV,
-        Flags::READ,
-        Flags::WRITE,
-        Flags::REMOTE_READ,
-        Flags::REMOTE_WRITE,
-    ];
-
-    pub(crate) fn slot_mut(&mut self, flag: Flags) -> &mut Option<H> {
-        match flag {
-            f if f == Flags::SEND => &mut self.send,
-            f if f == Flags::RECV => &mut self.recv,
-            f if f == Flags::READ => &mut self.read,
-            f if f == Flags::WRITE => &mut self.write,
-            f if f == Flags::REMOTE_READ => &mut self.remote_read,
-            _ => &mut self.remote_write,
-        }
-    }
-
-    /// Every bound counter, with repeats when one counter serves several types.
-    pub(crate) fn all(&self) -> impl Iterator<Item = H> + '_ {
-        [
-            self.send,
-            self.recv,
-            self.read,
-            self.write,
-            self.remote_read,
-            self.remote_write,
-        ]
-        .into_iter()
-        .flatten()
-    }
-}
-
-/// A user buffer list of at most [`IOV_LIMIT`] entries.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct IovList {
-    iov: [IoVec; IOV_LIMIT],
-    count: u8,
-}
-
-impl IovList {
-    /// The list `iov`; -FI_EINVAL if longer than `limit` (or [`IOV_LIMIT`]).
-    pub fn new(iov: &[IoVec], limit: usize) -> Result<IovList> {
-        if iov.len() > limit.min(IOV_LIMIT) {
-            return Err(Errno::EINVAL);
-        }
-        let mut l = IovList::default();
-        // Element by element: lists are short, and a call to memcpy costs more.
-        for (d, s) in l.iov.iter_mut().zip(iov) {
-            *d = *s;
-        }
-        l.count = iov.len() as u8;
-        Ok(l)
-    }
-
-    /// The list of the one buffer `v`.
-    pub fn one(v: IoVec) -> IovList {
-        let mut l = IovList::default();
-        l.iov[0] = v;
-        l.count = 1;
-        l
-    }
-
-    /// The buffers.
-    pub fn as_slice(&self) -> &[IoVec] {
-        &self.iov[..self.count as usize]
-    }
-
-    /// Total bytes; saturates rather than overflow on absurd lengths.
-    pub fn total_len(&self) -> usize {
-        self.as_slice()
-            .iter()
-            .fold(0usize, |a, v| a.saturating_add(v.len))
-    }
-}
-
 /// One posted receive.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RecvOp {
@@ -241,10 +122,7 @@ pub struct TxOp {
 
 impl TxOp {
     const EMPTY: TxOp = TxOp {
-        iov: IovList {
-            iov: [IoVec { addr: 0, len: 0 }; IOV_LIMIT],
-            count: 0,
-        },
+        iov: IovList::EMPTY,
         len: 0,
         context: 0,
         flags: Flags::empty(),
@@ -386,7 +264,7 @@ pub struct EpStats {
 }
 
 /// An active endpoint.
-pub struct Endpoint<S: Storage, CqH, CntrH, AvH> {
+pub struct Endpoint<S: Storage> {
     pub(crate) ep_type: EpType,
     pub(crate) caps: Flags,
     pub(crate) context: u64,
@@ -394,10 +272,10 @@ pub struct Endpoint<S: Storage, CqH, CntrH, AvH> {
     pub(crate) state: EpState,
     pub(crate) tx_flags: Flags,
     pub(crate) rx_flags: Flags,
-    pub(crate) tx_cq: Option<CqBinding<CqH>>,
-    pub(crate) rx_cq: Option<CqBinding<CqH>>,
-    pub(crate) cntrs: CntrBindings<CntrH>,
-    pub(crate) av: Option<AvH>,
+    pub(crate) tx_cq: Option<CqBinding<CqHandle<S>>>,
+    pub(crate) rx_cq: Option<CqBinding<CqHandle<S>>>,
+    pub(crate) cntrs: CntrBindings<CntrHandle>,
+    pub(crate) av: Option<AvHandle<S>>,
     pub(crate) eq: Option<u64>,
     pub(crate) min_multi_recv: usize,
     pub(crate) max_msg_size: usize,
@@ -410,13 +288,18 @@ pub struct Endpoint<S: Storage, CqH, CntrH, AvH> {
     pub(crate) stats: EpStats,
     pub(crate) aliases: u32,
     /// The reliability engine (FI_EP_RDM only).
-    pub(crate) rdm: Option<crate::rdm::Rdm<S>>,
+    pub(crate) rdm: Option<Rdm<S>>,
 }
 
 /// Default FI_OPT_MIN_MULTI_RECV.
 pub const DEFAULT_MIN_MULTI_RECV: usize = 64;
 
-impl<S: Storage, CqH: Copy, CntrH: Copy, AvH: Copy> Endpoint<S, CqH, CntrH, AvH> {
+/// An endpoint in domain storage `S` (the name the domain's accessors use).
+pub type EpObj<S> = Endpoint<S>;
+/// Handle of an endpoint.
+pub type EpHandle<S> = Handle<Endpoint<S>>;
+
+impl<S: Storage> Endpoint<S> {
     /// The endpoint type.
     pub fn ep_type(&self) -> EpType {
         self.ep_type
@@ -453,7 +336,7 @@ impl<S: Storage, CqH: Copy, CntrH: Copy, AvH: Copy> Endpoint<S, CqH, CntrH, AvH>
     }
 
     /// The reliability engine of an FI_EP_RDM endpoint (statistics, peer states).
-    pub fn rdm(&self) -> Option<&crate::rdm::Rdm<S>> {
+    pub fn rdm(&self) -> Option<&Rdm<S>> {
         self.rdm.as_ref()
     }
 
@@ -670,21 +553,6 @@ mod tests {
         assert_eq!(q.front().map(|(o, d)| (o.len, d)), Some((2, &b"xy"[..])));
         q.pop().unwrap();
         assert!(q.front().is_none() && q.pop().is_none());
-    }
-
-    #[test]
-    fn iov_list_limits() {
-        let v = [IoVec::new(0, 1); 5];
-        assert_eq!(IovList::new(&v, 4), Err(Errno::EINVAL));
-        assert_eq!(IovList::new(&v[..3], 2), Err(Errno::EINVAL));
-        let l = IovList::new(&v[..3], 4).unwrap();
-        assert_eq!(l.total_len(), 3);
-        assert_eq!(
-            IovList::new(&[IoVec::new(0, usize::MAX), IoVec::new(0, 1)], 4)
-                .unwrap()
-                .total_len(),
-            usize::MAX
-        );
     }
 
     #[test]
