@@ -9,21 +9,21 @@
 //! [`Domain::progress`] with the time, the link and the application's memory.
 
 use wire::link::{Link, UdpAddr};
-use wire::packet::{AtomicDatatype, AtomicOp, Body, DgramRepr, Header, Packet, Repr};
+use wire::packet::{AtomicDatatype, AtomicOp, Body, Header, Repr};
 
 use crate::addr::EpAddr;
 use crate::atomic::AtomicKind;
 use crate::av::{Av, AvAttr, AvSlot};
 use crate::bind::{CntrBindings, CqBinding};
 use crate::cntr::{Cntr, CntrAttr};
-use crate::cq::{Cq, CqAttr, CqEntry, CqErrEntry, CqSlot, DEFAULT_CQ_SIZE, comp};
-use crate::ep::{DEFAULT_MIN_MULTI_RECV, EpState, RecvOp, RecvQueue, TxOp, TxQueue};
+use crate::cq::{Cq, CqAttr, CqSlot, DEFAULT_CQ_SIZE};
+use crate::dgram::{Dgram, TxCompletions};
+use crate::ep::{DEFAULT_MIN_MULTI_RECV, Engine, EpState, RecvOp, TxOp};
 use crate::errno::{Errno, Result};
 use crate::fabric::Fabric;
 use crate::flags::{FI_ADDR_UNSPEC, FiAddr, Flags};
 use crate::info::{AvType, EpType, Info, ProviderConfig, ResourceMgmt};
 use crate::iov::IovList;
-use crate::matching::{Bucket, PostedQueue};
 use crate::mem::{IoVec, Memory};
 use crate::mr::{MrAttr, MrConfig, MrHandle, MrSlot, MrTable};
 use crate::net::{ArpEntry, Net, NetConfig, NetStats, RxOutcome, SendOutcome};
@@ -683,20 +683,9 @@ impl<S: Storage> Domain<S> {
         if self.eps.is_full() {
             return Err(Errno::ENOMEM);
         }
-        let (qtx, qrx) = if rdm { (0, 0) } else { (tx_size, rx_size) };
-        let tx = TxQueue::new(&mut self.store, qtx, inject_size)?;
-        let nodes = self
-            .store
-            .slice(qrx, || Slot::VACANT)
-            .ok_or(Errno::ENOMEM)?;
-        let buckets = self
-            .store
-            .slice(qrx.next_power_of_two() * 2, || Bucket::EMPTY)
-            .ok_or(Errno::ENOMEM)?;
-        let rx: RecvQueue<S> = PostedQueue::new(nodes, buckets);
         let engine = if rdm {
             let seed = self.rng.next_u64();
-            Some(Rdm::new(
+            Engine::Rdm(Rdm::new(
                 &mut self.store,
                 self.rdm_cfg,
                 RdmSizes {
@@ -710,7 +699,7 @@ impl<S: Storage> Domain<S> {
                 seed,
             )?)
         } else {
-            None
+            Engine::Dgram(Dgram::new(&mut self.store, tx_size, rx_size, inject_size)?)
         };
         let ep = crate::ep::Endpoint {
             ep_type,
@@ -742,18 +731,14 @@ impl<S: Storage> Domain<S> {
             } else {
                 ra.iov_limit
             },
-            tx,
-            rx,
-            tx_seq: 0,
-            stats: Default::default(),
             aliases: 0,
-            rdm: engine,
+            engine,
         };
         let h = self.eps.insert(ep).map_err(|_| Errno::ENOMEM)?;
         let local = self.local;
         if let Some(ep) = self.eps.get_mut(h) {
             ep.id = h.index() as u16;
-            if let Some(r) = ep.rdm.as_mut() {
+            if let Engine::Rdm(r) = &mut ep.engine {
                 r.set_local(EpAddr {
                     ep_id: h.index() as u16,
                     ..local
@@ -792,7 +777,10 @@ impl<S: Storage> Domain<S> {
     /// endpoint).
     pub fn ep_begin_close(&mut self, h: EpHandle<S>, now: Instant) -> Result<Option<Instant>> {
         let ep = self.eps.get_mut(h).ok_or(Errno::EINVAL)?;
-        Ok(ep.rdm.as_mut().and_then(|r| r.begin_close(now)))
+        Ok(match &mut ep.engine {
+            Engine::Rdm(r) => r.begin_close(now),
+            Engine::Dgram(_) => None,
+        })
     }
 
     /// Whether an endpoint [`Domain::ep_begin_close`] began closing still needs progress
@@ -802,7 +790,7 @@ impl<S: Storage> Domain<S> {
     pub fn ep_lingering(&self, h: EpHandle<S>) -> bool {
         self.eps
             .get(h)
-            .and_then(|ep| ep.rdm.as_ref())
+            .and_then(|ep| ep.rdm())
             .is_some_and(|r| r.lingering())
     }
 
@@ -814,11 +802,11 @@ impl<S: Storage> Domain<S> {
             return Err(Errno::EBUSY);
         }
         let mut ep = obj(self.eps.remove(h))?;
-        let (rdm_tx, rdm_rx) = ep.rdm.as_ref().map_or((0, 0), |r| r.reservations());
-        let mut reserved = rdm_tx;
-        while let Some(op) = ep.tx.pop() {
-            reserved += op.reserved as usize;
-        }
+        // Reservations of what is still queued: (transmit, receive).
+        let (reserved, rx_reserved) = match &mut ep.engine {
+            Engine::Rdm(r) => r.reservations(),
+            Engine::Dgram(d) => (d.drain_tx(), d.rx.len()),
+        };
         if let Some(b) = &ep.tx_cq
             && let Some(cq) = self.cqs.get_mut(b.cq)
         {
@@ -829,7 +817,7 @@ impl<S: Storage> Domain<S> {
             && let Some(cq) = self.cqs.get_mut(b.cq)
         {
             if self.rm_enabled {
-                (0..ep.rx.len() + rdm_rx).for_each(|_| cq.release());
+                (0..rx_reserved).for_each(|_| cq.release());
             }
             cq.unbind_ref();
         }
@@ -958,48 +946,23 @@ impl<S: Storage> Domain<S> {
     /// Returns 0 either way ("request submitted").
     pub fn ep_cancel(&mut self, h: EpHandle<S>, context: u64) -> Result<()> {
         let ep = obj(self.eps.get_mut(h))?;
-        if ep.rdm.is_some() {
-            let (mut ctx, rdm) = rdm_ctx(
-                ep,
-                &mut self.cqs,
-                &mut self.cntrs,
-                &self.avs,
-                &self.mrs,
-                self.rm_enabled,
-            );
-            if let Some(r) = rdm
-                && !r.cancel_recv(context, &mut ctx)
-            {
-                r.cancel_send(context, &mut ctx);
-            }
+        if let Engine::Dgram(dg) = &mut ep.engine {
+            let rx_cq = ep.rx_cq.as_ref().and_then(|b| self.cqs.get_mut(b.cq));
+            dg.cancel(context, rx_cq, self.rm_enabled);
             return Ok(());
         }
-        if let Some(n) = ep.rx.find_by(|op| op.context == context) {
-            if let Some(node) = ep.rx.remove(n) {
-                let op = *node.value();
-                let flags = comp::recv(false, false, false);
-                let mut e = CqErrEntry::new(op.context, flags, Errno::ECANCELED);
-                e.buf = op.iov.as_slice().first().map_or(0, |v| v.addr);
-                e.len = 0;
-                e.olen = 0;
-                if let Some(b) = &ep.rx_cq
-                    && let Some(cq) = self.cqs.get_mut(b.cq)
-                {
-                    let _ = if self.rm_enabled {
-                        cq.write_err_reserved(&e)
-                    } else {
-                        cq.write_err(&e)
-                    };
-                }
-            }
-            return Ok(());
-        }
-        if let Some(op) = ep
-            .tx
-            .iter_mut()
-            .find(|op| !op.canceled && op.context == context)
+        let (mut ctx, rdm) = rdm_ctx(
+            ep,
+            &mut self.cqs,
+            &mut self.cntrs,
+            &self.avs,
+            &self.mrs,
+            self.rm_enabled,
+        );
+        if let Some(r) = rdm
+            && !r.cancel_recv(context, &mut ctx)
         {
-            op.canceled = true;
+            r.cancel_send(context, &mut ctx);
         }
         Ok(())
     }
@@ -1157,7 +1120,7 @@ impl<S: Storage> Domain<S> {
             cq.try_reserve()?;
         }
         let data = flags.contains(Flags::REMOTE_CQ_DATA).then_some(msg.data);
-        if ep.rdm.is_some() {
+        if ep.is_rdm() {
             let req = SendReq {
                 iov,
                 len,
@@ -1204,14 +1167,10 @@ impl<S: Storage> Domain<S> {
             reserved,
             canceled: false,
         };
-        let pushed = ep.tx.push(op, |bounce| {
-            let mut at = 0;
-            for v in iov.as_slice() {
-                mem.read_op(msg.context, v.addr, &mut bounce[at..at + v.len])?;
-                at += v.len;
-            }
-            Ok(())
-        });
+        let pushed = match &mut ep.engine {
+            Engine::Dgram(d) => d.post_send(op, mem),
+            Engine::Rdm(_) => Err(Errno::EINVAL),
+        };
         if let Err(e) = pushed {
             if reserved {
                 cq.release();
@@ -1351,7 +1310,7 @@ impl<S: Storage> Domain<S> {
         kind: AtomicKind,
     ) -> Result<usize> {
         let ep = obj(self.eps.get(h))?;
-        if !ep.caps.contains(Flags::ATOMIC) || ep.rdm.is_none() {
+        if !ep.caps.contains(Flags::ATOMIC) || !ep.is_rdm() {
             return Err(Errno::EOPNOTSUPP);
         }
         let n = crate::atomic::valid(op, datatype, kind)?;
@@ -1521,9 +1480,7 @@ impl<S: Storage> Domain<S> {
         let dirs =
             ep.caps & (Flags::READ | Flags::WRITE | Flags::REMOTE_READ | Flags::REMOTE_WRITE);
         let dir = if read { Flags::READ } else { Flags::WRITE };
-        if !ep.caps.contains(Flags::RMA)
-            || !(dirs.is_empty() || dirs.contains(dir))
-            || ep.rdm.is_none()
+        if !ep.caps.contains(Flags::RMA) || !(dirs.is_empty() || dirs.contains(dir)) || !ep.is_rdm()
         {
             return Err(Errno::EOPNOTSUPP);
         }
@@ -1617,7 +1574,7 @@ impl<S: Storage> Domain<S> {
             return Err(Errno::EINVAL);
         }
         if flags.intersects(Flags::PEEK | Flags::CLAIM | Flags::DISCARD)
-            && (tag.is_none() || ep.rdm.is_none())
+            && (tag.is_none() || !ep.is_rdm())
         {
             return Err(Errno::EINVAL);
         }
@@ -1646,7 +1603,7 @@ impl<S: Storage> Domain<S> {
         if self.rm_enabled {
             cq.try_reserve()?;
         }
-        if ep.rdm.is_some() {
+        if ep.is_rdm() {
             let req = RecvReq {
                 iov,
                 src,
@@ -1685,11 +1642,15 @@ impl<S: Storage> Domain<S> {
             src,
             min_free: ep.min_multi_recv,
         };
-        if ep.rx.post(src, 0, 0, op).is_err() {
+        let posted = match &mut ep.engine {
+            Engine::Dgram(d) => d.post_recv(src, op),
+            Engine::Rdm(_) => Err(Errno::EAGAIN),
+        };
+        if let Err(e) = posted {
             if self.rm_enabled {
                 cq.release();
             }
-            return Err(Errno::EAGAIN);
+            return Err(e);
         }
         Ok(())
     }
@@ -1979,9 +1940,9 @@ impl<S: Storage> Domain<S> {
     /// Whether the transmit half has work that must not wait for the next pass.
     fn tx_urgent(&self) -> bool {
         self.ctl_n > 0
-            || self.eps.iter().any(|(_, ep)| match ep.rdm.as_ref() {
-                Some(r) => r.tx_urgent(),
-                None => !ep.tx.is_empty(),
+            || self.eps.iter().any(|(_, ep)| match &ep.engine {
+                Engine::Rdm(r) => r.tx_urgent(),
+                Engine::Dgram(d) => !d.tx.is_empty(),
             })
     }
 
@@ -1995,11 +1956,17 @@ impl<S: Storage> Domain<S> {
             t = Some(self.last_now);
         }
         for (_, ep) in self.eps.iter() {
-            if let Some(d) = ep.rdm.as_ref().and_then(|r| r.poll_timeout(self.last_now)) {
-                t = Some(t.map_or(d, |x: Instant| x.min(d)));
-            }
-            if ep.rdm.is_none() && !ep.tx.is_empty() && ep.state == EpState::Enabled {
-                t = Some(self.last_now);
+            match &ep.engine {
+                Engine::Rdm(r) => {
+                    if let Some(d) = r.poll_timeout(self.last_now) {
+                        t = Some(t.map_or(d, |x: Instant| x.min(d)));
+                    }
+                }
+                Engine::Dgram(d) => {
+                    if !d.tx.is_empty() && ep.state == EpState::Enabled {
+                        t = Some(self.last_now);
+                    }
+                }
             }
         }
         t
@@ -2007,7 +1974,7 @@ impl<S: Storage> Domain<S> {
 
     fn rdm_prepare<M: Memory>(&mut self, now: Instant, mem: &mut M) {
         for (_, ep) in self.eps.iter_mut() {
-            if ep.state != EpState::Enabled || !ep.rdm.as_ref().is_some_and(|r| r.prepare_due()) {
+            if ep.state != EpState::Enabled || !ep.rdm().is_some_and(|r| r.prepare_due()) {
                 continue;
             }
             let (mut ctx, rdm) = rdm_ctx(
@@ -2081,9 +2048,9 @@ impl<S: Storage> Domain<S> {
         for (_, ep) in self.eps.iter_mut() {
             // An endpoint with nothing due is skipped before its context is built:
             // the busy-poll loop runs this on every empty pass.
-            let due = match ep.rdm.as_ref() {
-                Some(r) => posted_only || r.transmit_due(now),
-                None => false,
+            let due = match &ep.engine {
+                Engine::Rdm(r) => posted_only || r.transmit_due(now),
+                Engine::Dgram(_) => false,
             };
             if ep.state != EpState::Enabled || !due {
                 continue;
@@ -2155,7 +2122,7 @@ impl<S: Storage> Domain<S> {
                     if self
                         .eps
                         .get_by_index(dst_ep as usize)
-                        .is_some_and(|(_, ep)| ep.rdm.is_some())
+                        .is_some_and(|(_, ep)| ep.is_rdm())
                     {
                         self.queue_reject(to, dst_ep, session, wire::packet::reject::VERSION);
                     }
@@ -2172,7 +2139,7 @@ impl<S: Storage> Domain<S> {
         let rdm_ep = self
             .eps
             .get_by_index(repr.header.dst_ep as usize)
-            .is_some_and(|(_, ep)| ep.rdm.is_some());
+            .is_some_and(|(_, ep)| ep.is_rdm());
         if !is_dgram && !rdm_ep {
             self.stats.rx_packets += 1;
             if self.eps.get_by_index(repr.header.dst_ep as usize).is_none() {
@@ -2234,8 +2201,10 @@ impl<S: Storage> Domain<S> {
         };
         let (src_fi, report_src) = av.message_source(&from, ep.caps.contains(Flags::SOURCE));
         let cntr = ep.cntrs.recv.and_then(|c| self.cntrs.get_mut(c));
-        deliver(
-            ep,
+        let Engine::Dgram(dg) = &mut ep.engine else {
+            return;
+        };
+        dg.deliver(
             cq,
             bind.selective,
             self.rm_enabled,
@@ -2247,305 +2216,33 @@ impl<S: Storage> Domain<S> {
         );
     }
 
+    /// The transmit half of every enabled DGRAM endpoint, in pool order, until the link
+    /// is full.
     fn tx_all<L: Link>(&mut self, now: Instant, link: &mut L, mem: &mut impl Memory) -> usize {
         let mut sent = 0;
         for (_, ep) in self.eps.iter_mut() {
             if ep.state != EpState::Enabled {
                 continue;
             }
-            while let Some((op, bounce)) = ep.tx.front() {
-                let op = *op;
-                if op.canceled {
-                    ep.tx.pop();
-                    complete_tx(
-                        ep,
-                        &mut self.cqs,
-                        &mut self.cntrs,
-                        &op,
-                        Err(Errno::ECANCELED),
-                    );
-                    continue;
-                }
-                let header = Header {
-                    src_ep: ep.id,
-                    dst_ep: op.dest_addr.ep_id,
-                    session: 0,
-                    seq: ep.tx_seq,
-                    crc: false,
-                    ack_req: false,
-                };
-                let dst = UdpAddr::new(op.dest_addr.ip.into(), op.dest_addr.port);
-                let len_hint =
-                    op.len + wire::packet::BASE_LEN + if op.data.is_some() { 8 } else { 0 };
-                let mut failed = None;
-                let outcome = self.net.send(now, link, dst, len_hint, |buf| {
-                    match emit_dgram(buf, &header, &op, bounce, mem) {
-                        Ok(n) => n,
-                        Err(e) => {
-                            failed = Some(e);
-                            0
-                        }
-                    }
-                });
-                let result = match (failed, outcome) {
-                    (Some(e), _) => Err(e),
-                    (None, Ok(SendOutcome::Sent { .. })) => Ok(()),
-                    // The next hop did not answer ARP: the datagram cannot go.
-                    (None, Ok(SendOutcome::ArpFailed)) => Err(Errno::EHOSTUNREACH),
-                    // The next hop's MAC is being resolved (for a bounded time: it
-                    // resolves or fails): this endpoint's queue waits, in order, the
-                    // others go on.
-                    (None, Ok(SendOutcome::ArpPending)) => break,
-                    // The link is full: try again on the next progress call.
-                    (None, Err(Errno::EAGAIN)) => return sent,
-                    (None, Err(e)) => Err(e),
-                };
-                ep.tx.pop();
-                ep.tx_seq = ep.tx_seq.wrapping_add(1);
-                if result.is_ok() {
-                    sent += 1;
-                    ep.stats.tx_msgs += 1;
-                    self.stats.tx_packets += 1;
-                }
-                complete_tx(ep, &mut self.cqs, &mut self.cntrs, &op, result);
+            let Engine::Dgram(dg) = &mut ep.engine else {
+                continue;
+            };
+            let mut to = TxCompletions {
+                cqs: &mut self.cqs,
+                cntrs: &mut self.cntrs,
+                tx_cq: ep.tx_cq.as_ref().map(|b| b.cq),
+                send_cntr: ep.cntrs.send,
+                ep_context: ep.context,
+            };
+            let t = dg.transmit(ep.id, now, &mut self.net, link, mem, &mut to);
+            sent += t.sent;
+            self.stats.tx_packets += t.sent as u64;
+            if t.link_full {
+                return sent;
             }
         }
         sent
     }
-}
-
-/// Writes one DGRAM packet for `op` into `buf`: header, optional CQ data, then the payload
-/// from the bounce buffer (FI_INJECT) or straight from the application's memory.
-fn emit_dgram(
-    buf: &mut [u8],
-    header: &Header,
-    op: &TxOp,
-    bounce: &[u8],
-    mem: &impl Memory,
-) -> Result<usize> {
-    let head = Repr {
-        header: *header,
-        body: Body::Dgram(DgramRepr {
-            cq_data: op.data,
-            payload: &[],
-        }),
-    };
-    let hl = head.buffer_len();
-    let total = hl.checked_add(op.len).ok_or(Errno::EMSGSIZE)?;
-    if total > buf.len() || total > u16::MAX as usize {
-        return Err(Errno::EMSGSIZE);
-    }
-    let mut pkt = Packet::new_unchecked(&mut buf[..total]);
-    head.emit(&mut pkt).map_err(|_| Errno::EMSGSIZE)?;
-    if op.injected {
-        buf[hl..total].copy_from_slice(bounce);
-    } else {
-        let mut at = hl;
-        for v in op.iov.as_slice() {
-            mem.read_op(op.context, v.addr, &mut buf[at..at + v.len])?;
-            at += v.len;
-        }
-    }
-    let mut pkt = Packet::new_unchecked(&mut buf[..total]);
-    pkt.set_packet_len(total as u16);
-    pkt.fill_checksum();
-    Ok(total)
-}
-
-fn complete_tx<S: Storage>(
-    ep: &mut EpObj<S>,
-    cqs: &mut Objects<S, CqObj<S>>,
-    cntrs: &mut Objects<S, Cntr>,
-    op: &TxOp,
-    result: Result<()>,
-) {
-    let flags = comp::SEND_MSG;
-    if let Some(c) = ep.cntrs.send.and_then(|c| cntrs.get_mut(c)) {
-        if result.is_ok() { c.inc() } else { c.inc_err() }
-    }
-    let Some(cq) = ep.tx_cq.as_ref().and_then(|b| cqs.get_mut(b.cq)) else {
-        return;
-    };
-    let ctx = if op.context == 0 {
-        ep.context
-    } else {
-        op.context
-    };
-    let _ = match result {
-        Ok(()) if op.completion => {
-            let e = CqEntry::new(op.context, flags);
-            if op.reserved {
-                cq.write_reserved(&e)
-            } else {
-                cq.write(&e)
-            }
-        }
-        Ok(()) => {
-            if op.reserved {
-                cq.release();
-            }
-            Ok(())
-        }
-        Err(err) => {
-            let e = CqErrEntry::new(ctx, flags, err);
-            if op.reserved {
-                cq.write_err_reserved(&e)
-            } else {
-                cq.write_err(&e)
-            }
-        }
-    };
-}
-
-/// Places one datagram into the endpoint's first matching receive and completes it.
-#[allow(clippy::too_many_arguments)]
-fn deliver<S: Storage>(
-    ep: &mut EpObj<S>,
-    cq: &mut CqObj<S>,
-    selective: bool,
-    rm: bool,
-    mut cntr: Option<&mut Cntr>,
-    src_fi: FiAddr,
-    report_src: FiAddr,
-    d: DgramRepr<'_>,
-    mem: &mut impl Memory,
-) {
-    let len = d.payload.len();
-    loop {
-        let Some(h) = ep.rx.find(src_fi, 0) else {
-            ep.stats.rx_no_buffer += 1;
-            return;
-        };
-        let Some(op) = ep.rx.get(h).map(|n| *n.value()) else {
-            return;
-        };
-        let wants_entry = !selective || op.flags.contains(Flags::COMPLETION);
-        let mut entry = CqEntry::new(op.context, comp::recv(false, d.cq_data.is_some(), false))
-            .with_src_addr(report_src);
-        if let Some(v) = d.cq_data {
-            entry = entry.with_data(v);
-        }
-        if op.flags.contains(Flags::MULTI_RECV) {
-            let buf = op.iov.as_slice()[0];
-            let free = buf.len - op.used;
-            if len > free {
-                // Does not fit: release the buffer (a final, empty FI_MULTI_RECV entry)
-                // and offer the datagram to the next receive.
-                ep.rx.remove(h);
-                let e = CqEntry::new(op.context, comp::MULTI_RECV_RELEASED)
-                    .with_buf(buf.addr + op.used as u64);
-                let _ = if rm {
-                    cq.write_reserved(&e)
-                } else {
-                    cq.write(&e)
-                };
-                continue;
-            }
-            let last = free - len < op.min_free;
-            // An intermediate completion needs a CQ slot of its own.
-            let need_slot = !last && wants_entry;
-            if need_slot && rm && cq.try_reserve().is_err() {
-                ep.stats.rx_cq_full += 1;
-                return;
-            }
-            let at = buf.addr + op.used as u64;
-            let placed = mem.write_op(op.context, at, d.payload);
-            entry = entry.with_buf(at).with_len(len);
-            if last {
-                ep.rx.remove(h);
-                entry.flags |= Flags::MULTI_RECV;
-            } else if let Some(n) = ep.rx.get_mut(h) {
-                n.value_mut().used += len;
-            }
-            finish_rx(
-                cq,
-                &mut cntr,
-                rm,
-                &entry,
-                placed,
-                0,
-                last || wants_entry,
-                need_slot || last,
-            );
-            ep.stats.rx_msgs += 1;
-            return;
-        }
-        ep.rx.remove(h);
-        let mut placed = Ok(());
-        let mut at = 0;
-        for v in op.iov.as_slice() {
-            if at >= len {
-                break;
-            }
-            let n = v.len.min(len - at);
-            if let Err(e) = mem.write_op(op.context, v.addr, &d.payload[at..at + n]) {
-                placed = Err(e);
-                break;
-            }
-            at += n;
-        }
-        entry = entry
-            .with_len(at)
-            .with_buf(op.iov.as_slice().first().map_or(0, |v| v.addr));
-        finish_rx(
-            cq,
-            &mut cntr,
-            rm,
-            &entry,
-            placed,
-            len - at,
-            wants_entry,
-            true,
-        );
-        ep.stats.rx_msgs += 1;
-        return;
-    }
-}
-
-/// Writes a receive completion: success, FI_ETRUNC when `olen` bytes did not fit, or the
-/// error of placing the data. `reserved` says whether a CQ slot was set aside for it.
-#[allow(clippy::too_many_arguments)]
-fn finish_rx<C: AsRef<[CqSlot]> + AsMut<[CqSlot]>>(
-    cq: &mut Cq<C>,
-    cntr: &mut Option<&mut Cntr>,
-    rm: bool,
-    entry: &CqEntry,
-    placed: Result<()>,
-    olen: usize,
-    wants_entry: bool,
-    reserved: bool,
-) {
-    let reserved = rm && reserved;
-    let err = match placed {
-        Err(e) => Some(CqErrEntry::from_entry(entry, e)),
-        Ok(()) if olen > 0 => Some(CqErrEntry::truncated(entry, olen)),
-        Ok(()) => None,
-    };
-    if let Some(c) = cntr.as_deref_mut() {
-        if err.is_some() { c.inc_err() } else { c.inc() }
-    }
-    let _ = match (err, wants_entry) {
-        (Some(e), _) => {
-            if reserved {
-                cq.write_err_reserved(&e)
-            } else {
-                cq.write_err(&e)
-            }
-        }
-        (None, true) => {
-            if reserved {
-                cq.write_reserved(entry)
-            } else {
-                cq.write(entry)
-            }
-        }
-        (None, false) => {
-            if reserved {
-                cq.release();
-            }
-            Ok(())
-        }
-    };
 }
 
 /// The endpoint's CQs, counters and AV, lent to its reliability engine, and the engine
@@ -2572,7 +2269,11 @@ fn rdm_ctx<'a, S: Storage>(
         mrs: Some(mrs),
         caps: ep.caps,
     };
-    (ctx, ep.rdm.as_mut())
+    let rdm = match &mut ep.engine {
+        Engine::Rdm(r) => Some(r),
+        Engine::Dgram(_) => None,
+    };
+    (ctx, rdm)
 }
 
 /// The engine's view of the link: UDP/IPv4 through the net layer.

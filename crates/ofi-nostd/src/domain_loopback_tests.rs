@@ -13,7 +13,7 @@ use wire::link::{Capabilities, Loopback, Medium};
 
 use super::*;
 use crate::av::{AvAddrs, AvAttr};
-use crate::cq::CqFormat;
+use crate::cq::{CqEntry, CqFormat};
 use crate::fabric::Fabric;
 use crate::flags::FI_ADDR_UNSPEC;
 use crate::info::{FabricAttr, ProviderConfig, default_info};

@@ -7,6 +7,7 @@ use std::vec;
 use std::vec::Vec;
 
 use wire::link::{Loopback, Medium, UdpAddr};
+use wire::packet::{DgramRepr, Packet};
 
 use super::*;
 use crate::av::{AvAddrs, AvAttr};

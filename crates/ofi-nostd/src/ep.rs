@@ -4,16 +4,18 @@
 //! [`Domain`](crate::domain::Domain), which owns the CQs, counters and AVs it binds.
 //! This module holds what belongs to the endpoint alone: the enable state machine, the
 //! one-CQ-and-one-counter-per-operation-type binding rules, default operation flags,
-//! options, and the transmit and receive queues in the domain's storage.
+//! options, and the engine that moves its data: [`Dgram`] or
+//! [`Rdm`].
 
 pub use crate::bind::{CntrBindings, CqBinding};
+use crate::dgram::Dgram;
+pub use crate::dgram::{EpStats, RecvOp, RecvQueue, TxOp, TxQueue};
 use crate::errno::{Errno, Result};
 use crate::fid::{AvHandle, CntrHandle, CqHandle};
-use crate::flags::{FI_ADDR_UNSPEC, FiAddr, Flags};
+use crate::flags::Flags;
 use crate::info::EpType;
 pub use crate::iov::{IOV_LIMIT, IovList};
-use crate::matching::{Bucket, Node, PostedQueue};
-use crate::pool::{Handle, Slot};
+use crate::pool::Handle;
 use crate::rdm::Rdm;
 use crate::storage::Storage;
 
@@ -75,194 +77,6 @@ pub enum EpState {
     Enabled,
 }
 
-/// One posted receive.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct RecvOp {
-    /// Where the data goes.
-    pub iov: IovList,
-    /// The application's context.
-    pub context: u64,
-    /// Flags in force for this receive (op flags or the call's).
-    pub flags: Flags,
-    /// Bytes of a multi-recv buffer already used.
-    pub used: usize,
-    /// The source this receive accepts (`FI_ADDR_UNSPEC`: any).
-    pub src: FiAddr,
-    /// FI_OPT_MIN_MULTI_RECV when it was posted: a multi-recv buffer is released once
-    /// less than this is free.
-    pub min_free: usize,
-}
-
-/// One queued transmit.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct TxOp {
-    /// The data (unused when `inject_len` is set: the data is in the bounce buffer).
-    pub iov: IovList,
-    /// Payload length.
-    pub len: usize,
-    /// The application's context.
-    pub context: u64,
-    /// Flags in force (op flags or the call's).
-    pub flags: Flags,
-    /// Remote CQ data, with FI_REMOTE_CQ_DATA.
-    pub data: Option<u64>,
-    /// The destination as the application named it.
-    pub dest: FiAddr,
-    /// The destination's address.
-    pub dest_addr: crate::addr::EpAddr,
-    /// FI_INJECT: the payload was copied into this slot's bounce buffer at post time.
-    pub injected: bool,
-    /// Whether this operation writes a CQ entry on success.
-    pub completion: bool,
-    /// Whether a CQ slot was reserved for it (resource management).
-    pub reserved: bool,
-    /// fi_cancel reached it before it left.
-    pub canceled: bool,
-}
-
-impl TxOp {
-    const EMPTY: TxOp = TxOp {
-        iov: IovList::EMPTY,
-        len: 0,
-        context: 0,
-        flags: Flags::empty(),
-        data: None,
-        dest: FI_ADDR_UNSPEC,
-        dest_addr: crate::addr::EpAddr {
-            ip: [0; 4],
-            port: 0,
-            ep_id: 0,
-        },
-        injected: false,
-        completion: false,
-        reserved: false,
-        canceled: false,
-    };
-}
-
-/// The transmit queue: operations in posting order, each slot with an inject bounce
-/// buffer of `inject_size` bytes so FI_INJECT data survives until it is sent.
-pub struct TxQueue<S: Storage> {
-    ops: S::Slice<TxOp>,
-    bounce: S::Slice<u8>,
-    inject_size: usize,
-    head: usize,
-    len: usize,
-}
-
-impl<S: Storage> TxQueue<S> {
-    pub(crate) fn new(store: &mut S, size: usize, inject_size: usize) -> Result<Self> {
-        let ops = store.slice(size, || TxOp::EMPTY).ok_or(Errno::ENOMEM)?;
-        let bounce = store
-            .zeroed(size.checked_mul(inject_size).ok_or(Errno::ENOMEM)?)
-            .ok_or(Errno::ENOMEM)?;
-        Ok(TxQueue {
-            ops,
-            bounce,
-            inject_size,
-            head: 0,
-            len: 0,
-        })
-    }
-
-    /// Queue depth.
-    pub fn capacity(&self) -> usize {
-        self.ops.as_ref().len()
-    }
-
-    /// Queued operations.
-    pub fn len(&self) -> usize {
-        self.len
-    }
-
-    /// Whether nothing is queued.
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-
-    /// Free slots (`fi_tx_size_left`).
-    pub fn space(&self) -> usize {
-        self.capacity() - self.len
-    }
-
-    /// Appends `op`; `fill` writes its inject data into the slot's bounce buffer.
-    pub(crate) fn push(
-        &mut self,
-        op: TxOp,
-        fill: impl FnOnce(&mut [u8]) -> Result<()>,
-    ) -> Result<()> {
-        let cap = self.capacity();
-        if self.len == cap {
-            return Err(Errno::EAGAIN);
-        }
-        let slot = (self.head + self.len) % cap;
-        if op.injected {
-            let start = slot * self.inject_size;
-            fill(&mut self.bounce.as_mut()[start..start + op.len])?;
-        }
-        self.ops.as_mut()[slot] = op;
-        self.len += 1;
-        Ok(())
-    }
-
-    /// The oldest operation and its bounce buffer.
-    pub(crate) fn front(&self) -> Option<(&TxOp, &[u8])> {
-        if self.len == 0 {
-            return None;
-        }
-        let op = &self.ops.as_ref()[self.head];
-        let start = self.head * self.inject_size;
-        let data = if op.injected {
-            &self.bounce.as_ref()[start..start + op.len]
-        } else {
-            &[]
-        };
-        Some((op, data))
-    }
-
-    /// Removes the oldest operation.
-    pub(crate) fn pop(&mut self) -> Option<TxOp> {
-        if self.len == 0 {
-            return None;
-        }
-        let op = self.ops.as_ref()[self.head];
-        self.len -= 1;
-        // Emptied: the next send starts over at the first slot and bounce buffer,
-        // still in the cache (as the CQ ring does).
-        self.head = if self.len == 0 {
-            0
-        } else {
-            (self.head + 1) % self.capacity()
-        };
-        Some(op)
-    }
-
-    /// The queued operations, oldest first, mutably.
-    pub(crate) fn iter_mut(&mut self) -> impl Iterator<Item = &mut TxOp> {
-        let (cap, head, len) = (self.capacity(), self.head, self.len);
-        let (a, b) = self.ops.as_mut().split_at_mut(head);
-        let first = len.min(cap - head);
-        b[..first].iter_mut().chain(a[..len - first].iter_mut())
-    }
-}
-
-/// Posted-receive queue type of a domain's storage.
-pub type RecvQueue<S> =
-    PostedQueue<RecvOp, <S as Storage>::Slice<Slot<Node<RecvOp>>>, <S as Storage>::Slice<Bucket>>;
-
-/// What an endpoint counts about the traffic it refused.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct EpStats {
-    /// Datagrams that found no posted receive (DGRAM drops them).
-    pub rx_no_buffer: u64,
-    /// Datagrams dropped because the receive CQ could not take their completion.
-    pub rx_cq_full: u64,
-    /// Messages delivered.
-    pub rx_msgs: u64,
-    /// Messages sent.
-    pub tx_msgs: u64,
-}
-
 /// An active endpoint.
 pub struct Endpoint<S: Storage> {
     pub(crate) ep_type: EpType,
@@ -282,13 +96,21 @@ pub struct Endpoint<S: Storage> {
     pub(crate) inject_size: usize,
     pub(crate) tx_iov_limit: usize,
     pub(crate) rx_iov_limit: usize,
-    pub(crate) tx: TxQueue<S>,
-    pub(crate) rx: RecvQueue<S>,
-    pub(crate) tx_seq: u32,
-    pub(crate) stats: EpStats,
     pub(crate) aliases: u32,
-    /// The reliability engine (FI_EP_RDM only).
-    pub(crate) rdm: Option<Rdm<S>>,
+    /// What moves the endpoint's data: one engine per endpoint type.
+    pub(crate) engine: Engine<S>,
+}
+
+/// The engine of an endpoint, chosen by its type at `fi_endpoint`. The data path
+/// matches on it once per operation or packet (no `dyn`); a connected FI_EP_MSG engine
+/// would be a third variant.
+// No heap to box the large variant into; a pool slot held both engines' state before.
+#[allow(clippy::large_enum_variant)]
+pub(crate) enum Engine<S: Storage> {
+    /// FI_EP_DGRAM: queues and datagrams, no reliability.
+    Dgram(Dgram<S>),
+    /// FI_EP_RDM: the reliability engine and its sessions.
+    Rdm(Rdm<S>),
 }
 
 /// Default FI_OPT_MIN_MULTI_RECV.
@@ -325,9 +147,14 @@ impl<S: Storage> Endpoint<S> {
         self.state
     }
 
-    /// What the endpoint refused or delivered.
+    /// What the endpoint refused or delivered (DGRAM; an RDM endpoint's engine counts in
+    /// its own [`RdmStats`](crate::rdm::RdmStats), and these stay zero).
     pub fn stats(&self) -> &EpStats {
-        &self.stats
+        const NONE: &EpStats = &EpStats::NONE;
+        match &self.engine {
+            Engine::Dgram(d) => d.stats(),
+            Engine::Rdm(_) => NONE,
+        }
     }
 
     /// The bound event queue's token, if any.
@@ -337,35 +164,45 @@ impl<S: Storage> Endpoint<S> {
 
     /// The reliability engine of an FI_EP_RDM endpoint (statistics, peer states).
     pub fn rdm(&self) -> Option<&Rdm<S>> {
-        self.rdm.as_ref()
+        match &self.engine {
+            Engine::Rdm(r) => Some(r),
+            Engine::Dgram(_) => None,
+        }
+    }
+
+    /// Whether the endpoint runs the reliability engine (FI_EP_RDM).
+    pub(crate) fn is_rdm(&self) -> bool {
+        matches!(self.engine, Engine::Rdm(_))
     }
 
     /// `fi_tx_size_left`: operations that can be posted before -FI_EAGAIN.
     pub fn tx_size_left(&self) -> usize {
-        match &self.rdm {
-            Some(r) => r.tx_capacity() - r.tx_in_use(),
-            None => self.tx.space(),
+        match &self.engine {
+            Engine::Rdm(r) => r.tx_capacity() - r.tx_in_use(),
+            Engine::Dgram(d) => d.tx.space(),
         }
     }
 
     /// `fi_rx_size_left` (RDM: of the untagged queue; tagged has the same capacity).
     pub fn rx_size_left(&self) -> usize {
-        match &self.rdm {
-            Some(r) => r.rx_capacity().saturating_sub(r.rx_in_use()),
-            None => self.rx.capacity() - self.rx.len(),
+        match &self.engine {
+            Engine::Rdm(r) => r.rx_capacity().saturating_sub(r.rx_in_use()),
+            Engine::Dgram(d) => d.rx.capacity() - d.rx.len(),
         }
     }
 
     fn tx_capacity(&self) -> usize {
-        self.rdm
-            .as_ref()
-            .map_or(self.tx.capacity(), |r| r.tx_capacity())
+        match &self.engine {
+            Engine::Rdm(r) => r.tx_capacity(),
+            Engine::Dgram(d) => d.tx.capacity(),
+        }
     }
 
     fn rx_capacity(&self) -> usize {
-        self.rdm
-            .as_ref()
-            .map_or(self.rx.capacity(), |r| r.rx_capacity())
+        match &self.engine {
+            Engine::Rdm(r) => r.rx_capacity(),
+            Engine::Dgram(d) => d.rx.capacity(),
+        }
     }
 
     /// FI_GETOPSFLAG: `flags` names FI_TRANSMIT or FI_RECV (exactly one), the default
@@ -521,39 +358,6 @@ fn side(flags: Flags) -> Result<Side> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::storage::test_storage::VecStorage;
-
-    #[test]
-    fn tx_queue_wraps_and_keeps_inject_data() {
-        let mut q: TxQueue<VecStorage> = TxQueue::new(&mut VecStorage, 2, 4).unwrap();
-        let op = |len, injected| TxOp {
-            len,
-            injected,
-            ..TxOp::EMPTY
-        };
-        q.push(op(3, true), |b| {
-            b.copy_from_slice(b"abc");
-            Ok(())
-        })
-        .unwrap();
-        q.push(op(9, false), |_| unreachable!()).unwrap();
-        assert_eq!(q.push(op(0, false), |_| Ok(())), Err(Errno::EAGAIN));
-        assert_eq!(q.front().map(|(o, d)| (o.len, d)), Some((3, &b"abc"[..])));
-        q.pop().unwrap();
-        q.push(op(2, true), |b| {
-            b.copy_from_slice(b"xy");
-            Ok(())
-        })
-        .unwrap();
-        assert_eq!(
-            q.iter_mut().map(|o| o.len).collect::<heapless::Vec<_, 4>>(),
-            [9, 2]
-        );
-        q.pop().unwrap();
-        assert_eq!(q.front().map(|(o, d)| (o.len, d)), Some((2, &b"xy"[..])));
-        q.pop().unwrap();
-        assert!(q.front().is_none() && q.pop().is_none());
-    }
 
     #[test]
     fn option_and_flag_codes() {

@@ -15,6 +15,7 @@ pub mod av;
 pub mod bind;
 pub mod cntr;
 pub mod cq;
+pub mod dgram;
 pub mod domain;
 pub mod ep;
 pub mod eq;
