@@ -7,6 +7,12 @@
 //! closed object is -FI_EINVAL, one of another domain is -FI_EDOMAIN where fi_ep_bind
 //! asks for it. The domain never blocks and never reads a clock: the adapter calls
 //! [`Domain::progress`] with the time, the link and the application's memory.
+//!
+//! One `impl Domain` per libfabric object or operation family: this file opens and
+//! closes the domain; `resource` holds CQs, counters, AVs and MRs; `endpoint` an
+//! endpoint's life; `msg`, `tagged`, `rma` and `atomic` the posts of fi_msg(3),
+//! fi_tagged(3), fi_rma(3) and fi_atomic(3); `progress` the pass and the demultiplexing
+//! of received packets to the endpoints' engines ([`crate::dgram`], [`crate::rdm`]).
 
 mod atomic;
 mod endpoint;
