@@ -12,9 +12,9 @@
 //! waiter), -FI_ETIMEDOUT past the deadline, and Ok(false) to keep waiting. [`Cntr::arm`]
 //! and [`Cntr::take_wakeup`] tell the adapter when to signal its native wait object.
 
-use crate::eq::WaitObj;
 use crate::flags::Flags;
 use crate::time::Instant;
+use crate::wait::WaitObj;
 use crate::{Errno, Result};
 
 /// `enum fi_cntr_events`. libfabric 1.17 defines only FI_CNTR_EVENTS_COMP

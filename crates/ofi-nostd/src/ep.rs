@@ -4,18 +4,20 @@
 //! [`Domain`](crate::domain::Domain), which owns the CQs, counters and AVs it binds.
 //! This module holds what belongs to the endpoint alone: the enable state machine, the
 //! one-CQ-and-one-counter-per-operation-type binding rules, default operation flags,
-//! options, and the transmit and receive queues in the domain's storage.
+//! options, and the engine that moves its data: [`Dgram`] or
+//! [`Rdm`].
 
+pub use crate::bind::{CntrBindings, CqBinding};
+use crate::dgram::Dgram;
+pub use crate::dgram::{EpStats, RecvOp, RecvQueue, TxOp, TxQueue};
 use crate::errno::{Errno, Result};
-use crate::flags::{FI_ADDR_UNSPEC, FiAddr, Flags};
+use crate::fid::{AvHandle, CntrHandle, CqHandle};
+use crate::flags::Flags;
 use crate::info::EpType;
-use crate::matching::{Bucket, Node, PostedQueue};
-use crate::mem::IoVec;
-use crate::pool::Slot;
+pub use crate::iov::{IOV_LIMIT, IovList};
+use crate::pool::Handle;
+use crate::rdm::Rdm;
 use crate::storage::Storage;
-
-/// Largest iov count of one operation (`tx_attr.iov_limit`, `rx_attr.iov_limit`).
-pub const IOV_LIMIT: usize = 4;
 
 /// `FI_OPT_ENDPOINT`, the only option level.
 pub const FI_OPT_ENDPOINT: i32 = 0;
@@ -75,318 +77,8 @@ pub enum EpState {
     Enabled,
 }
 
-/// A CQ binding: which CQ, and whether successful completions are selective.
-#[derive(Debug)]
-pub struct CqBinding<H> {
-    /// The CQ.
-    pub cq: H,
-    /// FI_SELECTIVE_COMPLETION: successes only with FI_COMPLETION.
-    pub selective: bool,
-}
-
-/// Counter bindings, one per operation type (fi_ep_bind flags).
-#[derive(Debug)]
-pub struct CntrBindings<H> {
-    /// FI_SEND: completed sends.
-    pub send: Option<H>,
-    /// FI_RECV: received messages.
-    pub recv: Option<H>,
-    /// FI_READ: completed RMA reads / fetching atomics.
-    pub read: Option<H>,
-    /// FI_WRITE: completed RMA writes / atomics.
-    pub write: Option<H>,
-    /// FI_REMOTE_READ: remote reads of this endpoint's memory.
-    pub remote_read: Option<H>,
-    /// FI_REMOTE_WRITE: remote writes to this endpoint's memory.
-    pub remote_write: Option<H>,
-}
-
-impl<H> Default for CntrBindings<H> {
-    fn default() -> Self {
-        CntrBindings {
-            send: None,
-            recv: None,
-            read: None,
-            write: None,
-            remote_read: None,
-            remote_write: None,
-        }
-    }
-}
-
-impl<H: Copy> CntrBindings<H> {
-    /// The bind flag of each slot, in a fixed order.
-    pub(crate) const FLAGS: [Flags; 6] = [
-        Flags::SEND,
-        Flags::RECV,
-        Flags::READ,
-        Flags::WRITE,
-        Flags::REMOTE_READ,
-        Flags::REMOTE_WRITE,
-    ];
-
-    pub(crate) fn slot_mut(&mut self, flag: Flags) -> &mut Option<H> {
-        match flag {
-            f if f == Flags::SEND => &mut self.send,
-            f if f == Flags::RECV => &mut self.recv,
-            f if f == Flags::READ => &mut self.read,
-            f if f == Flags::WRITE => &mut self.write,
-            f if f == Flags::REMOTE_READ => &mut self.remote_read,
-            _ => &mut self.remote_write,
-        }
-    }
-
-    /// Every bound counter, with repeats when one counter serves several types.
-    pub(crate) fn all(&self) -> impl Iterator<Item = H> + '_ {
-        [
-            self.send,
-            self.recv,
-            self.read,
-            self.write,
-            self.remote_read,
-            self.remote_write,
-        ]
-        .into_iter()
-        .flatten()
-    }
-}
-
-/// A user buffer list of at most [`IOV_LIMIT`] entries.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct IovList {
-    iov: [IoVec; IOV_LIMIT],
-    count: u8,
-}
-
-impl IovList {
-    /// The list `iov`; -FI_EINVAL if longer than `limit` (or [`IOV_LIMIT`]).
-    pub fn new(iov: &[IoVec], limit: usize) -> Result<IovList> {
-        if iov.len() > limit.min(IOV_LIMIT) {
-            return Err(Errno::EINVAL);
-        }
-        let mut l = IovList::default();
-        // Element by element: lists are short, and a call to memcpy costs more.
-        for (d, s) in l.iov.iter_mut().zip(iov) {
-            *d = *s;
-        }
-        l.count = iov.len() as u8;
-        Ok(l)
-    }
-
-    /// The list of the one buffer `v`.
-    pub fn one(v: IoVec) -> IovList {
-        let mut l = IovList::default();
-        l.iov[0] = v;
-        l.count = 1;
-        l
-    }
-
-    /// The buffers.
-    pub fn as_slice(&self) -> &[IoVec] {
-        &self.iov[..self.count as usize]
-    }
-
-    /// Total bytes; saturates rather than overflow on absurd lengths.
-    pub fn total_len(&self) -> usize {
-        self.as_slice()
-            .iter()
-            .fold(0usize, |a, v| a.saturating_add(v.len))
-    }
-}
-
-/// One posted receive.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct RecvOp {
-    /// Where the data goes.
-    pub iov: IovList,
-    /// The application's context.
-    pub context: u64,
-    /// Flags in force for this receive (op flags or the call's).
-    pub flags: Flags,
-    /// Bytes of a multi-recv buffer already used.
-    pub used: usize,
-    /// The source this receive accepts (`FI_ADDR_UNSPEC`: any).
-    pub src: FiAddr,
-    /// FI_OPT_MIN_MULTI_RECV when it was posted: a multi-recv buffer is released once
-    /// less than this is free.
-    pub min_free: usize,
-}
-
-/// One queued transmit.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct TxOp {
-    /// The data (unused when `inject_len` is set: the data is in the bounce buffer).
-    pub iov: IovList,
-    /// Payload length.
-    pub len: usize,
-    /// The application's context.
-    pub context: u64,
-    /// Flags in force (op flags or the call's).
-    pub flags: Flags,
-    /// Remote CQ data, with FI_REMOTE_CQ_DATA.
-    pub data: Option<u64>,
-    /// The destination as the application named it.
-    pub dest: FiAddr,
-    /// The destination's address.
-    pub dest_addr: crate::addr::EpAddr,
-    /// FI_INJECT: the payload was copied into this slot's bounce buffer at post time.
-    pub injected: bool,
-    /// Whether this operation writes a CQ entry on success.
-    pub completion: bool,
-    /// Whether a CQ slot was reserved for it (resource management).
-    pub reserved: bool,
-    /// fi_cancel reached it before it left.
-    pub canceled: bool,
-}
-
-impl TxOp {
-    const EMPTY: TxOp = TxOp {
-        iov: IovList {
-            iov: [IoVec { addr: 0, len: 0 }; IOV_LIMIT],
-            count: 0,
-        },
-        len: 0,
-        context: 0,
-        flags: Flags::empty(),
-        data: None,
-        dest: FI_ADDR_UNSPEC,
-        dest_addr: crate::addr::EpAddr {
-            ip: [0; 4],
-            port: 0,
-            ep_id: 0,
-        },
-        injected: false,
-        completion: false,
-        reserved: false,
-        canceled: false,
-    };
-}
-
-/// The transmit queue: operations in posting order, each slot with an inject bounce
-/// buffer of `inject_size` bytes so FI_INJECT data survives until it is sent.
-pub struct TxQueue<S: Storage> {
-    ops: S::Slice<TxOp>,
-    bounce: S::Slice<u8>,
-    inject_size: usize,
-    head: usize,
-    len: usize,
-}
-
-impl<S: Storage> TxQueue<S> {
-    pub(crate) fn new(store: &mut S, size: usize, inject_size: usize) -> Result<Self> {
-        let ops = store.slice(size, || TxOp::EMPTY).ok_or(Errno::ENOMEM)?;
-        let bounce = store
-            .zeroed(size.checked_mul(inject_size).ok_or(Errno::ENOMEM)?)
-            .ok_or(Errno::ENOMEM)?;
-        Ok(TxQueue {
-            ops,
-            bounce,
-            inject_size,
-            head: 0,
-            len: 0,
-        })
-    }
-
-    /// Queue depth.
-    pub fn capacity(&self) -> usize {
-        self.ops.as_ref().len()
-    }
-
-    /// Queued operations.
-    pub fn len(&self) -> usize {
-        self.len
-    }
-
-    /// Whether nothing is queued.
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-
-    /// Free slots (`fi_tx_size_left`).
-    pub fn space(&self) -> usize {
-        self.capacity() - self.len
-    }
-
-    /// Appends `op`; `fill` writes its inject data into the slot's bounce buffer.
-    pub(crate) fn push(
-        &mut self,
-        op: TxOp,
-        fill: impl FnOnce(&mut [u8]) -> Result<()>,
-    ) -> Result<()> {
-        let cap = self.capacity();
-        if self.len == cap {
-            return Err(Errno::EAGAIN);
-        }
-        let slot = (self.head + self.len) % cap;
-        if op.injected {
-            let start = slot * self.inject_size;
-            fill(&mut self.bounce.as_mut()[start..start + op.len])?;
-        }
-        self.ops.as_mut()[slot] = op;
-        self.len += 1;
-        Ok(())
-    }
-
-    /// The oldest operation and its bounce buffer.
-    pub(crate) fn front(&self) -> Option<(&TxOp, &[u8])> {
-        if self.len == 0 {
-            return None;
-        }
-        let op = &self.ops.as_ref()[self.head];
-        let start = self.head * self.inject_size;
-        let data = if op.injected {
-            &self.bounce.as_ref()[start..start + op.len]
-        } else {
-            &[]
-        };
-        Some((op, data))
-    }
-
-    /// Removes the oldest operation.
-    pub(crate) fn pop(&mut self) -> Option<TxOp> {
-        if self.len == 0 {
-            return None;
-        }
-        let op = self.ops.as_ref()[self.head];
-        self.len -= 1;
-        // Emptied: the next send starts over at the first slot and bounce buffer,
-        // still in the cache (as the CQ ring does).
-        self.head = if self.len == 0 {
-            0
-        } else {
-            (self.head + 1) % self.capacity()
-        };
-        Some(op)
-    }
-
-    /// The queued operations, oldest first, mutably.
-    pub(crate) fn iter_mut(&mut self) -> impl Iterator<Item = &mut TxOp> {
-        let (cap, head, len) = (self.capacity(), self.head, self.len);
-        let (a, b) = self.ops.as_mut().split_at_mut(head);
-        let first = len.min(cap - head);
-        b[..first].iter_mut().chain(a[..len - first].iter_mut())
-    }
-}
-
-/// Posted-receive queue type of a domain's storage.
-pub type RecvQueue<S> =
-    PostedQueue<RecvOp, <S as Storage>::Slice<Slot<Node<RecvOp>>>, <S as Storage>::Slice<Bucket>>;
-
-/// What an endpoint counts about the traffic it refused.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct EpStats {
-    /// Datagrams that found no posted receive (DGRAM drops them).
-    pub rx_no_buffer: u64,
-    /// Datagrams dropped because the receive CQ could not take their completion.
-    pub rx_cq_full: u64,
-    /// Messages delivered.
-    pub rx_msgs: u64,
-    /// Messages sent.
-    pub tx_msgs: u64,
-}
-
 /// An active endpoint.
-pub struct Endpoint<S: Storage, CqH, CntrH, AvH> {
+pub struct Endpoint<S: Storage> {
     pub(crate) ep_type: EpType,
     pub(crate) caps: Flags,
     pub(crate) context: u64,
@@ -394,29 +86,42 @@ pub struct Endpoint<S: Storage, CqH, CntrH, AvH> {
     pub(crate) state: EpState,
     pub(crate) tx_flags: Flags,
     pub(crate) rx_flags: Flags,
-    pub(crate) tx_cq: Option<CqBinding<CqH>>,
-    pub(crate) rx_cq: Option<CqBinding<CqH>>,
-    pub(crate) cntrs: CntrBindings<CntrH>,
-    pub(crate) av: Option<AvH>,
+    pub(crate) tx_cq: Option<CqBinding<CqHandle<S>>>,
+    pub(crate) rx_cq: Option<CqBinding<CqHandle<S>>>,
+    pub(crate) cntrs: CntrBindings<CntrHandle>,
+    pub(crate) av: Option<AvHandle<S>>,
     pub(crate) eq: Option<u64>,
     pub(crate) min_multi_recv: usize,
     pub(crate) max_msg_size: usize,
     pub(crate) inject_size: usize,
     pub(crate) tx_iov_limit: usize,
     pub(crate) rx_iov_limit: usize,
-    pub(crate) tx: TxQueue<S>,
-    pub(crate) rx: RecvQueue<S>,
-    pub(crate) tx_seq: u32,
-    pub(crate) stats: EpStats,
     pub(crate) aliases: u32,
-    /// The reliability engine (FI_EP_RDM only).
-    pub(crate) rdm: Option<crate::rdm::Rdm<S>>,
+    /// What moves the endpoint's data: one engine per endpoint type.
+    pub(crate) engine: Engine<S>,
+}
+
+/// The engine of an endpoint, chosen by its type at `fi_endpoint`. The data path
+/// matches on it once per operation or packet (no `dyn`); a connected FI_EP_MSG engine
+/// would be a third variant.
+// No heap to box the large variant into; a pool slot held both engines' state before.
+#[allow(clippy::large_enum_variant)]
+pub(crate) enum Engine<S: Storage> {
+    /// FI_EP_DGRAM: queues and datagrams, no reliability.
+    Dgram(Dgram<S>),
+    /// FI_EP_RDM: the reliability engine and its sessions.
+    Rdm(Rdm<S>),
 }
 
 /// Default FI_OPT_MIN_MULTI_RECV.
 pub const DEFAULT_MIN_MULTI_RECV: usize = 64;
 
-impl<S: Storage, CqH: Copy, CntrH: Copy, AvH: Copy> Endpoint<S, CqH, CntrH, AvH> {
+/// An endpoint in domain storage `S` (the name the domain's accessors use).
+pub type EpObj<S> = Endpoint<S>;
+/// Handle of an endpoint.
+pub type EpHandle<S> = Handle<Endpoint<S>>;
+
+impl<S: Storage> Endpoint<S> {
     /// The endpoint type.
     pub fn ep_type(&self) -> EpType {
         self.ep_type
@@ -442,9 +147,14 @@ impl<S: Storage, CqH: Copy, CntrH: Copy, AvH: Copy> Endpoint<S, CqH, CntrH, AvH>
         self.state
     }
 
-    /// What the endpoint refused or delivered.
+    /// What the endpoint refused or delivered (DGRAM; an RDM endpoint's engine counts in
+    /// its own [`RdmStats`](crate::rdm::RdmStats), and these stay zero).
     pub fn stats(&self) -> &EpStats {
-        &self.stats
+        const NONE: &EpStats = &EpStats::NONE;
+        match &self.engine {
+            Engine::Dgram(d) => d.stats(),
+            Engine::Rdm(_) => NONE,
+        }
     }
 
     /// The bound event queue's token, if any.
@@ -453,36 +163,46 @@ impl<S: Storage, CqH: Copy, CntrH: Copy, AvH: Copy> Endpoint<S, CqH, CntrH, AvH>
     }
 
     /// The reliability engine of an FI_EP_RDM endpoint (statistics, peer states).
-    pub fn rdm(&self) -> Option<&crate::rdm::Rdm<S>> {
-        self.rdm.as_ref()
+    pub fn rdm(&self) -> Option<&Rdm<S>> {
+        match &self.engine {
+            Engine::Rdm(r) => Some(r),
+            Engine::Dgram(_) => None,
+        }
+    }
+
+    /// Whether the endpoint runs the reliability engine (FI_EP_RDM).
+    pub(crate) fn is_rdm(&self) -> bool {
+        matches!(self.engine, Engine::Rdm(_))
     }
 
     /// `fi_tx_size_left`: operations that can be posted before -FI_EAGAIN.
     pub fn tx_size_left(&self) -> usize {
-        match &self.rdm {
-            Some(r) => r.tx_capacity() - r.tx_in_use(),
-            None => self.tx.space(),
+        match &self.engine {
+            Engine::Rdm(r) => r.tx_capacity() - r.tx_in_use(),
+            Engine::Dgram(d) => d.tx.space(),
         }
     }
 
     /// `fi_rx_size_left` (RDM: of the untagged queue; tagged has the same capacity).
     pub fn rx_size_left(&self) -> usize {
-        match &self.rdm {
-            Some(r) => r.rx_capacity().saturating_sub(r.rx_in_use()),
-            None => self.rx.capacity() - self.rx.len(),
+        match &self.engine {
+            Engine::Rdm(r) => r.rx_capacity().saturating_sub(r.rx_in_use()),
+            Engine::Dgram(d) => d.rx.capacity() - d.rx.len(),
         }
     }
 
     fn tx_capacity(&self) -> usize {
-        self.rdm
-            .as_ref()
-            .map_or(self.tx.capacity(), |r| r.tx_capacity())
+        match &self.engine {
+            Engine::Rdm(r) => r.tx_capacity(),
+            Engine::Dgram(d) => d.tx.capacity(),
+        }
     }
 
     fn rx_capacity(&self) -> usize {
-        self.rdm
-            .as_ref()
-            .map_or(self.rx.capacity(), |r| r.rx_capacity())
+        match &self.engine {
+            Engine::Rdm(r) => r.rx_capacity(),
+            Engine::Dgram(d) => d.rx.capacity(),
+        }
     }
 
     /// FI_GETOPSFLAG: `flags` names FI_TRANSMIT or FI_RECV (exactly one), the default
@@ -638,54 +358,6 @@ fn side(flags: Flags) -> Result<Side> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::storage::test_storage::VecStorage;
-
-    #[test]
-    fn tx_queue_wraps_and_keeps_inject_data() {
-        let mut q: TxQueue<VecStorage> = TxQueue::new(&mut VecStorage, 2, 4).unwrap();
-        let op = |len, injected| TxOp {
-            len,
-            injected,
-            ..TxOp::EMPTY
-        };
-        q.push(op(3, true), |b| {
-            b.copy_from_slice(b"abc");
-            Ok(())
-        })
-        .unwrap();
-        q.push(op(9, false), |_| unreachable!()).unwrap();
-        assert_eq!(q.push(op(0, false), |_| Ok(())), Err(Errno::EAGAIN));
-        assert_eq!(q.front().map(|(o, d)| (o.len, d)), Some((3, &b"abc"[..])));
-        q.pop().unwrap();
-        q.push(op(2, true), |b| {
-            b.copy_from_slice(b"xy");
-            Ok(())
-        })
-        .unwrap();
-        assert_eq!(
-            q.iter_mut().map(|o| o.len).collect::<heapless::Vec<_, 4>>(),
-            [9, 2]
-        );
-        q.pop().unwrap();
-        assert_eq!(q.front().map(|(o, d)| (o.len, d)), Some((2, &b"xy"[..])));
-        q.pop().unwrap();
-        assert!(q.front().is_none() && q.pop().is_none());
-    }
-
-    #[test]
-    fn iov_list_limits() {
-        let v = [IoVec::new(0, 1); 5];
-        assert_eq!(IovList::new(&v, 4), Err(Errno::EINVAL));
-        assert_eq!(IovList::new(&v[..3], 2), Err(Errno::EINVAL));
-        let l = IovList::new(&v[..3], 4).unwrap();
-        assert_eq!(l.total_len(), 3);
-        assert_eq!(
-            IovList::new(&[IoVec::new(0, usize::MAX), IoVec::new(0, 1)], 4)
-                .unwrap()
-                .total_len(),
-            usize::MAX
-        );
-    }
 
     #[test]
     fn option_and_flag_codes() {

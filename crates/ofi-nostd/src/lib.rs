@@ -12,15 +12,21 @@
 pub mod addr;
 pub mod atomic;
 pub mod av;
+pub mod bind;
 pub mod cntr;
 pub mod cq;
+pub mod dgram;
 pub mod domain;
 pub mod ep;
 pub mod eq;
+pub mod err_data;
 pub mod errno;
 pub mod fabric;
+pub mod fid;
 pub mod flags;
+pub mod hash;
 pub mod info;
+pub mod iov;
 pub mod matching;
 pub mod mem;
 pub mod mr;
@@ -31,5 +37,6 @@ pub mod ring;
 pub mod storage;
 pub mod time;
 pub mod tostr;
+pub mod wait;
 
 pub use errno::{Errno, Result};

@@ -207,7 +207,7 @@ impl ProviderConfig {
         cq_cnt: 128,
         cntr_cnt: 128,
         mr_cnt: 1024,
-        mr_iov_limit: crate::domain::MR_IOV_LIMIT,
+        mr_iov_limit: crate::iov::MR_IOV_LIMIT,
         mr_key_size: 8,
         cq_data_size: 8,
         max_err_data: 0,

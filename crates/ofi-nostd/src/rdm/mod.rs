@@ -25,13 +25,13 @@ mod tx;
 mod tests;
 
 use crate::addr::EpAddr;
-use crate::av::HashIndex;
+use crate::bind::CqBinding;
 use crate::cntr::Cntr;
 use crate::cq::{CqEntry, CqErrEntry};
-use crate::domain::{AvHandle, AvObj, CntrHandle, CqHandle, CqObj, Objects};
-use crate::ep::CqBinding;
 use crate::errno::{Errno, Result};
+use crate::fid::{AvHandle, AvObj, CntrHandle, CqHandle, CqObj, Objects};
 use crate::flags::{FI_ADDR_NOTAVAIL, FiAddr, Flags};
+use crate::hash::HashIndex;
 use crate::info::AuthKey;
 use crate::matching::{Bucket, EntryHandle, Node, PostedQueue, UnexpectedQueue};
 use crate::mem::{IoVec, Memory};
@@ -309,7 +309,7 @@ struct TxOp {
     prev: u32,
     next: u32,
     rndv: bool,
-    iov: crate::ep::IovList,
+    iov: crate::iov::IovList,
     len: u64,
     injected: bool,
     context: u64,
@@ -468,7 +468,7 @@ impl TxOp {
 /// A posted receive (untagged or tagged; the queue knows which).
 #[derive(Debug, Clone, Copy)]
 struct PostedRecv {
-    iov: crate::ep::IovList,
+    iov: crate::iov::IovList,
     context: u64,
     reserved: bool,
     completion: bool,
@@ -539,7 +539,7 @@ struct RxActive {
     epoch: u32,
     rndv: bool,
     rts_op: u32,
-    iov: crate::ep::IovList,
+    iov: crate::iov::IovList,
     context: u64,
     total: u64,
     /// Bytes that will be placed: `min(total, buffer length)`.
@@ -649,12 +649,12 @@ pub(crate) struct Ctx<'a, S: Storage> {
     pub(crate) tx_cq: &'a Option<CqBinding<CqHandle<S>>>,
     pub(crate) rx_cq: &'a Option<CqBinding<CqHandle<S>>>,
     /// The endpoint's counter bindings (one reference: most passes count nothing).
-    pub(crate) cntr: &'a crate::ep::CntrBindings<CntrHandle>,
+    pub(crate) cntr: &'a crate::bind::CntrBindings<CntrHandle>,
     pub(crate) rm: bool,
     pub(crate) ep_context: u64,
     pub(crate) source: bool,
     /// The domain's registrations: what remote RMA accesses are checked against.
-    pub(crate) mrs: Option<&'a crate::domain::MrTableOf<S>>,
+    pub(crate) mrs: Option<&'a crate::fid::MrTableOf<S>>,
     /// The endpoint's capabilities (what peers may do to its memory, see
     /// [`remote_access`]).
     pub(crate) caps: Flags,
@@ -843,7 +843,7 @@ impl<S: Storage> Ctx<'_, S> {
 /// The arguments of a send the domain has validated.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct SendReq {
-    pub(crate) iov: crate::ep::IovList,
+    pub(crate) iov: crate::iov::IovList,
     pub(crate) len: usize,
     pub(crate) context: u64,
     pub(crate) tag: Option<u64>,
@@ -862,7 +862,7 @@ pub(crate) struct SendReq {
 /// The arguments of a receive the domain has validated.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct RecvReq {
-    pub(crate) iov: crate::ep::IovList,
+    pub(crate) iov: crate::iov::IovList,
     pub(crate) src: FiAddr,
     pub(crate) context: u64,
     /// `Some((tag, ignore))` for tagged receives.

@@ -8,7 +8,7 @@ use wire::seq::seq_diff;
 
 use super::*;
 use crate::cq::comp;
-use crate::ep::IovList;
+use crate::iov::IovList;
 use crate::pool::Handle;
 
 /// What processing an in-order packet came to.

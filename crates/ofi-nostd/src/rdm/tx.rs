@@ -234,7 +234,7 @@ impl<S: Storage> Rdm<S> {
             }
             // From here on the op's buffer is where the original values go.
             if let (Some(op), Some(at)) = (self.ops.get_mut_by_index(idx), req.atomic)
-                && let Ok(result) = crate::ep::IovList::new(&[at.result], 1)
+                && let Ok(result) = crate::iov::IovList::new(&[at.result], 1)
             {
                 op.iov = result;
             }

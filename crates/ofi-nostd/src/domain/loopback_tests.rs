@@ -13,10 +13,14 @@ use wire::link::{Capabilities, Loopback, Medium};
 
 use super::*;
 use crate::av::{AvAddrs, AvAttr};
-use crate::cq::CqFormat;
+use crate::cq::CqAttr;
+use crate::cq::{CqEntry, CqFormat};
 use crate::fabric::Fabric;
 use crate::flags::FI_ADDR_UNSPEC;
+use crate::flags::FiAddr;
+use crate::info::EpType;
 use crate::info::{FabricAttr, ProviderConfig, default_info};
+use crate::mem::IoVec;
 use crate::mem::SliceMemory;
 use crate::storage::test_storage::VecStorage;
 use crate::time::Duration;

@@ -7,17 +7,23 @@ use std::vec;
 use std::vec::Vec;
 
 use wire::link::{Loopback, Medium, UdpAddr};
+use wire::packet::{DgramRepr, Packet};
 
 use super::*;
 use crate::av::{AvAddrs, AvAttr};
 use crate::cntr::CntrAttr;
+use crate::cq::CqAttr;
 use crate::cq::{CqContextEntry, CqDataEntry, CqFormat, CqMsgEntry, CqTaggedEntry};
 use crate::ep::{EpOpt, FI_OPT_ENDPOINT};
+use crate::flags::{FI_ADDR_UNSPEC, FiAddr};
+use crate::info::EpType;
 use crate::info::default_info;
 use crate::info::{FabricAttr, ProviderConfig};
+use crate::mem::IoVec;
 use crate::mem::SliceMemory;
 use crate::net::NetConfig;
 use crate::storage::test_storage::VecStorage;
+use wire::packet::{Body, Header, Repr};
 
 const MTU: usize = 1472;
 type Link = Loopback<32, { MTU + 42 }>;

@@ -1,0 +1,374 @@
+//! An endpoint's life on its domain (fi_endpoint(3)): open, bind, enable, cancel and
+//! close. The endpoint's own state (options, default flags, its engine) is
+//! [`crate::ep`]; here is what needs the domain: its pools, limits and storage.
+
+use super::{Domain, obj, rdm_ctx};
+use crate::addr::EpAddr;
+use crate::bind::{BindTarget, CntrBindings, CqBinding};
+use crate::dgram::Dgram;
+use crate::ep::{DEFAULT_MIN_MULTI_RECV, Engine, EpHandle, EpObj, EpState};
+use crate::errno::{Errno, Result};
+use crate::fid::CntrHandle;
+use crate::flags::Flags;
+use crate::info::{EpType, Info};
+use crate::rdm::{Rdm, RdmSizes};
+use crate::storage::Storage;
+use crate::time::Instant;
+
+impl<S: Storage> Domain<S> {
+    /// `fi_endpoint`: an endpoint with the attributes of `info`, which must be within what
+    /// this domain offers. FI_EP_DGRAM and FI_EP_RDM endpoints are supported; other types
+    /// are -FI_EINVAL. An RDM endpoint's queues (send operations, posted receives of each
+    /// kind) are `tx_attr.size` / `rx_attr.size` deep, at most 65535.
+    pub fn ep_open(&mut self, info: &Info, context: u64) -> Result<EpHandle<S>> {
+        let ep_type = match info.ep_attr.ep_type {
+            EpType::Dgram => EpType::Dgram,
+            EpType::Rdm => EpType::Rdm,
+            _ => return Err(Errno::EINVAL),
+        };
+        let rdm = ep_type == EpType::Rdm;
+        let pc = self.cfg;
+        let (ta, ra) = (&info.tx_attr, &info.rx_attr);
+        let tx_size = if ta.size == 0 { pc.tx_size } else { ta.size };
+        let rx_size = if ra.size == 0 { pc.rx_size } else { ra.size };
+        let inject_size = if ta.inject_size == 0 {
+            pc.inject_size
+        } else {
+            ta.inject_size
+        };
+        let max_msg = if rdm {
+            pc.max_msg_size
+        } else {
+            self.max_pkt.saturating_sub(wire::packet::BASE_LEN + 8)
+        };
+        let inject_max = if rdm {
+            pc.inject_size.min(self.rdm_cfg.eager_threshold)
+        } else {
+            pc.inject_size.min(max_msg)
+        };
+        let ep_caps = if info.caps.is_empty() {
+            self.info.caps
+        } else {
+            info.caps
+        };
+        let auth_key = if info.ep_attr.auth_key.is_empty() {
+            self.info.domain_attr.auth_key.clone()
+        } else {
+            info.ep_attr.auth_key.clone()
+        };
+        if tx_size > pc.tx_size
+            || rx_size > pc.rx_size
+            || (rdm && (tx_size > u16::MAX as usize || rx_size > u16::MAX as usize))
+            || inject_size > inject_max
+            || ta.iov_limit > crate::iov::IOV_LIMIT
+            || ra.iov_limit > crate::iov::IOV_LIMIT
+            || (info.ep_attr.max_msg_size != 0 && info.ep_attr.max_msg_size > max_msg)
+            || auth_key.len() > pc.max_auth_key_size
+            || ta
+                .op_flags
+                .intersects(crate::ep::unsupported_tx_flags(ep_type))
+            // One transmit and one receive context: more, or shared ones, are scalable
+            // or shared-context endpoints, not offered (FI_SHARED_CONTEXT is SIZE_MAX).
+            || info.ep_attr.tx_ctx_cnt > 1
+            || info.ep_attr.rx_ctx_cnt > 1
+            // What the endpoint and its contexts ask for, within what the domain
+            // offers (as libfabric's own providers check; a context asking for more
+            // than its endpoint is the application's error, not refused).
+            || !(info.caps | ta.caps | ra.caps)
+                .difference(self.info.caps | Flags::PRIMARY_MODIFIERS)
+                .is_empty()
+        {
+            return Err(Errno::EINVAL);
+        }
+        if self.eps.is_full() {
+            return Err(Errno::ENOMEM);
+        }
+        let engine = if rdm {
+            let seed = self.rng.next_u64();
+            Engine::Rdm(Rdm::new(
+                &mut self.store,
+                self.rdm_cfg,
+                RdmSizes {
+                    tx_size,
+                    rx_size,
+                    inject_size,
+                    max_pkt: self.max_pkt,
+                },
+                self.local,
+                auth_key,
+                seed,
+            )?)
+        } else {
+            Engine::Dgram(Dgram::new(&mut self.store, tx_size, rx_size, inject_size)?)
+        };
+        let ep = crate::ep::Endpoint {
+            ep_type,
+            caps: ep_caps,
+            context,
+            id: 0,
+            state: EpState::Disabled,
+            tx_flags: ta.op_flags,
+            rx_flags: ra.op_flags,
+            tx_cq: None,
+            rx_cq: None,
+            cntrs: CntrBindings::default(),
+            av: None,
+            eq: None,
+            min_multi_recv: DEFAULT_MIN_MULTI_RECV,
+            max_msg_size: if info.ep_attr.max_msg_size == 0 {
+                max_msg
+            } else {
+                info.ep_attr.max_msg_size
+            },
+            inject_size,
+            tx_iov_limit: if ta.iov_limit == 0 {
+                crate::iov::IOV_LIMIT
+            } else {
+                ta.iov_limit
+            },
+            rx_iov_limit: if ra.iov_limit == 0 {
+                crate::iov::IOV_LIMIT
+            } else {
+                ra.iov_limit
+            },
+            aliases: 0,
+            engine,
+        };
+        let h = self.eps.insert(ep).map_err(|_| Errno::ENOMEM)?;
+        let local = self.local;
+        if let Some(ep) = self.eps.get_mut(h) {
+            ep.id = h.index() as u16;
+            if let Engine::Rdm(r) = &mut ep.engine {
+                r.set_local(EpAddr {
+                    ep_id: h.index() as u16,
+                    ..local
+                });
+            }
+        }
+        Ok(h)
+    }
+
+    /// The endpoint `h` names.
+    pub fn ep(&self, h: EpHandle<S>) -> Result<&EpObj<S>> {
+        obj(self.eps.get(h))
+    }
+
+    /// The endpoint `h` names, mutably (options, op flags).
+    pub fn ep_mut(&mut self, h: EpHandle<S>) -> Result<&mut EpObj<S>> {
+        obj(self.eps.get_mut(h))
+    }
+
+    /// `fi_getname`: the endpoint's address.
+    pub fn ep_addr(&self, h: EpHandle<S>) -> Result<EpAddr> {
+        let ep = self.ep(h)?;
+        Ok(EpAddr {
+            ep_id: ep.id,
+            ..self.local
+        })
+    }
+
+    /// The endpoint's default transmit flags (what the short data calls use).
+    pub fn ep_tx_flags(&self, h: EpHandle<S>) -> Result<Flags> {
+        Ok(obj(self.eps.get(h))?.tx_flags)
+    }
+
+    /// `fi_ep_bind`. Only before `fi_enable` (-FI_EOPBADSTATE after); one CQ per
+    /// direction, one counter per operation type and one AV (-FI_EINVAL for a second);
+    /// objects of another domain are -FI_EDOMAIN, closed ones -FI_EINVAL; flags that do
+    /// not apply to the object are -FI_EINVAL.
+    pub fn ep_bind(&mut self, h: EpHandle<S>, target: BindTarget<S>, flags: Flags) -> Result<()> {
+        let ep = obj(self.eps.get_mut(h))?;
+        if ep.state != EpState::Disabled {
+            return Err(Errno::EOPBADSTATE);
+        }
+        match target {
+            BindTarget::Cq(cq) => {
+                if !self.cqs.issued(cq) {
+                    return Err(Errno::EDOMAIN);
+                }
+                let c = obj(self.cqs.get_mut(cq))?;
+                let allowed = Flags::TRANSMIT | Flags::RECV | Flags::SELECTIVE_COMPLETION;
+                let (tx, rx) = (flags.contains(Flags::TRANSMIT), flags.contains(Flags::RECV));
+                if !allowed.contains(flags)
+                    || !(tx || rx)
+                    || (tx && ep.tx_cq.is_some())
+                    || (rx && ep.rx_cq.is_some())
+                {
+                    return Err(Errno::EINVAL);
+                }
+                let selective = flags.contains(Flags::SELECTIVE_COMPLETION);
+                if tx {
+                    ep.tx_cq = Some(CqBinding { cq, selective });
+                    c.bind_ref();
+                }
+                if rx {
+                    ep.rx_cq = Some(CqBinding { cq, selective });
+                    c.bind_ref();
+                }
+            }
+            BindTarget::Cntr(ch) => {
+                if !self.cntrs.issued(ch) {
+                    return Err(Errno::EDOMAIN);
+                }
+                let c = obj(self.cntrs.get_mut(ch))?;
+                let all = Flags::SEND
+                    | Flags::RECV
+                    | Flags::READ
+                    | Flags::WRITE
+                    | Flags::REMOTE_READ
+                    | Flags::REMOTE_WRITE;
+                if flags.is_empty() || !all.contains(flags) {
+                    return Err(Errno::EINVAL);
+                }
+                if flags.intersects(Flags::REMOTE_READ | Flags::REMOTE_WRITE)
+                    && !ep.caps.contains(Flags::RMA_EVENT)
+                {
+                    return Err(Errno::EINVAL);
+                }
+                let slots = CntrBindings::<CntrHandle>::FLAGS;
+                if slots
+                    .iter()
+                    .any(|f| flags.contains(*f) && ep.cntrs.slot_mut(*f).is_some())
+                {
+                    return Err(Errno::EINVAL);
+                }
+                for f in slots.iter().filter(|f| flags.contains(**f)) {
+                    *ep.cntrs.slot_mut(*f) = Some(ch);
+                    c.bind_ref();
+                }
+            }
+            BindTarget::Av(ah) => {
+                if !self.avs.issued(ah) {
+                    return Err(Errno::EDOMAIN);
+                }
+                let a = obj(self.avs.get_mut(ah))?;
+                if !flags.is_empty() || ep.av.is_some() {
+                    return Err(Errno::EINVAL);
+                }
+                ep.av = Some(ah);
+                a.bind_ep();
+            }
+            BindTarget::Eq(token) => {
+                if !flags.is_empty() || ep.eq.is_some() {
+                    return Err(Errno::EINVAL);
+                }
+                ep.eq = Some(token);
+            }
+        }
+        Ok(())
+    }
+
+    /// `fi_enable`: an endpoint that can send needs a transmit CQ (even when successes
+    /// are suppressed, so errors can be reported): -FI_ENOCQ; a connectionless endpoint
+    /// needs its AV: -FI_ENOAV. Enabling twice is -FI_EOPBADSTATE. A receive CQ is
+    /// needed by the first receive posted, not here (fi_endpoint(3) asks for CQs that
+    /// report the operations the endpoint *initiates*; an endpoint that only writes,
+    /// as fabtests' `fi_rdm_multi_domain` does, binds none).
+    pub fn ep_enable(&mut self, h: EpHandle<S>) -> Result<()> {
+        let ep = obj(self.eps.get_mut(h))?;
+        if ep.state == EpState::Enabled {
+            return Err(Errno::EOPBADSTATE);
+        }
+        let dirs = Flags::SEND | Flags::RECV;
+        let sends = !ep.caps.intersects(dirs) || ep.caps.contains(Flags::SEND);
+        if sends && ep.tx_cq.is_none() {
+            return Err(Errno::ENOCQ);
+        }
+        if ep.av.is_none() {
+            return Err(Errno::ENOAV);
+        }
+        ep.state = EpState::Enabled;
+        Ok(())
+    }
+
+    /// `fi_cancel`: a receive or a transmit still queued with this `context` completes
+    /// with an FI_ECANCELED error entry; one that already completed is not affected.
+    /// Returns 0 either way ("request submitted").
+    pub fn ep_cancel(&mut self, h: EpHandle<S>, context: u64) -> Result<()> {
+        let ep = obj(self.eps.get_mut(h))?;
+        if let Engine::Dgram(dg) = &mut ep.engine {
+            let rx_cq = ep.rx_cq.as_ref().and_then(|b| self.cqs.get_mut(b.cq));
+            dg.cancel(context, rx_cq, self.rm_enabled);
+            return Ok(());
+        }
+        let (mut ctx, rdm) = rdm_ctx(
+            ep,
+            &mut self.cqs,
+            &mut self.cntrs,
+            &self.avs,
+            &self.mrs,
+            self.rm_enabled,
+        );
+        if let Some(r) = rdm
+            && !r.cancel_recv(context, &mut ctx)
+        {
+            r.cancel_send(context, &mut ctx);
+        }
+        Ok(())
+    }
+
+    /// The first half of closing an RDM endpoint (`fi_close`): it acknowledges at once
+    /// everything it owes (held acknowledgements included), sends every peer a CLOSE,
+    /// takes no new packet, and returns until when [`Domain::progress`] should keep
+    /// running before [`Domain::ep_close`], so that retransmissions from peers whose
+    /// last ACK was lost are acknowledged again (without it, their last sends fail with
+    /// -FI_ETIMEDOUT); [`Domain::ep_lingering`] says when every peer acknowledged its
+    /// CLOSE (then stop sooner). `None`: close at once (no sessions, or not an RDM
+    /// endpoint).
+    pub fn ep_begin_close(&mut self, h: EpHandle<S>, now: Instant) -> Result<Option<Instant>> {
+        let ep = self.eps.get_mut(h).ok_or(Errno::EINVAL)?;
+        Ok(match &mut ep.engine {
+            Engine::Rdm(r) => r.begin_close(now),
+            Engine::Dgram(_) => None,
+        })
+    }
+
+    /// Whether an endpoint [`Domain::ep_begin_close`] began closing still needs progress
+    /// passes before [`Domain::ep_close`]: a peer has not yet acknowledged the CLOSE it
+    /// was sent (wire protocol 4.7). Once every peer has, each holds every
+    /// acknowledgement the endpoint owed it, and lingering longer serves nothing.
+    pub fn ep_lingering(&self, h: EpHandle<S>) -> bool {
+        self.eps
+            .get(h)
+            .and_then(|ep| ep.rdm())
+            .is_some_and(|r| r.lingering())
+    }
+
+    /// `fi_close` of an endpoint: outstanding operations are discarded without
+    /// completions (fi_endpoint(3)), bindings are released. -FI_EBUSY while aliases of it
+    /// are open.
+    pub fn ep_close(&mut self, h: EpHandle<S>) -> Result<()> {
+        if self.ep(h)?.aliases > 0 {
+            return Err(Errno::EBUSY);
+        }
+        let mut ep = obj(self.eps.remove(h))?;
+        // Reservations of what is still queued: (transmit, receive).
+        let (reserved, rx_reserved) = match &mut ep.engine {
+            Engine::Rdm(r) => r.reservations(),
+            Engine::Dgram(d) => (d.drain_tx(), d.rx.len()),
+        };
+        if let Some(b) = &ep.tx_cq
+            && let Some(cq) = self.cqs.get_mut(b.cq)
+        {
+            (0..reserved).for_each(|_| cq.release());
+            cq.unbind_ref();
+        }
+        if let Some(b) = &ep.rx_cq
+            && let Some(cq) = self.cqs.get_mut(b.cq)
+        {
+            if self.rm_enabled {
+                (0..rx_reserved).for_each(|_| cq.release());
+            }
+            cq.unbind_ref();
+        }
+        for c in ep.cntrs.all() {
+            if let Some(c) = self.cntrs.get_mut(c) {
+                c.unbind_ref();
+            }
+        }
+        if let Some(av) = ep.av.take().and_then(|a| self.avs.get_mut(a)) {
+            av.unbind_ep();
+        }
+        Ok(())
+    }
+}

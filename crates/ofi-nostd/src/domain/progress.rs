@@ -1,0 +1,496 @@
+//! Progress and demultiplexing: the pass (receive, then transmit), the deadline the
+//! caller sleeps until, and where each received datagram goes (an RDM endpoint's
+//! engine, a DGRAM endpoint's receives, or a REJECT the domain owes).
+
+use wire::link::{Link, UdpAddr};
+use wire::packet::{Body, Header, Repr};
+
+use super::{Domain, rdm_ctx};
+use crate::addr::EpAddr;
+use crate::dgram::TxCompletions;
+use crate::ep::{Engine, EpState};
+use crate::errno::{Errno, Result};
+use crate::flags::Flags;
+use crate::info::EpType;
+use crate::mem::Memory;
+use crate::net::{ArpEntry, Net, RxOutcome, SendOutcome};
+use crate::rdm::{Sent, TxPort};
+use crate::storage::Storage;
+use crate::time::Instant;
+
+/// Which parts of a progress pass run ([`Domain::progress_pass`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PassKind {
+    /// Receive, then transmit (unless deferred): [`Domain::progress`].
+    Full,
+    /// Transmit everything, timers and deferred work included (what a caller about to
+    /// sleep runs when [`Domain::transmit_owed`]).
+    Transmit,
+    /// Transmit what was posted: [`Domain::progress_tx`].
+    Posted,
+}
+
+/// What one call of [`Domain::progress`] did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ProgressReport {
+    /// Datagrams received from the link (and from the loopback queue on raw links).
+    pub rx: usize,
+    /// Datagrams handed to the link.
+    pub tx: usize,
+}
+
+impl<S: Storage> Domain<S> {
+    /// Moves data: receives what the link has (up to a burst), delivers it to posted
+    /// receives (DGRAM) or runs it through the reliability engine (RDM), answers ARP,
+    /// runs due timers (retransmissions, delayed acks, handshake retries, probes, peer
+    /// failure) and transmits while the link has room. Completions go to the bound CQs
+    /// and counters. Never blocks. Call it again by [`Domain::poll_timeout`] at the
+    /// latest.
+    pub fn progress<L: Link, M: Memory>(
+        &mut self,
+        now: Instant,
+        link: &mut L,
+        mem: &mut M,
+    ) -> Result<ProgressReport> {
+        self.pass(now, link, mem, PassKind::Full)
+    }
+
+    /// The transmit half of [`Domain::progress`] for what was posted: what a data-path
+    /// post runs so that its packet leaves at once, without paying for a receive (the
+    /// application's next CQ read receives). An RDM endpoint serves the peers sends
+    /// were posted to; other peers and timers wait for the next full pass, which
+    /// `poll_timeout` names (or run here when they are due already).
+    pub fn progress_tx<L: Link, M: Memory>(
+        &mut self,
+        now: Instant,
+        link: &mut L,
+        mem: &mut M,
+    ) -> Result<ProgressReport> {
+        self.pass(now, link, mem, PassKind::Posted)
+    }
+
+    /// A pass of the parts `kind` names: [`Domain::progress`], [`Domain::progress_tx`],
+    /// or (`PassKind::Transmit`) the whole transmit half without receiving, what a
+    /// caller about to sleep runs when [`Domain::transmit_owed`].
+    pub fn progress_pass<L: Link, M: Memory>(
+        &mut self,
+        now: Instant,
+        link: &mut L,
+        mem: &mut M,
+        kind: PassKind,
+    ) -> Result<ProgressReport> {
+        self.pass(now, link, mem, kind)
+    }
+
+    fn pass<L: Link, M: Memory>(
+        &mut self,
+        now: Instant,
+        link: &mut L,
+        mem: &mut M,
+        kind: PassKind,
+    ) -> Result<ProgressReport> {
+        let receive = kind == PassKind::Full;
+        self.last_now = now;
+        let mut report = ProgressReport::default();
+        // Work the application made possible since the last call comes first: it is
+        // older than anything the link has now.
+        self.rdm_prepare(now, mem);
+        if receive {
+            let mut transport = false;
+            // Datagrams we sent ourselves (raw links only) are older than the link's.
+            if let Some(mut q) = self.net.lend_looped() {
+                let src = self.net.local_addr();
+                while q.pop(|d| self.rx_datagram(now, src, d, mem)).is_some() {
+                    report.rx += 1;
+                    transport = true;
+                }
+                self.net.return_looped(q);
+            }
+            let burst = link.capabilities().max_burst.max(1) * 4;
+            report.rx += link.receive_burst(burst, |meta, buf| {
+                if let RxOutcome::Packet { src, payload } = self.net.rx(now, meta, buf) {
+                    transport = true;
+                    self.rx_datagram(now, src, payload, mem);
+                }
+            });
+            // What arrived is in the CQs now: hand it to the application before the
+            // transmit half, which the next pass runs (the application's next post or
+            // read; `poll_timeout` says "at once" meanwhile). A reply the application
+            // posts then leaves without waiting for this pass's timers and scans, and
+            // carries the acknowledgement. Never two passes in a row: a stream of
+            // arrivals cannot starve transmission. Only routine work waits: ARP alone,
+            // an acknowledgement due at once, a control answer or a DGRAM send
+            // defer nothing.
+            if transport && !self.tx_owed && !self.tx_urgent() {
+                self.tx_owed = true;
+                return Ok(report);
+            }
+        }
+        // A post's pass leaves what a receiving pass deferred to the next full pass.
+        let posted_only = kind == PassKind::Posted;
+        if !posted_only {
+            self.tx_owed = false;
+        }
+        self.net.poll_tx(now, link);
+        report.tx = self.tx_all(now, link, mem);
+        report.tx += self.rdm_tx_all(now, link, mem, posted_only);
+        Ok(report)
+    }
+
+    /// The last pass received and left its transmit half to the next pass (see
+    /// [`Domain::progress`]). A caller about to sleep runs a [`PassKind::Transmit`]
+    /// pass first, so nothing waits for the sleep.
+    pub fn transmit_owed(&self) -> bool {
+        self.tx_owed
+    }
+
+    /// Whether the transmit half has work that must not wait for the next pass.
+    fn tx_urgent(&self) -> bool {
+        self.ctl_n > 0
+            || self.eps.iter().any(|(_, ep)| match &ep.engine {
+                Engine::Rdm(r) => r.tx_urgent(),
+                Engine::Dgram(d) => !d.tx.is_empty(),
+            })
+    }
+
+    /// The latest instant at which [`Domain::progress`] must run again even if nothing
+    /// arrives (retransmission, delayed-ack, handshake, probe and failure timers), or
+    /// `None` when no timer is armed. An instant not after the last `progress` call means
+    /// "as soon as possible" (work is ready, e.g. after posting a send).
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        let mut t: Option<Instant> = None;
+        if self.tx_owed || self.ctl_n > 0 || self.net.has_looped() {
+            t = Some(self.last_now);
+        }
+        for (_, ep) in self.eps.iter() {
+            match &ep.engine {
+                Engine::Rdm(r) => {
+                    if let Some(d) = r.poll_timeout(self.last_now) {
+                        t = Some(t.map_or(d, |x: Instant| x.min(d)));
+                    }
+                }
+                Engine::Dgram(d) => {
+                    if !d.tx.is_empty() && ep.state == EpState::Enabled {
+                        t = Some(self.last_now);
+                    }
+                }
+            }
+        }
+        t
+    }
+
+    fn rdm_prepare<M: Memory>(&mut self, now: Instant, mem: &mut M) {
+        for (_, ep) in self.eps.iter_mut() {
+            if ep.state != EpState::Enabled || !ep.rdm().is_some_and(|r| r.prepare_due()) {
+                continue;
+            }
+            let (mut ctx, rdm) = rdm_ctx(
+                ep,
+                &mut self.cqs,
+                &mut self.cntrs,
+                &self.avs,
+                &self.mrs,
+                self.rm_enabled,
+            );
+            if let Some(r) = rdm {
+                r.flush_copies(mem, &mut ctx);
+                r.retry_blocked(now, mem, &mut ctx);
+            }
+        }
+    }
+
+    fn rdm_tx_all<L: Link, M: Memory>(
+        &mut self,
+        now: Instant,
+        link: &mut L,
+        mem: &M,
+        posted_only: bool,
+    ) -> usize {
+        let mut port = NetPort {
+            net: &mut self.net,
+            link,
+            now,
+            full: false,
+            unreachable: false,
+        };
+        let mut sent = 0;
+        for i in 0..self.ctl.len() {
+            if self.ctl_n == 0 {
+                break;
+            }
+            let Some((to, from_ep, session, reason)) = self.ctl[i] else {
+                continue;
+            };
+            let head = Repr {
+                header: Header {
+                    src_ep: from_ep,
+                    dst_ep: to.ep_id,
+                    session,
+                    seq: 0,
+                    crc: false,
+                    ack_req: false,
+                },
+                body: Body::Reject(wire::packet::RejectRepr {
+                    reason,
+                    ver_min: wire::packet::VERSION,
+                    ver_max: wire::packet::VERSION,
+                }),
+            };
+            let len = head.buffer_len();
+            match port.send(&to, len, |b| {
+                b.get_mut(..len)
+                    .and_then(|b| head.emit_bytes(b).ok())
+                    .unwrap_or(0)
+            }) {
+                Sent::LinkFull => return sent,
+                Sent::NotNow => {}
+                Sent::Yes => {
+                    self.ctl[i] = None;
+                    self.ctl_n -= 1;
+                    self.stats.tx_packets += 1;
+                    sent += 1;
+                }
+            }
+        }
+        for (_, ep) in self.eps.iter_mut() {
+            // An endpoint with nothing due is skipped before its context is built:
+            // the busy-poll loop runs this on every empty pass.
+            let due = match &ep.engine {
+                Engine::Rdm(r) => posted_only || r.transmit_due(now),
+                Engine::Dgram(_) => false,
+            };
+            if ep.state != EpState::Enabled || !due {
+                continue;
+            }
+            let (mut ctx, rdm) = rdm_ctx(
+                ep,
+                &mut self.cqs,
+                &mut self.cntrs,
+                &self.avs,
+                &self.mrs,
+                self.rm_enabled,
+            );
+            if let Some(r) = rdm {
+                let n = if posted_only {
+                    r.transmit_posted(now, &mut port, mem, &mut ctx)
+                } else {
+                    r.transmit(now, &mut port, mem, &mut ctx)
+                };
+                sent += n;
+                self.stats.tx_packets += n as u64;
+            }
+            if port.full {
+                break;
+            }
+        }
+        sent
+    }
+
+    #[cold]
+    fn count_malformed(&mut self, e: wire::Error) {
+        let s = &mut self.stats;
+        s.rx_malformed += 1;
+        match e {
+            wire::Error::Truncated => s.rx_truncated += 1,
+            wire::Error::BadMagic => s.rx_bad_magic += 1,
+            wire::Error::BadVersion => s.rx_bad_version += 1,
+            wire::Error::UnknownType => s.rx_unknown_type += 1,
+            wire::Error::BadLength => s.rx_bad_length += 1,
+            wire::Error::BadChecksum => s.rx_bad_checksum += 1,
+            wire::Error::BadFlags => s.rx_bad_flags += 1,
+            _ => s.rx_bad_field += 1,
+        }
+    }
+
+    /// Queues a REJECT the domain owes (no endpoint, or a version we do not speak).
+    #[cold]
+    fn queue_reject(&mut self, to: EpAddr, from_ep: u16, session: u32, reason: u16) {
+        if let Some(slot) = self.ctl.iter_mut().find(|c| c.is_none()) {
+            *slot = Some((to, from_ep, session, reason));
+            self.ctl_n += 1;
+        }
+    }
+
+    fn rx_datagram(&mut self, now: Instant, src: UdpAddr, buf: &[u8], mem: &mut impl Memory) {
+        let repr = match Repr::parse_bytes(buf) {
+            Ok(r) => r,
+            Err(e) => {
+                self.count_malformed(e);
+                // A HELLO in another version still deserves REJECT(VERSION) (spec 4.4).
+                if e == wire::Error::BadVersion && buf.len() >= 32 && buf[3] == 0x01 {
+                    let be16 = |i: usize| u16::from_be_bytes([buf[i], buf[i + 1]]);
+                    let session = u32::from_be_bytes([buf[28], buf[29], buf[30], buf[31]]);
+                    let to = EpAddr {
+                        ip: src.ip.octets(),
+                        port: src.port,
+                        ep_id: be16(8),
+                    };
+                    let dst_ep = be16(10);
+                    if self
+                        .eps
+                        .get_by_index(dst_ep as usize)
+                        .is_some_and(|(_, ep)| ep.is_rdm())
+                    {
+                        self.queue_reject(to, dst_ep, session, wire::packet::reject::VERSION);
+                    }
+                }
+                return;
+            }
+        };
+        let from = EpAddr {
+            ip: src.ip.octets(),
+            port: src.port,
+            ep_id: repr.header.src_ep,
+        };
+        let is_dgram = matches!(repr.body, Body::Dgram(_));
+        let rdm_ep = self
+            .eps
+            .get_by_index(repr.header.dst_ep as usize)
+            .is_some_and(|(_, ep)| ep.is_rdm());
+        if !is_dgram && !rdm_ep {
+            self.stats.rx_packets += 1;
+            if self.eps.get_by_index(repr.header.dst_ep as usize).is_none() {
+                self.stats.rx_no_endpoint += 1;
+                if let Body::Hello(h) = &repr.body {
+                    self.queue_reject(
+                        from,
+                        repr.header.dst_ep,
+                        h.rx_session,
+                        wire::packet::reject::NO_ENDPOINT,
+                    );
+                }
+            } else {
+                self.stats.rx_wrong_type += 1;
+            }
+            return;
+        }
+        if rdm_ep {
+            self.stats.rx_packets += 1;
+            let Some(ep) = self.eps.get_mut_by_index(repr.header.dst_ep as usize) else {
+                return;
+            };
+            if ep.state != EpState::Enabled || is_dgram {
+                self.stats.rx_wrong_type += 1;
+                return;
+            }
+            let (mut ctx, rdm) = rdm_ctx(
+                ep,
+                &mut self.cqs,
+                &mut self.cntrs,
+                &self.avs,
+                &self.mrs,
+                self.rm_enabled,
+            );
+            if let Some(r) = rdm {
+                r.on_packet(now, from, &repr, buf, mem, &mut ctx);
+            }
+            return;
+        }
+        self.stats.rx_packets += 1;
+        let Body::Dgram(d) = repr.body else {
+            self.stats.rx_wrong_type += 1;
+            return;
+        };
+        let Some(ep) = self.eps.get_mut_by_index(repr.header.dst_ep as usize) else {
+            self.stats.rx_no_endpoint += 1;
+            return;
+        };
+        if ep.ep_type != EpType::Dgram || ep.state != EpState::Enabled {
+            self.stats.rx_wrong_type += 1;
+            return;
+        }
+        let (Some(av), Some(bind)) = (ep.av.and_then(|a| self.avs.get(a)), ep.rx_cq.as_ref())
+        else {
+            return;
+        };
+        let Some(cq) = self.cqs.get_mut(bind.cq) else {
+            return;
+        };
+        let (src_fi, report_src) = av.message_source(&from, ep.caps.contains(Flags::SOURCE));
+        let cntr = ep.cntrs.recv.and_then(|c| self.cntrs.get_mut(c));
+        let Engine::Dgram(dg) = &mut ep.engine else {
+            return;
+        };
+        dg.deliver(
+            cq,
+            bind.selective,
+            self.rm_enabled,
+            cntr,
+            src_fi,
+            report_src,
+            d,
+            mem,
+        );
+    }
+
+    /// The transmit half of every enabled DGRAM endpoint, in pool order, until the link
+    /// is full.
+    fn tx_all<L: Link>(&mut self, now: Instant, link: &mut L, mem: &mut impl Memory) -> usize {
+        let mut sent = 0;
+        for (_, ep) in self.eps.iter_mut() {
+            if ep.state != EpState::Enabled {
+                continue;
+            }
+            let Engine::Dgram(dg) = &mut ep.engine else {
+                continue;
+            };
+            let mut to = TxCompletions {
+                cqs: &mut self.cqs,
+                cntrs: &mut self.cntrs,
+                tx_cq: ep.tx_cq.as_ref().map(|b| b.cq),
+                send_cntr: ep.cntrs.send,
+                ep_context: ep.context,
+            };
+            let t = dg.transmit(ep.id, now, &mut self.net, link, mem, &mut to);
+            sent += t.sent;
+            self.stats.tx_packets += t.sent as u64;
+            if t.link_full {
+                return sent;
+            }
+        }
+        sent
+    }
+}
+
+/// The engine's view of the link: UDP/IPv4 through the net layer.
+struct NetPort<'a, A, B, L> {
+    net: &'a mut Net<A, B>,
+    link: &'a mut L,
+    now: Instant,
+    full: bool,
+    /// The last send found no way to its destination (`EHOSTUNREACH`).
+    unreachable: bool,
+}
+
+impl<A, B, L> TxPort for NetPort<'_, A, B, L>
+where
+    A: AsRef<[ArpEntry]> + AsMut<[ArpEntry]>,
+    B: AsRef<[u8]> + AsMut<[u8]>,
+    L: Link,
+{
+    fn send(&mut self, dst: &EpAddr, len: usize, write: impl FnOnce(&mut [u8]) -> usize) -> Sent {
+        let to = UdpAddr::new(dst.ip.into(), dst.port);
+        self.unreachable = false;
+        match self.net.send(self.now, self.link, to, len, write) {
+            Ok(SendOutcome::Sent { .. }) => Sent::Yes,
+            Ok(SendOutcome::ArpPending) => Sent::NotNow,
+            // Like a packet lost on the way: the reliability engine's timers decide.
+            Ok(SendOutcome::ArpFailed) => Sent::Yes,
+            Err(Errno::EAGAIN) => {
+                self.full = true;
+                Sent::LinkFull
+            }
+            // Unsendable: counted by the net layer; the reliability layer sees a lost
+            // packet and its timers decide, except that a handshake to a destination
+            // with no way to it fails at once (`take_unreachable`).
+            Err(e) => {
+                self.unreachable = e == Errno::EHOSTUNREACH;
+                Sent::Yes
+            }
+        }
+    }
+
+    fn take_unreachable(&mut self) -> bool {
+        core::mem::take(&mut self.unreachable)
+    }
+}
