@@ -415,3 +415,146 @@ impl<A: AsRef<[ArpEntry]> + AsMut<[ArpEntry]>> ArpCache<A> {
         Ok(Hop::Pending)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    extern crate std;
+
+    use std::boxed::Box;
+
+    use wire::link::{Capabilities, Loopback, Medium};
+
+    use super::*;
+
+    const US: [u8; 4] = [10, 0, 0, 1];
+    const MAC_US: [u8; 6] = [2, 0, 0, 0, 0, 1];
+    const MAC_B: [u8; 6] = [2, 0, 0, 0, 0, 0xb];
+
+    fn cfg() -> NetConfig {
+        NetConfig::new(&Capabilities::new(Medium::Ethernet, 1514), US, 7000)
+            .with_ethernet(MAC_US, 24, None)
+    }
+
+    fn t(ms: u64) -> Instant {
+        Instant::from_millis(ms)
+    }
+
+    fn ip(last: u8) -> [u8; 4] {
+        [10, 0, 0, last]
+    }
+
+    fn msg(operation: ArpOperation, sender_ip: [u8; 4], target_ip: [u8; 4]) -> ArpMessage {
+        ArpMessage {
+            operation,
+            sender_mac: EthernetAddress(MAC_B),
+            sender_ip: Ipv4Address::from(sender_ip),
+            target_mac: EthernetAddress([0; 6]),
+            target_ip: Ipv4Address::from(target_ip),
+        }
+    }
+
+    #[test]
+    fn slots_are_reset_and_only_known_entries_update() {
+        let used = ArpEntry {
+            state: ArpState::Resolved,
+            ip: ip(9),
+            ..ArpEntry::EMPTY
+        };
+        let mut c = ArpCache::new([used; 2]);
+        assert!(c.entries().iter().all(|e| *e == ArpEntry::EMPTY));
+        assert!(!c.update(t(0), ip(2), MAC_B), "nothing to refresh");
+        assert_eq!(c.find(ip(2)), None);
+        let mut stats = NetStats::default();
+        c.learn(t(0), ip(2), MAC_B, Duration::from_secs(60), &mut stats);
+        assert_eq!(c.lookup(t(1), ip(2), Duration::from_secs(60)), Some(MAC_B));
+        assert!(c.update(t(5), ip(2), [2, 0, 0, 0, 0, 0xc]));
+        assert_eq!(c.entries()[0].mac(), Some([2, 0, 0, 0, 0, 0xc]));
+        // Expired lookups miss, but the entry stays until reused.
+        assert_eq!(c.lookup(t(60_005), ip(2), Duration::from_secs(60)), None);
+        assert_eq!(c.entries()[0].ip(), Some(ip(2)));
+        c.flush();
+        assert_eq!(c.find(ip(2)), None);
+    }
+
+    #[test]
+    fn victims_are_free_then_expired_then_least_recently_used() {
+        let timeout = Duration::from_secs(60);
+        let mut stats = NetStats::default();
+        let mut c = ArpCache::new([ArpEntry::EMPTY; 2]);
+        c.learn(t(0), ip(2), MAC_B, timeout, &mut stats);
+        c.learn(t(10), ip(3), MAC_B, timeout, &mut stats);
+        assert_eq!(stats.arp_evictions, 0, "free slots first");
+        assert_eq!(
+            c.victim(t(20), timeout, &mut stats),
+            Some(0),
+            "least recently used"
+        );
+        assert_eq!(stats.arp_evictions, 1, "a live entry was chosen");
+        c.entries.as_mut()[1].confirmed = Instant::ZERO;
+        assert_eq!(
+            c.victim(t(60_001), timeout, &mut stats),
+            Some(0),
+            "both expired: older use"
+        );
+        assert_eq!(stats.arp_evictions, 1, "expired entries are no eviction");
+    }
+
+    #[test]
+    fn received_messages_follow_the_policy() {
+        let (cfg, mut stats) = (cfg(), NetStats::default());
+        let mut c = ArpCache::new([ArpEntry::EMPTY; 2]);
+        let reply = msg(ArpOperation::Reply, ip(2), US);
+        assert_eq!(
+            c.rx(&cfg, &mut stats, t(0), &reply),
+            Err(DropReason::ArpUnsolicited)
+        );
+        let other = msg(ArpOperation::Request, ip(2), ip(3));
+        assert_eq!(
+            c.rx(&cfg, &mut stats, t(0), &other),
+            Err(DropReason::ArpNotForUs)
+        );
+        assert_eq!(c.find(ip(2)), None, "neither creates an entry");
+        // A request for us: the sender is learned and a reply queued.
+        let req = msg(ArpOperation::Request, ip(2), US);
+        assert_eq!(c.rx(&cfg, &mut stats, t(0), &req), Ok(()));
+        assert_eq!(c.lookup(t(0), ip(2), cfg.arp_timeout), Some(MAC_B));
+        assert!(c.has_pending_tx());
+        // Now the sender is known, anything from it refreshes it.
+        assert_eq!(c.rx(&cfg, &mut stats, t(1), &other), Ok(()));
+        let conflict = msg(ArpOperation::Reply, US, ip(2));
+        assert_eq!(
+            c.rx(&cfg, &mut stats, t(1), &conflict),
+            Err(DropReason::ArpConflict)
+        );
+    }
+
+    #[test]
+    fn resolution_asks_then_uses_the_answer() {
+        let (cfg, mut stats) = (cfg(), NetStats::default());
+        let mut link: Box<Loopback<8, 1514>> = Box::new(Loopback::new(Medium::Ethernet, None));
+        let mut c = ArpCache::new([ArpEntry::EMPTY; 2]);
+        let hop = ip(2);
+        assert!(matches!(
+            c.resolve(&cfg, &mut stats, t(0), &mut *link, hop),
+            Ok(Hop::Pending)
+        ));
+        assert_eq!((stats.arp_requests_sent, link.tx_len()), (1, 1));
+        // Within the request interval: still pending, no second request.
+        assert!(matches!(
+            c.resolve(&cfg, &mut stats, t(1), &mut *link, hop),
+            Ok(Hop::Pending)
+        ));
+        assert_eq!(stats.arp_requests_sent, 1);
+        assert!(c.entries()[0].is_pending());
+        let reply = msg(ArpOperation::Reply, hop, US);
+        assert_eq!(c.rx(&cfg, &mut stats, t(2), &reply), Ok(()));
+        assert!(matches!(
+            c.resolve(&cfg, &mut stats, t(3), &mut *link, hop),
+            Ok(Hop::Mac(MAC_B))
+        ));
+        assert!(matches!(
+            c.resolve(&cfg, &mut stats, t(3), &mut *link, US),
+            Ok(Hop::Mac(MAC_US))
+        ));
+    }
+}
