@@ -167,3 +167,80 @@ impl Writer<'_> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ACK: AckRepr = AckRepr {
+        cum_ack: 0x0102_0304,
+        credits: 64,
+        sack: 0,
+        ts: 1000,
+        echo_ts: 900,
+        short: true,
+    };
+
+    /// `a` written and read back, and its length on the wire.
+    fn round_trip(a: &AckRepr) -> (Result<AckRepr>, usize) {
+        let mut buf = [0u8; 24];
+        let mut w = Writer {
+            buf: &mut buf,
+            pos: 0,
+        };
+        w.ack(a).unwrap();
+        let n = w.pos;
+        let r = Reader {
+            buf: &buf[..n],
+            short_ack: a.short,
+        };
+        (AckRepr::parse(r), n)
+    }
+
+    #[test]
+    fn both_forms_round_trip_at_their_length() {
+        assert_eq!(round_trip(&ACK), (Ok(ACK), hdr_len::SHORT_ACK));
+        assert_eq!(ACK.wire_len(), hdr_len::SHORT_ACK);
+        let full = AckRepr {
+            sack: 0b101,
+            short: false,
+            ..ACK
+        };
+        assert_eq!(round_trip(&full), (Ok(full), hdr_len::ACK));
+        assert_eq!(full.wire_len(), hdr_len::ACK);
+    }
+
+    #[test]
+    fn the_short_form_has_no_selective_acks() {
+        let bad = AckRepr { sack: 1, ..ACK };
+        assert_eq!(AckRepr::check(Some(&bad)), Err(Error::BadFlags));
+        assert_eq!(AckRepr::check(Some(&ACK)), Ok(()));
+        assert_eq!(AckRepr::check(None), Ok(()));
+    }
+
+    #[test]
+    fn piggyback_flags_follow_the_form() {
+        let full = AckRepr {
+            short: false,
+            ..ACK
+        };
+        assert_eq!(AckRepr::piggyback_flags(None), 0);
+        assert_eq!(AckRepr::piggyback_flags(Some(&full)), flags::ACK);
+        assert_eq!(
+            AckRepr::piggyback_flags(Some(&ACK)),
+            flags::ACK | flags::SHORT_ACK
+        );
+    }
+
+    #[test]
+    fn a_body_too_long_or_short_is_refused() {
+        let bytes = [0u8; 20];
+        let short = |n| Reader {
+            buf: &bytes[..n],
+            short_ack: true,
+        };
+        assert_eq!(AckRepr::parse(short(15)), Err(Error::Truncated));
+        assert_eq!(AckRepr::parse(short(17)), Err(Error::BadLength));
+        assert_eq!(short(16).opt_ack(false), Ok(None), "no flag, no body read");
+    }
+}

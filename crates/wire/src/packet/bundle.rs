@@ -313,3 +313,69 @@ pub fn emit_bundle_record(
     }
     Ok(hl)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Records for messages `ids` (each with payload `[id as u8]`, the second tagged).
+    fn records(ids: &[u32], buf: &mut [u8]) -> usize {
+        let mut at = 0;
+        for (i, &id) in ids.iter().enumerate() {
+            let tag = (i == 1).then_some(0x77);
+            at += emit_bundle_record(&mut buf[at..], id, tag, None, 1).unwrap();
+            buf[at] = id as u8;
+            at += 1;
+        }
+        at
+    }
+
+    #[test]
+    fn records_read_back_in_order() {
+        let mut buf = [0u8; 64];
+        let n = records(&[5, 6, 7], &mut buf);
+        assert_eq!(n, 3 * (hdr_len::BUNDLE_REC + 1) + 8);
+        let b = BundleRepr {
+            count: 3,
+            records: &buf[..n],
+            ack: None,
+        };
+        assert_eq!(b.check(), Ok(()));
+        let got: [(u32, Option<u64>, u8); 3] = {
+            let mut it = b.msgs().map(|m| (m.msg_id, m.tag, m.payload[0]));
+            [it.next().unwrap(), it.next().unwrap(), it.next().unwrap()]
+        };
+        assert_eq!(got, [(5, None, 5), (6, Some(0x77), 6), (7, None, 7)]);
+        assert_eq!(b.msgs().count(), 3);
+        let m = b.msgs().nth(1).unwrap();
+        assert_eq!(m.record_len(), bundle_record_len(true, false, 1));
+        assert_eq!((m.as_msg().total_len, m.as_msg().tag), (1, Some(0x77)));
+    }
+
+    #[test]
+    fn malformed_records_are_refused_and_stop_the_iterator() {
+        let mut buf = [0u8; 64];
+        let n = records(&[5, 7], &mut buf);
+        let gap = BundleRepr {
+            count: 2,
+            records: &buf[..n],
+            ack: None,
+        };
+        assert_eq!(gap.check(), Err(Error::Malformed), "ids not consecutive");
+        let extra = BundleRepr { count: 1, ..gap };
+        assert_eq!(extra.check(), Err(Error::BadLength), "bytes after the last");
+        let empty = BundleRepr { count: 0, ..gap };
+        assert_eq!(empty.check(), Err(Error::Malformed));
+        let cut = BundleRepr {
+            count: 2,
+            records: &buf[..n - 1],
+            ack: None,
+        };
+        assert_eq!(cut.check(), Err(Error::BadLength));
+        assert_eq!(
+            cut.msgs().count(),
+            1,
+            "the iterator stops at the bad record"
+        );
+    }
+}

@@ -93,3 +93,50 @@ pub(super) fn fits(offset: u64, len: usize, total: u64) -> bool {
 pub(super) fn ensure(ok: bool) -> Result<()> {
     if ok { Ok(()) } else { Err(Error::Malformed) }
 }
+
+#[cfg(test)]
+mod tests {
+    use zerocopy::network_endian::U32;
+
+    use super::*;
+
+    #[test]
+    fn reader_takes_headers_and_optional_fields_in_order() {
+        let bytes = [0, 0, 0, 7, 0, 0, 0, 0, 0, 0, 0, 9, 0xaa];
+        let mut r = Reader {
+            buf: &bytes,
+            short_ack: false,
+        };
+        assert_eq!(r.take::<U32>().map(|v| v.get()), Ok(7));
+        assert_eq!(r.opt_u64(false), Ok(None));
+        assert_eq!(r.opt_u64(true), Ok(Some(9)));
+        assert_eq!(r.end(), Err(Error::BadLength), "a byte is left");
+        assert_eq!(r.bytes::<1>(), Ok([0xaa]));
+        assert_eq!(r.end(), Ok(()));
+        assert_eq!(r.take::<U32>().map(|v| v.get()), Err(Error::Truncated));
+    }
+
+    #[test]
+    fn writer_refuses_to_pass_the_end() {
+        let mut buf = [0u8; 10];
+        let mut w = Writer {
+            buf: &mut buf,
+            pos: 0,
+        };
+        assert_eq!(w.opt_u64(Some(0x0102_0304_0506_0708)), Ok(()));
+        assert_eq!(w.opt_u64(None), Ok(()));
+        assert_eq!(w.put_hdr(&U32::new(1)), Err(Error::BufferTooSmall));
+        assert_eq!(w.put(&[1, 2]), Ok(()));
+        assert_eq!((w.pos, buf), (10, [1, 2, 3, 4, 5, 6, 7, 8, 1, 2]));
+    }
+
+    #[test]
+    fn fits_and_ensure() {
+        assert!(fits(0, 0, 0));
+        assert!(fits(4, 6, 10));
+        assert!(!fits(5, 6, 10));
+        assert!(!fits(u64::MAX, 1, u64::MAX), "no overflow");
+        assert_eq!(ensure(true), Ok(()));
+        assert_eq!(ensure(false), Err(Error::Malformed));
+    }
+}
