@@ -38,7 +38,8 @@
 //! # Example
 //!
 //! ```no_run
-//! //! use hosted::api::{Buf, Fabric};
+//! use std::time::Duration;
+//! use hosted::api::{Buf, Fabric};
 //! use hosted::ofi_nostd::flags::{FI_ADDR_UNSPEC, Flags};
 //! use hosted::ofi_nostd::info::EpType;
 //!
