@@ -6,7 +6,7 @@
 //!
 //! Every operation goes to the core domain ([`ofi_nostd::domain::Domain`]), which checks
 //! state, bindings, sizes and flags; these modules turn C arguments into core arguments
-//! ([`args`]: `void *` contexts and buffers become `u64` addresses, copies go through
+//! (`args`: `void *` contexts and buffers become `u64` addresses, copies go through
 //! [`hosted::mem::RawMemory`] under libfabric's buffer contract) and run progress
 //! (FI_PROGRESS_MANUAL): after every send post, so data leaves at once, and after a
 //! post refused with -FI_EAGAIN, so a retry can succeed. CQ and counter reads run it
