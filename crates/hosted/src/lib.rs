@@ -22,6 +22,7 @@ pub mod netsim;
 pub mod ofi_info;
 pub mod pcap;
 pub mod pingpong;
+pub mod runtime;
 pub mod simlink;
 pub mod storage;
 pub mod sysinfo;

@@ -129,14 +129,14 @@ pub unsafe extern "C" fn open(
         attr.validate()?;
         crate::cq::supported_wait(attr.wait_obj)?;
         let wait = if crate::cq::has_fd(attr.wait_obj) {
-            Some(WaitFd::new(Some(d.link_fd))?)
+            Some(crate::wait::open(Some(d.link_fd))?)
         } else {
             None
         };
         let h = d.control(|st| {
             let h = st.core.cntr_open(&attr, context as u64)?;
             if let Some(w) = &wait {
-                st.add_wake(Wake::Cntr(h), w.event_fd());
+                st.add_wake(Wake::Cntr(h), crate::wait::event_fd(w));
             }
             Ok(h)
         })?;
@@ -169,7 +169,7 @@ unsafe extern "C" fn close(fid: *mut sys::fid) -> c_int {
     };
     let r = c.domain().control(|st| {
         st.core.cntr_close(c.handle)?;
-        st.remove_wake(Wake::Cntr(c.handle));
+        st.wakes.remove(Wake::Cntr(c.handle));
         Ok(())
     });
     if let Err(e) = r {
@@ -249,6 +249,7 @@ unsafe extern "C" fn wait(cntr: *mut sys::fid_cntr, threshold: u64, timeout: c_i
                 return Ok(true);
             }
             k.arm(&w);
+            st.note_wait();
             *timer = st.next_timer();
             Ok(false)
         })
@@ -321,6 +322,7 @@ pub unsafe fn trywait(f: *mut sys::fid) -> Result<Result<(), Errno>, Errno> {
             w.drain();
         }
         st.core.cntr_mut(c.handle)?.trywait()?;
+        st.note_wait();
         if let Some(w) = &c.wait {
             w.arm_timer(
                 st.next_timer()

@@ -171,14 +171,14 @@ pub unsafe extern "C" fn open(
             ..a
         };
         let wait = if has_fd(a.wait_obj) {
-            Some(WaitFd::new(Some(d.link_fd))?)
+            Some(crate::wait::open(Some(d.link_fd))?)
         } else {
             None
         };
         let h = d.control(|st| {
             let h = st.core.cq_open(&a, context as u64)?;
             if let Some(w) = &wait {
-                st.add_wake(Wake::Cq(h), w.event_fd());
+                st.add_wake(Wake::Cq(h), crate::wait::event_fd(w));
             }
             Ok(h)
         })?;
@@ -216,7 +216,7 @@ unsafe extern "C" fn close(fid: *mut sys::fid) -> c_int {
     };
     let r = c.domain().control(|st| {
         st.core.cq_close(c.handle)?;
-        st.remove_wake(Wake::Cq(c.handle));
+        st.wakes.remove(Wake::Cq(c.handle));
         Ok(())
     });
     if let Err(e) = r {
@@ -510,6 +510,7 @@ unsafe fn do_sread(
             // the wake-up, which progress turns into a readable fd.
             match st.core.cq_mut(c.handle)?.trywait_cond(threshold) {
                 Ok(()) => {
+                    st.note_wait();
                     *armed = st.next_timer();
                     Ok(None)
                 }
@@ -600,6 +601,7 @@ unsafe extern "C" fn signal(cq_p: *mut sys::fid_cq) -> c_int {
     match unsafe { cq(cq_p) } {
         Ok(c) => ret(c.domain().data(|st| {
             st.core.cq_mut(c.handle)?.signal()?;
+            st.note_wait();
             st.wake();
             Ok(())
         })),
@@ -647,7 +649,9 @@ pub unsafe fn wait_control(
     match u32::try_from(cmd) {
         Ok(sys::FI_GETWAIT) => match wait {
             // SAFETY: forwarded contract.
-            Some(w) => unsafe { crate::wait::put_fd(arg, w.fd()) },
+            Some(w) => unsafe {
+                crate::wait::put_fd(arg, std::os::fd::AsRawFd::as_raw_fd(&w.fd()))
+            },
             None => Err(Errno::ENODATA),
         },
         Ok(sys::FI_GETWAITOBJ) => match wait {
@@ -676,6 +680,7 @@ pub unsafe fn trywait(f: *mut sys::fid) -> Result<Result<(), Errno>, Errno> {
             w.drain();
         }
         st.core.cq_mut(c.handle)?.trywait()?;
+        st.note_wait();
         if let Some(w) = &c.wait {
             w.arm_timer(
                 st.next_timer()

@@ -6,154 +6,109 @@
 
 use std::ffi::{c_int, c_void};
 use std::hash::{BuildHasher, Hasher};
-use std::os::fd::RawFd;
+use std::ops::{Deref, DerefMut};
+use std::os::fd::{AsRawFd, BorrowedFd, RawFd};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::AtomicU64;
 
 use hosted::mem::RawMemory;
+use hosted::runtime::{
+    HOST_ARP_ENTRIES, Policy, ProgressThread, Runtime, Signal, Turn, host_rdm_config,
+};
 use hosted::storage::Heap;
 use hosted::sysinfo::HostInterface;
 use ofi_nostd::Errno;
 use ofi_nostd::addr::EpAddr;
-use ofi_nostd::domain::{CntrHandle, CqHandle, Domain, DomainConfig, PassKind};
+use ofi_nostd::domain::{Domain, DomainConfig, PassKind};
 use ofi_nostd::info::{AddrFormat, Info, Progress, Threading};
 use wire::link::Medium;
 
 use crate::fabric::FabricFid;
 use crate::fid::{FidObject, fi_ops, object, publish, release};
 use crate::lock::DomainLock;
-use crate::plane::Driver;
 use crate::sys;
 use crate::util::{neg, put, ret};
 
-/// ARP cache entries of a domain on an Ethernet data plane.
-const ARP_ENTRIES: usize = 64;
+pub use hosted::runtime::Wake;
 
-/// A CQ or counter whose eventfd progress signals when the core asks for a wake-up.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Wake {
-    /// A completion queue.
-    Cq(CqHandle<Heap>),
-    /// A counter.
-    Cntr(CntrHandle),
+/// A raw eventfd the runtime signals: a provider wait object's (see [`crate::wait`]).
+#[derive(Debug, Clone, Copy)]
+pub struct EventSignal(pub RawFd);
+
+impl Signal for EventSignal {
+    fn signal(&self) {
+        crate::wait::signal_fd(self.0);
+    }
 }
 
-/// What the domain lock guards: the core domain, its data plane, wake-up
-/// registrations.
+/// What the domain lock guards: the host runtime (core domain, data plane, pass,
+/// wake-ups), copying through the application's memory.
 pub struct DomainState {
-    /// The core domain.
-    pub core: Domain<Heap>,
-    driver: Box<dyn Driver>,
-    wakes: Vec<(Wake, RawFd)>,
-    /// When the application last ran progress ([`hosted::api::now`] microseconds), for
-    /// the watchdog and the FI_PROGRESS_AUTO thread.
-    last: Arc<AtomicU64>,
-    /// The time passes run at (busy-polling reads skip most clock readings).
-    clock: hosted::api::PassClock,
-    /// CQ reads served from queued completions since the last pass (see
-    /// [`DomainState::progress_unless_queued`]).
-    reads_unprogressed: u32,
+    rt: Runtime<RawMemory, EventSignal>,
+}
+
+/// The runtime's core domain and passes, reached as `st.core`, `st.wake()`.
+impl Deref for DomainState {
+    type Target = Runtime<RawMemory, EventSignal>;
+
+    #[inline]
+    fn deref(&self) -> &Self::Target {
+        &self.rt
+    }
+}
+
+impl DerefMut for DomainState {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        &mut self.rt
+    }
+}
+
+/// The memory passes copy through.
+#[inline]
+fn mem() -> RawMemory {
+    // SAFETY: libfabric's buffer contract (fi_msg(3), fi_tagged(3)): the core only
+    // copies to and from buffers the application posted, each valid and untouched
+    // until its operation completes or its endpoint is closed; closing discards
+    // the operation in the core first.
+    unsafe { RawMemory::new() }
 }
 
 impl DomainState {
     /// One progress pass: receive, deliver, transmit, flush; then signal the wait
     /// objects whose armed condition now holds.
+    #[inline]
     pub fn progress(&mut self) {
-        self.pass(PassKind::Full);
+        let _ = self.rt.pass(&mut mem(), PassKind::Full);
     }
 
     /// What a post runs so its packet leaves at once: the sends posted (the next CQ
     /// read receives and runs what else is due).
+    #[inline]
     pub fn progress_tx(&mut self) {
-        self.pass(PassKind::Posted);
+        let _ = self.rt.pass(&mut mem(), PassKind::Posted);
     }
 
     /// What `fi_cq_read` runs before reading: a pass, unless `queued` (the CQ has an
-    /// entry) and fewer than [`hosted::api::READS_PER_PASS`] reads in a row went
-    /// without one. A burst of arrivals fills the CQ in one pass; reading it one entry
-    /// at a time then costs no pass (and no receive system call) per entry, while
-    /// acknowledgements and sends wait at most that many reads.
+    /// entry) and the runtime's [`ReadBudget`](hosted::runtime::ReadBudget) allows a
+    /// read without one.
+    #[inline]
     pub fn progress_unless_queued(&mut self, queued: bool) {
-        if queued && self.reads_unprogressed < hosted::api::READS_PER_PASS {
-            self.reads_unprogressed += 1;
-        } else {
+        if self.rt.reads.needs_pass(queued) {
             self.progress();
         }
-    }
-
-    fn pass(&mut self, kind: PassKind) {
-        self.reads_unprogressed = 0;
-        let (now, _) = self.run(kind);
-        self.last.store(now.total_micros(), Ordering::Relaxed);
-    }
-
-    /// A full pass of the FI_PROGRESS_AUTO thread: as [`DomainState::progress`], but
-    /// not counted as the application's (see [`auto_progress`]). Whether it moved
-    /// anything.
-    fn auto_pass(&mut self) -> bool {
-        let (_, moved) = self.run(PassKind::Full);
-        // What a receiving pass left for the next one goes now: the thread may sleep.
-        if self.core.transmit_owed() {
-            self.run(PassKind::Transmit);
-        }
-        moved
-    }
-
-    /// A pass of the parts `kind` names at the domain's [`hosted::api::PassClock`]
-    /// time, then the wake-ups: that time, and whether the pass moved anything.
-    fn run(&mut self, kind: PassKind) -> (ofi_nostd::time::Instant, bool) {
-        let now = self.clock.at(kind);
-        // SAFETY: libfabric's buffer contract (fi_msg(3), fi_tagged(3)): the core only
-        // copies to and from buffers the application posted, each valid and untouched
-        // until its operation completes or its endpoint is closed; closing discards
-        // the operation in the core first.
-        let mut mem = unsafe { RawMemory::new() };
-        let r = self.driver.progress(&mut self.core, now, &mut mem, kind);
-        let moved = r.is_ok_and(|r| r.rx + r.tx > 0);
-        self.clock.after(kind, moved);
-        self.wake();
-        (now, moved)
-    }
-
-    /// Signals every registered wait object the core says must wake.
-    pub fn wake(&mut self) {
-        for (w, fd) in &self.wakes {
-            let fire = match *w {
-                Wake::Cq(h) => self.core.cq_mut(h).is_ok_and(|q| q.take_wakeup()),
-                Wake::Cntr(h) => self.core.cntr_mut(h).is_ok_and(|c| c.take_wakeup()),
-            };
-            if fire {
-                crate::wait::signal_fd(*fd);
-            }
-        }
-    }
-
-    /// Registers the eventfd of a CQ or counter.
-    pub fn add_wake(&mut self, w: Wake, fd: RawFd) {
-        self.wakes.push((w, fd));
-    }
-
-    /// Forgets a registration (the object is closing).
-    pub fn remove_wake(&mut self, w: Wake) {
-        self.wakes.retain(|(x, _)| *x != w);
     }
 
     /// How long until the core's next timer (`Some(ZERO)`: work is due now); `None`
     /// when no timer is armed. What a waiter asks before it sleeps, so a transmit half
     /// the last pass left for the next one runs first.
     pub fn next_timer(&mut self) -> Option<std::time::Duration> {
-        if self.core.transmit_owed() {
-            self.pass(PassKind::Transmit);
-        }
-        self.timer_left()
+        self.rt.before_sleep(&mut mem())
     }
 
-    /// How long until the core's next timer, without a pass (see
-    /// [`DomainState::next_timer`]).
-    fn timer_left(&self) -> Option<std::time::Duration> {
-        let at = self.core.poll_timeout()?;
-        let left = at.saturating_duration_since(hosted::api::now());
-        Some(std::time::Duration::from_micros(left.total_micros()))
+    /// Registers the eventfd of a CQ or counter.
+    pub fn add_wake(&mut self, w: Wake, fd: RawFd) {
+        self.rt.wakes.add(w, EventSignal(fd));
     }
 }
 
@@ -168,105 +123,68 @@ pub struct DomainFid {
     pub link_fd: RawFd,
     /// The core domain and its data plane (`None` only while `fi_close` releases it).
     inner: DomainLock<Option<DomainState>>,
-    /// The progress watchdog (see [`watchdog`]) of FI_THREAD_SAFE domains, or the
-    /// progress thread (see [`auto_progress`]) of FI_PROGRESS_AUTO domains.
-    watchdog: Option<Watchdog>,
+    /// The progress watchdog of FI_THREAD_SAFE domains, or the progress thread of
+    /// FI_PROGRESS_AUTO domains (see [`spawn_thread`]).
+    watchdog: Option<ProgressThread>,
 }
 
-/// The watchdog or progress thread of a domain and its stop flag.
-struct Watchdog {
-    stop: Arc<AtomicBool>,
-    thread: std::sync::Mutex<Option<std::thread::JoinHandle<()>>>,
-}
-
-/// How long the application may leave a domain without progress before the watchdog
-/// runs a pass for it.
+/// How long the application may leave a domain without progress before its watchdog
+/// or progress thread runs a pass for it.
 const WATCHDOG_PERIOD: std::time::Duration = std::time::Duration::from_millis(1);
 
-/// A domain pointer that may move to the watchdog thread.
+/// A domain pointer that may move to the progress thread.
 struct DomainPtr(*const DomainFid);
 
-// SAFETY: the watchdog only reaches the domain's lock, which is Sync; the domain
+// SAFETY: the thread only reaches the domain's lock, which is Sync; the domain
 // outlives the thread (fi_close joins the thread before releasing the domain).
 unsafe impl Send for DomainPtr {}
 
-/// The progress watchdog: with FI_PROGRESS_MANUAL an application drives progress by
-/// calling in, but many stop calling for a while at the worst moment (fi_pingpong
-/// waits on its TCP control socket right after the last message of a size, while its
-/// peer waits for the acknowledgement of its reply, which the peer's retransmission
-/// cannot get while nobody runs progress here). When the application has not run
-/// progress for [`WATCHDOG_PERIOD`], this thread runs one pass under the domain lock,
-/// so acknowledgements, retransmissions and handshakes never stall. It sleeps otherwise
-/// and never contends with an application that keeps calling in. FI_THREAD_DOMAIN
-/// domains have no watchdog: their data path takes no lock, so nothing else may enter
-/// the domain.
-fn watchdog(d: DomainPtr, last: Arc<AtomicU64>, stop: Arc<AtomicBool>) {
-    while !stop.load(Ordering::Acquire) {
-        std::thread::park_timeout(WATCHDOG_PERIOD);
-        let idle = hosted::api::now()
-            .total_micros()
-            .saturating_sub(last.load(Ordering::Relaxed));
-        if idle < WATCHDOG_PERIOD.as_micros() as u64 || stop.load(Ordering::Acquire) {
-            continue;
-        }
+impl DomainPtr {
+    fn get(&self) -> &DomainFid {
         // SAFETY: see `DomainPtr`.
-        let dom = unsafe { &*d.0 };
-        let _ = dom.control(|st| {
-            st.progress();
-            Ok(())
-        });
+        unsafe { &*self.0 }
     }
 }
 
-/// FI_PROGRESS_AUTO (fi_domain(3)): progress without application calls. While the
-/// application itself runs progress (a post, a CQ or counter read, a wait) at least
-/// every [`WATCHDOG_PERIOD`], this thread only sleeps: it never contends with an
-/// application that polls. Once the application has left the domain alone that long,
-/// the thread drives it: a pass whenever frames arrive (the data plane's descriptor),
-/// the core's next timer fires, or at the latest every [`WATCHDOG_PERIOD`], until the
-/// application calls in again. Completions it produces wake the CQ and counter waiters
-/// as the application's passes do. The data path of such a domain always locks, also
-/// under FI_THREAD_DOMAIN: this thread enters the domain too.
-fn auto_progress(d: DomainPtr, last: Arc<AtomicU64>, stop: Arc<AtomicBool>, link: RawFd) {
-    let wait = crate::wait::WaitFd::new(Some(link)).ok();
-    // The data plane is watched from the first sleep until traffic resumes.
-    let mut sleeper = None;
-    while !stop.load(Ordering::Acquire) {
-        let idle = hosted::api::now()
-            .total_micros()
-            .saturating_sub(last.load(Ordering::Relaxed));
-        let period = WATCHDOG_PERIOD.as_micros() as u64;
-        if idle < period {
-            sleeper = None; // the application drives progress again
-            std::thread::park_timeout(std::time::Duration::from_micros(period - idle));
-            continue;
-        }
-        // SAFETY: see `DomainPtr`.
-        let dom = unsafe { &*d.0 };
-        let Ok((moved, timer)) = dom.control(|st| {
-            let moved = st.auto_pass();
-            Ok((moved, st.timer_left()))
-        }) else {
-            return; // the domain is closing
+/// The domain's thread, on the runtime's [`ProgressThread`]:
+///
+/// - FI_PROGRESS_AUTO (fi_domain(3)): [`Policy::WhenIdle`]. While the application
+///   itself runs progress (a post, a CQ or counter read, a wait) at least every
+///   [`WATCHDOG_PERIOD`], the thread only sleeps; once the application has left the
+///   domain alone that long, the thread drives it (its passes are not the
+///   application's). The data path of such a domain always locks, also under
+///   FI_THREAD_DOMAIN: this thread enters the domain too.
+/// - FI_PROGRESS_MANUAL under FI_THREAD_SAFE: [`Policy::Watchdog`], one pass when the
+///   application has not run progress for [`WATCHDOG_PERIOD`] (fi_pingpong, for one,
+///   stops calling in while its peer waits for an acknowledgement). FI_THREAD_DOMAIN
+///   domains have no watchdog: their data path takes no lock, so nothing else may
+///   enter the domain.
+fn spawn_thread(
+    d: DomainPtr,
+    auto: bool,
+    activity: Arc<AtomicU64>,
+    link: RawFd,
+) -> std::io::Result<ProgressThread> {
+    if auto {
+        // SAFETY: the data plane's descriptor is open while the domain is.
+        let link = unsafe { BorrowedFd::borrow_raw(link) }.try_clone_to_owned()?;
+        let policy = Policy::WhenIdle {
+            period: WATCHDOG_PERIOD,
         };
-        if moved {
-            sleeper = None;
-            continue; // more may be waiting
-        }
-        // A pass that moved nothing yet leaves the descriptor readable: a poll-mode
-        // plane (DPDK), whose descriptor always is. Nap instead of spinning.
-        let nap = std::time::Duration::from_micros(50);
-        match &wait {
-            Some(w) if !crate::wait::readable(link) => {
-                // Work due at once that did not move (the link full): not a spin.
-                w.arm_timer(timer.map(|t| t.clamp(nap, WATCHDOG_PERIOD)));
-                if sleeper.is_none() {
-                    sleeper = w.sleeper();
-                }
-                w.wait(WATCHDOG_PERIOD);
-            }
-            _ => std::thread::park_timeout(nap),
-        }
+        ProgressThread::spawn("nostd-progress", policy, Some(link), activity, move || {
+            d.get().control(|st| Ok(st.rt.idle_turn(&mut mem()))).ok()
+        })
+    } else {
+        let policy = Policy::Watchdog {
+            period: WATCHDOG_PERIOD,
+        };
+        ProgressThread::spawn("nostd-watchdog", policy, None, activity, move || {
+            let _ = d.get().control(|st| {
+                st.progress();
+                Ok(())
+            });
+            Some(Turn::default())
+        })
     }
 }
 
@@ -430,10 +348,9 @@ pub unsafe extern "C" fn open(
         Err(e) => return neg(e),
     };
     let ethernet = plane.net.medium == Medium::Ethernet;
-    let intact = plane.net.intact;
     let cfg = DomainConfig {
         net: plane.net,
-        arp_entries: if ethernet { ARP_ENTRIES } else { 0 },
+        arp_entries: if ethernet { HOST_ARP_ENTRIES } else { 0 },
         loopback_slots: ofi_nostd::domain::DEFAULT_LOOPBACK_SLOTS,
         key_seed: key_seed(),
         cfg: crate::prov::config(),
@@ -446,13 +363,7 @@ pub unsafe extern "C" fn open(
         }
     };
     let mut d = d;
-    let mut rc = *d.rdm_config();
-    // UDP checksums already protect every datagram end to end, and an intact medium
-    // (memif) cannot corrupt: no CRC32C on top.
-    rc.crc = ethernet && !intact;
-    rc.max_peers = hosted::api::HOST_MAX_PEERS;
-    rc.unexp_slots = hosted::api::HOST_UNEXP_SLOTS;
-    rc.unexp_msgs = hosted::api::HOST_UNEXP_MSGS;
+    let mut rc = host_rdm_config(d.rdm_config(), &plane.caps);
     if let Some(w) = crate::params::get_size(c"window") {
         rc.window = u16::try_from(w).unwrap_or(u16::MAX);
     }
@@ -463,13 +374,14 @@ pub unsafe extern "C" fn open(
             return neg(e);
         }
     }
-    let link_fd = plane.driver.fd();
+    let link_fd = plane.driver.wait_fd().map_or(-1, |f| f.as_raw_fd());
     let auto = info.domain_attr.data_progress == Progress::Auto
         || info.domain_attr.control_progress == Progress::Auto;
     // A progress thread enters the domain too: its data path locks whatever the
     // threading model.
     let data_locks = info.domain_attr.threading != Threading::Domain || auto;
-    let last = Arc::new(AtomicU64::new(hosted::api::now().total_micros()));
+    let rt = Runtime::new(d, plane.driver);
+    let activity = rt.activity();
     let obj = publish(DomainFid {
         c: sys::fid_domain {
             fid: DomainFid::header(context),
@@ -479,47 +391,13 @@ pub unsafe extern "C" fn open(
         fabric: std::ptr::from_ref(fab),
         addr_format: info.addr_format,
         link_fd,
-        inner: DomainLock::new(
-            Some(DomainState {
-                core: d,
-                driver: plane.driver,
-                wakes: Vec::new(),
-                last: last.clone(),
-                clock: hosted::api::PassClock::default(),
-                reads_unprogressed: 0,
-            }),
-            data_locks,
-        ),
+        inner: DomainLock::new(Some(DomainState { rt }), data_locks),
         watchdog: None,
     });
     if data_locks {
-        let stop = Arc::new(AtomicBool::new(false));
-        let ptr = DomainPtr(obj.cast_const());
-        let s2 = stop.clone();
-        let spawned = std::thread::Builder::new()
-            .name(
-                if auto {
-                    "nostd-progress"
-                } else {
-                    "nostd-watchdog"
-                }
-                .into(),
-            )
-            .spawn(move || {
-                if auto {
-                    auto_progress(ptr, last, s2, link_fd)
-                } else {
-                    watchdog(ptr, last, s2)
-                }
-            });
-        match spawned {
+        match spawn_thread(DomainPtr(obj.cast_const()), auto, activity, link_fd) {
             // SAFETY: `obj` was just published and is not shared yet.
-            Ok(thread) => unsafe {
-                (*obj).watchdog = Some(Watchdog {
-                    stop,
-                    thread: std::sync::Mutex::new(Some(thread)),
-                })
-            },
+            Ok(t) => unsafe { (*obj).watchdog = Some(t) },
             Err(_) => {
                 // SAFETY: as above; nothing else refers to it.
                 let _ = unsafe { close(obj.cast()) };
@@ -540,43 +418,23 @@ unsafe extern "C" fn close(fid: *mut sys::fid) -> c_int {
     };
     {
         let mut g = d.inner.control();
-        let Some(st) = g.take() else {
+        let Some(st) = g.as_mut() else {
             return neg(Errno::EINVAL);
         };
         // SAFETY: the fabric outlives its domains.
         let fab = unsafe { &*d.fabric };
         let mut f = fab.inner.lock();
-        let DomainState {
-            core,
-            driver,
-            wakes,
-            last,
-            clock,
-            reads_unprogressed,
-        } = st;
+        let Some(core) = st.rt.take_core() else {
+            return neg(Errno::EINVAL);
+        };
         if let Err((core, e)) = core.close(&mut f) {
-            *g = Some(DomainState {
-                core,
-                driver,
-                wakes,
-                last,
-                clock,
-                reads_unprogressed,
-            });
+            st.rt.restore_core(core);
             return neg(e);
         }
+        *g = None;
     }
-    if let Some(w) = &d.watchdog {
-        w.stop.store(true, Ordering::Release);
-        let t = w
-            .thread
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .take();
-        if let Some(t) = t {
-            t.thread().unpark();
-            let _ = t.join();
-        }
+    if let Some(t) = &d.watchdog {
+        t.stop();
     }
     // SAFETY: published by `open`; the core domain is closed, the watchdog has ended,
     // and the application gives the fid up.

@@ -16,47 +16,18 @@
 //! descriptors poll instead of sleeping. The `loss` parameter drops received frames as on
 //! the kernel planes.
 
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicU32, Ordering};
 
-use hosted::api::DataPlane;
 use hosted::dpdk::{DpdkPlane, init_eal, open_port};
 use hosted::fault::FaultLink;
 use hosted::mem::RawMemory;
-use hosted::storage::Heap;
+use hosted::runtime::{Driver, PollMode};
 use hosted::sysinfo::HostInterface;
 use ofi_nostd::Errno;
-use ofi_nostd::domain::{Domain, ProgressReport};
 use ofi_nostd::net::NetConfig;
-use ofi_nostd::time::Instant;
 use wire::link::Link;
 
-use crate::plane::{Driver, Plane};
-
-/// A DPDK queue pair (behind a fault injector with `loss`) and the always-readable
-/// descriptor waits watch.
-struct Dpdk<P> {
-    plane: P,
-    ready: OwnedFd,
-}
-
-impl<P: DataPlane> Driver for Dpdk<P> {
-    fn progress(
-        &mut self,
-        core: &mut Domain<Heap>,
-        now: Instant,
-        mem: &mut RawMemory,
-        kind: ofi_nostd::domain::PassKind,
-    ) -> ofi_nostd::Result<ProgressReport> {
-        let r = crate::plane::pass(core, now, &mut self.plane, mem, kind);
-        DataPlane::flush(&mut self.plane);
-        r
-    }
-
-    fn fd(&self) -> RawFd {
-        self.ready.as_raw_fd()
-    }
-}
+use crate::plane::Plane;
 
 /// Domains opened on DPDK in this process (unique default device names and ports).
 static PORTS: AtomicU32 = AtomicU32::new(0);
@@ -83,21 +54,14 @@ pub fn open(iface: &HostInterface, port: u16, loss: f64) -> Result<Plane, Errno>
         iface.prefix_len,
         None,
     );
-    // SAFETY: a plain syscall with valid flags; the result is checked before use.
-    let fd = unsafe { libc::eventfd(1, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
-    if fd < 0 {
-        return Err(Errno::ENOMEM);
-    }
-    // SAFETY: a descriptor just returned by the kernel, owned by nobody else.
-    let ready = unsafe { OwnedFd::from_raw_fd(fd) };
+    let caps = link.capabilities();
     let plane = DpdkPlane::new(eal, link);
-    let driver: Box<dyn Driver> = if loss > 0.0 {
-        Box::new(Dpdk {
-            plane: FaultLink::new(plane, crate::plane::lossy(loss)),
-            ready,
-        })
+    // Poll mode: the descriptor waits watch is always readable.
+    let driver: Box<dyn Driver<RawMemory>> = if loss > 0.0 {
+        let lossy = FaultLink::new(plane, crate::plane::lossy(loss));
+        Box::new(PollMode::new(lossy).map_err(|_| Errno::ENOMEM)?)
     } else {
-        Box::new(Dpdk { plane, ready })
+        Box::new(PollMode::new(plane).map_err(|_| Errno::ENOMEM)?)
     };
-    Ok(Plane { driver, net })
+    Ok(Plane { driver, caps, net })
 }

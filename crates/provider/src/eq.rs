@@ -126,7 +126,7 @@ pub unsafe extern "C" fn open(
         attr.validate()?;
         crate::cq::supported_wait(wait_obj)?;
         let wait = if crate::cq::has_fd(wait_obj) {
-            Some(WaitFd::new(None)?)
+            Some(crate::wait::open(None)?)
         } else {
             None
         };

@@ -17,13 +17,16 @@
 //!
 //! Data path: each domain owns one data plane ([`plane`]: a UDP socket on the domain's
 //! interface by default, TAP or AF_PACKET by the `dataplane` parameter, behind a loss
-//! injector when `loss` > 0) and runs the core's progress over it with
-//! [`hosted::mem::RawMemory`] (libfabric's buffer contract) whenever the application
-//! posts a send, reads a CQ or counter, waits or calls fi_trywait (FI_PROGRESS_MANUAL);
-//! FI_THREAD_SAFE domains also have a watchdog thread that runs progress when the
-//! application has not for a millisecond. Domains opened with FI_PROGRESS_AUTO have a
-//! progress thread instead, which drives the domain (on frames, timers, every
-//! millisecond) whenever the application has left it alone that long.
+//! injector when `loss` > 0) and runs it on the host runtime the safe API runs on too
+//! ([`hosted::runtime::Runtime`]: the pass, the read-without-pass policy, the nap
+//! before sleeping, the wake-up registry), copying through [`hosted::mem::RawMemory`]
+//! (libfabric's buffer contract) whenever the application posts a send, reads a CQ or
+//! counter, waits or calls fi_trywait (FI_PROGRESS_MANUAL). The runtime's progress
+//! thread ([`hosted::runtime::ProgressThread`]) serves as the watchdog of FI_THREAD_SAFE
+//! domains (a pass when the application has not run progress for a millisecond) and as
+//! the progress thread of domains opened with FI_PROGRESS_AUTO (it drives the domain,
+//! on frames, timers, every millisecond, whenever the application has left it alone
+//! that long).
 //!
 //! Locking ([`lock`]): one lock per domain (guarding the domain and everything opened on
 //! it) and one per fabric (its event queues); a domain is locked before its fabric, never
@@ -34,10 +37,12 @@
 //! epoll descriptor (eventfd, data plane, timer) for FI_GETWAIT / fi_trywait; blocking
 //! reads sleep on it. FI_WAIT_YIELD polls.
 //!
+//! Endpoints ([`ep`]) serve messages, tagged messages, RMA and atomics, one file per
+//! operation family.
+//!
 //! Not offered (-FI_ENOSYS): passive, scalable and MSG endpoints, wait sets, poll sets,
-//! shared contexts, RMA, atomics and collectives (their ops tables exist and refuse),
-//! FI_WAIT_MUTEX_COND, asynchronous AV inserts (FI_EVENT), automatic progress (getinfo
-//! offers FI_PROGRESS_MANUAL).
+//! shared contexts and collectives (their ops tables exist and refuse),
+//! FI_WAIT_MUTEX_COND, asynchronous AV inserts (FI_EVENT).
 
 pub mod av;
 pub mod cntr;

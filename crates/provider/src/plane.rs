@@ -15,92 +15,22 @@
 //! testing the reliability engine through unmodified applications.
 
 use std::net::{Ipv4Addr, SocketAddrV4};
-use std::os::fd::RawFd;
 
-use dp_kernel::{AfPacketLink, KernelLink, TapLink, UdpConfig, UdpLink};
+use dp_kernel::{AfPacketLink, TapLink, UdpConfig, UdpLink};
 use hosted::fault::{FaultConfig, FaultLink, FaultSpec};
 use hosted::mem::RawMemory;
-use hosted::storage::Heap;
+use hosted::runtime::{Clocked, DataPlane, Driver};
 use hosted::sysinfo::HostInterface;
 use ofi_nostd::Errno;
-use ofi_nostd::domain::{Domain, PassKind, ProgressReport};
 use ofi_nostd::net::NetConfig;
-use ofi_nostd::time::Instant;
-use wire::link::Link;
-
-/// The object-safe face of a link the domain keeps.
-pub trait Driver: Send {
-    /// One progress pass of `core` over this link (the parts `kind` names), then a
-    /// flush of what it queued.
-    fn progress(
-        &mut self,
-        core: &mut Domain<Heap>,
-        now: Instant,
-        mem: &mut RawMemory,
-        kind: PassKind,
-    ) -> ofi_nostd::Result<ProgressReport>;
-    /// The descriptor that becomes readable when frames arrive.
-    fn fd(&self) -> RawFd;
-}
-
-/// [`Domain::progress_pass`] of the parts `kind` names.
-pub(crate) fn pass<L: Link>(
-    core: &mut Domain<Heap>,
-    now: Instant,
-    link: &mut L,
-    mem: &mut RawMemory,
-    kind: PassKind,
-) -> ofi_nostd::Result<ProgressReport> {
-    core.progress_pass(now, link, mem, kind)
-}
-
-/// A kernel link.
-struct Kernel<L>(L);
-
-impl<L: KernelLink + Send> Driver for Kernel<L> {
-    fn progress(
-        &mut self,
-        core: &mut Domain<Heap>,
-        now: Instant,
-        mem: &mut RawMemory,
-        kind: PassKind,
-    ) -> ofi_nostd::Result<ProgressReport> {
-        let r = pass(core, now, &mut self.0, mem, kind);
-        self.0.flush();
-        r
-    }
-
-    fn fd(&self) -> RawFd {
-        self.0.as_raw_fd()
-    }
-}
-
-/// A kernel link behind a fault injector.
-struct Lossy<L: Link>(FaultLink<L>);
-
-impl<L: KernelLink + Send> Driver for Lossy<L> {
-    fn progress(
-        &mut self,
-        core: &mut Domain<Heap>,
-        now: Instant,
-        mem: &mut RawMemory,
-        kind: PassKind,
-    ) -> ofi_nostd::Result<ProgressReport> {
-        self.0.set_now(now);
-        let r = pass(core, now, &mut self.0, mem, kind);
-        self.0.inner_mut().flush();
-        r
-    }
-
-    fn fd(&self) -> RawFd {
-        self.0.inner().as_raw_fd()
-    }
-}
+use wire::link::{Capabilities, Link};
 
 /// An open data plane and where the stack sits on it.
 pub struct Plane {
-    /// The link.
-    pub driver: Box<dyn Driver>,
+    /// The link, as the runtime drives it.
+    pub driver: Box<dyn Driver<RawMemory>>,
+    /// What the link offers (the CRC rule derives from it).
+    pub caps: Capabilities,
     /// The stack's place on it (address, port, MTU, Ethernet details).
     pub net: NetConfig,
 }
@@ -144,12 +74,16 @@ pub(crate) fn lossy(loss: f64) -> FaultConfig {
     cfg
 }
 
-fn boxed<L: KernelLink + Send + 'static>(link: L, loss: f64) -> Box<dyn Driver> {
-    if loss > 0.0 {
-        Box::new(Lossy(FaultLink::new(link, lossy(loss))))
+/// `link` behind the `loss` parameter's fault injector (its clock driven by the passes)
+/// when `loss` > 0, and where the stack sits on it.
+fn plane<L: DataPlane>(link: L, loss: f64, net: NetConfig) -> Plane {
+    let caps = link.capabilities();
+    let driver: Box<dyn Driver<RawMemory>> = if loss > 0.0 {
+        Box::new(Clocked(FaultLink::new(link, lossy(loss))))
     } else {
-        Box::new(Kernel(link))
-    }
+        Box::new(link)
+    };
+    Plane { driver, caps, net }
 }
 
 /// A random unicast, locally administered MAC (TAP: the kernel owns the interface's).
@@ -188,10 +122,7 @@ pub fn open(iface: &HostInterface, port: u16) -> Result<Plane, Errno> {
             let link = UdpLink::new(cfg).map_err(io)?;
             let local = link.local_addr();
             let net = NetConfig::new(&link.capabilities(), local.ip().octets(), local.port());
-            Ok(Plane {
-                driver: boxed(link, loss),
-                net,
-            })
+            Ok(plane(link, loss, net))
         }
         "af_packet" => {
             let link = AfPacketLink::open(&iface.name).map_err(io)?;
@@ -202,10 +133,7 @@ pub fn open(iface: &HostInterface, port: u16) -> Result<Plane, Errno> {
                 iface.prefix_len,
                 None,
             );
-            Ok(Plane {
-                driver: boxed(link, loss),
-                net,
-            })
+            Ok(plane(link, loss, net))
         }
         "tap" => {
             let link = TapLink::open(None).map_err(io)?;
@@ -218,10 +146,7 @@ pub fn open(iface: &HostInterface, port: u16) -> Result<Plane, Errno> {
                 iface.prefix_len,
                 None,
             );
-            Ok(Plane {
-                driver: boxed(link, loss),
-                net,
-            })
+            Ok(plane(link, loss, net))
         }
         #[cfg(feature = "dpdk")]
         "dpdk" => crate::dpdk::open(iface, port, loss),

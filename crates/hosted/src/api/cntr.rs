@@ -10,7 +10,9 @@ use ofi_nostd::time::Duration as CoreDuration;
 
 use super::error::Result;
 use super::shared::{DomainRef, Zombie};
-use super::wait::{EventFd, WaitSet, now, wait_readable};
+use crate::runtime::Wake;
+use crate::runtime::now;
+use crate::runtime::wait::{EventFd, WaitSet, wait_readable};
 
 /// A completion counter (fi_cntr(3)): successes and errors of the operations of the
 /// endpoints bound to it.
@@ -175,7 +177,7 @@ impl<C: Send + 'static> Counter<C> {
 impl<C: Send + 'static> Drop for Counter<C> {
     fn drop(&mut self) {
         let mut g = self.shared.lock();
-        g.cntrs.retain(|c| c.h != self.h);
+        g.wakes.remove(Wake::Cntr(self.h));
         if g.core.cntr_close(self.h) == Err(Errno::EBUSY) {
             g.zombies.push(Zombie::Cntr(self.h));
         }

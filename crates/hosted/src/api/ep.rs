@@ -687,13 +687,13 @@ impl<C: Send + 'static> Endpoint<C> {
                     flags |= Flags::REMOTE_CQ_DATA;
                 }
                 match tag {
-                    Some(_) => inner.core.tsendmsg(self.h, &inner.ops, &args, flags),
+                    Some(_) => inner.rt.core.tsendmsg(self.h, &inner.ops, &args, flags),
                     None => {
                         let m = MsgArgs {
                             data: args.data,
                             ..MsgArgs::new(&iov, addr, id.raw())
                         };
-                        inner.core.sendmsg(self.h, &inner.ops, &m, flags)
+                        inner.rt.core.sendmsg(self.h, &inner.ops, &m, flags)
                     }
                 }
             }
@@ -708,7 +708,7 @@ impl<C: Send + 'static> Endpoint<C> {
                     args.data = d;
                     flags |= Flags::REMOTE_CQ_DATA;
                 }
-                inner.core.writemsg(self.h, &inner.ops, &args, flags)
+                inner.rt.core.writemsg(self.h, &inner.ops, &args, flags)
             }
             Kind::Read { from } => {
                 let rma = RmaIov {
@@ -717,7 +717,7 @@ impl<C: Send + 'static> Endpoint<C> {
                     key: from.key,
                 };
                 let args = RmaArgs::new(&iov, addr, rma, id.raw());
-                inner.core.readmsg(self.h, &inner.ops, &args, flags)
+                inner.rt.core.readmsg(self.h, &inner.ops, &args, flags)
             }
             Kind::Recv { tag: None, .. } => {
                 inner
@@ -795,8 +795,8 @@ impl<C: Send + 'static> Endpoint<C> {
             Some(Errno::EAGAIN) => g.progress(),
             Some(_) => return,
         };
-        if !self.shared.manual() && g.link.pending_tx() > 0 {
-            self.shared.kick.signal();
+        if !self.shared.manual() && g.pending_tx() > 0 {
+            self.shared.kick();
         }
     }
 

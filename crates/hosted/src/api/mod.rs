@@ -69,9 +69,7 @@
 //! ```
 
 use std::net::{Ipv4Addr, SocketAddrV4};
-use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Duration;
 
 use dp_kernel::{AfPacketLink, TapLink, UdpConfig, UdpLink};
 use ofi_nostd::addr::EpAddr;
@@ -85,67 +83,47 @@ use ofi_nostd::info::{
     EpType, FabricAttr, Info, Interface, Progress, ProviderConfig, ResourceMgmt, Threading,
     default_info,
 };
-use ofi_nostd::mem::IoVec;
+use ofi_nostd::mem::{IoVec, Memory};
 use ofi_nostd::mr::MrAttr;
 use ofi_nostd::net::{NetConfig, NetStats};
-use wire::link::{Link, Medium};
+use wire::link::{Capabilities, Link, Medium};
 
 mod av;
 mod buf;
 mod cntr;
+mod completion;
 mod cq;
 mod ep;
 mod error;
 mod mr;
-mod plane;
-mod progress;
 mod shared;
 mod table;
-mod wait;
 
 pub use av::Av;
 pub use buf::Buf;
 pub use cntr::Counter;
-pub use cq::{Completion, CompletionError, Cq, CqBatch, RemoteEvent};
+pub use completion::{Completion, CompletionError, RemoteEvent};
+pub use cq::{Cq, CqBatch};
 pub use ep::{AtomicDatatype, AtomicOp, Endpoint, Peek, RemoteRegion};
 pub use error::{Error, PostError, Result};
 pub use mr::Mr;
-pub use plane::{DataPlane, WithFd};
-pub use shared::READS_PER_PASS;
 pub use table::OpId;
-pub use wait::{IDLE_PASSES_PER_CLOCK, PassClock, Sleeper, WaitSet, now, progress_until};
+// The host runtime's parts the API's users name (their old paths).
+pub use crate::runtime::{
+    AutoProgress, DataPlane, HOST_MAX_PEERS, HOST_UNEXP_MSGS, HOST_UNEXP_SLOTS,
+    IDLE_PASSES_PER_CLOCK, PassClock, READS_PER_PASS, Sleeper, WaitSet, WithFd, now,
+    progress_until,
+};
 
+use crate::runtime::wait::{EventFd, WaitSet as Set};
+use crate::runtime::{
+    CoreDomain, CoreFabric, Driver, HOST_ARP_ENTRIES, Policy, ProgressThread, Wake, host_rdm_config,
+};
 use crate::storage::Heap;
-use shared::{CntrState, CqState, DomainRef, Inner, Shared};
-use wait::EventFd;
-
-pub(crate) type CoreDomain = ofi_nostd::domain::Domain<Heap>;
-pub(crate) type CoreFabric = ofi_nostd::fabric::Fabric<Heap>;
+use shared::{CqState, DomainRef, Inner, Shared};
 
 /// Event queues a fabric has room for.
 const MAX_EQS: usize = 16;
-
-/// ARP cache entries of a domain on an Ethernet link.
-const ARP_ENTRIES: usize = 64;
-
-/// Peers an RDM endpoint keeps sessions with on a host: as many addresses as a default
-/// AV holds (an MPI job of that many ranks never waits). Beyond that, sessions idle
-/// for a while make room (`RdmStats::sessions_evicted`). About 3 KiB each, allocated
-/// when the endpoint opens.
-pub const HOST_MAX_PEERS: usize = 1024;
-
-/// Segments of unexpected eager messages an RDM endpoint buffers on a host (a packet's
-/// payload each, at most `RdmConfig::unexp_seg`: 8 KiB; at most 64 MiB in all).
-/// Applications that send far ahead of their receives (an MPI rank posting thousands
-/// of `MPI_Isend` before its first receive) need them, or every sender waits; the
-/// buffer is zeroed memory from the system, so what traffic never fills costs no
-/// resident memory.
-pub const HOST_UNEXP_SLOTS: usize = 8192;
-
-/// Unexpected messages (eager, or rendezvous announcements) an RDM endpoint queues on
-/// a host; as many as its transmit queue holds
-/// ([`ProviderConfig::DEFAULT`]`.tx_size`).
-pub const HOST_UNEXP_MSGS: usize = 8192;
 
 /// An open fabric (fi_fabric(3)): the root every domain is opened from.
 #[derive(Clone)]
@@ -199,27 +177,6 @@ pub enum ProgressMode {
     Auto(AutoProgress),
 }
 
-/// Tuning of the automatic-progress thread.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct AutoProgress {
-    /// How long the thread keeps busy-polling after the last frame moved before it
-    /// sleeps in epoll: latency against CPU.
-    pub spin: Duration,
-    /// The longest sleep when the core names no timeout of its own, so time-driven
-    /// work (ARP retries) runs even when no frame arrives.
-    pub tick: Duration,
-}
-
-impl Default for AutoProgress {
-    /// 50 µs of spinning, a 10 ms tick.
-    fn default() -> Self {
-        AutoProgress {
-            spin: Duration::from_micros(50),
-            tick: Duration::from_millis(10),
-        }
-    }
-}
-
 /// Where a domain on an Ethernet link (TAP, AF_PACKET) sits on its network.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Ethernet {
@@ -240,7 +197,7 @@ enum PlaneSpec {
     Udp(UdpConfig),
     Tap(String, Ethernet),
     AfPacket(String, Ethernet),
-    Custom(Box<dyn plane::Driver>, NetConfig, Medium),
+    Custom(Box<dyn Driver<dyn Memory>>, NetConfig, Capabilities),
 }
 
 /// Options of a domain before it opens; from [`Fabric::domain`].
@@ -297,8 +254,8 @@ impl DomainBuilder<'_> {
     /// Any link (a simulator's, a test double, a wrapped kernel link), the stack at
     /// `net` on it.
     pub fn link<L: DataPlane>(mut self, link: L, net: NetConfig) -> Self {
-        let medium = link.capabilities().medium;
-        self.plane = PlaneSpec::Custom(Box::new(link), net, medium);
+        let caps = link.capabilities();
+        self.plane = PlaneSpec::Custom(Box::new(link), net, caps);
         self
     }
 
@@ -316,31 +273,33 @@ impl DomainBuilder<'_> {
     /// `fi_domain`: opens the data plane and the domain on it. Completions carry
     /// application contexts of type `C`.
     pub fn open<C: Send + 'static>(self) -> Result<Domain<C>> {
-        let (driver, net, medium, name): (Box<dyn plane::Driver>, NetConfig, Medium, String) =
-            match self.plane {
-                PlaneSpec::Udp(cfg) => {
-                    let link = UdpLink::new(cfg)?;
-                    let local = link.local_addr();
-                    let net =
-                        NetConfig::new(&link.capabilities(), local.ip().octets(), local.port());
-                    (Box::new(link), net, Medium::Udp, "udp".to_owned())
-                }
-                PlaneSpec::Tap(name, eth) => {
-                    let link = TapLink::open(Some(&name))?;
-                    link.set_up(true)?;
-                    let mac = eth.mac.unwrap_or_else(random_mac);
-                    let net = ethernet(&link.capabilities(), &eth, mac);
-                    (Box::new(link), net, Medium::Ethernet, name)
-                }
-                PlaneSpec::AfPacket(ifname, eth) => {
-                    let link = AfPacketLink::open(&ifname)?;
-                    let mac = eth.mac.unwrap_or(link.mac());
-                    let net = ethernet(&link.capabilities(), &eth, mac);
-                    (Box::new(link), net, Medium::Ethernet, ifname)
-                }
-                PlaneSpec::Custom(driver, net, medium) => (driver, net, medium, "link".to_owned()),
-            };
-        let ip_mtu = match medium {
+        type Plane = (Box<dyn Driver<dyn Memory>>, NetConfig, Capabilities, String);
+        let (driver, net, caps, name): Plane = match self.plane {
+            PlaneSpec::Udp(cfg) => {
+                let link = UdpLink::new(cfg)?;
+                let local = link.local_addr();
+                let caps = link.capabilities();
+                let net = NetConfig::new(&caps, local.ip().octets(), local.port());
+                (Box::new(link), net, caps, "udp".to_owned())
+            }
+            PlaneSpec::Tap(name, eth) => {
+                let link = TapLink::open(Some(&name))?;
+                link.set_up(true)?;
+                let mac = eth.mac.unwrap_or_else(random_mac);
+                let caps = link.capabilities();
+                let net = ethernet(&caps, &eth, mac);
+                (Box::new(link), net, caps, name)
+            }
+            PlaneSpec::AfPacket(ifname, eth) => {
+                let link = AfPacketLink::open(&ifname)?;
+                let mac = eth.mac.unwrap_or(link.mac());
+                let caps = link.capabilities();
+                let net = ethernet(&caps, &eth, mac);
+                (Box::new(link), net, caps, ifname)
+            }
+            PlaneSpec::Custom(driver, net, caps) => (driver, net, caps, "link".to_owned()),
+        };
+        let ip_mtu = match caps.medium {
             Medium::Udp => net.mtu + 28,
             Medium::Ethernet => net.mtu.saturating_sub(14),
         };
@@ -367,7 +326,7 @@ impl DomainBuilder<'_> {
         info.domain_attr.resource_mgmt = ResourceMgmt::Enabled;
         info.domain_attr.threading = Threading::Safe;
         let dc = DomainConfig {
-            arp_entries: ARP_ENTRIES,
+            arp_entries: HOST_ARP_ENTRIES,
             ..DomainConfig::new(net, cfg, random_u64())
         };
         let link_fd = driver
@@ -378,44 +337,38 @@ impl DomainBuilder<'_> {
             let mut f = self.fabric.lock();
             CoreDomain::open(&mut f, &info, dc, Heap, 0)?
         };
-        // Kernel UDP sockets verify the UDP checksum end to end, and an intact medium
-        // (memif) cannot corrupt, so the protocol's CRC32C (spec 3.3: SHOULD only where
-        // nothing else protects the packet) would only cost CPU on every byte. A peer
-        // that wants it (CRC_RX) still gets it.
-        let rdm = self.rdm.unwrap_or(ofi_nostd::rdm::RdmConfig {
-            crc: medium != Medium::Udp && !net.intact,
-            max_peers: HOST_MAX_PEERS,
-            unexp_slots: HOST_UNEXP_SLOTS,
-            unexp_msgs: HOST_UNEXP_MSGS,
-            ..*core.rdm_config()
-        });
+        let rdm = self
+            .rdm
+            .unwrap_or_else(|| host_rdm_config(core.rdm_config(), &caps));
         core.set_rdm_config(rdm)?;
         let local = core.local_addr();
         let auto = match self.progress {
             ProgressMode::Manual => None,
             ProgressMode::Auto(a) => Some(a),
         };
+        let inner = Inner::new(core, driver);
+        let activity = inner.activity();
         let shared = Arc::new(Shared {
-            inner: Mutex::new(Inner::new(core, driver)),
+            inner: Mutex::new(inner),
             fabric: self.fabric.core.clone(),
             auto,
             link_fd,
-            kick: EventFd::new()?,
-            stop: AtomicBool::new(false),
-            thread: Mutex::new(None),
+            thread: std::sync::OnceLock::new(),
             users: std::sync::atomic::AtomicUsize::new(0),
             info,
             local,
         });
         if let Some(a) = auto {
             let link = shared.link_fd.as_ref().map(|f| f.try_clone()).transpose()?;
-            let kick = std::os::fd::AsFd::as_fd(&shared.kick).try_clone_to_owned()?;
-            let fds = progress::Fds::new(link, kick)?;
             let arc = shared.clone();
-            let t = std::thread::Builder::new()
-                .name("ofi-progress".into())
-                .spawn(move || progress::run(arc, a, fds))?;
-            *shared.thread.lock().unwrap_or_else(PoisonError::into_inner) = Some(t);
+            let t = ProgressThread::spawn(
+                "ofi-progress",
+                Policy::Spin(a),
+                link,
+                activity,
+                move || Some(arc.lock().turn()),
+            )?;
+            let _ = shared.thread.set(t);
         }
         Ok(Domain {
             shared: DomainRef::new(shared),
@@ -525,9 +478,9 @@ impl<C: Send + 'static> Domain<C> {
         let wait = self.wait_set(attr.wait_obj, &event)?;
         let mut g = self.shared.lock();
         let h = g.core.cq_open(attr, 0)?;
+        g.wakes.add(Wake::Cq(h), event.clone());
         g.cqs.push(CqState {
             h,
-            event: event.clone(),
             early: Default::default(),
             remote: Default::default(),
         });
@@ -548,10 +501,7 @@ impl<C: Send + 'static> Domain<C> {
         let wait = self.wait_set(attr.wait_obj, &event)?;
         let mut g = self.shared.lock();
         let h = g.core.cntr_open(attr, 0)?;
-        g.cntrs.push(CntrState {
-            h,
-            event: event.clone(),
-        });
+        g.wakes.add(Wake::Cntr(h), event.clone());
         Ok(Counter::new(self.shared.clone(), h, event, wait))
     }
 
@@ -645,6 +595,6 @@ impl<C: Send + 'static> Domain<C> {
             Some(l) if self.shared.manual() => Some(l.as_fd()),
             _ => None,
         };
-        Ok(Some(wait::WaitSet::new(&[event.as_fd()], link)?))
+        Ok(Some(Set::new(&[event.as_fd()], link)?))
     }
 }

@@ -4,91 +4,32 @@
 use std::collections::{HashSet, VecDeque};
 use std::ops::{Deref, DerefMut};
 use std::os::fd::OwnedFd;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-use std::thread::JoinHandle;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 
 use ofi_nostd::Errno;
 use ofi_nostd::addr::EpAddr;
-use ofi_nostd::cq::{CqEntry, CqErrOut};
 use ofi_nostd::domain::{AvHandle, CntrHandle, CqHandle, EpHandle, PassKind, ProgressReport};
-use ofi_nostd::flags::Flags;
-use ofi_nostd::info::{API_VERSION, Info};
-use ofi_nostd::time::Instant;
+use ofi_nostd::info::Info;
+use ofi_nostd::mem::Memory;
 
 use super::buf::Buf;
-use super::cq::Completion;
-use super::plane::Driver;
+use super::completion::{Completion, Raw, RemoteEvent, read_raw};
 use super::table::{Op, OpId, OpTable};
-use super::wait::{EventFd, PassClock, now};
-use super::{AutoProgress, CoreDomain, CoreFabric};
+use crate::runtime::wait::EventFd;
+use crate::runtime::{
+    AutoProgress, CoreDomain, CoreFabric, Driver, ProgressThread, Runtime, Turn, Wake,
+    nap_until_timer, now, progress_until,
+};
 use crate::storage::Heap;
-
-/// The core domain, present from open until the domain is dropped (then it is taken out
-/// to be closed against its fabric).
-pub(crate) struct Core(Option<CoreDomain>);
-
-impl Deref for Core {
-    type Target = CoreDomain;
-
-    fn deref(&self) -> &CoreDomain {
-        self.0
-            .as_ref()
-            .expect("the core domain lives as long as its Shared")
-    }
-}
-
-impl DerefMut for Core {
-    fn deref_mut(&mut self) -> &mut CoreDomain {
-        self.0
-            .as_mut()
-            .expect("the core domain lives as long as its Shared")
-    }
-}
-
-/// A completion taken out of the core CQ ahead of the application (when an endpoint
-/// closes, so the adapter knows which of its buffers still have completions coming).
-pub(crate) enum Raw {
-    Ok(CqEntry),
-    Err(CqErrOut),
-}
-
-impl Raw {
-    fn context(&self) -> u64 {
-        match self {
-            Raw::Ok(e) => e.op_context,
-            Raw::Err(e) => e.op_context,
-        }
-    }
-
-    /// Whether this completion ends its operation's hold on the buffer: always, except
-    /// for a message into a multi-receive buffer that stays posted (no FI_MULTI_RECV
-    /// in the flags; a canceled buffer comes back with -FI_ECANCELED).
-    fn releases_multi(&self) -> bool {
-        match self {
-            Raw::Ok(e) => e.flags.contains(Flags::MULTI_RECV),
-            Raw::Err(e) => {
-                Flags::from_bits_retain(e.flags).contains(Flags::MULTI_RECV)
-                    || Errno::from_code(e.err) == Some(Errno::ECANCELED)
-            }
-        }
-    }
-}
 
 /// An open CQ's adapter state.
 pub(crate) struct CqState {
     pub h: CqHandle<Heap>,
-    pub event: Arc<EventFd>,
     pub early: VecDeque<Raw>,
     /// Events of peers' RMA writes and atomics with remote CQ data (no operation of
-    /// ours behind them): [`Cq::read_remote`](super::Cq::read_remote) hands them out.
-    pub remote: VecDeque<super::cq::RemoteEvent>,
-}
-
-/// An open counter's adapter state.
-pub(crate) struct CntrState {
-    pub h: CntrHandle,
-    pub event: Arc<EventFd>,
+    /// ours behind them): `Cq::read_remote` hands them out.
+    pub remote: VecDeque<RemoteEvent>,
 }
 
 /// An open endpoint's adapter state.
@@ -105,76 +46,83 @@ pub(crate) enum Zombie {
     Av(AvHandle<Heap>),
 }
 
-/// Everything the domain mutex guards.
+/// Everything the domain mutex guards: the host runtime (core domain, link, pass,
+/// wake-ups) and the API's tables beside it.
 pub(crate) struct Inner<C> {
-    pub core: Core,
-    pub link: Box<dyn Driver>,
+    pub rt: Runtime<dyn Memory, Arc<EventFd>>,
     pub ops: OpTable<C>,
     pub cqs: Vec<CqState>,
-    pub cntrs: Vec<CntrState>,
     pub eps: Vec<EpState>,
     pub zombies: Vec<Zombie>,
     /// Completions that named no posted buffer (a failed inject): counted, skipped.
     pub orphans: u64,
-    /// Completions read since the last progress pass (see [`Inner::read_manual`]).
-    reads_unprogressed: u32,
-    /// A CQ or counter may have a wait armed or a wake-up pending (see
-    /// [`Inner::wake`]); set wherever one is armed or signalled.
-    waits: bool,
-    /// The time passes run at.
-    clock: PassClock,
 }
 
-/// Completions a manual-progress read may hand out from a non-empty CQ before it runs a
-/// progress pass anyway: a stream of completions delays the acknowledgements and sends
-/// the pass would have made by at most this many reads.
-pub const READS_PER_PASS: u32 = 32;
+/// The runtime's core domain and passes, reached as `inner.core`, `inner.wake()`.
+impl<C> Deref for Inner<C> {
+    type Target = Runtime<dyn Memory, Arc<EventFd>>;
+
+    #[inline]
+    fn deref(&self) -> &Self::Target {
+        &self.rt
+    }
+}
+
+impl<C> DerefMut for Inner<C> {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        &mut self.rt
+    }
+}
 
 impl<C: Send + 'static> Inner<C> {
-    pub(crate) fn new(core: CoreDomain, link: Box<dyn Driver>) -> Self {
+    pub(crate) fn new(core: CoreDomain, link: Box<dyn Driver<dyn Memory>>) -> Self {
         Inner {
-            core: Core(Some(core)),
-            link,
+            rt: Runtime::new(core, link),
             ops: OpTable::new(),
             cqs: Vec::new(),
-            cntrs: Vec::new(),
             eps: Vec::new(),
             zombies: Vec::new(),
             orphans: 0,
-            reads_unprogressed: 0,
-            waits: false,
-            clock: PassClock::default(),
         }
     }
 
     /// One pass of progress: receive, deliver, transmit, flush the link, then signal
     /// every wait object whose armed condition now holds.
+    #[inline]
     pub(crate) fn progress(&mut self) -> ofi_nostd::Result<ProgressReport> {
         self.pass(PassKind::Full)
     }
 
     /// The sends posted ([`Domain::progress_tx`](ofi_nostd::domain::Domain::progress_tx)),
     /// then a flush: what a post runs so its packet leaves at once.
+    #[inline]
     pub(crate) fn progress_tx(&mut self) -> ofi_nostd::Result<ProgressReport> {
         self.pass(PassKind::Posted)
     }
 
-    /// `fi_cq_read` of one completion of CQ `h` under manual progress. A completion
-    /// already queued is handed out without a pass (a pass per completion cost more than
-    /// the rest of the read: one receive burst fills the CQ with up to a burst of them),
-    /// unless [`READS_PER_PASS`] were; an empty CQ runs a pass and looks again, as
-    /// fi_cq_read does.
+    #[inline]
+    fn pass(&mut self, kind: PassKind) -> ofi_nostd::Result<ProgressReport> {
+        self.rt.pass(&mut self.ops, kind)
+    }
+
+    /// A full pass as the progress thread sees it.
+    pub(crate) fn turn(&mut self) -> Turn {
+        self.rt.turn(&mut self.ops)
+    }
+
+    /// `fi_cq_read` of one completion of CQ `h` under manual progress: without a pass
+    /// while the runtime's [`ReadBudget`](crate::runtime::ReadBudget) allows; an empty
+    /// CQ runs a pass and looks again, as fi_cq_read does.
     ///
     /// A busy-polling reader mostly finds nothing: an idle CQ is told by two flags, not
     /// by a read ([`Inner::cq_idle`]).
     pub(crate) fn read_manual(&mut self, h: CqHandle<Heap>) -> ofi_nostd::Result<Completion<C>> {
-        if self.reads_unprogressed < READS_PER_PASS && !self.cq_idle(h) {
+        let queued = !self.cq_idle(h);
+        if !self.rt.reads.needs_pass(queued) {
             match self.next_completion(h) {
                 Err(Errno::EAGAIN) => {}
-                r => {
-                    self.reads_unprogressed += 1;
-                    return r;
-                }
+                r => return r,
             }
         }
         let _ = self.progress();
@@ -190,74 +138,25 @@ impl<C: Send + 'static> Inner<C> {
         self.core.cq(h).is_ok_and(|q| q.is_idle()) && !self.has_early(h)
     }
 
-    /// A wait on a CQ or counter was armed (or a CQ signalled): [`Inner::wake`] must
-    /// look at them again.
-    pub(crate) fn note_wait(&mut self) {
-        self.waits = true;
-    }
-
-    fn pass(&mut self, kind: PassKind) -> ofi_nostd::Result<ProgressReport> {
-        self.reads_unprogressed = 0;
-        let at = self.clock.at(kind);
-        let r = self.link.progress(
-            &mut self.core,
-            at,
-            &mut self.ops as &mut dyn ofi_nostd::mem::Memory,
-            kind,
-        );
-        let moved = r.as_ref().map_or(true, |rep| rep.rx + rep.tx > 0);
-        self.clock.after(kind, moved);
-        self.link.flush();
-        self.wake();
-        r
-    }
-
-    /// When the core next needs a progress call even if no frame arrives (an instant
-    /// not after the last pass: as soon as possible).
-    pub(crate) fn next_timeout(&self) -> Option<Instant> {
-        self.core.poll_timeout()
-    }
-
     /// How long a waiter driving manual progress may block: until `deadline`, or the
     /// core's next timer if sooner (see [`nap_until_timer`]).
     pub(crate) fn manual_nap(&mut self, deadline: std::time::Instant) -> std::time::Duration {
-        // A pass that received left its transmit half for the next one: run it before
-        // sleeping, so nothing it would send waits for the nap.
-        if self.core.transmit_owed() {
-            let _ = self.pass(PassKind::Transmit);
-        }
+        let timer = self.rt.before_sleep(&mut self.ops);
         let left = deadline.saturating_duration_since(std::time::Instant::now());
-        match self.next_timeout() {
-            None => left,
-            Some(at) => nap_until_timer(at.saturating_duration_since(now()), left),
-        }
+        timer.map_or(left, |due| nap_until_timer(due, left))
     }
 
-    /// Signals the eventfd of every CQ and counter the core says must wake. Nothing
-    /// can be due while no wait was armed since the last look (every progress pass of
-    /// a busy-polling loop asks).
-    pub(crate) fn wake(&mut self) {
-        if !self.waits {
-            return;
+    /// [`Inner::next_completion`] for a read after the first of a batch: it counts
+    /// toward the read budget as a read of its own would.
+    pub(crate) fn next_completion_counted(
+        &mut self,
+        h: CqHandle<Heap>,
+    ) -> ofi_nostd::Result<Completion<C>> {
+        let r = self.next_completion(h);
+        if r.is_ok() {
+            self.rt.reads.count();
         }
-        let mut armed = false;
-        for c in &self.cqs {
-            if let Ok(q) = self.core.cq_mut(c.h) {
-                if q.take_wakeup() {
-                    c.event.signal();
-                }
-                armed |= q.is_armed();
-            }
-        }
-        for c in &self.cntrs {
-            if let Ok(q) = self.core.cntr_mut(c.h) {
-                if q.take_wakeup() {
-                    c.event.signal();
-                }
-                armed |= q.is_armed();
-            }
-        }
-        self.waits = armed;
+        r
     }
 
     pub(crate) fn cq_state(&mut self, h: CqHandle<Heap>) -> ofi_nostd::Result<&mut CqState> {
@@ -272,7 +171,7 @@ impl<C: Send + 'static> Inner<C> {
         loop {
             let raw = match self.cq_state(h)?.early.pop_front() {
                 Some(r) => r,
-                None => read_raw(&mut self.core, h)?,
+                None => read_raw(&mut self.rt.core, h)?,
             };
             let id = OpId::from_raw(raw.context());
             if let Some(op) = self.ops.get(id)
@@ -290,7 +189,7 @@ impl<C: Send + 'static> Inner<C> {
             };
             match op {
                 Some(op) => return Ok(Completion::new(id, op, raw)),
-                None => match super::cq::RemoteEvent::of(&raw) {
+                None => match RemoteEvent::of(&raw) {
                     Some(ev) => self.cq_state(h)?.remote.push_back(ev),
                     None => self.orphans += 1,
                 },
@@ -300,16 +199,13 @@ impl<C: Send + 'static> Inner<C> {
 
     /// The next remote event of CQ `h` (see [`CqState::remote`]); completions of our
     /// own operations met on the way wait for the next [`Inner::next_completion`].
-    pub(crate) fn next_remote(
-        &mut self,
-        h: CqHandle<Heap>,
-    ) -> ofi_nostd::Result<super::cq::RemoteEvent> {
+    pub(crate) fn next_remote(&mut self, h: CqHandle<Heap>) -> ofi_nostd::Result<RemoteEvent> {
         loop {
             if let Some(ev) = self.cq_state(h)?.remote.pop_front() {
                 return Ok(ev);
             }
-            let raw = read_raw(&mut self.core, h)?;
-            match super::cq::RemoteEvent::of(&raw) {
+            let raw = read_raw(&mut self.rt.core, h)?;
+            match RemoteEvent::of(&raw) {
                 Some(ev) if raw.context() == 0 => return Ok(ev),
                 _ => self.cq_state(h)?.early.push_back(raw),
             }
@@ -337,19 +233,6 @@ impl<C: Send + 'static> Inner<C> {
         self.ops.get(c.op)?.buf.storage().get(off..off + c.len)
     }
 
-    /// [`Inner::next_completion`] for a read after the first of a batch: it counts
-    /// toward [`READS_PER_PASS`] as a read of its own would.
-    pub(crate) fn next_completion_counted(
-        &mut self,
-        h: CqHandle<Heap>,
-    ) -> ofi_nostd::Result<Completion<C>> {
-        let r = self.next_completion(h);
-        if r.is_ok() {
-            self.reads_unprogressed = self.reads_unprogressed.saturating_add(1);
-        }
-        r
-    }
-
     /// Appends the message of `c` (a completion of a message into a multi-receive
     /// buffer still posted) to `to`; whether it was one. Sound under the lock, as
     /// [`Inner::copy_multi`].
@@ -372,7 +255,7 @@ impl<C: Send + 'static> Inner<C> {
         // retransmissions until each acknowledged it (a lost last ACK would fail the
         // peer's send).
         if let Ok(Some(until)) = self.core.ep_begin_close(h, now()) {
-            super::progress_until(until, || {
+            progress_until(until, || {
                 let _ = self.progress();
                 self.core.ep_lingering(h)
             });
@@ -385,7 +268,7 @@ impl<C: Send + 'static> Inner<C> {
         for cq in bound {
             let live = self.cqs.iter().any(|c| c.h == cq);
             loop {
-                match read_raw(&mut self.core, cq) {
+                match read_raw(&mut self.rt.core, cq) {
                     Ok(raw) if live => {
                         if let Ok(s) = self.cq_state(cq) {
                             s.early.push_back(raw);
@@ -417,7 +300,7 @@ impl<C: Send + 'static> Inner<C> {
 
     /// Closes what was dropped while bound, now that it may be free.
     pub(crate) fn reap(&mut self) {
-        let core = &mut self.core;
+        let core = &mut self.rt.core;
         self.zombies.retain(|z| match *z {
             Zombie::Cq(h) => core.cq_close(h).is_err_and(|e| e == Errno::EBUSY),
             Zombie::Cntr(h) => core.cntr_close(h).is_err_and(|e| e == Errno::EBUSY),
@@ -429,54 +312,20 @@ impl<C: Send + 'static> Inner<C> {
     /// deferring the core close while an endpoint is bound.
     pub(crate) fn drop_cq(&mut self, h: CqHandle<Heap>) -> Vec<Op<C>> {
         let mut gone = Vec::new();
+        self.rt.wakes.remove(Wake::Cq(h));
         if let Some(i) = self.cqs.iter().position(|c| c.h == h) {
             let s = self.cqs.swap_remove(i);
             for raw in s.early {
                 gone.extend(self.ops.remove(OpId::from_raw(raw.context())));
             }
         }
-        while let Ok(raw) = read_raw(&mut self.core, h) {
+        while let Ok(raw) = read_raw(&mut self.rt.core, h) {
             gone.extend(self.ops.remove(OpId::from_raw(raw.context())));
         }
         if self.core.cq_close(h) == Err(Errno::EBUSY) {
             self.zombies.push(Zombie::Cq(h));
         }
         gone
-    }
-}
-
-/// The nap of a manual-progress waiter whose core timer is due in `due` (at most
-/// `left`): exactly until the timer, so a held acknowledgement (25 µs) or a
-/// retransmission is not late by a fixed floor; [`MIN_NAP`] when the timer is due
-/// already but the pass just run did not move it (e.g. a full link), so waiting never
-/// spins.
-pub(crate) fn nap_until_timer(
-    due: ofi_nostd::time::Duration,
-    left: std::time::Duration,
-) -> std::time::Duration {
-    let d = match due.total_micros() {
-        0 => MIN_NAP,
-        us => std::time::Duration::from_micros(us),
-    };
-    d.min(left)
-}
-
-/// The nap of a waiter whose work is due but did not move (see [`nap_until_timer`]).
-pub(crate) const MIN_NAP: std::time::Duration = std::time::Duration::from_micros(100);
-
-/// Reads one raw completion (success or error) from the core CQ `h`.
-fn read_raw(core: &mut CoreDomain, h: CqHandle<Heap>) -> ofi_nostd::Result<Raw> {
-    let cq = core.cq_mut(h)?;
-    let mut e = [CqEntry::default()];
-    match cq.read(&mut e) {
-        Ok(1) => Ok(Raw::Ok(e[0])),
-        Ok(_) => Err(Errno::EAGAIN),
-        Err(Errno::EAVAIL) => Ok(Raw::Err(cq.readerr(
-            Flags::empty(),
-            API_VERSION,
-            &mut [],
-        )?)),
-        Err(e) => Err(e),
     }
 }
 
@@ -488,10 +337,8 @@ pub(crate) struct Shared<C: Send + 'static> {
     /// A duplicate of the link's wait descriptor, for wait sets (manual progress) and
     /// the progress thread's epoll.
     pub link_fd: Option<OwnedFd>,
-    /// Wakes the progress thread.
-    pub kick: EventFd,
-    pub stop: AtomicBool,
-    pub thread: Mutex<Option<JoinHandle<()>>>,
+    /// The progress thread (automatic progress), once started.
+    pub thread: OnceLock<ProgressThread>,
     /// Application handles alive ([`DomainRef`]s): the last one to go stops the progress
     /// thread, on the application's thread.
     pub users: AtomicUsize,
@@ -511,22 +358,18 @@ impl<C: Send + 'static> Shared<C> {
     pub(crate) fn manual(&self) -> bool {
         self.auto.is_none()
     }
-}
 
-impl<C: Send + 'static> Shared<C> {
+    /// Wakes the progress thread (work was posted).
+    pub(crate) fn kick(&self) {
+        if let Some(t) = self.thread.get() {
+            t.kick();
+        }
+    }
+
     /// Stops the progress thread and waits for it to finish its pass.
     fn shutdown(&self) {
-        self.stop.store(true, Ordering::Release);
-        self.kick.signal();
-        let thread = self
-            .thread
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .take();
-        if let Some(t) = thread
-            && t.thread().id() != std::thread::current().id()
-        {
-            let _ = t.join();
+        if let Some(t) = self.thread.get() {
+            t.stop();
         }
     }
 }
@@ -542,7 +385,7 @@ impl<C: Send + 'static> Drop for Shared<C> {
             let _ = inner.close_ep(h);
         }
         inner.reap();
-        if let Some(core) = inner.core.0.take() {
+        if let Some(core) = inner.rt.take_core() {
             let mut fabric = self.fabric.lock().unwrap_or_else(PoisonError::into_inner);
             let _ = core.close(&mut fabric);
         }
@@ -587,32 +430,5 @@ impl<C: Send + 'static> Drop for DomainRef<C> {
         if self.0.users.fetch_sub(1, Ordering::AcqRel) == 1 {
             self.0.shutdown();
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use ofi_nostd::time::Duration as CoreDuration;
-    use std::time::Duration;
-
-    #[test]
-    fn a_waiter_naps_until_its_timer_and_never_spins() {
-        let long = Duration::from_secs(1);
-        // A held acknowledgement due in 25 µs is sent on time, not after a floor.
-        assert_eq!(
-            nap_until_timer(CoreDuration::from_micros(25), long),
-            Duration::from_micros(25)
-        );
-        assert_eq!(
-            nap_until_timer(CoreDuration::from_millis(3), long),
-            Duration::from_millis(3)
-        );
-        // Due already but not moved: a short pause, not a spin.
-        assert_eq!(nap_until_timer(CoreDuration::ZERO, long), MIN_NAP);
-        // Never past the caller's deadline.
-        let left = Duration::from_micros(10);
-        assert_eq!(nap_until_timer(CoreDuration::from_micros(25), left), left);
-        assert_eq!(nap_until_timer(CoreDuration::ZERO, left), left);
     }
 }

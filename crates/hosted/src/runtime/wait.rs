@@ -1,77 +1,12 @@
-//! The clock and the blocking primitives: eventfds, epoll sets and bounded polls.
+//! The blocking primitives: eventfds, epoll sets and bounded polls.
 
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
-use std::sync::{Mutex, OnceLock};
+use std::sync::Mutex;
 use std::time::Duration;
 
-use ofi_nostd::domain::PassKind;
-use ofi_nostd::time::Instant;
 use rustix::event::epoll;
 use rustix::event::{EventfdFlags, PollFd, PollFlags, eventfd, poll};
 use rustix::time::Timespec;
-
-/// The core's time on this host: `CLOCK_MONOTONIC` (std's `Instant`) in microseconds
-/// since the first call in this process. Read and converted in plain integers: every
-/// pass that moved something reads it, and std's `elapsed` (a normalising subtraction,
-/// a `Duration`, 128-bit microseconds) cost about as much as the reading itself.
-pub fn now() -> Instant {
-    static EPOCH: OnceLock<u64> = OnceLock::new();
-    let t = dp_kernel::monotonic_micros();
-    let epoch = *EPOCH.get_or_init(|| t);
-    Instant::from_micros(t.saturating_sub(epoch))
-}
-
-/// Passes that found nothing to do between two readings of the clock (see
-/// [`PassClock`]).
-pub const IDLE_PASSES_PER_CLOCK: u32 = 8;
-
-/// The time progress passes run at, for a loop that busy-polls: tens of millions of
-/// empty passes a second, where reading the clock cost as much as the rest of such a
-/// pass. A full pass after fewer than [`IDLE_PASSES_PER_CLOCK`] empty ones in a row
-/// reuses the last reading (at most that many empty passes old: well under a
-/// microsecond of busy-polling, where the core's timers are hundreds of times
-/// coarser); any other pass, and every pass after one that moved something, reads the
-/// clock. Never earlier than a time already handed out.
-#[derive(Debug, Clone, Copy)]
-pub struct PassClock {
-    at: Instant,
-    idle: u32,
-}
-
-impl Default for PassClock {
-    fn default() -> Self {
-        PassClock { at: now(), idle: 0 }
-    }
-}
-
-impl PassClock {
-    /// The time for a pass of `kind`.
-    pub fn at(&mut self, kind: PassKind) -> Instant {
-        if kind != PassKind::Full || self.idle.is_multiple_of(IDLE_PASSES_PER_CLOCK) {
-            self.at = now().max(self.at);
-        }
-        self.at
-    }
-
-    /// What the pass at [`PassClock::at`] did: whether it moved anything.
-    pub fn after(&mut self, kind: PassKind, moved: bool) {
-        self.idle = if kind == PassKind::Full && !moved {
-            self.idle.wrapping_add(1).max(1)
-        } else {
-            0
-        };
-    }
-}
-
-/// Runs `pass` at least once, and again while it returns `true` (more to do) and [`now`]
-/// is before `until`: the progress passes of an endpoint lingering in `fi_close`
-/// ([`Domain::ep_begin_close`], [`Domain::ep_lingering`]).
-///
-/// [`Domain::ep_begin_close`]: ofi_nostd::domain::Domain::ep_begin_close
-/// [`Domain::ep_lingering`]: ofi_nostd::domain::Domain::ep_lingering
-pub fn progress_until(until: Instant, mut pass: impl FnMut() -> bool) {
-    while pass() && now() < until {}
-}
 
 /// A non-blocking eventfd: the wait object progress signals.
 #[derive(Debug)]
@@ -94,6 +29,12 @@ impl EventFd {
     pub(crate) fn drain(&self) {
         let mut b = [0u8; 8];
         let _ = rustix::io::read(&self.0, &mut b);
+    }
+}
+
+impl super::wake::Signal for EventFd {
+    fn signal(&self) {
+        EventFd::signal(self);
     }
 }
 
@@ -225,6 +166,119 @@ impl Drop for Sleeper<'_> {
     }
 }
 
+/// The native wait object of a C provider's CQ, counter or EQ (FI_WAIT_FD): a
+/// [`WaitSet`] over an eventfd progress signals and, for CQs and counters, a timerfd
+/// armed for the core's next timer (retransmissions, acknowledgements, handshake
+/// retries, so a waiter also wakes when only time moves things on) and the link's
+/// descriptor, watched only while someone may sleep.
+#[derive(Debug)]
+pub struct WaitObject {
+    set: WaitSet,
+    event: EventFd,
+    timer: Option<OwnedFd>,
+}
+
+impl WaitObject {
+    /// A wait object over a new eventfd, plus (for CQs and counters) the link's
+    /// descriptor `link` (the set keeps a duplicate) and a timerfd.
+    pub fn new(link: Option<BorrowedFd<'_>>) -> std::io::Result<WaitObject> {
+        let event = EventFd::new()?;
+        let timer = match link {
+            Some(_) => Some(timerfd()?),
+            None => None,
+        };
+        let mut always = vec![event.as_fd()];
+        always.extend(timer.as_ref().map(|t| t.as_fd()));
+        let set = WaitSet::new(&always, link)?;
+        Ok(WaitObject { set, event, timer })
+    }
+
+    /// The descriptor applications poll (FI_GETWAIT): the link is watched from now
+    /// on, since the application may sleep on it (fi_trywait does the same).
+    pub fn fd(&self) -> BorrowedFd<'_> {
+        self.pin();
+        self.set.fd()
+    }
+
+    /// fi_trywait succeeded: the application may sleep on the fd from now on.
+    pub fn pin(&self) {
+        // On failure the link stays unwatched: waits still end on the timer.
+        let _ = self.set.pin();
+    }
+
+    /// The eventfd progress signals (registered with the runtime's wake-ups).
+    pub fn event_fd(&self) -> BorrowedFd<'_> {
+        self.event.as_fd()
+    }
+
+    /// Makes the wait object readable.
+    pub fn signal(&self) {
+        self.event.signal();
+    }
+
+    /// Makes the eventfd unreadable again (before arming a wait).
+    pub fn drain(&self) {
+        self.event.drain();
+    }
+
+    /// Arms the timer to fire after `after` (`None`: disarms it). Re-arming also clears
+    /// an expiry that was not read.
+    pub fn arm_timer(&self, after: Option<Duration>) {
+        if let Some(t) = &self.timer {
+            arm_timer(t, after);
+        }
+    }
+
+    /// Watches the link until the guard drops: a blocking call holds one across all
+    /// its sleeps. `None` if it could not be watched (the sleeps still end on the
+    /// timer or the timeout).
+    pub fn sleeper(&self) -> Option<Sleeper<'_>> {
+        self.set.sleeper().ok()
+    }
+
+    /// Sleeps until the wait object is readable or `timeout` (rounded up to whole
+    /// milliseconds) passes; spurious wake-ups allowed, callers re-check. The link
+    /// counts only under a [`WaitObject::sleeper`] (or after a pin).
+    pub fn wait(&self, timeout: Duration) {
+        let ms = timeout.as_micros().div_ceil(1000).min(u64::MAX as u128) as u64;
+        let mut ev = [epoll::Event {
+            flags: epoll::EventFlags::empty(),
+            data: epoll::EventData::new_u64(0),
+        }; 4];
+        let t = timespec(Duration::from_millis(ms));
+        let _ = epoll::wait(&self.set.epoll, &mut ev[..], Some(&t));
+    }
+
+    /// Whether the link is in the set now.
+    pub fn watching_link(&self) -> bool {
+        self.set.watching_link()
+    }
+}
+
+/// A non-blocking monotonic timerfd.
+pub(crate) fn timerfd() -> rustix::io::Result<OwnedFd> {
+    use rustix::time::{TimerfdClockId, TimerfdFlags};
+    rustix::time::timerfd_create(
+        TimerfdClockId::Monotonic,
+        TimerfdFlags::CLOEXEC | TimerfdFlags::NONBLOCK,
+    )
+}
+
+/// Arms timerfd `t` to fire once after `after` (at least a nanosecond; `None`:
+/// disarmed).
+pub(crate) fn arm_timer(t: &OwnedFd, after: Option<Duration>) {
+    use rustix::time::{Itimerspec, TimerfdTimerFlags};
+    let value = after.map_or(Duration::ZERO, |d| d.max(Duration::from_nanos(1)));
+    let _ = rustix::time::timerfd_settime(
+        t,
+        TimerfdTimerFlags::empty(),
+        &Itimerspec {
+            it_interval: timespec(Duration::ZERO),
+            it_value: timespec(value),
+        },
+    );
+}
+
 pub(crate) fn timespec(d: Duration) -> Timespec {
     Timespec::try_from(d).unwrap_or(Timespec {
         tv_sec: i64::MAX,
@@ -298,53 +352,36 @@ mod tests {
     }
 
     #[test]
-    fn progress_until_stops_when_the_pass_is_done_or_at_the_deadline() {
-        // Done after three passes, long before the deadline.
-        let mut n = 0;
-        progress_until(now() + ofi_nostd::time::Duration::from_secs(60), || {
-            n += 1;
-            n < 3
-        });
-        assert_eq!(n, 3);
-        // At least one pass even when the deadline has passed.
-        let mut n = 0;
-        progress_until(Instant::ZERO, || {
-            n += 1;
-            true
-        });
-        assert_eq!(n, 1);
-        // A pass that always has more stops at the deadline.
-        let until = now() + ofi_nostd::time::Duration::from_millis(5);
-        progress_until(until, || true);
-        assert!(now() >= until);
-    }
-
-    #[test]
-    fn a_pass_clock_skips_readings_only_between_empty_full_passes() {
-        let nap = || std::thread::sleep(std::time::Duration::from_millis(2));
-        let mut c = PassClock::default();
-        let t0 = c.at(PassKind::Full);
-        c.after(PassKind::Full, false);
-        // Empty full passes reuse the reading, however long they take...
-        for _ in 1..IDLE_PASSES_PER_CLOCK {
-            nap();
-            assert_eq!(c.at(PassKind::Full), t0);
-            c.after(PassKind::Full, false);
-        }
-        // ...until the next reading is due.
-        let t1 = c.at(PassKind::Full);
-        assert!(t1 > t0);
-        // A pass that moved something: the next one reads the clock.
-        c.after(PassKind::Full, true);
-        nap();
-        let t2 = c.at(PassKind::Full);
-        assert!(t2 > t1);
-        c.after(PassKind::Full, false);
-        // A post's pass always reads it, and time never goes back.
-        nap();
-        let t3 = c.at(PassKind::Posted);
-        assert!(t3 > t2);
-        c.after(PassKind::Posted, false);
-        assert!(c.at(PassKind::Full) >= t3);
+    fn a_wait_object_wakes_on_its_timer_and_watches_the_link_while_sleeping() {
+        let (a, b) = std::os::unix::net::UnixDatagram::pair().unwrap();
+        let w = WaitObject::new(Some(b.as_fd())).unwrap();
+        w.arm_timer(Some(Duration::from_millis(1)));
+        w.wait(Duration::from_secs(1));
+        assert!(readable(w.set.fd()));
+        w.arm_timer(None);
+        assert!(!readable(w.set.fd()));
+        a.send(b"x").unwrap();
+        assert!(
+            !w.watching_link(),
+            "nobody sleeps: the data plane is not watched"
+        );
+        assert!(!readable(w.set.fd()));
+        // A sleeper watches it: a datagram already there ends the sleep at once.
+        let s = w.sleeper();
+        assert!(w.watching_link());
+        let t = std::time::Instant::now();
+        w.wait(Duration::from_secs(5));
+        assert!(t.elapsed() < Duration::from_secs(4));
+        drop(s);
+        assert!(!w.watching_link());
+        // FI_GETWAIT (as fi_trywait) watches it for good.
+        assert!(readable(w.fd()));
+        assert!(w.watching_link());
+        // The eventfd is always watched.
+        let e = WaitObject::new(None).unwrap();
+        e.signal();
+        assert!(readable(e.fd()));
+        e.drain();
+        assert!(!readable(e.fd()));
     }
 }

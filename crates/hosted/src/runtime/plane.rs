@@ -11,6 +11,7 @@ use wire::link::{Capabilities, Link, RxMeta, TxMeta};
 
 use super::CoreDomain;
 use crate::fault::FaultLink;
+use crate::mem::RawMemory;
 use crate::pcap::PcapLink;
 
 /// A link a domain can run on: any [`Link`] that can move to the progress thread, plus
@@ -153,21 +154,66 @@ impl<L: DataPlane, W: Write + Send + 'static> DataPlane for PcapLink<L, W> {
     }
 }
 
-/// The object-safe face of a [`DataPlane`] the domain keeps (links have generic
-/// methods, so the domain stores them behind this).
-pub(crate) trait Driver: Send {
+/// The object-safe face of a data plane the runtime keeps (links have generic
+/// methods, so the runtime stores them behind this), for passes that copy through
+/// memory `M`: `dyn Memory` (the safe API's table of buffers) or [`RawMemory`] (the C
+/// provider's raw pointers).
+pub trait Driver<M: ?Sized>: Send {
     /// A progress pass of `core` over this link, of the parts `kind` names
-    /// ([`Domain::progress_pass`](ofi_nostd::domain::Domain::progress_pass)).
+    /// ([`Domain::progress_pass`](ofi_nostd::domain::Domain::progress_pass)), then a
+    /// flush of what it queued.
     fn progress(
         &mut self,
         core: &mut CoreDomain,
         now: Instant,
-        mem: &mut dyn Memory,
+        mem: &mut M,
         kind: PassKind,
     ) -> ofi_nostd::Result<ProgressReport>;
-    fn flush(&mut self) -> usize;
+    /// Transmissions queued and not yet accepted by the device.
     fn pending_tx(&self) -> usize;
+    /// The descriptor that becomes readable when frames arrive, if any.
     fn wait_fd(&self) -> Option<BorrowedFd<'_>>;
+}
+
+/// Memory a pass can copy through: the core's passes are generic over a sized
+/// [`Memory`], so a `dyn Memory` goes in a sized wrapper and [`RawMemory`] as it is
+/// (no virtual call per copy on the provider's data path).
+pub trait PassMemory {
+    /// [`Domain::progress_pass`](ofi_nostd::domain::Domain::progress_pass) over `link`
+    /// with this memory.
+    fn pass<L: Link>(
+        &mut self,
+        core: &mut CoreDomain,
+        now: Instant,
+        link: &mut L,
+        kind: PassKind,
+    ) -> ofi_nostd::Result<ProgressReport>;
+}
+
+impl PassMemory for dyn Memory + '_ {
+    #[inline]
+    fn pass<L: Link>(
+        &mut self,
+        core: &mut CoreDomain,
+        now: Instant,
+        link: &mut L,
+        kind: PassKind,
+    ) -> ofi_nostd::Result<ProgressReport> {
+        core.progress_pass(now, link, &mut DynMem(self), kind)
+    }
+}
+
+impl PassMemory for RawMemory {
+    #[inline]
+    fn pass<L: Link>(
+        &mut self,
+        core: &mut CoreDomain,
+        now: Instant,
+        link: &mut L,
+        kind: PassKind,
+    ) -> ofi_nostd::Result<ProgressReport> {
+        core.progress_pass(now, link, self, kind)
+    }
 }
 
 /// A `&mut dyn Memory` as a sized [`Memory`] for the core's generic calls.
@@ -191,19 +237,17 @@ impl Memory for DynMem<'_> {
     }
 }
 
-impl<L: DataPlane> Driver for L {
+impl<L: DataPlane, M: PassMemory + ?Sized> Driver<M> for L {
     fn progress(
         &mut self,
         core: &mut CoreDomain,
         now: Instant,
-        mem: &mut dyn Memory,
+        mem: &mut M,
         kind: PassKind,
     ) -> ofi_nostd::Result<ProgressReport> {
-        core.progress_pass(now, self, &mut DynMem(mem), kind)
-    }
-
-    fn flush(&mut self) -> usize {
-        DataPlane::flush(self)
+        let r = mem.pass(core, now, self, kind);
+        DataPlane::flush(self);
+        r
     }
 
     fn pending_tx(&self) -> usize {
@@ -212,5 +256,67 @@ impl<L: DataPlane> Driver for L {
 
     fn wait_fd(&self) -> Option<BorrowedFd<'_>> {
         DataPlane::wait_fd(self)
+    }
+}
+
+/// A data plane behind a fault injector whose clock follows the passes (the C
+/// provider's `loss` parameter), where [`FaultLink`] as a [`DataPlane`] leaves its
+/// clock to the caller.
+pub struct Clocked<L>(pub FaultLink<L>);
+
+impl<L: DataPlane, M: PassMemory + ?Sized> Driver<M> for Clocked<L> {
+    fn progress(
+        &mut self,
+        core: &mut CoreDomain,
+        now: Instant,
+        mem: &mut M,
+        kind: PassKind,
+    ) -> ofi_nostd::Result<ProgressReport> {
+        self.0.set_now(now);
+        Driver::<M>::progress(&mut self.0, core, now, mem, kind)
+    }
+
+    fn pending_tx(&self) -> usize {
+        DataPlane::pending_tx(&self.0)
+    }
+
+    fn wait_fd(&self) -> Option<BorrowedFd<'_>> {
+        DataPlane::wait_fd(&self.0)
+    }
+}
+
+/// A poll-mode data plane (DPDK) with a descriptor that is always readable, so that
+/// whoever waits on it polls instead of sleeping.
+pub struct PollMode<P> {
+    plane: P,
+    ready: OwnedFd,
+}
+
+impl<P> PollMode<P> {
+    /// `plane`, with a new always-readable descriptor.
+    pub fn new(plane: P) -> rustix::io::Result<Self> {
+        use rustix::event::{EventfdFlags, eventfd};
+        let ready = eventfd(1, EventfdFlags::CLOEXEC | EventfdFlags::NONBLOCK)?;
+        Ok(PollMode { plane, ready })
+    }
+}
+
+impl<P: DataPlane, M: PassMemory + ?Sized> Driver<M> for PollMode<P> {
+    fn progress(
+        &mut self,
+        core: &mut CoreDomain,
+        now: Instant,
+        mem: &mut M,
+        kind: PassKind,
+    ) -> ofi_nostd::Result<ProgressReport> {
+        Driver::<M>::progress(&mut self.plane, core, now, mem, kind)
+    }
+
+    fn pending_tx(&self) -> usize {
+        DataPlane::pending_tx(&self.plane)
+    }
+
+    fn wait_fd(&self) -> Option<BorrowedFd<'_>> {
+        Some(self.ready.as_fd())
     }
 }

@@ -1,0 +1,543 @@
+//! `struct fid_ep`: active endpoints (fi_endpoint(3)), FI_EP_RDM and FI_EP_DGRAM, split
+//! as libfabric's own providers split theirs: the endpoint object here (lifecycle,
+//! bind, control, options), connection management in [`cm`], and one file per
+//! operation family: [`msg`] (fi_msg(3)), [`tagged`] (fi_tagged(3)), [`rma`]
+//! (fi_rma(3)) and [`atomic`] (fi_atomic(3)).
+//!
+//! Every operation goes to the core domain ([`ofi_nostd::domain::Domain`]), which checks
+//! state, bindings, sizes and flags; these modules turn C arguments into core arguments
+//! (`args`: `void *` contexts and buffers become `u64` addresses, copies go through
+//! [`hosted::mem::RawMemory`] under libfabric's buffer contract) and run progress
+//! (FI_PROGRESS_MANUAL): after every send post, so data leaves at once, and after a
+//! post refused with -FI_EAGAIN, so a retry can succeed. CQ and counter reads run it
+//! too. Collectives have a table whose every entry is -FI_ENOSYS.
+//!
+//! Aliases (`fi_ep_alias`) are fids of their own that name the same core endpoint and
+//! carry their own default operation flags; a post through an alias runs with those
+//! flags swapped in.
+
+use std::ffi::{c_int, c_void};
+use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
+
+use hosted::storage::Heap;
+use ofi_nostd::Errno;
+use ofi_nostd::domain::{BindTarget, Domain, EpHandle};
+use ofi_nostd::ep::{EpOpt, RX_OP_FLAGS, tx_defaults_ok};
+use ofi_nostd::flags::Flags;
+
+use crate::av::AvFid;
+use crate::cntr::CntrFid;
+use crate::cq::CqFid;
+use crate::domain::DomainFid;
+use crate::eq::EqFid;
+use crate::fid::{FidObject, no_ops_open, no_ops_set, no_tostr, object, publish, release};
+use crate::sys;
+use crate::util::{neg, put, ret, ret_len};
+use args::{After, addr, ctx};
+
+mod args;
+pub mod atomic;
+pub mod cm;
+pub mod msg;
+pub mod rma;
+pub mod tagged;
+
+/// An open endpoint, or an alias of one.
+#[repr(C)]
+pub struct EpFid {
+    c: sys::fid_ep,
+    domain: *const DomainFid,
+    handle: EpHandle<Heap>,
+    /// The endpoint this fid is an alias of; NULL for the endpoint itself.
+    parent: *const EpFid,
+    /// An alias's default transmit flags.
+    alias_tx: AtomicU64,
+    /// An alias's default receive flags.
+    alias_rx: AtomicU64,
+    /// The bound event queue (released on close).
+    eq: AtomicPtr<EqFid>,
+}
+
+static EP_FI_OPS: sys::fi_ops = sys::fi_ops {
+    size: size_of::<sys::fi_ops>(),
+    close: Some(close),
+    bind: Some(bind),
+    control: Some(control),
+    ops_open: Some(no_ops_open),
+    tostr: Some(no_tostr),
+    ops_set: Some(no_ops_set),
+};
+
+static EP_OPS: sys::fi_ops_ep = sys::fi_ops_ep {
+    size: size_of::<sys::fi_ops_ep>(),
+    cancel: Some(cancel),
+    getopt: Some(getopt),
+    setopt: Some(setopt),
+    tx_ctx: Some(tx_ctx),
+    rx_ctx: Some(rx_ctx),
+    rx_size_left: Some(rx_size_left),
+    tx_size_left: Some(tx_size_left),
+};
+
+// SAFETY: #[repr(C)] with the fid_ep (fid first) as first field; only `open` and the
+// FI_ALIAS control make fids with this class and ops.
+unsafe impl FidObject for EpFid {
+    const CLASS: u32 = sys::FI_CLASS_EP;
+    fn fi_ops() -> *const sys::fi_ops {
+        &raw const EP_FI_OPS
+    }
+}
+
+impl EpFid {
+    fn new(
+        domain: &DomainFid,
+        handle: EpHandle<Heap>,
+        parent: *const EpFid,
+        flags: (Flags, Flags),
+        context: *mut c_void,
+    ) -> EpFid {
+        EpFid {
+            c: sys::fid_ep {
+                fid: EpFid::header(context),
+                ops: (&raw const EP_OPS).cast_mut(),
+                cm: (&raw const cm::CM_OPS).cast_mut(),
+                msg: (&raw const msg::MSG_OPS).cast_mut(),
+                rma: (&raw const rma::RMA_OPS).cast_mut(),
+                tagged: (&raw const tagged::TAGGED_OPS).cast_mut(),
+                atomic: (&raw const atomic::ATOMIC_OPS).cast_mut(),
+                collective: (&raw const crate::stubs::COLLECTIVE_OPS).cast_mut(),
+            },
+            domain: std::ptr::from_ref(domain),
+            handle,
+            parent,
+            alias_tx: AtomicU64::new(flags.0.bits()),
+            alias_rx: AtomicU64::new(flags.1.bits()),
+            eq: AtomicPtr::new(std::ptr::null_mut()),
+        }
+    }
+
+    pub(crate) fn domain(&self) -> &DomainFid {
+        // SAFETY: a domain outlives its endpoints (its fi_close is refused while one is
+        // open).
+        unsafe { &*self.domain }
+    }
+
+    fn is_alias(&self) -> bool {
+        !self.parent.is_null()
+    }
+
+    /// Runs `f` on the core endpoint's operations for a data-path call, with an
+    /// alias's default flags in force; then the pass `kick` asks for (a full pass when
+    /// the core refused with -FI_EAGAIN, so the retry can succeed).
+    pub(crate) fn op<R>(
+        &self,
+        kick: After,
+        f: impl FnOnce(&mut Domain<Heap>, EpHandle<Heap>) -> Result<R, Errno>,
+    ) -> Result<R, Errno> {
+        self.domain().data(|st| {
+            let h = self.handle;
+            let r = if self.is_alias() {
+                let ep = st.core.ep_mut(h)?;
+                let saved = (ep.getopsflag(Flags::TRANSMIT)?, ep.getopsflag(Flags::RECV)?);
+                let alias = (
+                    Flags::from_bits_retain(self.alias_tx.load(Ordering::Relaxed)),
+                    Flags::from_bits_retain(self.alias_rx.load(Ordering::Relaxed)),
+                );
+                ep.setopsflag(Flags::TRANSMIT | alias.0)?;
+                ep.setopsflag(Flags::RECV | alias.1)?;
+                let r = f(&mut st.core, h);
+                if let Ok(ep) = st.core.ep_mut(h) {
+                    let _ = ep.setopsflag(Flags::TRANSMIT | saved.0);
+                    let _ = ep.setopsflag(Flags::RECV | saved.1);
+                }
+                r
+            } else {
+                f(&mut st.core, h)
+            };
+            if kick == After::Progress || matches!(r, Err(Errno::EAGAIN)) {
+                st.progress();
+            } else if kick == After::Transmit {
+                st.progress_tx();
+            } else if r.is_err() {
+                st.wake();
+            }
+            r
+        })
+    }
+}
+
+/// The endpoint behind `p`.
+///
+/// # Safety
+///
+/// As [`object`].
+pub(crate) unsafe fn ep<'a>(p: *const sys::fid_ep) -> Result<&'a EpFid, Errno> {
+    // SAFETY: forwarded contract; the fid is the first field.
+    unsafe { object::<EpFid>(p.cast()) }
+}
+
+/// `fi_endpoint`: an FI_EP_RDM or FI_EP_DGRAM endpoint with the attributes of `info`
+/// (as getinfo returned it, possibly narrowed).
+///
+/// # Safety
+///
+/// Called through the application's `fi_endpoint` with valid or NULL pointers.
+pub unsafe extern "C" fn open(
+    domain: *mut sys::fid_domain,
+    info: *mut sys::fi_info,
+    ep_out: *mut *mut sys::fid_ep,
+    context: *mut c_void,
+) -> c_int {
+    // SAFETY: forwarded contract.
+    let d = match unsafe { DomainFid::from_c(domain) } {
+        Ok(d) => d,
+        Err(e) => return neg(e),
+    };
+    if info.is_null() || ep_out.is_null() {
+        return neg(Errno::EINVAL);
+    }
+    // SAFETY: a non-NULL info of the application is a valid fi_info.
+    let Some(info) = (unsafe { crate::info::from_c(info) }) else {
+        return neg(Errno::EINVAL);
+    };
+    let h = match d.with(|core| core.ep_open(&info, ctx(context))) {
+        Ok(h) => h,
+        Err(e) => return neg(e),
+    };
+    let obj = publish(EpFid::new(
+        d,
+        h,
+        std::ptr::null(),
+        (Flags::empty(), Flags::empty()),
+        context,
+    ));
+    // SAFETY: checked non-NULL above.
+    ret(unsafe { put(ep_out, obj.cast::<sys::fid_ep>()) })
+}
+
+/// `fi_close(ep)`: outstanding operations are discarded; -FI_EBUSY while aliases are
+/// open. Closing an alias releases only the alias.
+unsafe extern "C" fn close(fid: *mut sys::fid) -> c_int {
+    // SAFETY: NULL or a fid (fi_close's contract).
+    let e = match unsafe { object::<EpFid>(fid) } {
+        Ok(e) => e,
+        Err(err) => return neg(err),
+    };
+    let r = e.domain().control(|st| {
+        if e.is_alias() {
+            st.core.ep_mut(e.handle)?.alias_close()
+        } else {
+            // Acknowledge what arrived, send every peer a CLOSE, and linger for
+            // retransmissions until each acknowledged it (a lost last ACK would fail
+            // the peer's send).
+            if let Ok(Some(until)) = st.core.ep_begin_close(e.handle, hosted::api::now()) {
+                hosted::api::progress_until(until, || {
+                    st.progress();
+                    st.core.ep_lingering(e.handle)
+                });
+            }
+            st.core.ep_close(e.handle)
+        }
+    });
+    if let Err(err) = r {
+        return neg(err);
+    }
+    let eq = e.eq.load(Ordering::Acquire);
+    if !eq.is_null() {
+        // SAFETY: a bound EQ cannot close while bound (its fi_close is refused).
+        unsafe { &*eq }.bind_ref(false);
+    }
+    // SAFETY: published by `open` or FI_ALIAS, closed in the core, given up by the
+    // application.
+    unsafe { release(e) };
+    0
+}
+
+/// `fi_ep_bind`: a CQ (FI_TRANSMIT / FI_RECV / FI_SELECTIVE_COMPLETION), a counter
+/// (FI_SEND, FI_RECV, ...), the AV or an EQ, all before fi_enable, per the core's
+/// rules. Objects of another domain are -FI_EDOMAIN; memory regions (FI_MR_ENDPOINT is
+/// not offered) and other fids are -FI_EINVAL; shared contexts -FI_ENOSYS.
+unsafe extern "C" fn bind(fid: *mut sys::fid, bfid: *mut sys::fid, flags: u64) -> c_int {
+    // SAFETY: NULL or a fid.
+    let e = match unsafe { object::<EpFid>(fid) } {
+        Ok(e) => e,
+        Err(err) => return neg(err),
+    };
+    if e.is_alias() || bfid.is_null() {
+        return neg(Errno::EINVAL);
+    }
+    let flags = Flags::from_bits_retain(flags);
+    // SAFETY: non-NULL, a fid of some object (application's contract).
+    let class = unsafe { bfid.read_unaligned() }.fclass as u32;
+    let same = |p: *const DomainFid| {
+        if std::ptr::eq(p, e.domain) {
+            Ok(())
+        } else {
+            Err(Errno::EDOMAIN)
+        }
+    };
+    let r = (|| -> Result<(), Errno> {
+        match class {
+            sys::FI_CLASS_CQ => {
+                // SAFETY: a fid (contract).
+                let c = unsafe { object::<CqFid>(bfid) }?;
+                same(c.domain_ptr())?;
+                e.domain()
+                    .with(|d| d.ep_bind(e.handle, BindTarget::Cq(c.handle()), flags))
+            }
+            sys::FI_CLASS_CNTR => {
+                // SAFETY: a fid (contract).
+                let c = unsafe { object::<CntrFid>(bfid) }?;
+                same(c.domain_ptr())?;
+                e.domain()
+                    .with(|d| d.ep_bind(e.handle, BindTarget::Cntr(c.handle()), flags))
+            }
+            sys::FI_CLASS_AV => {
+                // SAFETY: a fid (contract).
+                let a = unsafe { object::<AvFid>(bfid) }?;
+                same(a.domain_ptr())?;
+                e.domain()
+                    .with(|d| d.ep_bind(e.handle, BindTarget::Av(a.handle()), flags))
+            }
+            sys::FI_CLASS_EQ => {
+                // SAFETY: a fid (contract).
+                let q = unsafe { object::<EqFid>(bfid) }?;
+                if !std::ptr::eq(q.fabric_ptr(), e.domain().fabric_ptr()) {
+                    return Err(Errno::EDOMAIN);
+                }
+                let token = addr(std::ptr::from_ref(q));
+                e.domain()
+                    .with(|d| d.ep_bind(e.handle, BindTarget::Eq(token), flags))?;
+                q.bind_ref(true);
+                e.eq.store(std::ptr::from_ref(q).cast_mut(), Ordering::Release);
+                Ok(())
+            }
+            sys::FI_CLASS_STX_CTX | sys::FI_CLASS_SRX_CTX => Err(Errno::ENOSYS),
+            _ => Err(Errno::EINVAL),
+        }
+    })();
+    ret(r)
+}
+
+/// `fi_control` of an endpoint: FI_ENABLE, FI_GETOPSFLAG, FI_SETOPSFLAG, FI_ALIAS.
+/// FI_GETWAIT and other commands are -FI_ENOSYS (endpoints have no wait object).
+unsafe extern "C" fn control(fid: *mut sys::fid, cmd: c_int, arg: *mut c_void) -> c_int {
+    // SAFETY: NULL or a fid.
+    let e = match unsafe { object::<EpFid>(fid) } {
+        Ok(e) => e,
+        Err(err) => return neg(err),
+    };
+    let Ok(cmd) = u32::try_from(cmd) else {
+        return neg(Errno::ENOSYS);
+    };
+    let r = match cmd {
+        sys::FI_ENABLE => {
+            if e.is_alias() {
+                Err(Errno::EINVAL)
+            } else {
+                e.domain().with(|d| d.ep_enable(e.handle))
+            }
+        }
+        sys::FI_GETOPSFLAG => {
+            let p = arg.cast::<u64>();
+            if p.is_null() {
+                return neg(Errno::EINVAL);
+            }
+            // SAFETY: FI_GETOPSFLAG's argument is a `uint64_t *` (non-NULL).
+            let f = Flags::from_bits_retain(unsafe { p.read_unaligned() });
+            let got = if e.is_alias() {
+                match (f.contains(Flags::TRANSMIT), f.contains(Flags::RECV)) {
+                    (true, false) => Ok(e.alias_tx.load(Ordering::Relaxed)),
+                    (false, true) => Ok(e.alias_rx.load(Ordering::Relaxed)),
+                    _ => Err(Errno::EINVAL),
+                }
+            } else {
+                e.domain()
+                    .with(|d| Ok(d.ep(e.handle)?.getopsflag(f)?.bits()))
+            };
+            // SAFETY: as above.
+            got.map(|v| unsafe { p.write_unaligned(v) })
+        }
+        sys::FI_SETOPSFLAG => {
+            let p = arg.cast::<u64>();
+            if p.is_null() {
+                return neg(Errno::EINVAL);
+            }
+            // SAFETY: FI_SETOPSFLAG's argument is a `uint64_t *` (non-NULL).
+            let f = Flags::from_bits_retain(unsafe { p.read_unaligned() });
+            if e.is_alias() {
+                let ops = f.difference(Flags::TRANSMIT | Flags::RECV);
+                let tx_ok = e
+                    .domain()
+                    .with(|d| Ok(tx_defaults_ok(d.ep(e.handle)?.ep_type(), ops)));
+                match (f.contains(Flags::TRANSMIT), f.contains(Flags::RECV)) {
+                    (true, false) if tx_ok == Ok(true) => {
+                        e.alias_tx.store(ops.bits(), Ordering::Relaxed);
+                        Ok(())
+                    }
+                    (false, true) if RX_OP_FLAGS.contains(ops) => {
+                        e.alias_rx.store(ops.bits(), Ordering::Relaxed);
+                        Ok(())
+                    }
+                    _ => Err(Errno::EINVAL),
+                }
+            } else {
+                e.domain().with(|d| d.ep_mut(e.handle)?.setopsflag(f))
+            }
+        }
+        sys::FI_ALIAS => {
+            let a = arg.cast::<sys::fi_alias>();
+            if a.is_null() || e.is_alias() {
+                return neg(Errno::EINVAL);
+            }
+            // SAFETY: FI_ALIAS's argument is a `struct fi_alias *` (non-NULL).
+            let a = unsafe { a.read_unaligned() };
+            if a.fid.is_null() {
+                return neg(Errno::EINVAL);
+            }
+            let flags = Flags::from_bits_retain(a.flags);
+            match e.domain().with(|d| d.ep_mut(e.handle)?.alias(flags)) {
+                Ok(defaults) => {
+                    let obj = publish(EpFid::new(
+                        e.domain(),
+                        e.handle,
+                        std::ptr::from_ref(e),
+                        defaults,
+                        e.c.fid.context,
+                    ));
+                    // SAFETY: checked non-NULL; a `struct fid **` (contract).
+                    unsafe { a.fid.write_unaligned(obj.cast::<sys::fid>()) };
+                    Ok(())
+                }
+                Err(err) => Err(err),
+            }
+        }
+        _ => Err(Errno::ENOSYS),
+    };
+    ret(r)
+}
+
+/// `fi_cancel`: a queued operation with this context completes with an FI_ECANCELED
+/// error entry; 0 either way ("request submitted").
+unsafe extern "C" fn cancel(fid: *mut sys::fid, context: *mut c_void) -> isize {
+    // SAFETY: NULL or a fid.
+    let e = match unsafe { object::<EpFid>(fid) } {
+        Ok(e) => e,
+        Err(err) => return ret_len(Err(err)),
+    };
+    ret_len(
+        e.domain()
+            .data(|st| {
+                let r = st.core.ep_cancel(e.handle, ctx(context));
+                st.wake();
+                r
+            })
+            .map(|()| 0),
+    )
+}
+
+/// `fi_getopt` at FI_OPT_ENDPOINT (size_t options); -FI_ETOOSMALL for a short buffer.
+unsafe extern "C" fn getopt(
+    fid: *mut sys::fid,
+    level: c_int,
+    optname: c_int,
+    optval: *mut c_void,
+    optlen: *mut usize,
+) -> c_int {
+    // SAFETY: NULL or a fid.
+    let e = match unsafe { object::<EpFid>(fid) } {
+        Ok(e) => e,
+        Err(err) => return neg(err),
+    };
+    if optval.is_null() || optlen.is_null() {
+        return neg(Errno::EINVAL);
+    }
+    let r = EpOpt::from_raw(optname)
+        .and_then(|opt| e.domain().with(|d| d.ep(e.handle)?.getopt(level, opt)));
+    let v = match r {
+        Ok(v) => v,
+        Err(err) => return neg(err),
+    };
+    // SAFETY: checked non-NULL; the application's buffer of `*optlen` bytes.
+    unsafe {
+        let room = optlen.read_unaligned();
+        optlen.write_unaligned(size_of::<usize>());
+        if room < size_of::<usize>() {
+            return neg(Errno::ETOOSMALL);
+        }
+        optval.cast::<usize>().write_unaligned(v);
+    }
+    0
+}
+
+/// `fi_setopt` at FI_OPT_ENDPOINT (size_t options).
+unsafe extern "C" fn setopt(
+    fid: *mut sys::fid,
+    level: c_int,
+    optname: c_int,
+    optval: *const c_void,
+    optlen: usize,
+) -> c_int {
+    // SAFETY: NULL or a fid.
+    let e = match unsafe { object::<EpFid>(fid) } {
+        Ok(e) => e,
+        Err(err) => return neg(err),
+    };
+    if optval.is_null() || optlen < size_of::<usize>() {
+        return neg(Errno::EINVAL);
+    }
+    // SAFETY: checked non-NULL and long enough.
+    let v = unsafe { optval.cast::<usize>().read_unaligned() };
+    ret(EpOpt::from_raw(optname).and_then(|opt| {
+        e.domain()
+            .with(|d| d.ep_mut(e.handle)?.setopt(level, opt, v))
+    }))
+}
+
+/// `fi_tx_context`: scalable endpoints are not offered.
+unsafe extern "C" fn tx_ctx(
+    _sep: *mut sys::fid_ep,
+    _index: c_int,
+    _attr: *mut sys::fi_tx_attr,
+    _tx: *mut *mut sys::fid_ep,
+    _context: *mut c_void,
+) -> c_int {
+    neg(Errno::ENOSYS)
+}
+
+/// `fi_rx_context`: scalable endpoints are not offered.
+unsafe extern "C" fn rx_ctx(
+    _sep: *mut sys::fid_ep,
+    _index: c_int,
+    _attr: *mut sys::fi_rx_attr,
+    _rx: *mut *mut sys::fid_ep,
+    _context: *mut c_void,
+) -> c_int {
+    neg(Errno::ENOSYS)
+}
+
+/// `fi_rx_size_left`.
+unsafe extern "C" fn rx_size_left(p: *mut sys::fid_ep) -> isize {
+    // SAFETY: forwarded contract.
+    let e = match unsafe { ep(p) } {
+        Ok(e) => e,
+        Err(err) => return ret_len(Err(err)),
+    };
+    ret_len(
+        e.domain()
+            .data(|st| Ok(st.core.ep(e.handle)?.rx_size_left())),
+    )
+}
+
+/// `fi_tx_size_left`.
+unsafe extern "C" fn tx_size_left(p: *mut sys::fid_ep) -> isize {
+    // SAFETY: forwarded contract.
+    let e = match unsafe { ep(p) } {
+        Ok(e) => e,
+        Err(err) => return ret_len(Err(err)),
+    };
+    ret_len(
+        e.domain()
+            .data(|st| Ok(st.core.ep(e.handle)?.tx_size_left())),
+    )
+}

@@ -1,0 +1,185 @@
+//! Messages (fi_msg(3)): `fi_recv`, `fi_send`, `fi_inject` and their vector, message
+//! and remote-data forms.
+
+use std::ffi::c_void;
+
+use ofi_nostd::Errno;
+use ofi_nostd::flags::Flags;
+
+use super::args::{After, Iovs, arg, ctx, mem, one, post};
+use crate::sys;
+use ofi_nostd::domain::MsgArgs;
+
+pub(super) static MSG_OPS: sys::fi_ops_msg = sys::fi_ops_msg {
+    size: size_of::<sys::fi_ops_msg>(),
+    recv: Some(recv),
+    recvv: Some(recvv),
+    recvmsg: Some(recvmsg),
+    send: Some(send),
+    sendv: Some(sendv),
+    sendmsg: Some(sendmsg),
+    inject: Some(inject),
+    senddata: Some(senddata),
+    injectdata: Some(injectdata),
+};
+
+unsafe extern "C" fn recv(
+    p: *mut sys::fid_ep,
+    buf: *mut c_void,
+    len: usize,
+    _desc: *mut c_void,
+    src: sys::fi_addr_t,
+    context: *mut c_void,
+) -> isize {
+    let b = arg!(one(buf, len));
+    // SAFETY: the application's endpoint.
+    unsafe { post(p, After::Nothing, |d, h| d.recv(h, b, src, ctx(context))) }
+}
+
+unsafe extern "C" fn recvv(
+    p: *mut sys::fid_ep,
+    iov: *const sys::iovec,
+    desc: *mut *mut c_void,
+    count: usize,
+    src: sys::fi_addr_t,
+    context: *mut c_void,
+) -> isize {
+    // SAFETY: the application's arrays of `count` entries.
+    let v = arg!(unsafe { Iovs::new(iov, desc, count) });
+    // SAFETY: the application's endpoint.
+    unsafe {
+        post(p, After::Nothing, |d, h| {
+            d.recvv(h, v.iov(), src, ctx(context))
+        })
+    }
+}
+
+/// # Safety
+///
+/// `msg` is NULL or a valid `struct fi_msg`.
+pub(super) unsafe fn msg_args(msg: *const sys::fi_msg) -> Result<(sys::fi_msg, Iovs), Errno> {
+    if msg.is_null() {
+        return Err(Errno::EINVAL);
+    }
+    // SAFETY: non-NULL (contract).
+    let m = unsafe { msg.read_unaligned() };
+    // SAFETY: its arrays hold `iov_count` entries (contract).
+    let v = unsafe { Iovs::new(m.msg_iov, m.desc, m.iov_count) }?;
+    Ok((m, v))
+}
+
+unsafe extern "C" fn recvmsg(p: *mut sys::fid_ep, msg: *const sys::fi_msg, flags: u64) -> isize {
+    // SAFETY: the application's message.
+    let (m, v) = arg!(unsafe { msg_args(msg) });
+    let args = MsgArgs {
+        iov: v.iov(),
+        desc: v.desc(),
+        addr: m.addr,
+        context: ctx(m.context),
+        data: m.data,
+    };
+    // SAFETY: the application's endpoint.
+    unsafe {
+        post(p, After::Nothing, |d, h| {
+            d.recvmsg(h, &args, Flags::from_bits_retain(flags))
+        })
+    }
+}
+
+unsafe extern "C" fn send(
+    p: *mut sys::fid_ep,
+    buf: *const c_void,
+    len: usize,
+    _desc: *mut c_void,
+    dest: sys::fi_addr_t,
+    context: *mut c_void,
+) -> isize {
+    let b = arg!(one(buf, len));
+    // SAFETY: the application's endpoint.
+    unsafe {
+        post(p, After::Transmit, |d, h| {
+            d.send(h, &mem(), b, dest, ctx(context))
+        })
+    }
+}
+
+unsafe extern "C" fn sendv(
+    p: *mut sys::fid_ep,
+    iov: *const sys::iovec,
+    desc: *mut *mut c_void,
+    count: usize,
+    dest: sys::fi_addr_t,
+    context: *mut c_void,
+) -> isize {
+    // SAFETY: the application's arrays of `count` entries.
+    let v = arg!(unsafe { Iovs::new(iov, desc, count) });
+    // SAFETY: the application's endpoint.
+    unsafe {
+        post(p, After::Transmit, |d, h| {
+            d.sendv(h, &mem(), v.iov(), dest, ctx(context))
+        })
+    }
+}
+
+unsafe extern "C" fn sendmsg(p: *mut sys::fid_ep, msg: *const sys::fi_msg, flags: u64) -> isize {
+    // SAFETY: the application's message.
+    let (m, v) = arg!(unsafe { msg_args(msg) });
+    let args = MsgArgs {
+        iov: v.iov(),
+        desc: v.desc(),
+        addr: m.addr,
+        context: ctx(m.context),
+        data: m.data,
+    };
+    // SAFETY: the application's endpoint.
+    unsafe {
+        post(p, After::sent(flags), |d, h| {
+            d.sendmsg(h, &mem(), &args, Flags::from_bits_retain(flags))
+        })
+    }
+}
+
+unsafe extern "C" fn inject(
+    p: *mut sys::fid_ep,
+    buf: *const c_void,
+    len: usize,
+    dest: sys::fi_addr_t,
+) -> isize {
+    let b = arg!(one(buf, len));
+    // SAFETY: the application's endpoint.
+    unsafe { post(p, After::Transmit, |d, h| d.inject(h, &mem(), b, dest)) }
+}
+
+unsafe extern "C" fn senddata(
+    p: *mut sys::fid_ep,
+    buf: *const c_void,
+    len: usize,
+    _desc: *mut c_void,
+    data: u64,
+    dest: sys::fi_addr_t,
+    context: *mut c_void,
+) -> isize {
+    let b = arg!(one(buf, len));
+    // SAFETY: the application's endpoint.
+    unsafe {
+        post(p, After::Transmit, |d, h| {
+            d.senddata(h, &mem(), b, data, dest, ctx(context))
+        })
+    }
+}
+
+unsafe extern "C" fn injectdata(
+    p: *mut sys::fid_ep,
+    buf: *const c_void,
+    len: usize,
+    data: u64,
+    dest: sys::fi_addr_t,
+) -> isize {
+    let b = arg!(one(buf, len));
+    // SAFETY: the application's endpoint.
+    unsafe {
+        post(p, After::Transmit, |d, h| {
+            d.injectdata(h, &mem(), b, data, dest)
+        })
+    }
+}
