@@ -1,0 +1,489 @@
+//! The send side: the per-peer transmitter (handshake, acks, retransmissions, new
+//! packets under window and credit limits) and how packets are built. Posting, the
+//! short path, the planner, acknowledgements, timers and failure live in the child
+//! modules, one per feature.
+
+mod ack;
+mod express;
+mod fail;
+mod plan;
+mod post;
+mod timer;
+
+use wire::packet::{
+    AckRepr, AtomicReqRepr, AtomicRespRepr, Body, CloseRepr, CtsRepr, DataRepr, Header,
+    KeepAliveRepr, MsgRepr, Packet, ReadReqRepr, ReadRespRepr, Repr, RmaWriteRepr, RtsRepr,
+    bundle_record_len, caps as wcaps, close, emit_bundle_header, emit_bundle_record, status,
+};
+use wire::seq::{seq_le, seq_lt};
+
+use super::peer::Regen;
+use super::*;
+
+pub(super) use fail::Keep;
+use plan::Plan;
+
+/// Where a packet's payload comes from.
+#[derive(Clone, Copy)]
+pub(super) enum Payload<'a> {
+    None,
+    /// Message bytes `off .. off + len` of the buffers of the operation posted with
+    /// context `.0`.
+    Iov(u64, &'a [IoVec], u64, usize),
+    /// Bytes already in hand (an inject bounce buffer).
+    Bytes(&'a [u8]),
+    /// `.1` bytes that `.0` reads (an RMA target's READ_RESP data, from the region).
+    Fill(&'a dyn Fn(&mut [u8]) -> Result<()>, usize),
+}
+
+impl Payload<'_> {
+    fn len(&self) -> usize {
+        match *self {
+            Payload::None => 0,
+            Payload::Iov(_, _, _, n) => n,
+            Payload::Bytes(b) => b.len(),
+            Payload::Fill(_, n) => n,
+        }
+    }
+}
+
+/// Writes `head` (whose body carries an empty payload; `hl` its length) followed by `payload` into `buf`,
+/// then fixes the length and checksum. Returns the packet length, or 0 if it cannot be
+/// built (the link then sends nothing). A failing read of application memory is
+/// reported through `fault` and the payload is sent zero-filled.
+pub(super) fn write_packet(
+    buf: &mut [u8],
+    head: &Repr<'_>,
+    hl: usize,
+    payload: Payload<'_>,
+    mem: &impl Memory,
+    fault: &mut Option<Errno>,
+) -> usize {
+    let total = hl + payload.len();
+    if total > buf.len() || total > u16::MAX as usize {
+        return 0;
+    }
+    if head.emit_bytes(&mut buf[..total]).is_err() {
+        return 0;
+    }
+    match payload {
+        Payload::None => {}
+        Payload::Bytes(b) => buf[hl..total].copy_from_slice(b),
+        Payload::Iov(ctx, iov, off, _) => {
+            if let Err(e) = iov_read(mem, ctx, iov, off, &mut buf[hl..total]) {
+                buf[hl..total].fill(0);
+                *fault = Some(e);
+            }
+        }
+        Payload::Fill(f, _) => {
+            if let Err(e) = f(&mut buf[hl..total]) {
+                buf[hl..total].fill(0);
+                *fault = Some(e);
+            }
+        }
+    }
+    let mut pkt = Packet::new_unchecked(&mut buf[..total]);
+    pkt.set_packet_len(total as u16);
+    pkt.fill_checksum();
+    total
+}
+
+impl<S: Storage> Rdm<S> {
+    /// Runs due timers and sends what every peer has ready, until the link is full.
+    /// Returns the packets sent.
+    pub(crate) fn transmit<P: TxPort, M: Memory>(
+        &mut self,
+        now: Instant,
+        port: &mut P,
+        mem: &M,
+        ctx: &mut Ctx<'_, S>,
+    ) -> usize {
+        // Held acknowledgements first: timers and the scan need the windows as they are.
+        self.take_held_acks(ctx);
+        let ctl = self.ctl_n > 0;
+        let due = self.transmit_due(now);
+        self.tx_ready = false;
+        self.posted_n = 0;
+        if !due {
+            // No flag, no post and no timer due: scanning the peers would find nothing.
+            return 0;
+        }
+        let before = self.stats.tx_packets;
+        if ctl && !self.send_ctl_replies(port) {
+            self.tx_ready = true;
+            return 0;
+        }
+        // Start at a different peer each time, so a link that fills up does not
+        // always starve the same peers.
+        let n = self.peers_high.min(self.peers.as_ref().len());
+        // Compares, not divisions: this runs on every pass.
+        self.rr = if self.rr + 1 >= n { 0 } else { self.rr + 1 };
+        for i in 0..n {
+            let p = if self.rr + i >= n {
+                self.rr + i - n
+            } else {
+                self.rr + i
+            };
+            if !self.peers.as_ref()[p].used || !self.needs_transmit(p, now) {
+                continue;
+            }
+            self.run_timers(p, now, ctx);
+            if !self.pump(p, now, port, mem, ctx) {
+                // Link full: come back at once.
+                self.tx_ready = true;
+                break;
+            }
+        }
+        self.next_scan = self.earliest_deadline(now);
+        (self.stats.tx_packets - before) as usize
+    }
+
+    /// The earliest instant any peer's timer is due, after a scan (`now` for a peer
+    /// that waits for data with no timer armed yet: the next scan arms its liveness
+    /// probe); "never" when none is armed.
+    fn earliest_deadline(&self, now: Instant) -> Instant {
+        let n = self.peers_high.min(self.peers.as_ref().len());
+        self.peers.as_ref()[..n]
+            .iter()
+            .filter(|p| p.used)
+            .filter_map(|p| p.scan_due(now))
+            .min()
+            .unwrap_or(NEVER)
+    }
+
+    /// A new packet leaves for peer `p`: if it follows soon after we acknowledged an
+    /// ACK_REQ at once, holding would have saved that ACK, so hold again.
+    fn replied(&mut self, p: usize, now: Instant) {
+        let hold = self.cfg.ack_hold;
+        let pm = &mut self.peers.as_mut()[p];
+        if let Some(t) = pm.req_acked_at
+            && now <= t + hold
+        {
+            pm.hold_ok = true;
+            pm.req_acked_at = None;
+        }
+    }
+
+    /// Whether [`Rdm::transmit`] has anything to do at `now`: a flag, a post, a control
+    /// answer, a held acknowledgement or a timer due (`next_scan`).
+    pub(crate) fn transmit_due(&self, now: Instant) -> bool {
+        self.tx_ready
+            || self.posted_n > 0
+            || self.ctl_n > 0
+            || self.acks_held > 0
+            || now >= self.next_scan
+    }
+
+    /// What a post runs: sends what the peers sends were posted to have ready
+    /// (acknowledgements, retransmissions and new packets, in the usual order), then,
+    /// only if something else is due already (a flag, a control answer, a timer), the
+    /// whole [`Rdm::transmit`]; otherwise other peers and held acknowledgements wait for
+    /// the next one, which `next_scan` or a flag makes run in time. The posted packets
+    /// go first either way: the rest (a held acknowledgement's completions, timers,
+    /// scans) is off the path of a reply. With sends posted to more than a few peers,
+    /// the whole run. Returns the packets sent.
+    pub(crate) fn transmit_posted<P: TxPort, M: Memory>(
+        &mut self,
+        now: Instant,
+        port: &mut P,
+        mem: &M,
+        ctx: &mut Ctx<'_, S>,
+    ) -> usize {
+        let n = self.posted_n as usize;
+        if n > POSTED_PEERS {
+            return self.transmit(now, port, mem, ctx);
+        }
+        let rest_due = self.tx_ready || now >= self.next_scan || self.ctl_n > 0;
+        self.posted_n = 0;
+        let before = self.stats.tx_packets;
+        let mut link_full = false;
+        for i in 0..n {
+            let p = self.posted[i] as usize;
+            if !self.peers.as_ref().get(p).is_some_and(|pr| pr.used) {
+                continue;
+            }
+            let more = self.pump(p, now, port, mem, ctx);
+            self.arm_peer(p, now);
+            if !more {
+                // Link full: the next pass goes on, with everything else.
+                self.tx_ready = true;
+                link_full = true;
+                break;
+            }
+        }
+        let mut sent = (self.stats.tx_packets - before) as usize;
+        if rest_due && !link_full {
+            sent += self.transmit(now, port, mem, ctx);
+        }
+        sent
+    }
+
+    /// Peer `p` has a new send: remember it for [`Rdm::transmit_posted`].
+    fn mark_posted(&mut self, p: usize) {
+        let n = self.posted_n as usize;
+        if self
+            .posted
+            .get(..n)
+            .is_some_and(|v| v.contains(&(p as u16)))
+        {
+            return;
+        }
+        if let Some(slot) = self.posted.get_mut(n) {
+            *slot = p as u16;
+        }
+        self.posted_n = self.posted_n.saturating_add(1);
+    }
+
+    /// Whether `run_timers` or `pump` could do anything for peer `p` now: a timer or
+    /// flag due or a liveness probe to arm
+    /// ([`Peer::scan_due`](super::peer::Peer::scan_due)), data or a CTS to send, a
+    /// credit update. Every pass asks it of every
+    /// peer, so an endpoint with many idle sessions pays little for them.
+    fn needs_transmit(&self, p: usize, now: Instant) -> bool {
+        let pr = &self.peers.as_ref()[p];
+        if pr.scan_due(now).is_some_and(|d| d <= now) {
+            return true;
+        }
+        if pr.state != PeerState::Established {
+            return false;
+        }
+        if pr.cursor != NIL || pr.rndv_ready > 0 || pr.cts_pending > 0 || pr.resp_pending > 0 {
+            return true;
+        }
+        if (pr.close_pending && pr.close_seq.is_none()) || pr.closed_by_peer {
+            return true;
+        }
+        self.credit_update_due(p)
+    }
+
+    /// The base header of a session packet to peer `p`.
+    pub(super) fn header(&self, p: usize, seq: u32, ack_req: bool) -> Header {
+        let peer = &self.peers.as_ref()[p];
+        Header {
+            src_ep: self.local.ep_id,
+            dst_ep: peer.addr.ep_id,
+            session: peer.tx_session,
+            seq,
+            crc: self.cfg.crc || peer.params.caps & wcaps::CRC_RX != 0,
+            ack_req,
+        }
+    }
+
+    /// Largest packet to peer `p`.
+    fn pkt_limit(&self, p: usize) -> usize {
+        let pm = self.peers.as_ref()[p].params.max_pkt as usize;
+        self.max_pkt.min(pm.max(wire::packet::MIN_MAX_PKT as usize))
+    }
+
+    /// Sends the handshake, control and data packets peer `p` has ready. `false` when
+    /// the link is full.
+    fn pump<P: TxPort, M: Memory>(
+        &mut self,
+        p: usize,
+        now: Instant,
+        port: &mut P,
+        mem: &M,
+        ctx: &mut Ctx<'_, S>,
+    ) -> bool {
+        if let Some(c) = self.peers.as_ref()[p].cand
+            && c.send_ack
+        {
+            match self.send_hello_ack(p, true, now, port) {
+                Sent::LinkFull => return false,
+                Sent::Yes => {
+                    if let Some(c) = self.peers.as_mut()[p].cand.as_mut() {
+                        c.send_ack = false;
+                    }
+                }
+                Sent::NotNow => return true,
+            }
+        }
+        match self.peers.as_ref()[p].state {
+            PeerState::HelloSent => {
+                if now >= self.peers.as_ref()[p].hello_at {
+                    port.take_unreachable(); // a mark of an earlier send is not ours
+                    match self.send_hello(p, now, port) {
+                        Sent::LinkFull => return false,
+                        Sent::NotNow => return true,
+                        Sent::Yes if port.take_unreachable() => {
+                            // No way to the peer at all (off-subnet without a gateway;
+                            // our own address on a raw link without loopback slots):
+                            // fail now rather than after every HELLO retry.
+                            self.fail_peer(p, Errno::EHOSTUNREACH, Keep::Nothing, now, ctx);
+                        }
+                        Sent::Yes => {
+                            let cap = self.cfg.rto_max.total_micros();
+                            let pm = &mut self.peers.as_mut()[p];
+                            pm.hello_tries += 1;
+                            pm.hello_at = now + Duration::from_micros(pm.hello_rto);
+                            pm.hello_rto = pm.hello_rto.saturating_mul(2).min(cap);
+                        }
+                    }
+                }
+                true
+            }
+            PeerState::Established => {
+                // Single-packet messages first, by the short path, while it applies;
+                // when they were all there was, the planner has nothing to add.
+                let mut sent_any = false;
+                loop {
+                    match self.express_send(p, now, port, mem) {
+                        Some(Sent::Yes) => sent_any = true,
+                        Some(sent) => return sent != Sent::LinkFull,
+                        None => break,
+                    }
+                }
+                let pr = &self.peers.as_ref()[p];
+                if sent_any
+                    && pr.cursor == NIL
+                    && !pr.ack_now
+                    && !pr.closed_by_peer
+                    && pr.rtx_pending == 0
+                {
+                    // A held acknowledgement waits for the next transmit half (the
+                    // pass that received it left one owed), so the answer reaches the
+                    // link before the work it releases.
+                    return true;
+                }
+                // The planner needs the window as the peer acknowledged it.
+                self.take_held_ack(p, ctx);
+                let more = self.pump_session(p, now, port, mem, ctx);
+                let peer = &self.peers.as_ref()[p];
+                if peer.closed_by_peer && !peer.owes_ack() {
+                    // The peer closed and has our last acknowledgement: what it did not
+                    // take it never will.
+                    self.fail_peer(p, Errno::ECONNRESET, Keep::Nothing, now, ctx);
+                }
+                more
+            }
+            _ => true,
+        }
+    }
+
+    fn pump_session<P: TxPort, M: Memory>(
+        &mut self,
+        p: usize,
+        now: Instant,
+        port: &mut P,
+        mem: &M,
+        ctx: &mut Ctx<'_, S>,
+    ) -> bool {
+        macro_rules! try_send {
+            ($e:expr) => {
+                match $e {
+                    Sent::LinkFull => return false,
+                    Sent::NotNow => return true,
+                    Sent::Yes => {}
+                }
+            };
+        }
+        if self.peers.as_ref()[p].send_hello_ack {
+            try_send!(self.send_hello_ack(p, false, now, port));
+            self.peers.as_mut()[p].send_hello_ack = false;
+        }
+        if self.peers.as_ref()[p].ka_reply {
+            try_send!(self.send_keepalive(p, false, now, port));
+            self.peers.as_mut()[p].ka_reply = false;
+        }
+        if self.peers.as_ref()[p].ka_probe {
+            try_send!(self.send_keepalive(p, true, now, port));
+            self.peers.as_mut()[p].ka_probe = false;
+        }
+        // A credit update the peer may be waiting for.
+        if self.credit_update_due(p) {
+            self.peers.as_mut()[p].ack_now = true;
+        }
+        // An acknowledgement due now goes on its own unless the first sequenced packet
+        // about to leave can carry it (then it does, below).
+        if self.peers.as_ref()[p].ack_now && !self.next_carries_ack(p) {
+            try_send!(self.send_ack(p, now, port));
+        }
+        // Retransmissions first: they hold up the receiver's in-order delivery.
+        if self.peers.as_ref()[p].rtx_pending > 0 {
+            let peer = self.peers.as_ref()[p];
+            let mut s = peer.snd_una;
+            while seq_lt(s, self.peers.as_ref()[p].next_seq)
+                && self.peers.as_ref()[p].rtx_pending > 0
+            {
+                let e = *self.win_get(p, s);
+                if e.live && e.rtx {
+                    try_send!(self.send_plan(p, Plan::Regen(s, e.regen), now, port, mem, ctx));
+                }
+                s = s.wrapping_add(1);
+            }
+        }
+        // New packets, within the window and the peer's credits.
+        loop {
+            let peer = &self.peers.as_ref()[p];
+            let wnd = (self.cfg.window as u32).min(peer.params.window.max(1) as u32);
+            let room = peer.in_flight() < wnd && seq_lt(peer.next_seq, peer.snd_limit);
+            let Some(plan) = self.next_new(p) else {
+                self.peers.as_mut()[p].probe_at = None;
+                break;
+            };
+            if !room {
+                // Blocked by credits with nothing in flight: probe so a lost credit
+                // update cannot stall the session.
+                let pm = &mut self.peers.as_mut()[p];
+                if pm.in_flight() == 0 {
+                    match pm.probe_at {
+                        None => pm.probe_at = Some(now + Duration::from_micros(pm.rtt.rto)),
+                        Some(t) if now >= t => {
+                            try_send!(self.send_keepalive(p, true, now, port));
+                            let pm = &mut self.peers.as_mut()[p];
+                            pm.probe_at = Some(now + Duration::from_micros(pm.rtt.rto));
+                        }
+                        Some(_) => {}
+                    }
+                }
+                break;
+            }
+            self.peers.as_mut()[p].probe_at = None;
+            if let Regen::Seg { op, off: 0, .. } = plan
+                && op == self.peers.as_ref()[p].cursor
+                && self.cfg.bundle
+                && self.peers.as_ref()[p].params.caps & wcaps::BUNDLE != 0
+            {
+                // The cursor's next message and those queued behind it, whole: as
+                // many as fit go in one BUNDLE (after a segmented message, say).
+                match self.express_bundle(p, now, port, mem) {
+                    Some(Sent::Yes) => continue,
+                    Some(sent) => return sent != Sent::LinkFull,
+                    None => {}
+                }
+            }
+            try_send!(self.send_plan(p, Plan::New(plan), now, port, mem, ctx));
+        }
+        // Expected to be piggybacked, but nothing carried it after all.
+        if self.peers.as_ref()[p].ack_now {
+            try_send!(self.send_ack(p, now, port));
+        }
+        true
+    }
+
+    fn op_gen(&self, o: u32) -> u32 {
+        self.ops
+            .get_by_index(o as usize)
+            .map_or(0, |(h, _)| gen16(h))
+    }
+
+    /// The op a packed id names, if it is live.
+    pub(super) fn op_by_id(&self, id: u32) -> Option<usize> {
+        let idx = (id & 0xFFFF) as usize;
+        let (h, _) = self.ops.get_by_index(idx)?;
+        (gen16(h) == id >> 16).then_some(idx)
+    }
+
+    /// The active receive a packed id names, if it is live.
+    pub(super) fn active_by_id(&self, id: u32) -> Option<crate::pool::Handle<RxActive>> {
+        let idx = (id & 0xFFFF) as usize;
+        let (h, _) = self.active.get_by_index(idx)?;
+        (gen16(h) == id >> 16).then_some(h)
+    }
+}
+
+impl TxOp {
+    fn iov_slice(&self) -> &[IoVec] {
+        self.iov.as_slice()
+    }
+}

@@ -1,0 +1,171 @@
+//! Per-peer timers: handshake retries, delayed acks, retransmission timeouts and the
+//! credit and liveness probes.
+
+use super::*;
+
+/// What `run_timers` reads of a peer, copied out so the peer table stays borrowable.
+#[derive(Clone, Copy)]
+pub(in crate::rdm) struct TimerView {
+    cand: Option<super::peer::Cand>,
+    state: PeerState,
+    hello_at: Instant,
+    hello_tries: u32,
+    ack_at: Option<Instant>,
+    rto_at: Option<Instant>,
+    probe_at: Option<Instant>,
+}
+
+impl<S: Storage> Rdm<S> {
+    pub(in crate::rdm) fn run_timers(&mut self, p: usize, now: Instant, ctx: &mut Ctx<'_, S>) {
+        let cfg = self.cfg;
+        // Only the fields read below: this runs for every session on every pass.
+        let peer = {
+            let pr = &self.peers.as_ref()[p];
+            TimerView {
+                cand: pr.cand,
+                state: pr.state,
+                hello_at: pr.hello_at,
+                hello_tries: pr.hello_tries,
+                ack_at: pr.ack_at,
+                rto_at: pr.rto_at,
+                probe_at: pr.probe_at,
+            }
+        };
+        if let Some(c) = peer.cand
+            && !c.send_ack
+            && now >= c.expires
+        {
+            self.peers.as_mut()[p].cand = None;
+        }
+        match peer.state {
+            PeerState::HelloSent
+                if now >= peer.hello_at && peer.hello_tries >= cfg.hello_retries =>
+            {
+                self.fail_peer(p, Errno::EHOSTUNREACH, Keep::Nothing, now, ctx);
+            }
+            PeerState::Established => {
+                if let Some(t) = peer.ack_at
+                    && now >= t
+                {
+                    let pm = &mut self.peers.as_mut()[p];
+                    pm.ack_now = true;
+                    pm.ack_at = None;
+                    if pm.holding {
+                        // Nothing came to carry it: stop holding for this peer.
+                        pm.hold_ok = false;
+                        pm.holding = false;
+                    }
+                }
+                if let Some(t) = peer.rto_at
+                    && now >= t
+                {
+                    self.on_rto(p, now, ctx);
+                }
+                if let Some(t) = peer.probe_at
+                    && now >= t
+                    && self.peers.as_ref()[p].state == PeerState::Established
+                {
+                    let pm = &mut self.peers.as_mut()[p];
+                    pm.timeouts += 1;
+                    if pm.timeouts > cfg.max_retries {
+                        self.stats.fail_probe += 1;
+                        self.fail_peer(p, Errno::ETIMEDOUT, Keep::Nothing, now, ctx);
+                    }
+                }
+                self.liveness(p, now, ctx);
+            }
+            _ => {}
+        }
+    }
+
+    /// While we wait for a peer's data (a rendezvous we granted, the rest of an eager
+    /// message) and have nothing in flight to it, nothing would notice its death: probe
+    /// it with KEEPALIVE | ACK_REQ, backing off, and fail the session after
+    /// `max_retries` unanswered probes.
+    pub(in crate::rdm) fn liveness(&mut self, p: usize, now: Instant, ctx: &mut Ctx<'_, S>) {
+        let cfg = self.cfg;
+        {
+            let pr = &mut self.peers.as_mut()[p];
+            if pr.state != PeerState::Established {
+                return;
+            }
+            let waiting = pr.inbound > 0 || pr.asm.is_some();
+            if !waiting || pr.rto_at.is_some() || pr.probe_at.is_some() {
+                pr.live_at = None;
+                return;
+            }
+        }
+        let peer = self.peers.as_ref()[p];
+        let interval = |n: u32| {
+            Duration::from_micros(
+                peer.rtt
+                    .rto
+                    .saturating_mul(1 << n.min(16))
+                    .min(cfg.rto_max.total_micros()),
+            )
+        };
+        match peer.live_at {
+            None => self.peers.as_mut()[p].live_at = Some(now + interval(peer.timeouts)),
+            Some(t) if now >= t => {
+                if peer.timeouts >= cfg.max_retries {
+                    self.stats.fail_probe += 1;
+                    self.fail_peer(p, Errno::ETIMEDOUT, Keep::Nothing, now, ctx);
+                    return;
+                }
+                let pm = &mut self.peers.as_mut()[p];
+                pm.timeouts += 1;
+                pm.ka_probe = true;
+                pm.live_at = Some(now + interval(pm.timeouts));
+                self.tx_ready = true;
+            }
+            Some(_) => {}
+        }
+    }
+
+    /// The retransmission timer of peer `p` expired: retransmit every unacknowledged
+    /// packet older than one RTO (selectively acked ones are not resent), back off.
+    pub(in crate::rdm) fn on_rto(&mut self, p: usize, now: Instant, ctx: &mut Ctx<'_, S>) {
+        self.stats.rto_expirations += 1;
+        let cfg = self.cfg;
+        let peer = self.peers.as_ref()[p];
+        if peer.timeouts >= cfg.max_retries {
+            self.stats.fail_retransmit += 1;
+            self.fail_peer(p, Errno::ETIMEDOUT, Keep::Nothing, now, ctx);
+            return;
+        }
+        let rto = Duration::from_micros(peer.rtt.rto);
+        let mut s = peer.snd_una;
+        let mut marked = 0u32;
+        let mut first = true;
+        while seq_lt(s, peer.next_seq) {
+            let e = self.win_mut(p, s);
+            if e.live && !e.sacked && !e.rtx && (first || e.sent_at + rto <= now) {
+                e.rtx = true;
+                marked += 1;
+            }
+            if e.live && !e.sacked {
+                first = false;
+            }
+            s = s.wrapping_add(1);
+        }
+        let pm = &mut self.peers.as_mut()[p];
+        pm.rtx_pending += marked;
+        if pm.rtx_pending == 0 && pm.in_flight() > 0 {
+            // The peer holds every packet in flight (all selectively acknowledged: a
+            // receiver out of resources keeps its refused head and what follows), so
+            // nothing is resent and nothing would make it answer. Probe instead: a
+            // live peer answers, which keeps the session, and its answer carries the
+            // acknowledgement it may have sent when it caught up and that was lost.
+            pm.ka_probe = true;
+        }
+        pm.timeouts += 1;
+        pm.rtt.backoff(&cfg);
+        pm.rto_at = if pm.in_flight() > 0 {
+            Some(now + Duration::from_micros(pm.rtt.rto))
+        } else {
+            None
+        };
+        self.stats.tx_timeout_retransmits += marked as u64;
+        self.tx_ready = true;
+    }
+}
