@@ -117,7 +117,7 @@ impl<S: Storage> Rdm<S> {
     }
 
     fn hello_body(&self, p: usize, ack: bool, cand: Option<&Cand>) -> (u32, HelloRepr) {
-        let peer = &self.peers.as_ref()[p];
+        let peer = &self.peers[p];
         let (rx_session, isn, credits, nonce) = match cand {
             Some(c) => (c.rx_session, c.local_isn, c.credits, c.our_nonce),
             None => (
@@ -178,7 +178,7 @@ impl<S: Storage> Rdm<S> {
     /// Sends our HELLO to peer `p`.
     pub(super) fn send_hello<P: TxPort>(&mut self, p: usize, _now: Instant, port: &mut P) -> Sent {
         let (isn, body) = self.hello_body(p, false, None);
-        let peer = &self.peers.as_ref()[p];
+        let peer = &self.peers[p];
         let header = Header {
             src_ep: self.local.ep_id,
             dst_ep: peer.addr.ep_id,
@@ -211,7 +211,7 @@ impl<S: Storage> Rdm<S> {
         _now: Instant,
         port: &mut P,
     ) -> Sent {
-        let peer = self.peers.as_ref()[p];
+        let peer = self.peers[p];
         let c = if cand { peer.cand } else { None };
         if cand && c.is_none() {
             return Sent::Yes;
@@ -268,7 +268,7 @@ impl<S: Storage> Rdm<S> {
         if from == self.local {
             return self.on_own_hello(h, params, now);
         }
-        let p = match self.find_peer(&from) {
+        let p = match self.peers.find(&from) {
             Some(p) => p,
             None => match self.peer_slot(&from, now) {
                 Ok(p) => p,
@@ -278,16 +278,16 @@ impl<S: Storage> Rdm<S> {
                 }
             },
         };
-        let peer = self.peers.as_ref()[p];
+        let peer = self.peers[p];
         match peer.state {
             PeerState::Established => {
                 if peer.tx_session == h.rx_session {
                     // Our HELLO_ACK was lost: the same answer again.
-                    self.peers.as_mut()[p].send_hello_ack = true;
+                    self.peers[p].send_hello_ack = true;
                     self.tx_ready = true;
                 } else if let Some(c) = peer.cand.filter(|c| c.tx_session == h.rx_session) {
                     let _ = c;
-                    if let Some(c) = self.peers.as_mut()[p].cand.as_mut() {
+                    if let Some(c) = self.peers[p].cand.as_mut() {
                         c.send_ack = true;
                     }
                     self.tx_ready = true;
@@ -306,7 +306,7 @@ impl<S: Storage> Rdm<S> {
                         expires: now + self.cfg.handshake_timeout,
                         send_ack: true,
                     };
-                    self.peers.as_mut()[p].cand = Some(cand);
+                    self.peers[p].cand = Some(cand);
                     self.tx_ready = true;
                 }
             }
@@ -335,7 +335,7 @@ impl<S: Storage> Rdm<S> {
                     now,
                 );
                 let credits = self.credits_for(p);
-                let pm = &mut self.peers.as_mut()[p];
+                let pm = &mut self.peers[p];
                 pm.our_nonce = nonce;
                 pm.their_nonce = h.nonce;
                 pm.init_credits = credits;
@@ -354,11 +354,11 @@ impl<S: Storage> Rdm<S> {
     /// other HELLO from our address (a stale or duplicate one, or a forgery) is
     /// dropped: answering it would open a session whose two directions disagree.
     fn on_own_hello(&mut self, h: &HelloRepr, params: Params, now: Instant) {
-        let Some(p) = self.find_peer(&self.local) else {
+        let Some(p) = self.peers.find(&self.local) else {
             self.stats.rx_bad_handshake += 1;
             return;
         };
-        let peer = self.peers.as_ref()[p];
+        let peer = self.peers[p];
         let ours =
             h.rx_session == peer.rx_session && h.isn == peer.local_isn && h.nonce == peer.our_nonce;
         match peer.state {
@@ -374,7 +374,7 @@ impl<S: Storage> Rdm<S> {
                     now,
                 );
                 let credits = self.credits_for(p);
-                let pm = &mut self.peers.as_mut()[p];
+                let pm = &mut self.peers[p];
                 pm.their_nonce = h.nonce;
                 pm.init_credits = credits;
                 pm.last_heard_ok(now);
@@ -398,11 +398,11 @@ impl<S: Storage> Rdm<S> {
     ) {
         // We never answer our own HELLO with a HELLO_ACK (it is its own, see
         // `on_own_hello`): one from our own address is forged or stray.
-        let Some(p) = self.find_peer(&from).filter(|_| from != self.local) else {
+        let Some(p) = self.peers.find(&from).filter(|_| from != self.local) else {
             self.stats.rx_bad_handshake += 1;
             return;
         };
-        let peer = self.peers.as_ref()[p];
+        let peer = self.peers[p];
         if peer.state != PeerState::HelloSent || header.session != peer.rx_session {
             // A duplicate of the one that established the session, or stray.
             self.stats.rx_bad_handshake += 1;
@@ -431,7 +431,7 @@ impl<S: Storage> Rdm<S> {
             h.credits,
             now,
         );
-        let pm = &mut self.peers.as_mut()[p];
+        let pm = &mut self.peers[p];
         pm.their_nonce = h.nonce;
         pm.last_heard_ok(now);
     }
@@ -446,13 +446,10 @@ impl<S: Storage> Rdm<S> {
         now: Instant,
         ctx: &mut Ctx<'_, S>,
     ) -> bool {
-        let Some(c) = self.peers.as_ref()[p]
-            .cand
-            .filter(|c| c.rx_session == session)
-        else {
+        let Some(c) = self.peers[p].cand.filter(|c| c.rx_session == session) else {
             return false;
         };
-        if self.peers.as_ref()[p].state == PeerState::Established {
+        if self.peers[p].state == PeerState::Established {
             self.fail_peer(p, Errno::ECONNRESET, Keep::Unstarted, now, ctx);
         }
         self.install_session(
@@ -466,7 +463,7 @@ impl<S: Storage> Rdm<S> {
             now,
         );
         let credits = self.credits_for(p);
-        let pm = &mut self.peers.as_mut()[p];
+        let pm = &mut self.peers[p];
         pm.our_nonce = c.our_nonce;
         pm.their_nonce = c.their_nonce;
         pm.init_credits = credits;
@@ -484,11 +481,11 @@ impl<S: Storage> Rdm<S> {
         now: Instant,
         ctx: &mut Ctx<'_, S>,
     ) {
-        let Some(p) = self.find_peer(&from) else {
+        let Some(p) = self.peers.find(&from) else {
             self.stats.rx_bad_handshake += 1;
             return;
         };
-        let peer = self.peers.as_ref()[p];
+        let peer = self.peers[p];
         if peer.state != PeerState::HelloSent || header.session != peer.rx_session {
             self.stats.rx_bad_handshake += 1;
             return;
@@ -506,7 +503,7 @@ impl<S: Storage> Rdm<S> {
             // `rto_max` until then: back-pressure, not a failed send.
             let wait = self.idle_evict() + self.idle_evict();
             let retry = self.cfg.rto_max;
-            let pm = &mut self.peers.as_mut()[p];
+            let pm = &mut self.peers[p];
             let until = *pm.busy_until.get_or_insert(now + wait);
             if now < until {
                 pm.hello_tries = 0;
@@ -533,11 +530,11 @@ impl<S: Storage> Rdm<S> {
         now: Instant,
         ctx: &mut Ctx<'_, S>,
     ) {
-        let Some(p) = self.find_peer(&from) else {
+        let Some(p) = self.peers.find(&from) else {
             self.stats.rx_unknown_session += 1;
             return;
         };
-        let peer = self.peers.as_ref()[p];
+        let peer = self.peers[p];
         let ours = peer.state == PeerState::Established
             && (header.session == peer.rx_session
                 || (r.reason == close::UNKNOWN_SESSION && header.session == peer.tx_session));
@@ -555,7 +552,7 @@ impl<S: Storage> Rdm<S> {
             Keep::Unstarted
         };
         self.fail_peer(p, Errno::ECONNRESET, keep, now, ctx);
-        if self.peers.as_ref()[p].op_head != NIL {
+        if self.peers[p].op_head != NIL {
             // Sends that had not started survive: a new session carries them.
             self.start_hello(p, now);
         }

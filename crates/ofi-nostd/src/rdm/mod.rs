@@ -47,7 +47,7 @@ pub use config::{RdmConfig, RdmStats};
 pub(crate) use ctx::{Ctx, Sent, TxPort};
 use op::*;
 pub(crate) use op::{AtomicMeta, AtomicReq, RecvReq, SendReq, TxKind};
-use peer::{Peer, WinEntry};
+use peer::{Peer, PeerTable, WinEntry};
 pub use peer::{PeerInfo, PeerState, SendInfo};
 pub use prng::Prng;
 
@@ -109,11 +109,7 @@ pub struct Rdm<S: Storage> {
     auth: AuthKey,
     rng: Prng,
     epoch: u32,
-    peers: S::Slice<Peer>,
-    peer_index: HashIndex<S::Slice<u32>>,
-    /// The slot `find_peer` found last: most packets and posts name the peer the one
-    /// before did, and a compare is cheaper than the hash lookup.
-    last_peer: core::cell::Cell<u32>,
+    peers: PeerTable<S>,
     established: u32,
     /// Per peer, `wmask + 1` entries: the window rounded up to a power of two, so a
     /// sequence number finds its entry with a mask, not a division.
@@ -168,9 +164,6 @@ pub struct Rdm<S: Storage> {
     last_reset: Option<Instant>,
     /// Where the transmitter starts its round over the peers.
     rr: usize,
-    /// One past the highest peer slot ever used: the per-pass scans (timers,
-    /// transmission, deadlines) stop there instead of walking the whole table.
-    peers_high: usize,
     /// The application closed the endpoint; it lingers only to re-acknowledge
     /// retransmissions of what it already took (see [`Rdm::begin_close`]).
     closing: bool,
@@ -229,8 +222,7 @@ impl<S: Storage> Rdm<S> {
             .tx_size
             .checked_mul(sizes.inject_size)
             .ok_or(Errno::ENOMEM)?)?;
-        let peers = store.slice(np, || Peer::EMPTY).ok_or(Errno::ENOMEM)?;
-        let peer_index = HashIndex::new(store.slice(np * 2 + 1, || 0u32).ok_or(Errno::ENOMEM)?);
+        let peers = PeerTable::new(store, np)?;
         let win = store
             .slice(np.checked_mul(w).ok_or(Errno::ENOMEM)?, || WinEntry::EMPTY)
             .ok_or(Errno::ENOMEM)?;
@@ -321,8 +313,6 @@ impl<S: Storage> Rdm<S> {
             rng: Prng::new(seed),
             epoch: 0,
             peers,
-            peer_index,
-            last_peer: core::cell::Cell::new(0),
             established: 0,
             win,
             reo_idx,
@@ -358,7 +348,6 @@ impl<S: Storage> Rdm<S> {
             copy_lost: false,
             last_reset: None,
             rr: 0,
-            peers_high: 0,
             closing: false,
             ctl: [None; CTL_QUEUE],
             ctl_n: 0,
@@ -378,7 +367,7 @@ impl<S: Storage> Rdm<S> {
 
     /// The state of the session with `addr`, if the peer table has it.
     pub fn peer_state(&self, addr: &EpAddr) -> Option<PeerState> {
-        self.find_peer(addr).map(|i| self.peers.as_ref()[i].state)
+        self.peers.find(addr).map(|i| self.peers[i].state)
     }
 
     /// Send operations not yet finished (`tx_size` minus this is `fi_tx_size_left`).
@@ -426,8 +415,7 @@ impl<S: Storage> Rdm<S> {
     pub(crate) fn begin_close(&mut self, now: Instant) -> Option<Instant> {
         self.closing = true;
         let mut rto = None;
-        let high = self.peers_high;
-        for p in self.peers.as_mut().iter_mut().take(high) {
+        for p in self.peers.active_mut() {
             if p.used && p.state == peer::PeerState::Established {
                 if p.owes_ack() {
                     p.ack_now = true;
@@ -451,14 +439,12 @@ impl<S: Storage> Rdm<S> {
     /// acknowledgement before it). Sessions that failed or were reset meanwhile do not
     /// count. The caller stops at the instant [`Rdm::begin_close`] returned anyway.
     pub(crate) fn lingering(&self) -> bool {
-        self.peers.as_ref()[..self.peers_high.min(self.peers.as_ref().len())]
-            .iter()
-            .any(|p| {
-                p.used
-                    && p.state == peer::PeerState::Established
-                    && p.close_pending
-                    && p.close_seq.is_none_or(|s| wire::seq::seq_le(p.snd_una, s))
-            })
+        self.peers.active().iter().any(|p| {
+            p.used
+                && p.state == peer::PeerState::Established
+                && p.close_pending
+                && p.close_seq.is_none_or(|s| wire::seq::seq_le(p.snd_una, s))
+        })
     }
 
     /// Something must leave at once (an acknowledgement due now, a reply, a control

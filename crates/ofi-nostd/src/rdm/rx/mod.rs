@@ -78,7 +78,7 @@ impl<S: Storage> Rdm<S> {
         self.stats.rx_packets += 1;
         // A held acknowledgement of this peer goes first: it is older than this packet.
         if self.acks_held > 0
-            && let Some(p) = self.find_peer(&from)
+            && let Some(p) = self.peers.find(&from)
         {
             self.take_held_ack(p, ctx);
         }
@@ -110,7 +110,7 @@ impl<S: Storage> Rdm<S> {
             return self.arm_addr(&from, now);
         }
         let sequenced = repr.packet_type().is_sequenced();
-        let Some(p) = self.find_peer(&from) else {
+        let Some(p) = self.peers.find(&from) else {
             self.stats.rx_unknown_session += 1;
             if sequenced {
                 self.reset_unknown(from, h.session, now);
@@ -118,7 +118,7 @@ impl<S: Storage> Rdm<S> {
             return;
         };
         let (state, rx_session) = {
-            let pr = &self.peers.as_ref()[p];
+            let pr = &self.peers[p];
             (pr.state, pr.rx_session)
         };
         let mut ok = state == PeerState::Established && h.session == rx_session;
@@ -126,7 +126,7 @@ impl<S: Storage> Rdm<S> {
             ok = true;
         }
         if !ok {
-            let failed = self.peers.as_ref()[p];
+            let failed = self.peers[p];
             if state == PeerState::HelloSent && h.session == rx_session {
                 // The peer answered our HELLO and already sends; its HELLO_ACK is late.
                 self.stats.rx_early += 1;
@@ -150,14 +150,14 @@ impl<S: Storage> Rdm<S> {
             self.stats.rx_missing_crc += 1;
             return;
         }
-        self.peers.as_mut()[p].last_heard_ok(now);
+        self.peers[p].last_heard_ok(now);
         match &repr.body {
             Body::Ack(a) => {
-                self.peers.as_mut()[p].ts_recent = a.ts;
+                self.peers[p].ts_recent = a.ts;
                 self.on_ack(p, a, now, ctx);
             }
             Body::KeepAlive(k) => {
-                let pm = &mut self.peers.as_mut()[p];
+                let pm = &mut self.peers[p];
                 pm.ts_recent = k.ts;
                 if h.ack_req {
                     pm.ka_reply = true;
@@ -171,7 +171,7 @@ impl<S: Storage> Rdm<S> {
                 // outside the window carries a fresh one (stale ones are harmless).
                 if let Some(a) = repr.ack() {
                     self.stats.rx_acks_piggybacked += 1;
-                    let pm = &mut self.peers.as_mut()[p];
+                    let pm = &mut self.peers[p];
                     pm.ts_recent = a.ts;
                     if matches!(repr.body, Body::Msg(_) | Body::Bundle(_)) {
                         // On a message: held until the next full transmit half, so
@@ -193,13 +193,13 @@ impl<S: Storage> Rdm<S> {
     /// Lowers `next_scan` to peer `p`'s earliest timer after something changed it
     /// outside a transmitter scan (a packet from it, a post to it).
     pub(super) fn arm_peer(&mut self, p: usize, now: Instant) {
-        if let Some(t) = self.peers.as_ref().get(p).and_then(|pr| pr.scan_due(now)) {
+        if let Some(t) = self.peers.get(p).and_then(|pr| pr.scan_due(now)) {
             self.arm(t);
         }
     }
 
     fn arm_addr(&mut self, from: &EpAddr, now: Instant) {
-        if let Some(p) = self.find_peer(from) {
+        if let Some(p) = self.peers.find(from) {
             self.arm_peer(p, now);
         }
     }
@@ -215,11 +215,11 @@ impl<S: Storage> Rdm<S> {
     ) {
         let seq = repr.header.seq;
         let ack_req = repr.header.ack_req;
-        let d = seq_diff(seq, self.peers.as_ref()[p].rcv_nxt);
+        let d = seq_diff(seq, self.peers[p].rcv_nxt);
         if d < 0 {
             // Already processed: the sender missed our ACK.
             self.stats.rx_duplicates += 1;
-            self.peers.as_mut()[p].ack_now = true;
+            self.peers[p].ack_now = true;
             self.tx_ready = true;
             return;
         }
@@ -232,7 +232,7 @@ impl<S: Storage> Rdm<S> {
         if d as u32 >= self.cfg.window as u32 {
             self.stats.rx_out_of_window += 1;
             if ack_req {
-                self.peers.as_mut()[p].ack_now = true;
+                self.peers[p].ack_now = true;
                 self.tx_ready = true;
             }
             return;
@@ -240,7 +240,7 @@ impl<S: Storage> Rdm<S> {
         if self.reo_get(p, seq) != NO_SLOT {
             // Held already (out of order, or a refused head).
             self.stats.rx_duplicates += 1;
-            self.peers.as_mut()[p].ack_now = true;
+            self.peers[p].ack_now = true;
             self.tx_ready = true;
             return;
         }
@@ -248,13 +248,13 @@ impl<S: Storage> Rdm<S> {
             if !self.hold(p, seq, raw) {
                 self.stats.rx_reorder_full += 1;
                 if ack_req {
-                    self.peers.as_mut()[p].ack_now = true;
+                    self.peers[p].ack_now = true;
                     self.tx_ready = true;
                 }
                 return;
             }
             self.stats.rx_held += 1;
-            let pm = &mut self.peers.as_mut()[p];
+            let pm = &mut self.peers[p];
             pm.ack_now = true; // a gap appeared or grew
             self.tx_ready = true;
             return;
@@ -262,17 +262,17 @@ impl<S: Storage> Rdm<S> {
         match self.process(p, repr, now, mem, ctx) {
             Outcome::Done => {
                 self.advance(p, now, ack_req);
-                if self.peers.as_ref()[p].held > 0 {
+                if self.peers[p].held > 0 {
                     self.drain(p, now, mem, ctx);
                 }
             }
             Outcome::Blocked => {
                 self.stats.rx_refused += 1;
                 if self.hold(p, seq, raw) {
-                    self.peers.as_mut()[p].blocked = true;
+                    self.peers[p].blocked = true;
                     self.blocked += 1;
                 }
-                self.peers.as_mut()[p].ack_now = true;
+                self.peers[p].ack_now = true;
                 self.tx_ready = true;
             }
         }
@@ -292,7 +292,7 @@ impl<S: Storage> Rdm<S> {
             self.cfg.ack_delay
         };
         let window = self.cfg.window as u32;
-        let pm = &mut self.peers.as_mut()[p];
+        let pm = &mut self.peers[p];
         pm.rcv_nxt = pm.rcv_nxt.wrapping_add(1);
         pm.since_ack += 1;
         // What the sender may have in flight beyond our last acknowledgement: our grant
@@ -323,7 +323,7 @@ impl<S: Storage> Rdm<S> {
     fn drain<M: Memory>(&mut self, p: usize, now: Instant, mem: &mut M, ctx: &mut Ctx<'_, S>) {
         let mut filled = false;
         loop {
-            let seq = self.peers.as_ref()[p].rcv_nxt;
+            let seq = self.peers[p].rcv_nxt;
             let slot = self.reo_get(p, seq);
             if slot == NO_SLOT {
                 break;
@@ -347,7 +347,7 @@ impl<S: Storage> Rdm<S> {
             self.reo_buf = Some(pool);
             match outcome {
                 Outcome::Blocked => {
-                    let pm = &mut self.peers.as_mut()[p];
+                    let pm = &mut self.peers[p];
                     if !pm.blocked {
                         pm.blocked = true;
                         self.blocked += 1;
@@ -358,7 +358,7 @@ impl<S: Storage> Rdm<S> {
                 Outcome::Done => {
                     *self.reo_mut(p, seq) = NO_SLOT;
                     self.free_reo(slot);
-                    let pm = &mut self.peers.as_mut()[p];
+                    let pm = &mut self.peers[p];
                     pm.held = pm.held.saturating_sub(1);
                     if pm.blocked {
                         pm.blocked = false;
@@ -370,7 +370,7 @@ impl<S: Storage> Rdm<S> {
             }
         }
         if filled {
-            self.peers.as_mut()[p].ack_now = true;
+            self.peers[p].ack_now = true;
             self.tx_ready = true;
         }
     }
@@ -381,7 +381,7 @@ impl<S: Storage> Rdm<S> {
     fn hold(&mut self, p: usize, seq: u32, raw: &[u8]) -> bool {
         let n = self.established.max(1) as usize;
         let share = (self.cfg.reorder_slots / n).max(2);
-        let peer = &self.peers.as_ref()[p];
+        let peer = &self.peers[p];
         let len = wire::Packet::new_unchecked(raw).packet_len() as usize;
         if self.reo_nfree == 0
             || peer.held as usize >= share
@@ -399,7 +399,7 @@ impl<S: Storage> Rdm<S> {
         pool.as_mut()[start..start + len].copy_from_slice(&raw[..len]);
         self.reo_len.as_mut()[slot as usize] = len as u16;
         *self.reo_mut(p, seq) = slot;
-        self.peers.as_mut()[p].held += 1;
+        self.peers[p].held += 1;
         true
     }
 
@@ -421,8 +421,8 @@ impl<S: Storage> Rdm<S> {
         if self.blocked == 0 {
             return;
         }
-        for p in 0..self.peers_high {
-            if self.peers.as_ref()[p].used && self.peers.as_ref()[p].blocked {
+        for p in 0..self.peers.high() {
+            if self.peers[p].used && self.peers[p].blocked {
                 self.drain(p, now, mem, ctx);
                 self.arm_peer(p, now);
             }
@@ -453,7 +453,7 @@ impl<S: Storage> Rdm<S> {
                 // Everything the peer sent before it was processed, and it takes
                 // nothing more: acknowledge at once, then the session ends (`pump`).
                 self.stats.closes_received += 1;
-                let pm = &mut self.peers.as_mut()[p];
+                let pm = &mut self.peers[p];
                 pm.closed_by_peer = true;
                 pm.ack_now = true;
                 self.tx_ready = true;

@@ -139,7 +139,7 @@ impl<S: Storage> Rdm<S> {
     ) -> Outcome {
         // The four peer fields used below (every eager packet: no whole-peer copy).
         let peer = {
-            let pr = &self.peers.as_ref()[p];
+            let pr = &self.peers[p];
             SegView {
                 asm: pr.asm,
                 addr: pr.addr,
@@ -164,10 +164,10 @@ impl<S: Storage> Rdm<S> {
             self.place_asm(&asm, m.payload, mem);
             asm.got += m.payload.len() as u32;
             if asm.got == asm.total {
-                self.peers.as_mut()[p].asm = None;
+                self.peers[p].asm = None;
                 self.asm_complete(&asm, ctx);
             } else {
-                self.peers.as_mut()[p].asm = Some(asm);
+                self.peers[p].asm = Some(asm);
             }
             return Outcome::Done;
         }
@@ -175,7 +175,7 @@ impl<S: Storage> Rdm<S> {
             // A new message before the previous one ended: the sender broke the rules.
             self.stats.rx_protocol_errors += 1;
             self.abort_asm(&old, ctx);
-            self.peers.as_mut()[p].asm = None;
+            self.peers[p].asm = None;
         }
         if m.msg_id != peer.rx_msg_id {
             self.stats.rx_protocol_errors += 1;
@@ -232,7 +232,7 @@ impl<S: Storage> Rdm<S> {
                 return Outcome::Blocked;
             };
             self.stats.unexpected += 1;
-            let pm = &mut self.peers.as_mut()[p];
+            let pm = &mut self.peers[p];
             pm.rx_msg_id = m.msg_id.wrapping_add(1);
             if !single {
                 pm.asm = Some(Asm {
@@ -250,7 +250,7 @@ impl<S: Storage> Rdm<S> {
             }
             return Outcome::Done;
         };
-        self.peers.as_mut()[p].rx_msg_id = m.msg_id.wrapping_add(1);
+        self.peers[p].rx_msg_id = m.msg_id.wrapping_add(1);
         let want = total.min(iov_len(&t.iov));
         let mut err = iov_write(mem, t.context, t.iov.as_slice(), 0, m.payload).err();
         if single {
@@ -296,7 +296,7 @@ impl<S: Storage> Rdm<S> {
         };
         match self.active.insert(a) {
             Ok(h) => {
-                self.peers.as_mut()[p].asm = Some(Asm {
+                self.peers[p].asm = Some(Asm {
                     msg_id: m.msg_id,
                     total: m.total_len,
                     got: m.payload.len() as u32,
@@ -343,9 +343,9 @@ impl<S: Storage> Rdm<S> {
     ) -> Outcome {
         let mut took = false;
         // One source lookup for all of them.
-        let src = Some(ctx.src_of(&self.peers.as_ref()[p].addr));
+        let src = Some(ctx.src_of(&self.peers[p].addr));
         for m in b.msgs() {
-            if seq_diff(m.msg_id, self.peers.as_ref()[p].rx_msg_id) < 0 {
+            if seq_diff(m.msg_id, self.peers[p].rx_msg_id) < 0 {
                 continue; // taken by an earlier attempt of this packet
             }
             if let Outcome::Blocked = self.rx_segment(p, &m.as_msg(), src, mem, ctx) {
@@ -474,7 +474,7 @@ impl<S: Storage> Rdm<S> {
             self.ux_free_chain(a.chain);
             self.copies_pending = self.copies_pending.saturating_sub(1);
         }
-        if let Some(pm) = self.peers.as_mut().get_mut(a.peer as usize)
+        if let Some(pm) = self.peers.get_mut(a.peer as usize)
             && pm.epoch == a.epoch
         {
             if a.cts_pending || a.end_pending {

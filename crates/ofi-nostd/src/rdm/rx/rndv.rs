@@ -16,7 +16,7 @@ impl<S: Storage> Rdm<S> {
         r: &RtsRepr,
         ctx: &mut Ctx<'_, S>,
     ) -> Outcome {
-        let peer = self.peers.as_ref()[p];
+        let peer = self.peers[p];
         if r.msg_id != peer.rx_msg_id {
             self.stats.rx_protocol_errors += 1;
         }
@@ -57,10 +57,10 @@ impl<S: Storage> Rdm<S> {
                 return Outcome::Blocked;
             }
             self.stats.unexpected += 1;
-            self.peers.as_mut()[p].rx_msg_id = r.msg_id.wrapping_add(1);
+            self.peers[p].rx_msg_id = r.msg_id.wrapping_add(1);
             return Outcome::Done;
         };
-        self.peers.as_mut()[p].rx_msg_id = r.msg_id.wrapping_add(1);
+        self.peers[p].rx_msg_id = r.msg_id.wrapping_add(1);
         let msg = UxMsg {
             peer: p as u16,
             epoch: peer.epoch,
@@ -122,7 +122,7 @@ impl<S: Storage> Rdm<S> {
         };
         match self.active.insert(a) {
             Ok(_) => {
-                if let Some(pm) = self.peers.as_mut().get_mut(m.peer as usize) {
+                if let Some(pm) = self.peers.get_mut(m.peer as usize) {
                     pm.cts_pending += 1;
                     if !discard && want > 0 {
                         pm.inbound += 1;
@@ -157,7 +157,7 @@ impl<S: Storage> Rdm<S> {
         mem: &mut M,
         ctx: &mut Ctx<'_, S>,
     ) {
-        let epoch = self.peers.as_ref()[p].epoch;
+        let epoch = self.peers[p].epoch;
         let Some(h) = self.active_by_id(d.rx_op_id) else {
             self.stats.rx_protocol_errors += 1;
             return;
@@ -197,7 +197,7 @@ impl<S: Storage> Rdm<S> {
             am.granted = am.want.min(am.got + grant);
             am.cts_pending = true;
             if !was_pending {
-                self.peers.as_mut()[p].cts_pending += 1;
+                self.peers[p].cts_pending += 1;
             }
             self.tx_ready = true;
         }
@@ -206,7 +206,7 @@ impl<S: Storage> Rdm<S> {
     /// A CTS for one of our rendezvous sends, in order.
     #[inline(never)]
     pub(in crate::rdm) fn on_cts(&mut self, p: usize, c: &CtsRepr, ctx: &mut Ctx<'_, S>) {
-        let epoch = self.peers.as_ref()[p].epoch;
+        let epoch = self.peers[p].epoch;
         let Some(idx) = self.op_by_id(c.rts_op_id) else {
             self.stats.rx_protocol_errors += 1;
             return;
@@ -237,7 +237,7 @@ impl<S: Storage> Rdm<S> {
         op.cts_seen = true;
         op.acked_any = true;
         let has = op.has_data_to_send();
-        let pm = &mut self.peers.as_mut()[p];
+        let pm = &mut self.peers[p];
         if has && !had {
             pm.rndv_ready += 1;
         } else if had && !has {

@@ -28,7 +28,7 @@ impl<S: Storage> Rdm<S> {
         e.rtx = false;
         e.retx = e.retx.saturating_add(1);
         e.sent_at = now;
-        let pm = &mut self.peers.as_mut()[p];
+        let pm = &mut self.peers[p];
         pm.rtx_pending = pm.rtx_pending.saturating_sub(1);
         if pm.rto_at.is_none() {
             pm.rto_at = Some(now + Duration::from_micros(pm.rtt.rto));
@@ -71,7 +71,7 @@ impl<S: Storage> Rdm<S> {
     /// Our grant to peer `p` grew enough since we last announced it (doubled, or from
     /// nothing) that the peer may be waiting for it.
     pub(in crate::rdm) fn credit_update_due(&self, p: usize) -> bool {
-        let adv = self.peers.as_ref()[p].adv_credits;
+        let adv = self.peers[p].adv_credits;
         let credits = self.credits_for(p);
         credits > adv && (adv == 0 || credits >= adv * 2)
     }
@@ -80,7 +80,7 @@ impl<S: Storage> Rdm<S> {
     /// packet or to piggyback on a sequenced one.
     pub(in crate::rdm) fn ack_body(&self, p: usize, now: Instant) -> AckRepr {
         let credits = self.credits_for(p);
-        let peer = &self.peers.as_ref()[p];
+        let peer = &self.peers[p];
         let w = self.cfg.window as u32;
         let mut sack = 0u64;
         if peer.held > 0 {
@@ -103,7 +103,7 @@ impl<S: Storage> Rdm<S> {
 
     /// Acknowledgement `a` left for peer `p` (standalone or piggybacked).
     pub(in crate::rdm) fn acked(&mut self, p: usize, a: &AckRepr) {
-        let pm = &mut self.peers.as_mut()[p];
+        let pm = &mut self.peers[p];
         pm.ack_now = false;
         pm.ack_at = None;
         pm.holding = false;
@@ -119,7 +119,7 @@ impl<S: Storage> Rdm<S> {
         port: &mut P,
     ) -> Sent {
         let ack = self.ack_body(p, now);
-        let peer = self.peers.as_ref()[p];
+        let peer = self.peers[p];
         let head = Repr {
             header: self.header(p, peer.next_seq, false),
             body: Body::Ack(ack),
@@ -139,7 +139,7 @@ impl<S: Storage> Rdm<S> {
         now: Instant,
         port: &mut P,
     ) -> Sent {
-        let peer = self.peers.as_ref()[p];
+        let peer = self.peers[p];
         let head = Repr {
             header: self.header(p, peer.next_seq, probe),
             body: Body::KeepAlive(KeepAliveRepr {
@@ -191,7 +191,7 @@ impl<S: Storage> Rdm<S> {
 
     /// Processes peer `p`'s held acknowledgement, if any, as of its arrival.
     pub(in crate::rdm) fn take_held_ack(&mut self, p: usize, ctx: &mut Ctx<'_, S>) {
-        let Some(pm) = self.peers.as_mut().get_mut(p) else {
+        let Some(pm) = self.peers.get_mut(p) else {
             return;
         };
         if let Some((a, at)) = pm.ack_held.take() {
@@ -205,7 +205,7 @@ impl<S: Storage> Rdm<S> {
         if self.acks_held == 0 {
             return;
         }
-        for p in 0..self.peers_high.min(self.peers.as_ref().len()) {
+        for p in 0..self.peers.high() {
             self.take_held_ack(p, ctx);
         }
     }
@@ -219,7 +219,7 @@ impl<S: Storage> Rdm<S> {
     ) {
         // Three fields, not a copy of the whole peer (every received ack).
         let peer = {
-            let pr = &self.peers.as_ref()[p];
+            let pr = &self.peers[p];
             AckView {
                 next_seq: pr.next_seq,
                 snd_una: pr.snd_una,
@@ -247,7 +247,7 @@ impl<S: Storage> Rdm<S> {
                 }
                 self.win_mut(p, s).live = false;
                 if e.rtx {
-                    let pm = &mut self.peers.as_mut()[p];
+                    let pm = &mut self.peers[p];
                     pm.rtx_pending = pm.rtx_pending.saturating_sub(1);
                 }
                 if !e.sacked && matches!(e.regen, Regen::ReadData { .. } | Regen::AtomicData { .. })
@@ -260,11 +260,11 @@ impl<S: Storage> Rdm<S> {
             advanced = true;
         }
         if advanced {
-            self.peers.as_mut()[p].snd_una = a.cum_ack;
+            self.peers[p].snd_una = a.cum_ack;
         }
         // Selective part.
-        let snd_una = self.peers.as_ref()[p].snd_una;
-        let next_seq = self.peers.as_ref()[p].next_seq;
+        let snd_una = self.peers[p].snd_una;
+        let next_seq = self.peers[p].next_seq;
         let mut bits = a.sack;
         let mut newly_sacked = false;
         while bits != 0 {
@@ -289,7 +289,7 @@ impl<S: Storage> Rdm<S> {
                 sample = Some(sample.map_or(r, |x| x.min(r)));
             }
             if e.rtx {
-                let pm = &mut self.peers.as_mut()[p];
+                let pm = &mut self.peers[p];
                 pm.rtx_pending = pm.rtx_pending.saturating_sub(1);
             }
             if matches!(e.regen, Regen::ReadData { .. } | Regen::AtomicData { .. }) {
@@ -298,7 +298,7 @@ impl<S: Storage> Rdm<S> {
             self.entry_acked(&e.regen, false, false, ctx);
         }
         let cfg = &self.cfg;
-        let pm = &mut self.peers.as_mut()[p];
+        let pm = &mut self.peers[p];
         if let Some(r) = sample {
             pm.rtt.sample(r, cfg);
         }
@@ -336,7 +336,7 @@ impl<S: Storage> Rdm<S> {
                 }
             }
             if marked > 0 {
-                self.peers.as_mut()[p].rtx_pending += marked;
+                self.peers[p].rtx_pending += marked;
                 self.stats.tx_fast_retransmits += marked as u64;
             }
         }
@@ -345,7 +345,7 @@ impl<S: Storage> Rdm<S> {
         // are written already and timers are in `poll_timeout`: a ping-pong's reply
         // carries the ack it owes, so its receiving pass hands the completion over
         // without a transmit half first.
-        let pm = &self.peers.as_ref()[p];
+        let pm = &self.peers[p];
         if pm.cursor != NIL
             || pm.rndv_ready > 0
             || pm.cts_pending > 0

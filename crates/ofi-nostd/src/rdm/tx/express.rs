@@ -32,7 +32,7 @@ impl<S: Storage> Rdm<S> {
         port: &mut P,
         mem: &M,
     ) -> Option<Sent> {
-        let pr = self.peers.as_ref().get(p)?;
+        let pr = self.peers.get(p)?;
         if pr.state != PeerState::Established
             || pr.cand.is_some()
             || pr.send_hello_ack
@@ -64,7 +64,7 @@ impl<S: Storage> Rdm<S> {
                 return Some(sent);
             }
         }
-        let pr = self.peers.as_ref().get(p)?;
+        let pr = self.peers.get(p)?;
         let (_, op) = self.ops.get_by_index(o as usize)?;
         // ACK_REQ as `last_for_now` sets it: on the last packet we have for now, or
         // the last the window or the credits let out.
@@ -143,7 +143,7 @@ impl<S: Storage> Rdm<S> {
             }
         }
         self.replied(p, now);
-        let pm = &mut self.peers.as_mut()[p];
+        let pm = &mut self.peers[p];
         pm.next_seq = seq.wrapping_add(1);
         pm.next_msg_id = msg_id.wrapping_add(1);
         pm.cursor = next;
@@ -285,7 +285,7 @@ impl<S: Storage> Rdm<S> {
         port: &mut P,
         mem: &M,
     ) -> Option<Sent> {
-        let pr = self.peers.as_ref().get(p)?;
+        let pr = self.peers.get(p)?;
         let limit = self.pkt_limit(p);
         let owes = pr.owes_ack() || self.credit_update_due(p);
         let (first, base, seq, dst) = (pr.cursor, pr.next_msg_id, pr.next_seq, pr.addr);
@@ -342,7 +342,7 @@ impl<S: Storage> Rdm<S> {
             o = op.next;
         }
         self.replied(p, now);
-        let pm = &mut self.peers.as_mut()[p];
+        let pm = &mut self.peers[p];
         pm.next_seq = seq.wrapping_add(1);
         pm.next_msg_id = base.wrapping_add(u32::from(n));
         pm.cursor = o;
@@ -371,7 +371,7 @@ impl<S: Storage> Rdm<S> {
             return Sent::Yes; // the operations are gone: nothing to send
         }
         let limit = self.pkt_limit(p);
-        let pr = &self.peers.as_ref()[p];
+        let pr = &self.peers[p];
         let dst = pr.addr;
         let ack = pr
             .owes_ack()

@@ -17,7 +17,7 @@ impl<S: Storage> Rdm<S> {
     ) {
         // Which sends the peer acknowledged decides what a new session resends.
         self.take_held_ack(p, ctx);
-        let peer = self.peers.as_ref()[p];
+        let peer = self.peers[p];
         let epoch = peer.epoch;
         self.stats.peer_failures += 1;
         // Sends.
@@ -113,7 +113,7 @@ impl<S: Storage> Rdm<S> {
         if peer.state == PeerState::Established {
             self.established = self.established.saturating_sub(1);
         }
-        let pm = &mut self.peers.as_mut()[p];
+        let pm = &mut self.peers[p];
         pm.state = PeerState::Failed;
         pm.tx_session = 0;
         pm.rx_session = 0;

@@ -115,7 +115,7 @@ impl<S: Storage> Rdm<S> {
         }
         // Start at a different peer each time, so a link that fills up does not
         // always starve the same peers.
-        let n = self.peers_high.min(self.peers.as_ref().len());
+        let n = self.peers.high();
         // Compares, not divisions: this runs on every pass.
         self.rr = if self.rr + 1 >= n { 0 } else { self.rr + 1 };
         for i in 0..n {
@@ -124,7 +124,7 @@ impl<S: Storage> Rdm<S> {
             } else {
                 self.rr + i
             };
-            if !self.peers.as_ref()[p].used || !self.needs_transmit(p, now) {
+            if !self.peers[p].used || !self.needs_transmit(p, now) {
                 continue;
             }
             self.run_timers(p, now, ctx);
@@ -142,8 +142,8 @@ impl<S: Storage> Rdm<S> {
     /// that waits for data with no timer armed yet: the next scan arms its liveness
     /// probe); "never" when none is armed.
     fn earliest_deadline(&self, now: Instant) -> Instant {
-        let n = self.peers_high.min(self.peers.as_ref().len());
-        self.peers.as_ref()[..n]
+        self.peers
+            .active()
             .iter()
             .filter(|p| p.used)
             .filter_map(|p| p.scan_due(now))
@@ -155,7 +155,7 @@ impl<S: Storage> Rdm<S> {
     /// ACK_REQ at once, holding would have saved that ACK, so hold again.
     fn replied(&mut self, p: usize, now: Instant) {
         let hold = self.cfg.ack_hold;
-        let pm = &mut self.peers.as_mut()[p];
+        let pm = &mut self.peers[p];
         if let Some(t) = pm.req_acked_at
             && now <= t + hold
         {
@@ -199,7 +199,7 @@ impl<S: Storage> Rdm<S> {
         let mut link_full = false;
         for i in 0..n {
             let p = self.posted[i] as usize;
-            if !self.peers.as_ref().get(p).is_some_and(|pr| pr.used) {
+            if !self.peers.get(p).is_some_and(|pr| pr.used) {
                 continue;
             }
             let more = self.pump(p, now, port, mem, ctx);
@@ -240,7 +240,7 @@ impl<S: Storage> Rdm<S> {
     /// credit update. Every pass asks it of every
     /// peer, so an endpoint with many idle sessions pays little for them.
     fn needs_transmit(&self, p: usize, now: Instant) -> bool {
-        let pr = &self.peers.as_ref()[p];
+        let pr = &self.peers[p];
         if pr.scan_due(now).is_some_and(|d| d <= now) {
             return true;
         }
@@ -258,7 +258,7 @@ impl<S: Storage> Rdm<S> {
 
     /// The base header of a session packet to peer `p`.
     pub(super) fn header(&self, p: usize, seq: u32, ack_req: bool) -> Header {
-        let peer = &self.peers.as_ref()[p];
+        let peer = &self.peers[p];
         Header {
             src_ep: self.local.ep_id,
             dst_ep: peer.addr.ep_id,
@@ -271,7 +271,7 @@ impl<S: Storage> Rdm<S> {
 
     /// Largest packet to peer `p`.
     fn pkt_limit(&self, p: usize) -> usize {
-        let pm = self.peers.as_ref()[p].params.max_pkt as usize;
+        let pm = self.peers[p].params.max_pkt as usize;
         self.max_pkt.min(pm.max(wire::packet::MIN_MAX_PKT as usize))
     }
 
@@ -285,22 +285,22 @@ impl<S: Storage> Rdm<S> {
         mem: &M,
         ctx: &mut Ctx<'_, S>,
     ) -> bool {
-        if let Some(c) = self.peers.as_ref()[p].cand
+        if let Some(c) = self.peers[p].cand
             && c.send_ack
         {
             match self.send_hello_ack(p, true, now, port) {
                 Sent::LinkFull => return false,
                 Sent::Yes => {
-                    if let Some(c) = self.peers.as_mut()[p].cand.as_mut() {
+                    if let Some(c) = self.peers[p].cand.as_mut() {
                         c.send_ack = false;
                     }
                 }
                 Sent::NotNow => return true,
             }
         }
-        match self.peers.as_ref()[p].state {
+        match self.peers[p].state {
             PeerState::HelloSent => {
-                if now >= self.peers.as_ref()[p].hello_at {
+                if now >= self.peers[p].hello_at {
                     port.take_unreachable(); // a mark of an earlier send is not ours
                     match self.send_hello(p, now, port) {
                         Sent::LinkFull => return false,
@@ -313,7 +313,7 @@ impl<S: Storage> Rdm<S> {
                         }
                         Sent::Yes => {
                             let cap = self.cfg.rto_max.total_micros();
-                            let pm = &mut self.peers.as_mut()[p];
+                            let pm = &mut self.peers[p];
                             pm.hello_tries += 1;
                             pm.hello_at = now + Duration::from_micros(pm.hello_rto);
                             pm.hello_rto = pm.hello_rto.saturating_mul(2).min(cap);
@@ -333,7 +333,7 @@ impl<S: Storage> Rdm<S> {
                         None => break,
                     }
                 }
-                let pr = &self.peers.as_ref()[p];
+                let pr = &self.peers[p];
                 if sent_any
                     && pr.cursor == NIL
                     && !pr.ack_now
@@ -348,7 +348,7 @@ impl<S: Storage> Rdm<S> {
                 // The planner needs the window as the peer acknowledged it.
                 self.take_held_ack(p, ctx);
                 let more = self.pump_session(p, now, port, mem, ctx);
-                let peer = &self.peers.as_ref()[p];
+                let peer = &self.peers[p];
                 if peer.closed_by_peer && !peer.owes_ack() {
                     // The peer closed and has our last acknowledgement: what it did not
                     // take it never will.
@@ -377,34 +377,32 @@ impl<S: Storage> Rdm<S> {
                 }
             };
         }
-        if self.peers.as_ref()[p].send_hello_ack {
+        if self.peers[p].send_hello_ack {
             try_send!(self.send_hello_ack(p, false, now, port));
-            self.peers.as_mut()[p].send_hello_ack = false;
+            self.peers[p].send_hello_ack = false;
         }
-        if self.peers.as_ref()[p].ka_reply {
+        if self.peers[p].ka_reply {
             try_send!(self.send_keepalive(p, false, now, port));
-            self.peers.as_mut()[p].ka_reply = false;
+            self.peers[p].ka_reply = false;
         }
-        if self.peers.as_ref()[p].ka_probe {
+        if self.peers[p].ka_probe {
             try_send!(self.send_keepalive(p, true, now, port));
-            self.peers.as_mut()[p].ka_probe = false;
+            self.peers[p].ka_probe = false;
         }
         // A credit update the peer may be waiting for.
         if self.credit_update_due(p) {
-            self.peers.as_mut()[p].ack_now = true;
+            self.peers[p].ack_now = true;
         }
         // An acknowledgement due now goes on its own unless the first sequenced packet
         // about to leave can carry it (then it does, below).
-        if self.peers.as_ref()[p].ack_now && !self.next_carries_ack(p) {
+        if self.peers[p].ack_now && !self.next_carries_ack(p) {
             try_send!(self.send_ack(p, now, port));
         }
         // Retransmissions first: they hold up the receiver's in-order delivery.
-        if self.peers.as_ref()[p].rtx_pending > 0 {
-            let peer = self.peers.as_ref()[p];
+        if self.peers[p].rtx_pending > 0 {
+            let peer = self.peers[p];
             let mut s = peer.snd_una;
-            while seq_lt(s, self.peers.as_ref()[p].next_seq)
-                && self.peers.as_ref()[p].rtx_pending > 0
-            {
+            while seq_lt(s, self.peers[p].next_seq) && self.peers[p].rtx_pending > 0 {
                 let e = *self.win_get(p, s);
                 if e.live && e.rtx {
                     try_send!(self.send_plan(p, Plan::Regen(s, e.regen), now, port, mem, ctx));
@@ -414,23 +412,23 @@ impl<S: Storage> Rdm<S> {
         }
         // New packets, within the window and the peer's credits.
         loop {
-            let peer = &self.peers.as_ref()[p];
+            let peer = &self.peers[p];
             let wnd = (self.cfg.window as u32).min(peer.params.window.max(1) as u32);
             let room = peer.in_flight() < wnd && seq_lt(peer.next_seq, peer.snd_limit);
             let Some(plan) = self.next_new(p) else {
-                self.peers.as_mut()[p].probe_at = None;
+                self.peers[p].probe_at = None;
                 break;
             };
             if !room {
                 // Blocked by credits with nothing in flight: probe so a lost credit
                 // update cannot stall the session.
-                let pm = &mut self.peers.as_mut()[p];
+                let pm = &mut self.peers[p];
                 if pm.in_flight() == 0 {
                     match pm.probe_at {
                         None => pm.probe_at = Some(now + Duration::from_micros(pm.rtt.rto)),
                         Some(t) if now >= t => {
                             try_send!(self.send_keepalive(p, true, now, port));
-                            let pm = &mut self.peers.as_mut()[p];
+                            let pm = &mut self.peers[p];
                             pm.probe_at = Some(now + Duration::from_micros(pm.rtt.rto));
                         }
                         Some(_) => {}
@@ -438,11 +436,11 @@ impl<S: Storage> Rdm<S> {
                 }
                 break;
             }
-            self.peers.as_mut()[p].probe_at = None;
+            self.peers[p].probe_at = None;
             if let Regen::Seg { op, off: 0, .. } = plan
-                && op == self.peers.as_ref()[p].cursor
+                && op == self.peers[p].cursor
                 && self.cfg.bundle
-                && self.peers.as_ref()[p].params.caps & wcaps::BUNDLE != 0
+                && self.peers[p].params.caps & wcaps::BUNDLE != 0
             {
                 // The cursor's next message and those queued behind it, whole: as
                 // many as fit go in one BUNDLE (after a segmented message, say).
@@ -455,7 +453,7 @@ impl<S: Storage> Rdm<S> {
             try_send!(self.send_plan(p, Plan::New(plan), now, port, mem, ctx));
         }
         // Expected to be piggybacked, but nothing carried it after all.
-        if self.peers.as_ref()[p].ack_now {
+        if self.peers[p].ack_now {
             try_send!(self.send_ack(p, now, port));
         }
         true

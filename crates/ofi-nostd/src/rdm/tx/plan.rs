@@ -14,7 +14,7 @@ impl<S: Storage> Rdm<S> {
     /// Whether the first sequenced packet peer `p` will send next (a retransmission,
     /// else a new packet within window and credits) has room for an ACK.
     pub(in crate::rdm) fn next_carries_ack(&self, p: usize) -> bool {
-        let peer = &self.peers.as_ref()[p];
+        let peer = &self.peers[p];
         let next = if peer.rtx_pending > 0 {
             let mut s = peer.snd_una;
             let mut found = None;
@@ -88,7 +88,7 @@ impl<S: Storage> Rdm<S> {
     /// the next eager segment or RTS in posting order; when the endpoint is closing and
     /// none is left, its CLOSE.
     pub(in crate::rdm) fn next_new(&self, p: usize) -> Option<Regen> {
-        let peer = &self.peers.as_ref()[p];
+        let peer = &self.peers[p];
         if peer.close_seq.is_some() {
             return None; // nothing follows our CLOSE
         }
@@ -191,7 +191,7 @@ impl<S: Storage> Rdm<S> {
     /// Whether, after `r`, peer `p` would have nothing more to send right away (then
     /// the packet asks for an immediate ACK).
     pub(in crate::rdm) fn last_for_now(&self, p: usize, r: &Regen) -> bool {
-        let peer = &self.peers.as_ref()[p];
+        let peer = &self.peers[p];
         if self.next_fills_limit(peer) {
             return true;
         }
@@ -256,7 +256,7 @@ impl<S: Storage> Rdm<S> {
     ) -> Sent {
         let (seq, mut regen, retrans) = match plan {
             Plan::Regen(s, r) => (s, r, true),
-            Plan::New(r) => (self.peers.as_ref()[p].next_seq, r, false),
+            Plan::New(r) => (self.peers[p].next_seq, r, false),
         };
         if let Regen::Bundle { op, n } = regen {
             // Only `express_bundle` makes bundles; the planner only resends them.
@@ -290,7 +290,7 @@ impl<S: Storage> Rdm<S> {
                 r.sent = r.len; // nothing more of it leaves
                 let idle = r.unacked == 0;
                 if retrans && pending {
-                    let pm = &mut self.peers.as_mut()[p];
+                    let pm = &mut self.peers[p];
                     pm.resp_pending = pm.resp_pending.saturating_sub(1);
                 }
                 if !retrans
@@ -320,7 +320,7 @@ impl<S: Storage> Rdm<S> {
             msg_id = if started {
                 id
             } else {
-                self.peers.as_ref()[p].next_msg_id
+                self.peers[p].next_msg_id
             };
         } else if regen.op().is_some() {
             return Sent::Yes; // the op vanished: nothing to send
@@ -339,13 +339,13 @@ impl<S: Storage> Rdm<S> {
         };
         let ack_req = retrans || self.last_for_now(p, &regen);
         let header = self.header(p, seq, ack_req);
-        let dst = self.peers.as_ref()[p].addr;
+        let dst = self.peers[p].addr;
         let mut fault = None;
         // An acknowledgement the peer is owed rides along if it fits (generated now,
         // also on a retransmission: never a replayed one).
         // A CLOSE always carries one: it is the closing side's final word on what it
         // took, and the peer fails whatever it does not cover.
-        let ack = (self.peers.as_ref()[p].owes_ack() || matches!(regen, Regen::Close))
+        let ack = (self.peers[p].owes_ack() || matches!(regen, Regen::Close))
             .then(|| self.ack_body(p, now));
         if !retrans {
             self.replied(p, now);
@@ -582,7 +582,7 @@ impl<S: Storage> Rdm<S> {
             rtx: false,
         };
         {
-            let pm = &mut self.peers.as_mut()[p];
+            let pm = &mut self.peers[p];
             pm.next_seq = seq.wrapping_add(1);
             if pm.rto_at.is_none() {
                 pm.rto_at = Some(now + Duration::from_micros(pm.rtt.rto));
@@ -591,7 +591,7 @@ impl<S: Storage> Rdm<S> {
         match regen {
             Regen::Bundle { .. } => {} // resent by `resend_bundle`, never planned
             Regen::Close => {
-                self.peers.as_mut()[p].close_seq = Some(seq);
+                self.peers[p].close_seq = Some(seq);
                 self.stats.closes_sent += 1;
             }
             Regen::Resp { slot, .. } => {
@@ -599,7 +599,7 @@ impl<S: Storage> Rdm<S> {
                 if let Some((h, _)) = self.resps.get_by_index(slot as usize) {
                     self.resps.remove(h);
                 }
-                let pm = &mut self.peers.as_mut()[p];
+                let pm = &mut self.peers[p];
                 pm.resp_pending = pm.resp_pending.saturating_sub(1);
             }
             Regen::AtomicData { slot } => {
@@ -607,7 +607,7 @@ impl<S: Storage> Rdm<S> {
                     r.sent = 1;
                     r.unacked += 1;
                 }
-                let pm = &mut self.peers.as_mut()[p];
+                let pm = &mut self.peers[p];
                 pm.resp_pending = pm.resp_pending.saturating_sub(1);
             }
             Regen::ReadData { slot, len, .. } => {
@@ -618,7 +618,7 @@ impl<S: Storage> Rdm<S> {
                     finished = r.sent >= r.len;
                 }
                 if finished {
-                    let pm = &mut self.peers.as_mut()[p];
+                    let pm = &mut self.peers[p];
                     pm.resp_pending = pm.resp_pending.saturating_sub(1);
                 }
             }
@@ -639,7 +639,7 @@ impl<S: Storage> Rdm<S> {
                     }
                 }
                 if none_left {
-                    let pm = &mut self.peers.as_mut()[p];
+                    let pm = &mut self.peers[p];
                     pm.cts_pending = pm.cts_pending.saturating_sub(1);
                 }
                 if let Some(h) = finished {
@@ -669,7 +669,7 @@ impl<S: Storage> Rdm<S> {
                     }
                     data_exhausted = is_data && had && !op.has_data_to_send();
                 }
-                let pm = &mut self.peers.as_mut()[p];
+                let pm = &mut self.peers[p];
                 if first && message {
                     pm.next_msg_id = pm.next_msg_id.wrapping_add(1);
                 }
@@ -695,7 +695,7 @@ impl<S: Storage> Rdm<S> {
                     .ops
                     .get_by_index(o as usize)
                     .map_or((NIL, false), |(_, op)| (op.next, op.rma.is_none()));
-                let pm = &mut self.peers.as_mut()[p];
+                let pm = &mut self.peers[p];
                 if message {
                     pm.next_msg_id = pm.next_msg_id.wrapping_add(1);
                 }

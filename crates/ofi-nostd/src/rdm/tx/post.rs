@@ -27,7 +27,7 @@ impl<S: Storage> Rdm<S> {
             return Err(Errno::EAGAIN);
         }
         let p = self.peer_slot(&dest, now)?;
-        self.peers.as_mut()[p].last_active = now;
+        self.peers[p].last_active = now;
         let injected = req.flags.contains(Flags::INJECT);
         let level = if req.rma.is_some() {
             // An RMA operation completes on the target's answer (see `op_progress`).
@@ -55,7 +55,7 @@ impl<S: Storage> Rdm<S> {
         });
         let op = TxOp {
             peer: p as u16,
-            epoch: self.peers.as_ref()[p].epoch,
+            epoch: self.peers[p].epoch,
             prev: NIL,
             next: NIL,
             rndv,
@@ -136,7 +136,7 @@ impl<S: Storage> Rdm<S> {
             }
         }
         // Append to the peer's FIFO.
-        let peer = &mut self.peers.as_mut()[p];
+        let peer = &mut self.peers[p];
         let tail = peer.op_tail;
         peer.op_tail = idx as u32;
         if tail == NIL {
@@ -153,10 +153,7 @@ impl<S: Storage> Rdm<S> {
         {
             t.next = idx as u32;
         }
-        if matches!(
-            self.peers.as_ref()[p].state,
-            PeerState::Idle | PeerState::Failed
-        ) {
+        if matches!(self.peers[p].state, PeerState::Idle | PeerState::Failed) {
             self.start_hello(p, now);
         }
         if level == Level::Inject {
@@ -222,7 +219,7 @@ impl<S: Storage> Rdm<S> {
         {
             o.prev = op.prev;
         }
-        if let Some(peer) = self.peers.as_mut().get_mut(p) {
+        if let Some(peer) = self.peers.get_mut(p) {
             if peer.op_head == idx as u32 {
                 peer.op_head = op.next;
             }

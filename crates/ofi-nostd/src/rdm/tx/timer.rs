@@ -20,7 +20,7 @@ impl<S: Storage> Rdm<S> {
         let cfg = self.cfg;
         // Only the fields read below: this runs for every session on every pass.
         let peer = {
-            let pr = &self.peers.as_ref()[p];
+            let pr = &self.peers[p];
             TimerView {
                 cand: pr.cand,
                 state: pr.state,
@@ -35,7 +35,7 @@ impl<S: Storage> Rdm<S> {
             && !c.send_ack
             && now >= c.expires
         {
-            self.peers.as_mut()[p].cand = None;
+            self.peers[p].cand = None;
         }
         match peer.state {
             PeerState::HelloSent
@@ -47,7 +47,7 @@ impl<S: Storage> Rdm<S> {
                 if let Some(t) = peer.ack_at
                     && now >= t
                 {
-                    let pm = &mut self.peers.as_mut()[p];
+                    let pm = &mut self.peers[p];
                     pm.ack_now = true;
                     pm.ack_at = None;
                     if pm.holding {
@@ -63,9 +63,9 @@ impl<S: Storage> Rdm<S> {
                 }
                 if let Some(t) = peer.probe_at
                     && now >= t
-                    && self.peers.as_ref()[p].state == PeerState::Established
+                    && self.peers[p].state == PeerState::Established
                 {
-                    let pm = &mut self.peers.as_mut()[p];
+                    let pm = &mut self.peers[p];
                     pm.timeouts += 1;
                     if pm.timeouts > cfg.max_retries {
                         self.stats.fail_probe += 1;
@@ -85,7 +85,7 @@ impl<S: Storage> Rdm<S> {
     pub(in crate::rdm) fn liveness(&mut self, p: usize, now: Instant, ctx: &mut Ctx<'_, S>) {
         let cfg = self.cfg;
         {
-            let pr = &mut self.peers.as_mut()[p];
+            let pr = &mut self.peers[p];
             if pr.state != PeerState::Established {
                 return;
             }
@@ -95,7 +95,7 @@ impl<S: Storage> Rdm<S> {
                 return;
             }
         }
-        let peer = self.peers.as_ref()[p];
+        let peer = self.peers[p];
         let interval = |n: u32| {
             Duration::from_micros(
                 peer.rtt
@@ -105,14 +105,14 @@ impl<S: Storage> Rdm<S> {
             )
         };
         match peer.live_at {
-            None => self.peers.as_mut()[p].live_at = Some(now + interval(peer.timeouts)),
+            None => self.peers[p].live_at = Some(now + interval(peer.timeouts)),
             Some(t) if now >= t => {
                 if peer.timeouts >= cfg.max_retries {
                     self.stats.fail_probe += 1;
                     self.fail_peer(p, Errno::ETIMEDOUT, Keep::Nothing, now, ctx);
                     return;
                 }
-                let pm = &mut self.peers.as_mut()[p];
+                let pm = &mut self.peers[p];
                 pm.timeouts += 1;
                 pm.ka_probe = true;
                 pm.live_at = Some(now + interval(pm.timeouts));
@@ -127,7 +127,7 @@ impl<S: Storage> Rdm<S> {
     pub(in crate::rdm) fn on_rto(&mut self, p: usize, now: Instant, ctx: &mut Ctx<'_, S>) {
         self.stats.rto_expirations += 1;
         let cfg = self.cfg;
-        let peer = self.peers.as_ref()[p];
+        let peer = self.peers[p];
         if peer.timeouts >= cfg.max_retries {
             self.stats.fail_retransmit += 1;
             self.fail_peer(p, Errno::ETIMEDOUT, Keep::Nothing, now, ctx);
@@ -148,7 +148,7 @@ impl<S: Storage> Rdm<S> {
             }
             s = s.wrapping_add(1);
         }
-        let pm = &mut self.peers.as_mut()[p];
+        let pm = &mut self.peers[p];
         pm.rtx_pending += marked;
         if pm.rtx_pending == 0 && pm.in_flight() > 0 {
             // The peer holds every packet in flight (all selectively acknowledged: a

@@ -1,6 +1,10 @@
 //! The peer table: one session per remote endpoint, with its send window, receive
 //! state and timers.
 
+mod table;
+
+pub(super) use table::{PeerTable, Place};
+
 use super::*;
 
 /// Where a session with one remote endpoint is.
@@ -413,19 +417,6 @@ impl Peer {
     }
 }
 
-fn addr_key(a: &EpAddr) -> u64 {
-    u64::from_be_bytes([
-        a.ip[0],
-        a.ip[1],
-        a.ip[2],
-        a.ip[3],
-        (a.port >> 8) as u8,
-        a.port as u8,
-        (a.ep_id >> 8) as u8,
-        a.ep_id as u8,
-    ])
-}
-
 /// A snapshot of one session, for diagnostics and tests.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PeerInfo {
@@ -495,7 +486,6 @@ impl<S: Storage> Rdm<S> {
             context: o.context,
             peer: self
                 .peers
-                .as_ref()
                 .get(o.peer as usize)
                 .map_or(EpAddr::new([0; 4], 0, 0), |p| p.addr),
             len: o.len,
@@ -511,7 +501,7 @@ impl<S: Storage> Rdm<S> {
 
     /// Snapshots of every session in the peer table.
     pub fn peers(&self) -> impl Iterator<Item = PeerInfo> + '_ {
-        self.peers.as_ref().iter().filter(|p| p.used).map(|p| {
+        self.peers.used().map(|p| {
             let mut ops = 0;
             let mut o = p.op_head;
             while o != NIL && ops < u32::MAX {
@@ -542,55 +532,27 @@ impl<S: Storage> Rdm<S> {
         })
     }
 
-    /// The peer-table slot of `addr`, in O(1).
-    pub(super) fn find_peer(&self, addr: &EpAddr) -> Option<usize> {
-        let peers = self.peers.as_ref();
-        let last = self.last_peer.get();
-        if peers
-            .get(last as usize)
-            .is_some_and(|p| p.used && p.addr == *addr)
-        {
-            return Some(last as usize);
-        }
-        let i = self.peer_index.find(addr_key(addr), |i| {
-            peers
-                .get(i as usize)
-                .is_some_and(|p| p.used && p.addr == *addr)
-        })?;
-        self.last_peer.set(i);
-        Some(i as usize)
-    }
-
     /// The slot of `addr`, adding it (evicting an idle peer if the table is full).
     /// -FI_EAGAIN when every peer is busy.
     pub(super) fn peer_slot(&mut self, addr: &EpAddr, now: Instant) -> Result<usize> {
-        if let Some(i) = self.find_peer(addr) {
-            return Ok(i);
-        }
-        let free = self.peers.as_ref().iter().position(|p| !p.used);
-        let i = match free {
-            Some(i) => i,
-            None => {
-                // The table is full: the peer idle the longest among those that can go.
-                let victim = (0..self.peers.as_ref().len())
-                    .filter(|&i| self.evictable(i, now))
-                    .min_by_key(|&i| self.peers.as_ref()[i].last_active);
-                let i = victim.ok_or(Errno::EAGAIN)?;
+        let i = match self.peers.place(addr, |i| self.evictable(i, now))? {
+            Place::Found(i) => return Ok(i),
+            Place::Free(i) => i,
+            Place::Victim(i) => {
                 self.evict(i);
                 i
             }
         };
-        self.peer_index
-            .insert(addr_key(addr), i as u32)
-            .map_err(|_| Errno::EAGAIN)?;
         let rtt = Rtt::new(&self.cfg);
-        self.peers.as_mut()[i] = Peer {
-            used: true,
-            addr: *addr,
-            rtt,
-            ..Peer::EMPTY
-        };
-        self.peers_high = self.peers_high.max(i + 1);
+        self.peers.insert(
+            i,
+            Peer {
+                used: true,
+                addr: *addr,
+                rtt,
+                ..Peer::EMPTY
+            },
+        )?;
         Ok(i)
     }
 
@@ -609,7 +571,7 @@ impl<S: Storage> Rdm<S> {
     /// packet of it is answered RESET(UNKNOWN_SESSION), and its sends of which nothing
     /// was acknowledged go again on a new session (wire protocol 4.7).
     fn evictable(&self, i: usize, now: Instant) -> bool {
-        let p = &self.peers.as_ref()[i];
+        let p = &self.peers[i];
         let quiet = p.used && p.op_head == NIL && p.cand.is_none() && p.held == 0;
         if !quiet {
             return false;
@@ -639,7 +601,7 @@ impl<S: Storage> Rdm<S> {
     /// session (a rendezvous RTS, or an eager message not complete yet). Scans the
     /// queues: only a full table asks.
     fn has_unexpected_rndv(&self, i: usize) -> bool {
-        let epoch = self.peers.as_ref()[i].epoch;
+        let epoch = self.peers[i].epoch;
         let needs = |m: &UxMsg| m.peer as usize == i && m.epoch == epoch && !m.complete();
         self.ux_msg.find_by(needs).is_some()
             || self.ux_tag.find_by(needs).is_some()
@@ -647,11 +609,11 @@ impl<S: Storage> Rdm<S> {
     }
 
     fn evict(&mut self, i: usize) {
-        if self.peers.as_mut()[i].ack_held.take().is_some() {
+        if self.peers[i].ack_held.take().is_some() {
             // Only an idle session is evicted: nothing in flight that it could ack.
             self.acks_held = self.acks_held.saturating_sub(1);
         }
-        if self.peers.as_ref()[i].state == PeerState::Established {
+        if self.peers[i].state == PeerState::Established {
             self.established = self.established.saturating_sub(1);
             self.stats.sessions_evicted += 1;
             let w = self.wmask + 1;
@@ -659,15 +621,7 @@ impl<S: Storage> Rdm<S> {
                 *e = WinEntry::EMPTY;
             }
         }
-        let key = addr_key(&self.peers.as_ref()[i].addr);
-        let peers = &self.peers;
-        self.peer_index.remove(key, i as u32, |j| {
-            peers
-                .as_ref()
-                .get(j as usize)
-                .map_or(0, |p| addr_key(&p.addr))
-        });
-        self.peers.as_mut()[i] = Peer::EMPTY;
+        self.peers.remove(i);
     }
 
     /// Where `seq` of peer `p` sits in the window and reorder tables (per peer a
@@ -699,7 +653,7 @@ impl<S: Storage> Rdm<S> {
     /// Credits to grant peer `p`: what the reorder pool can absorb, shared between the
     /// established peers, at most the window. Zero while its head packet is blocked.
     pub(super) fn credits_for(&self, p: usize) -> u32 {
-        let peer = &self.peers.as_ref()[p];
+        let peer = &self.peers[p];
         if peer.blocked {
             return 0;
         }
@@ -721,7 +675,7 @@ impl<S: Storage> Rdm<S> {
         let nonce = self.rng.next_u64();
         let epoch = self.next_epoch();
         let rto = self.cfg.rto_initial.total_micros();
-        let peer = &mut self.peers.as_mut()[p];
+        let peer = &mut self.peers[p];
         peer.state = PeerState::HelloSent;
         peer.epoch = epoch;
         peer.rx_session = rx_session;
@@ -757,19 +711,19 @@ impl<S: Storage> Rdm<S> {
         credits: u32,
         now: Instant,
     ) {
-        let was = self.peers.as_ref()[p].state;
+        let was = self.peers[p].state;
         if was != PeerState::Established {
             self.established += 1;
         }
         let keep_epoch = was == PeerState::HelloSent;
         let epoch = if keep_epoch {
-            self.peers.as_ref()[p].epoch
+            self.peers[p].epoch
         } else {
             self.next_epoch()
         };
         let window = self.cfg.window;
         let init_credits = self.credits_for(p);
-        let peer = &mut self.peers.as_mut()[p];
+        let peer = &mut self.peers[p];
         peer.state = PeerState::Established;
         peer.epoch = epoch;
         peer.rx_session = rx_session;
