@@ -121,14 +121,14 @@ impl<S: Storage> Rdm<S> {
         let (rx_session, isn, credits, nonce) = match cand {
             Some(c) => (c.rx_session, c.local_isn, c.credits, c.our_nonce),
             None => (
-                peer.rx_session,
-                peer.local_isn,
+                peer.session.rx_session,
+                peer.session.local_isn,
                 if ack {
-                    peer.init_credits
+                    peer.session.init_credits
                 } else {
                     self.credits_for(p)
                 },
-                peer.our_nonce,
+                peer.session.our_nonce,
             ),
         };
         (
@@ -212,21 +212,21 @@ impl<S: Storage> Rdm<S> {
         port: &mut P,
     ) -> Sent {
         let peer = self.peers[p];
-        let c = if cand { peer.cand } else { None };
+        let c = if cand { peer.session.cand } else { None };
         if cand && c.is_none() {
             return Sent::Yes;
         }
         let (isn, body) = self.hello_body(p, true, c.as_ref());
         let (session, their_nonce) = match &c {
             Some(c) => (c.tx_session, c.their_nonce),
-            None => (peer.tx_session, peer.their_nonce),
+            None => (peer.session.tx_session, peer.session.their_nonce),
         };
         let header = Header {
             src_ep: self.local.ep_id,
             dst_ep: peer.addr.ep_id,
             session,
             seq: isn,
-            crc: self.cfg.crc || peer.params.caps & wcaps::CRC_RX != 0,
+            crc: self.cfg.crc || peer.session.params.caps & wcaps::CRC_RX != 0,
             ack_req: false,
         };
         self.send_handshake(
@@ -281,13 +281,13 @@ impl<S: Storage> Rdm<S> {
         let peer = self.peers[p];
         match peer.state {
             PeerState::Established => {
-                if peer.tx_session == h.rx_session {
+                if peer.session.tx_session == h.rx_session {
                     // Our HELLO_ACK was lost: the same answer again.
-                    self.peers[p].send_hello_ack = true;
+                    self.peers[p].session.send_hello_ack = true;
                     self.tx_ready = true;
-                } else if let Some(c) = peer.cand.filter(|c| c.tx_session == h.rx_session) {
+                } else if let Some(c) = peer.session.cand.filter(|c| c.tx_session == h.rx_session) {
                     let _ = c;
-                    if let Some(c) = self.peers[p].cand.as_mut() {
+                    if let Some(c) = self.peers[p].session.cand.as_mut() {
                         c.send_ack = true;
                     }
                     self.tx_ready = true;
@@ -306,7 +306,7 @@ impl<S: Storage> Rdm<S> {
                         expires: now + self.cfg.handshake_timeout,
                         send_ack: true,
                     };
-                    self.peers[p].cand = Some(cand);
+                    self.peers[p].session.cand = Some(cand);
                     self.tx_ready = true;
                 }
             }
@@ -318,7 +318,7 @@ impl<S: Storage> Rdm<S> {
                 // (HelloSent here: simultaneous open that the peer's HELLO wins; our
                 // queued operations move to its session.)
                 let rx_session = if peer.state == PeerState::HelloSent {
-                    peer.rx_session
+                    peer.session.rx_session
                 } else {
                     self.rng.nonzero_u32()
                 };
@@ -336,10 +336,10 @@ impl<S: Storage> Rdm<S> {
                 );
                 let credits = self.credits_for(p);
                 let pm = &mut self.peers[p];
-                pm.our_nonce = nonce;
-                pm.their_nonce = h.nonce;
-                pm.init_credits = credits;
-                pm.send_hello_ack = true;
+                pm.session.our_nonce = nonce;
+                pm.session.their_nonce = h.nonce;
+                pm.session.init_credits = credits;
+                pm.session.send_hello_ack = true;
                 let _ = ctx;
             }
         }
@@ -359,29 +359,31 @@ impl<S: Storage> Rdm<S> {
             return;
         };
         let peer = self.peers[p];
-        let ours =
-            h.rx_session == peer.rx_session && h.isn == peer.local_isn && h.nonce == peer.our_nonce;
+        let ours = h.rx_session == peer.session.rx_session
+            && h.isn == peer.session.local_isn
+            && h.nonce == peer.session.our_nonce;
         match peer.state {
             PeerState::HelloSent if ours => {
                 self.install_session(
                     p,
-                    peer.rx_session,
-                    peer.rx_session,
-                    peer.local_isn,
-                    peer.local_isn,
+                    peer.session.rx_session,
+                    peer.session.rx_session,
+                    peer.session.local_isn,
+                    peer.session.local_isn,
                     params,
                     h.credits,
                     now,
                 );
                 let credits = self.credits_for(p);
                 let pm = &mut self.peers[p];
-                pm.their_nonce = h.nonce;
-                pm.init_credits = credits;
+                pm.session.their_nonce = h.nonce;
+                pm.session.init_credits = credits;
                 pm.last_heard_ok(now);
             }
             // A retransmission of the HELLO that established the session: nothing
             // to answer (it already acknowledged itself).
-            PeerState::Established if ours && peer.tx_session == peer.rx_session => {}
+            PeerState::Established
+                if ours && peer.session.tx_session == peer.session.rx_session => {}
             _ => self.stats.rx_bad_handshake += 1,
         }
     }
@@ -403,7 +405,7 @@ impl<S: Storage> Rdm<S> {
             return;
         };
         let peer = self.peers[p];
-        if peer.state != PeerState::HelloSent || header.session != peer.rx_session {
+        if peer.state != PeerState::HelloSent || header.session != peer.session.rx_session {
             // A duplicate of the one that established the session, or stray.
             self.stats.rx_bad_handshake += 1;
             return;
@@ -412,7 +414,7 @@ impl<S: Storage> Rdm<S> {
             self.stats.rx_bad_handshake += 1;
             return;
         }
-        if !self.auth_ok(raw, h.mac.is_some(), Some(peer.our_nonce)) {
+        if !self.auth_ok(raw, h.mac.is_some(), Some(peer.session.our_nonce)) {
             self.stats.auth_failures += 1;
             return;
         }
@@ -423,16 +425,16 @@ impl<S: Storage> Rdm<S> {
         };
         self.install_session(
             p,
-            peer.rx_session,
+            peer.session.rx_session,
             h.rx_session,
-            peer.local_isn,
+            peer.session.local_isn,
             h.isn,
             params,
             h.credits,
             now,
         );
         let pm = &mut self.peers[p];
-        pm.their_nonce = h.nonce;
+        pm.session.their_nonce = h.nonce;
         pm.last_heard_ok(now);
     }
 
@@ -446,7 +448,11 @@ impl<S: Storage> Rdm<S> {
         now: Instant,
         ctx: &mut Ctx<'_, S>,
     ) -> bool {
-        let Some(c) = self.peers[p].cand.filter(|c| c.rx_session == session) else {
+        let Some(c) = self.peers[p]
+            .session
+            .cand
+            .filter(|c| c.rx_session == session)
+        else {
             return false;
         };
         if self.peers[p].state == PeerState::Established {
@@ -464,10 +470,10 @@ impl<S: Storage> Rdm<S> {
         );
         let credits = self.credits_for(p);
         let pm = &mut self.peers[p];
-        pm.our_nonce = c.our_nonce;
-        pm.their_nonce = c.their_nonce;
-        pm.init_credits = credits;
-        pm.cand = None;
+        pm.session.our_nonce = c.our_nonce;
+        pm.session.their_nonce = c.their_nonce;
+        pm.session.init_credits = credits;
+        pm.session.cand = None;
         true
     }
 
@@ -486,7 +492,7 @@ impl<S: Storage> Rdm<S> {
             return;
         };
         let peer = self.peers[p];
-        if peer.state != PeerState::HelloSent || header.session != peer.rx_session {
+        if peer.state != PeerState::HelloSent || header.session != peer.session.rx_session {
             self.stats.rx_bad_handshake += 1;
             return;
         }
@@ -504,10 +510,10 @@ impl<S: Storage> Rdm<S> {
             let wait = self.idle_evict() + self.idle_evict();
             let retry = self.cfg.rto_max;
             let pm = &mut self.peers[p];
-            let until = *pm.busy_until.get_or_insert(now + wait);
+            let until = *pm.session.busy_until.get_or_insert(now + wait);
             if now < until {
-                pm.hello_tries = 0;
-                pm.hello_at = now + retry;
+                pm.session.hello_tries = 0;
+                pm.session.hello_at = now + retry;
                 self.stats.hello_busy += 1;
                 return;
             }
@@ -536,8 +542,9 @@ impl<S: Storage> Rdm<S> {
         };
         let peer = self.peers[p];
         let ours = peer.state == PeerState::Established
-            && (header.session == peer.rx_session
-                || (r.reason == close::UNKNOWN_SESSION && header.session == peer.tx_session));
+            && (header.session == peer.session.rx_session
+                || (r.reason == close::UNKNOWN_SESSION
+                    && header.session == peer.session.tx_session));
         if !ours {
             self.stats.rx_unknown_session += 1;
             return;
@@ -552,7 +559,7 @@ impl<S: Storage> Rdm<S> {
             Keep::Unstarted
         };
         self.fail_peer(p, Errno::ECONNRESET, keep, now, ctx);
-        if self.peers[p].op_head != NIL {
+        if self.peers[p].tx.op_head != NIL {
             // Sends that had not started survive: a new session carries them.
             self.start_hello(p, now);
         }
@@ -562,9 +569,9 @@ impl<S: Storage> Rdm<S> {
 impl super::peer::Peer {
     /// Any valid packet from the peer proves it alive.
     pub(super) fn last_heard_ok(&mut self, now: Instant) {
-        self.timeouts = 0;
-        self.live_at = None;
+        self.tx.timeouts = 0;
+        self.tx.live_at = None;
         self.last_active = now;
-        self.busy_until = None;
+        self.session.busy_until = None;
     }
 }

@@ -418,11 +418,11 @@ impl<S: Storage> Rdm<S> {
         for p in self.peers.active_mut() {
             if p.used && p.state == peer::PeerState::Established {
                 if p.owes_ack() {
-                    p.ack_now = true;
-                    p.ack_at = None;
+                    p.rx.ack_now = true;
+                    p.rx.ack_at = None;
                 }
-                p.close_pending = true;
-                rto = Some(rto.unwrap_or(0).max(p.rtt.rto));
+                p.session.close_pending = true;
+                rto = Some(rto.unwrap_or(0).max(p.tx.rtt.rto));
             }
         }
         self.tx_ready = true;
@@ -442,8 +442,10 @@ impl<S: Storage> Rdm<S> {
         self.peers.active().iter().any(|p| {
             p.used
                 && p.state == peer::PeerState::Established
-                && p.close_pending
-                && p.close_seq.is_none_or(|s| wire::seq::seq_le(p.snd_una, s))
+                && p.session.close_pending
+                && p.session
+                    .close_seq
+                    .is_none_or(|s| wire::seq::seq_le(p.tx.snd_una, s))
         })
     }
 

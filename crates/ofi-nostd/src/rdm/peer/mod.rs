@@ -1,8 +1,14 @@
 //! The peer table: one session per remote endpoint, with its send window, receive
 //! state and timers.
 
+mod recv;
+mod send;
+mod session;
 mod table;
 
+pub(super) use recv::RecvHalf;
+pub(super) use send::{Rtt, SendHalf};
+pub(super) use session::{Cand, Params, Session};
 pub(super) use table::{PeerTable, Place};
 
 use super::*;
@@ -18,83 +24,6 @@ pub enum PeerState {
     Established,
     /// The session failed (timeout, reset, reject); the next operation re-handshakes.
     Failed,
-}
-
-/// What the peer told us in its handshake.
-#[derive(Debug, Clone, Copy, Default)]
-pub(super) struct Params {
-    pub(super) max_pkt: u16,
-    pub(super) window: u16,
-    pub(super) caps: u64,
-}
-
-/// A new session offered by an already-connected peer (spec 4.2/4.5): it replaces the
-/// current one only when its first packet proves the peer took our HELLO_ACK.
-#[derive(Debug, Clone, Copy)]
-pub(super) struct Cand {
-    pub(super) rx_session: u32,
-    pub(super) tx_session: u32,
-    pub(super) local_isn: u32,
-    pub(super) remote_isn: u32,
-    pub(super) params: Params,
-    pub(super) credits: u32,
-    pub(super) our_nonce: u64,
-    pub(super) their_nonce: u64,
-    pub(super) expires: Instant,
-    pub(super) send_ack: bool,
-}
-
-/// RFC 6298 round-trip estimator, in microseconds.
-#[derive(Debug, Clone, Copy)]
-pub(super) struct Rtt {
-    pub(super) srtt: u64,
-    pub(super) rttvar: u64,
-    pub(super) rto: u64,
-    pub(super) sampled: bool,
-}
-
-impl Rtt {
-    pub(super) fn new(cfg: &RdmConfig) -> Rtt {
-        Rtt {
-            srtt: 0,
-            rttvar: 0,
-            rto: cfg.rto_initial.total_micros(),
-            sampled: false,
-        }
-    }
-
-    pub(super) fn sample(&mut self, r: u64, cfg: &RdmConfig) {
-        // A packet the receiver held back (it was blocked for want of buffers) is
-        // acknowledged late without any retransmission: its sample measures the
-        // receiver's queue, not the path. Let one sample at most double the estimate.
-        let cap = if self.sampled {
-            (2 * self.srtt).max(cfg.rto_min.total_micros())
-        } else {
-            cfg.rto_initial
-                .total_micros()
-                .max(cfg.rto_min.total_micros())
-        };
-        let r = r.clamp(1, cap);
-        if self.sampled {
-            let d = self.srtt.abs_diff(r);
-            self.rttvar = (3 * self.rttvar + d) / 4;
-            self.srtt = (7 * self.srtt + r) / 8;
-        } else {
-            self.srtt = r;
-            self.rttvar = r / 2;
-            self.sampled = true;
-        }
-        self.rto = (self.srtt + (4 * self.rttvar).max(1))
-            .clamp(cfg.rto_min.total_micros(), cfg.rto_max.total_micros());
-    }
-
-    pub(super) fn backoff(&mut self, cfg: &RdmConfig) {
-        self.rto = self
-            .rto
-            .saturating_mul(2)
-            .min(cfg.rto_max.total_micros())
-            .max(cfg.rto_min.total_micros());
-    }
 }
 
 /// What a sequenced packet in the send window is, so it can be rebuilt for a
@@ -182,98 +111,15 @@ pub(crate) struct Peer {
     pub(super) used: bool,
     pub(super) addr: EpAddr,
     pub(super) state: PeerState,
-    /// Distinguishes sessions in references held by operations and messages.
-    pub(super) epoch: u32,
-    pub(super) rx_session: u32,
-    pub(super) tx_session: u32,
-    pub(super) local_isn: u32,
-    pub(super) remote_isn: u32,
-    pub(super) our_nonce: u64,
-    pub(super) their_nonce: u64,
-    pub(super) params: Params,
-    pub(super) init_credits: u32,
-    /// We answered a HELLO: (re)send HELLO_ACK for the current session.
-    pub(super) send_hello_ack: bool,
-    pub(super) cand: Option<Cand>,
-    pub(super) hello_at: Instant,
-    pub(super) hello_tries: u32,
-    pub(super) hello_rto: u64,
-    // ---- send side
-    pub(super) next_seq: u32,
-    pub(super) snd_una: u32,
-    pub(super) snd_limit: u32,
-    pub(super) last_ack_ts: u32,
-    pub(super) rtt: Rtt,
-    pub(super) rto_at: Option<Instant>,
-    pub(super) timeouts: u32,
-    pub(super) next_msg_id: u32,
-    pub(super) op_head: u32,
-    pub(super) op_tail: u32,
-    pub(super) cursor: u32,
-    pub(super) rndv_ready: u32,
-    pub(super) cts_pending: u32,
-    /// RMA answers (`RmaResp`) with something still to send to this peer.
-    pub(super) resp_pending: u32,
-    /// The RMA write of this peer whose segments are arriving (one at a time: the
-    /// sender finishes a write's segments before the next operation's), and the first
-    /// failure among them.
-    pub(super) wr_op: Option<(u32, u16)>,
-    pub(super) probe_at: Option<Instant>,
-    pub(super) rtx_pending: u32,
-    // ---- receive side
-    pub(super) rcv_nxt: u32,
-    pub(super) held: u32,
-    pub(super) rx_msg_id: u32,
-    pub(super) asm: Option<Asm>,
-    pub(super) ack_now: bool,
-    pub(super) ack_at: Option<Instant>,
-    pub(super) since_ack: u32,
-    /// `rcv_nxt` as our last acknowledgement (standalone or piggybacked) announced it:
-    /// with `adv_credits`, where the peer's grant ends.
-    pub(super) adv_cum: u32,
-    /// The armed `ack_at` is an `ACK_REQ` hold (waiting for a reply to carry the ack).
-    pub(super) holding: bool,
-    /// Holding pays off with this peer: it replied within the hold last time (or we
-    /// have not seen otherwise). Cleared when a hold expires unused, set again when we
-    /// send to the peer soon after acknowledging an `ACK_REQ` at once (as TCP's
-    /// delayed-ack "pingpong" mode).
-    pub(super) hold_ok: bool,
-    /// When we last acknowledged an `ACK_REQ` at once because holding did not pay off.
-    pub(super) req_acked_at: Option<Instant>,
-    pub(super) ts_recent: u32,
-    /// An acknowledgement of ours that arrived on a message and waits, with its arrival
-    /// time, for the next transmit half (`Rdm::take_held_ack`): a ping-pong's reply
-    /// leaves before the completions it releases are written.
-    pub(super) ack_held: Option<(wire::packet::AckRepr, Instant)>,
-    pub(super) blocked: bool,
-    pub(super) adv_credits: u32,
-    pub(super) ka_reply: bool,
-    /// Rendezvous receives of this session still waiting for DATA.
-    pub(super) inbound: u32,
-    /// Liveness probe timer while we wait for the peer's data and send nothing.
-    pub(super) live_at: Option<Instant>,
-    /// Send a KEEPALIVE with ACK_REQ (liveness probe).
-    pub(super) ka_probe: bool,
     /// When a valid packet last came from the peer, a send to it was posted, or its
     /// session failed: how long it has been idle, for eviction.
     pub(super) last_active: Instant,
-    /// The receive session of the peer's last failed session (0: none): a late packet
-    /// of it is answered RESET(RETRY_EXHAUSTED), not UNKNOWN_SESSION, so the peer does
-    /// not re-send what we may have delivered.
-    pub(super) failed_rx_session: u32,
-    /// Our transmit session of that failed session (what the RESET names).
-    pub(super) failed_tx_session: u32,
-    /// The peer refused our HELLO for lack of room (REJECT(NO_RESOURCES)): we ask again
-    /// until this instant, by when an idle session of its should have made room.
-    pub(super) busy_until: Option<Instant>,
-    /// Our endpoint is closing: send CLOSE (spec 4.7) after the sends queued before
-    /// `fi_close`, and nothing after it.
-    pub(super) close_pending: bool,
-    /// The sequence number our CLOSE went out with: once the peer's cumulative ack
-    /// passes it, the peer has every acknowledgement we owed and the linger can end.
-    pub(super) close_seq: Option<u32>,
-    /// The peer's CLOSE was processed: fail the session once its ACK has left.
-    pub(super) closed_by_peer: bool,
+    /// Ids, ISNs, nonces, the peer's parameters and the handshake.
+    pub(super) session: Session,
+    /// The send half.
+    pub(super) tx: SendHalf,
+    /// The receive half.
+    pub(super) rx: RecvHalf,
 }
 
 impl Peer {
@@ -285,77 +131,15 @@ impl Peer {
             ep_id: 0,
         },
         state: PeerState::Idle,
-        epoch: 0,
-        rx_session: 0,
-        tx_session: 0,
-        local_isn: 0,
-        remote_isn: 0,
-        our_nonce: 0,
-        their_nonce: 0,
-        params: Params {
-            max_pkt: 0,
-            window: 0,
-            caps: 0,
-        },
-        init_credits: 0,
-        send_hello_ack: false,
-        cand: None,
-        hello_at: Instant::ZERO,
-        hello_tries: 0,
-        hello_rto: 0,
-        next_seq: 0,
-        snd_una: 0,
-        snd_limit: 0,
-        last_ack_ts: 0,
-        rtt: Rtt {
-            srtt: 0,
-            rttvar: 0,
-            rto: 0,
-            sampled: false,
-        },
-        rto_at: None,
-        timeouts: 0,
-        next_msg_id: 0,
-        op_head: NIL,
-        op_tail: NIL,
-        cursor: NIL,
-        rndv_ready: 0,
-        cts_pending: 0,
-        resp_pending: 0,
-        wr_op: None,
-        probe_at: None,
-        rtx_pending: 0,
-        rcv_nxt: 0,
-        held: 0,
-        rx_msg_id: 0,
-        asm: None,
-        ack_now: false,
-        ack_at: None,
-        since_ack: 0,
-        adv_cum: 0,
-        holding: false,
-        hold_ok: true,
-        req_acked_at: None,
-        ts_recent: 0,
-        ack_held: None,
-        blocked: false,
-        adv_credits: 0,
-        ka_reply: false,
-        inbound: 0,
-        live_at: None,
-        ka_probe: false,
         last_active: Instant::ZERO,
-        failed_rx_session: 0,
-        failed_tx_session: 0,
-        busy_until: None,
-        close_pending: false,
-        close_seq: None,
-        closed_by_peer: false,
+        session: Session::EMPTY,
+        tx: SendHalf::EMPTY,
+        rx: RecvHalf::EMPTY,
     };
 
     /// Whether the peer is owed an acknowledgement (due now or on a timer).
     pub(super) fn owes_ack(&self) -> bool {
-        self.ack_now || self.ack_at.is_some() || self.since_ack > 0
+        self.rx.ack_now || self.rx.ack_at.is_some() || self.rx.since_ack > 0
     }
 
     /// The earliest instant this peer needs the engine's attention.
@@ -363,32 +147,33 @@ impl Peer {
         // Something to send now is the earliest deadline there is: no timer can beat
         // it. Otherwise the earliest armed timer, in plain integers (this runs after
         // every packet and post; `Option` minima cost several times as much).
-        if let Some(c) = &self.cand
+        if let Some(c) = &self.session.cand
             && c.send_ack
         {
             return Some(Instant::ZERO);
         }
         let micros = |t: Option<Instant>| t.map_or(u64::MAX, Instant::total_micros);
         let mut t = self
+            .session
             .cand
             .as_ref()
             .map_or(u64::MAX, |c| c.expires.total_micros());
         match self.state {
-            PeerState::HelloSent => t = t.min(self.hello_at.total_micros()),
+            PeerState::HelloSent => t = t.min(self.session.hello_at.total_micros()),
             PeerState::Established => {
-                if self.ack_now
-                    || self.send_hello_ack
-                    || self.ka_reply
-                    || self.ka_probe
-                    || self.rtx_pending > 0
+                if self.rx.ack_now
+                    || self.session.send_hello_ack
+                    || self.rx.ka_reply
+                    || self.tx.ka_probe
+                    || self.tx.rtx_pending > 0
                 {
                     return Some(Instant::ZERO);
                 }
                 t = t
-                    .min(micros(self.rto_at))
-                    .min(micros(self.ack_at))
-                    .min(micros(self.probe_at))
-                    .min(micros(self.live_at));
+                    .min(micros(self.tx.rto_at))
+                    .min(micros(self.rx.ack_at))
+                    .min(micros(self.tx.probe_at))
+                    .min(micros(self.tx.live_at));
             }
             _ => {}
         }
@@ -399,12 +184,12 @@ impl Peer {
     /// or `now` while it waits for data with no timer armed (the scan arms a liveness
     /// probe then).
     pub(super) fn scan_due(&self, now: Instant) -> Option<Instant> {
-        let waiting = self.inbound > 0 || self.asm.is_some();
+        let waiting = self.rx.inbound > 0 || self.rx.asm.is_some();
         if self.state == PeerState::Established
             && waiting
-            && self.live_at.is_none()
-            && self.rto_at.is_none()
-            && self.probe_at.is_none()
+            && self.tx.live_at.is_none()
+            && self.tx.rto_at.is_none()
+            && self.tx.probe_at.is_none()
         {
             return Some(now);
         }
@@ -413,7 +198,7 @@ impl Peer {
 
     /// Packets in flight (sent, not cumulatively acked).
     pub(super) fn in_flight(&self) -> u32 {
-        self.next_seq.wrapping_sub(self.snd_una)
+        self.tx.next_seq.wrapping_sub(self.tx.snd_una)
     }
 }
 
@@ -503,7 +288,7 @@ impl<S: Storage> Rdm<S> {
     pub fn peers(&self) -> impl Iterator<Item = PeerInfo> + '_ {
         self.peers.used().map(|p| {
             let mut ops = 0;
-            let mut o = p.op_head;
+            let mut o = p.tx.op_head;
             while o != NIL && ops < u32::MAX {
                 ops += 1;
                 o = self
@@ -514,20 +299,20 @@ impl<S: Storage> Rdm<S> {
             PeerInfo {
                 addr: p.addr,
                 state: p.state,
-                next_seq: p.next_seq,
-                snd_una: p.snd_una,
-                snd_limit: p.snd_limit,
-                rtx_pending: p.rtx_pending,
-                rcv_nxt: p.rcv_nxt,
-                held: p.held,
-                blocked: p.blocked,
+                next_seq: p.tx.next_seq,
+                snd_una: p.tx.snd_una,
+                snd_limit: p.tx.snd_limit,
+                rtx_pending: p.tx.rtx_pending,
+                rcv_nxt: p.rx.rcv_nxt,
+                held: p.rx.held,
+                blocked: p.rx.blocked,
                 ops,
-                rndv_ready: p.rndv_ready,
-                cts_pending: p.cts_pending,
-                inbound: p.inbound,
-                partial_rx: p.asm.is_some(),
-                rto: p.rtt.rto,
-                timeouts: p.timeouts,
+                rndv_ready: p.tx.rndv_ready,
+                cts_pending: p.tx.cts_pending,
+                inbound: p.rx.inbound,
+                partial_rx: p.rx.asm.is_some(),
+                rto: p.tx.rtt.rto,
+                timeouts: p.tx.timeouts,
             }
         })
     }
@@ -549,7 +334,10 @@ impl<S: Storage> Rdm<S> {
             Peer {
                 used: true,
                 addr: *addr,
-                rtt,
+                tx: SendHalf {
+                    rtt,
+                    ..SendHalf::EMPTY
+                },
                 ..Peer::EMPTY
             },
         )?;
@@ -572,7 +360,7 @@ impl<S: Storage> Rdm<S> {
     /// was acknowledged go again on a new session (wire protocol 4.7).
     fn evictable(&self, i: usize, now: Instant) -> bool {
         let p = &self.peers[i];
-        let quiet = p.used && p.op_head == NIL && p.cand.is_none() && p.held == 0;
+        let quiet = p.used && p.tx.op_head == NIL && p.session.cand.is_none() && p.rx.held == 0;
         if !quiet {
             return false;
         }
@@ -581,16 +369,16 @@ impl<S: Storage> Rdm<S> {
             PeerState::Idle => true,
             PeerState::Failed => idle,
             PeerState::Established => {
-                idle && p.next_seq == p.snd_una
-                    && p.inbound == 0
-                    && p.asm.is_none()
+                idle && p.tx.next_seq == p.tx.snd_una
+                    && p.rx.inbound == 0
+                    && p.rx.asm.is_none()
                     && !p.owes_ack()
-                    && p.cts_pending == 0
-                    && p.resp_pending == 0
-                    && p.rndv_ready == 0
-                    && !p.send_hello_ack
-                    && !p.ka_reply
-                    && !p.ka_probe
+                    && p.tx.cts_pending == 0
+                    && p.tx.resp_pending == 0
+                    && p.tx.rndv_ready == 0
+                    && !p.session.send_hello_ack
+                    && !p.rx.ka_reply
+                    && !p.tx.ka_probe
                     && !self.has_unexpected_rndv(i)
             }
             _ => false,
@@ -601,7 +389,7 @@ impl<S: Storage> Rdm<S> {
     /// session (a rendezvous RTS, or an eager message not complete yet). Scans the
     /// queues: only a full table asks.
     fn has_unexpected_rndv(&self, i: usize) -> bool {
-        let epoch = self.peers[i].epoch;
+        let epoch = self.peers[i].session.epoch;
         let needs = |m: &UxMsg| m.peer as usize == i && m.epoch == epoch && !m.complete();
         self.ux_msg.find_by(needs).is_some()
             || self.ux_tag.find_by(needs).is_some()
@@ -609,7 +397,7 @@ impl<S: Storage> Rdm<S> {
     }
 
     fn evict(&mut self, i: usize) {
-        if self.peers[i].ack_held.take().is_some() {
+        if self.peers[i].tx.ack_held.take().is_some() {
             // Only an idle session is evicted: nothing in flight that it could ack.
             self.acks_held = self.acks_held.saturating_sub(1);
         }
@@ -654,7 +442,7 @@ impl<S: Storage> Rdm<S> {
     /// established peers, at most the window. Zero while its head packet is blocked.
     pub(super) fn credits_for(&self, p: usize) -> u32 {
         let peer = &self.peers[p];
-        if peer.blocked {
+        if peer.rx.blocked {
             return 0;
         }
         // One session (the common case) needs no division: this runs for every packet.
@@ -665,7 +453,7 @@ impl<S: Storage> Rdm<S> {
                 (self.reo_nfree / n as usize).max(1),
             ),
         };
-        (share.min(free_share + peer.held as usize).max(1) as u32).min(self.cfg.window as u32)
+        (share.min(free_share + peer.rx.held as usize).max(1) as u32).min(self.cfg.window as u32)
     }
 
     /// Starts a fresh session attempt with peer `p` as initiator.
@@ -677,18 +465,18 @@ impl<S: Storage> Rdm<S> {
         let rto = self.cfg.rto_initial.total_micros();
         let peer = &mut self.peers[p];
         peer.state = PeerState::HelloSent;
-        peer.epoch = epoch;
-        peer.rx_session = rx_session;
-        peer.tx_session = 0;
-        peer.local_isn = isn;
-        peer.our_nonce = nonce;
-        peer.hello_at = now;
-        peer.hello_tries = 0;
-        peer.hello_rto = rto;
-        peer.send_hello_ack = false;
+        peer.session.epoch = epoch;
+        peer.session.rx_session = rx_session;
+        peer.session.tx_session = 0;
+        peer.session.local_isn = isn;
+        peer.session.our_nonce = nonce;
+        peer.session.hello_at = now;
+        peer.session.hello_tries = 0;
+        peer.session.hello_rto = rto;
+        peer.session.send_hello_ack = false;
         self.tx_ready = true;
         // Ops already queued belong to the new session.
-        let mut o = peer.op_head;
+        let mut o = peer.tx.op_head;
         while o != NIL {
             let Some(op) = self.ops.get_mut_by_index(o as usize) else {
                 break;
@@ -717,7 +505,7 @@ impl<S: Storage> Rdm<S> {
         }
         let keep_epoch = was == PeerState::HelloSent;
         let epoch = if keep_epoch {
-            self.peers[p].epoch
+            self.peers[p].session.epoch
         } else {
             self.next_epoch()
         };
@@ -725,43 +513,43 @@ impl<S: Storage> Rdm<S> {
         let init_credits = self.credits_for(p);
         let peer = &mut self.peers[p];
         peer.state = PeerState::Established;
-        peer.epoch = epoch;
-        peer.rx_session = rx_session;
-        peer.tx_session = tx_session;
-        peer.local_isn = local_isn;
-        peer.remote_isn = remote_isn;
-        peer.params = params;
-        peer.next_seq = local_isn;
-        peer.snd_una = local_isn;
+        peer.session.epoch = epoch;
+        peer.session.rx_session = rx_session;
+        peer.session.tx_session = tx_session;
+        peer.session.local_isn = local_isn;
+        peer.session.remote_isn = remote_isn;
+        peer.session.params = params;
+        peer.tx.next_seq = local_isn;
+        peer.tx.snd_una = local_isn;
         let lim = (credits.min(params.window as u32)).min(window as u32);
-        peer.snd_limit = local_isn.wrapping_add(lim);
-        peer.last_ack_ts = 0;
-        peer.rto_at = None;
-        peer.timeouts = 0;
-        peer.next_msg_id = 0;
-        peer.rx_msg_id = 0;
-        peer.rcv_nxt = remote_isn;
-        peer.asm = None;
-        peer.ack_now = false;
-        peer.ack_at = None;
-        peer.since_ack = 0;
-        peer.adv_cum = remote_isn;
-        peer.holding = false;
-        peer.hold_ok = true;
-        peer.req_acked_at = None;
-        peer.blocked = false;
-        peer.adv_credits = init_credits;
-        peer.probe_at = None;
-        peer.rtx_pending = 0;
-        peer.inbound = 0;
-        peer.live_at = None;
-        peer.ka_probe = false;
-        peer.close_seq = None;
-        peer.closed_by_peer = false;
-        peer.cursor = peer.op_head;
+        peer.tx.snd_limit = local_isn.wrapping_add(lim);
+        peer.tx.last_ack_ts = 0;
+        peer.tx.rto_at = None;
+        peer.tx.timeouts = 0;
+        peer.tx.next_msg_id = 0;
+        peer.rx.rx_msg_id = 0;
+        peer.rx.rcv_nxt = remote_isn;
+        peer.rx.asm = None;
+        peer.rx.ack_now = false;
+        peer.rx.ack_at = None;
+        peer.rx.since_ack = 0;
+        peer.rx.adv_cum = remote_isn;
+        peer.rx.holding = false;
+        peer.rx.hold_ok = true;
+        peer.rx.req_acked_at = None;
+        peer.rx.blocked = false;
+        peer.rx.adv_credits = init_credits;
+        peer.tx.probe_at = None;
+        peer.tx.rtx_pending = 0;
+        peer.rx.inbound = 0;
+        peer.tx.live_at = None;
+        peer.tx.ka_probe = false;
+        peer.session.close_seq = None;
+        peer.session.closed_by_peer = false;
+        peer.tx.cursor = peer.tx.op_head;
         if !keep_epoch {
             // Operations queued while no session existed join this one.
-            let mut o = peer.op_head;
+            let mut o = peer.tx.op_head;
             while o != NIL {
                 let Some(op) = self.ops.get_mut_by_index(o as usize) else {
                     break;

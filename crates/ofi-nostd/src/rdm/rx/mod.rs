@@ -119,7 +119,7 @@ impl<S: Storage> Rdm<S> {
         };
         let (state, rx_session) = {
             let pr = &self.peers[p];
-            (pr.state, pr.rx_session)
+            (pr.state, pr.session.rx_session)
         };
         let mut ok = state == PeerState::Established && h.session == rx_session;
         if !ok && self.adopt_candidate(p, h.session, now, ctx) {
@@ -130,13 +130,18 @@ impl<S: Storage> Rdm<S> {
             if state == PeerState::HelloSent && h.session == rx_session {
                 // The peer answered our HELLO and already sends; its HELLO_ACK is late.
                 self.stats.rx_early += 1;
-            } else if h.session != 0 && h.session == failed.failed_rx_session {
+            } else if h.session != 0 && h.session == failed.session.failed_rx_session {
                 // A late packet of a session we failed: we may have delivered some of
                 // what the peer still retransmits, so it must not send it again on a
                 // new session (as UNKNOWN_SESSION would let it).
                 self.stats.rx_unknown_session += 1;
                 if sequenced {
-                    self.reset_peer(from, failed.failed_tx_session, close::RETRY_EXHAUSTED, now);
+                    self.reset_peer(
+                        from,
+                        failed.session.failed_tx_session,
+                        close::RETRY_EXHAUSTED,
+                        now,
+                    );
                 }
             } else {
                 self.stats.rx_unknown_session += 1;
@@ -153,15 +158,15 @@ impl<S: Storage> Rdm<S> {
         self.peers[p].last_heard_ok(now);
         match &repr.body {
             Body::Ack(a) => {
-                self.peers[p].ts_recent = a.ts;
+                self.peers[p].rx.ts_recent = a.ts;
                 self.on_ack(p, a, now, ctx);
             }
             Body::KeepAlive(k) => {
                 let pm = &mut self.peers[p];
-                pm.ts_recent = k.ts;
+                pm.rx.ts_recent = k.ts;
                 if h.ack_req {
-                    pm.ka_reply = true;
-                    pm.ack_now = true;
+                    pm.rx.ka_reply = true;
+                    pm.rx.ack_now = true;
                     self.tx_ready = true;
                 }
             }
@@ -172,12 +177,12 @@ impl<S: Storage> Rdm<S> {
                 if let Some(a) = repr.ack() {
                     self.stats.rx_acks_piggybacked += 1;
                     let pm = &mut self.peers[p];
-                    pm.ts_recent = a.ts;
+                    pm.rx.ts_recent = a.ts;
                     if matches!(repr.body, Body::Msg(_) | Body::Bundle(_)) {
                         // On a message: held until the next full transmit half, so
                         // an answer posted meanwhile leaves first. Its arrival time
                         // stays its RTT sample's.
-                        pm.ack_held = Some((a, now));
+                        pm.tx.ack_held = Some((a, now));
                         self.acks_held += 1;
                         self.stats.rx_acks_held += 1;
                     } else {
@@ -215,11 +220,11 @@ impl<S: Storage> Rdm<S> {
     ) {
         let seq = repr.header.seq;
         let ack_req = repr.header.ack_req;
-        let d = seq_diff(seq, self.peers[p].rcv_nxt);
+        let d = seq_diff(seq, self.peers[p].rx.rcv_nxt);
         if d < 0 {
             // Already processed: the sender missed our ACK.
             self.stats.rx_duplicates += 1;
-            self.peers[p].ack_now = true;
+            self.peers[p].rx.ack_now = true;
             self.tx_ready = true;
             return;
         }
@@ -232,7 +237,7 @@ impl<S: Storage> Rdm<S> {
         if d as u32 >= self.cfg.window as u32 {
             self.stats.rx_out_of_window += 1;
             if ack_req {
-                self.peers[p].ack_now = true;
+                self.peers[p].rx.ack_now = true;
                 self.tx_ready = true;
             }
             return;
@@ -240,7 +245,7 @@ impl<S: Storage> Rdm<S> {
         if self.reo_get(p, seq) != NO_SLOT {
             // Held already (out of order, or a refused head).
             self.stats.rx_duplicates += 1;
-            self.peers[p].ack_now = true;
+            self.peers[p].rx.ack_now = true;
             self.tx_ready = true;
             return;
         }
@@ -248,31 +253,31 @@ impl<S: Storage> Rdm<S> {
             if !self.hold(p, seq, raw) {
                 self.stats.rx_reorder_full += 1;
                 if ack_req {
-                    self.peers[p].ack_now = true;
+                    self.peers[p].rx.ack_now = true;
                     self.tx_ready = true;
                 }
                 return;
             }
             self.stats.rx_held += 1;
             let pm = &mut self.peers[p];
-            pm.ack_now = true; // a gap appeared or grew
+            pm.rx.ack_now = true; // a gap appeared or grew
             self.tx_ready = true;
             return;
         }
         match self.process(p, repr, now, mem, ctx) {
             Outcome::Done => {
                 self.advance(p, now, ack_req);
-                if self.peers[p].held > 0 {
+                if self.peers[p].rx.held > 0 {
                     self.drain(p, now, mem, ctx);
                 }
             }
             Outcome::Blocked => {
                 self.stats.rx_refused += 1;
                 if self.hold(p, seq, raw) {
-                    self.peers[p].blocked = true;
+                    self.peers[p].rx.blocked = true;
                     self.blocked += 1;
                 }
-                self.peers[p].ack_now = true;
+                self.peers[p].rx.ack_now = true;
                 self.tx_ready = true;
             }
         }
@@ -293,28 +298,29 @@ impl<S: Storage> Rdm<S> {
         };
         let window = self.cfg.window as u32;
         let pm = &mut self.peers[p];
-        pm.rcv_nxt = pm.rcv_nxt.wrapping_add(1);
-        pm.since_ack += 1;
+        pm.rx.rcv_nxt = pm.rx.rcv_nxt.wrapping_add(1);
+        pm.rx.since_ack += 1;
         // What the sender may have in flight beyond our last acknowledgement: our grant
         // and both windows (spec 5.4).
         let grant = pm
+            .rx
             .adv_credits
             .min(window)
-            .min(pm.params.window.max(1) as u32);
-        let exhausted = seq_diff(pm.rcv_nxt, pm.adv_cum.wrapping_add(grant)) >= 0;
-        if pm.since_ack >= ack_threshold(grant) || exhausted {
-            pm.ack_now = true;
+            .min(pm.session.params.window.max(1) as u32);
+        let exhausted = seq_diff(pm.rx.rcv_nxt, pm.rx.adv_cum.wrapping_add(grant)) >= 0;
+        if pm.rx.since_ack >= ack_threshold(grant) || exhausted {
+            pm.rx.ack_now = true;
             self.tx_ready = true;
-        } else if hold && !pm.hold_ok {
+        } else if hold && !pm.rx.hold_ok {
             // The peer sends without waiting for anything of ours: answer now.
-            pm.ack_now = true;
-            pm.req_acked_at = Some(now);
+            pm.rx.ack_now = true;
+            pm.rx.req_acked_at = Some(now);
             self.tx_ready = true;
         } else {
             let at = now + delay;
-            if pm.ack_at.is_none_or(|t| at < t) {
-                pm.ack_at = Some(at);
-                pm.holding = hold;
+            if pm.rx.ack_at.is_none_or(|t| at < t) {
+                pm.rx.ack_at = Some(at);
+                pm.rx.holding = hold;
             }
         }
     }
@@ -323,7 +329,7 @@ impl<S: Storage> Rdm<S> {
     fn drain<M: Memory>(&mut self, p: usize, now: Instant, mem: &mut M, ctx: &mut Ctx<'_, S>) {
         let mut filled = false;
         loop {
-            let seq = self.peers[p].rcv_nxt;
+            let seq = self.peers[p].rx.rcv_nxt;
             let slot = self.reo_get(p, seq);
             if slot == NO_SLOT {
                 break;
@@ -348,8 +354,8 @@ impl<S: Storage> Rdm<S> {
             match outcome {
                 Outcome::Blocked => {
                     let pm = &mut self.peers[p];
-                    if !pm.blocked {
-                        pm.blocked = true;
+                    if !pm.rx.blocked {
+                        pm.rx.blocked = true;
                         self.blocked += 1;
                         self.stats.rx_refused += 1;
                     }
@@ -359,9 +365,9 @@ impl<S: Storage> Rdm<S> {
                     *self.reo_mut(p, seq) = NO_SLOT;
                     self.free_reo(slot);
                     let pm = &mut self.peers[p];
-                    pm.held = pm.held.saturating_sub(1);
-                    if pm.blocked {
-                        pm.blocked = false;
+                    pm.rx.held = pm.rx.held.saturating_sub(1);
+                    if pm.rx.blocked {
+                        pm.rx.blocked = false;
                         self.blocked = self.blocked.saturating_sub(1);
                     }
                     self.advance(p, now, false);
@@ -370,7 +376,7 @@ impl<S: Storage> Rdm<S> {
             }
         }
         if filled {
-            self.peers[p].ack_now = true;
+            self.peers[p].rx.ack_now = true;
             self.tx_ready = true;
         }
     }
@@ -384,7 +390,7 @@ impl<S: Storage> Rdm<S> {
         let peer = &self.peers[p];
         let len = wire::Packet::new_unchecked(raw).packet_len() as usize;
         if self.reo_nfree == 0
-            || peer.held as usize >= share
+            || peer.rx.held as usize >= share
             || len > self.max_pkt
             || len > raw.len()
         {
@@ -399,7 +405,7 @@ impl<S: Storage> Rdm<S> {
         pool.as_mut()[start..start + len].copy_from_slice(&raw[..len]);
         self.reo_len.as_mut()[slot as usize] = len as u16;
         *self.reo_mut(p, seq) = slot;
-        self.peers[p].held += 1;
+        self.peers[p].rx.held += 1;
         true
     }
 
@@ -422,7 +428,7 @@ impl<S: Storage> Rdm<S> {
             return;
         }
         for p in 0..self.peers.high() {
-            if self.peers[p].used && self.peers[p].blocked {
+            if self.peers[p].used && self.peers[p].rx.blocked {
                 self.drain(p, now, mem, ctx);
                 self.arm_peer(p, now);
             }
@@ -454,8 +460,8 @@ impl<S: Storage> Rdm<S> {
                 // nothing more: acknowledge at once, then the session ends (`pump`).
                 self.stats.closes_received += 1;
                 let pm = &mut self.peers[p];
-                pm.closed_by_peer = true;
-                pm.ack_now = true;
+                pm.session.closed_by_peer = true;
+                pm.rx.ack_now = true;
                 self.tx_ready = true;
                 Outcome::Done
             }

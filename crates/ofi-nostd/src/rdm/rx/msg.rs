@@ -141,10 +141,10 @@ impl<S: Storage> Rdm<S> {
         let peer = {
             let pr = &self.peers[p];
             SegView {
-                asm: pr.asm,
+                asm: pr.rx.asm,
                 addr: pr.addr,
-                epoch: pr.epoch,
-                rx_msg_id: pr.rx_msg_id,
+                epoch: pr.session.epoch,
+                rx_msg_id: pr.rx.rx_msg_id,
             }
         };
         if m.offset != 0 {
@@ -164,10 +164,10 @@ impl<S: Storage> Rdm<S> {
             self.place_asm(&asm, m.payload, mem);
             asm.got += m.payload.len() as u32;
             if asm.got == asm.total {
-                self.peers[p].asm = None;
+                self.peers[p].rx.asm = None;
                 self.asm_complete(&asm, ctx);
             } else {
-                self.peers[p].asm = Some(asm);
+                self.peers[p].rx.asm = Some(asm);
             }
             return Outcome::Done;
         }
@@ -175,7 +175,7 @@ impl<S: Storage> Rdm<S> {
             // A new message before the previous one ended: the sender broke the rules.
             self.stats.rx_protocol_errors += 1;
             self.abort_asm(&old, ctx);
-            self.peers[p].asm = None;
+            self.peers[p].rx.asm = None;
         }
         if m.msg_id != peer.rx_msg_id {
             self.stats.rx_protocol_errors += 1;
@@ -233,9 +233,9 @@ impl<S: Storage> Rdm<S> {
             };
             self.stats.unexpected += 1;
             let pm = &mut self.peers[p];
-            pm.rx_msg_id = m.msg_id.wrapping_add(1);
+            pm.rx.rx_msg_id = m.msg_id.wrapping_add(1);
             if !single {
-                pm.asm = Some(Asm {
+                pm.rx.asm = Some(Asm {
                     msg_id: m.msg_id,
                     total: m.total_len,
                     got: m.payload.len() as u32,
@@ -250,7 +250,7 @@ impl<S: Storage> Rdm<S> {
             }
             return Outcome::Done;
         };
-        self.peers[p].rx_msg_id = m.msg_id.wrapping_add(1);
+        self.peers[p].rx.rx_msg_id = m.msg_id.wrapping_add(1);
         let want = total.min(iov_len(&t.iov));
         let mut err = iov_write(mem, t.context, t.iov.as_slice(), 0, m.payload).err();
         if single {
@@ -296,7 +296,7 @@ impl<S: Storage> Rdm<S> {
         };
         match self.active.insert(a) {
             Ok(h) => {
-                self.peers[p].asm = Some(Asm {
+                self.peers[p].rx.asm = Some(Asm {
                     msg_id: m.msg_id,
                     total: m.total_len,
                     got: m.payload.len() as u32,
@@ -345,7 +345,7 @@ impl<S: Storage> Rdm<S> {
         // One source lookup for all of them.
         let src = Some(ctx.src_of(&self.peers[p].addr));
         for m in b.msgs() {
-            if seq_diff(m.msg_id, self.peers[p].rx_msg_id) < 0 {
+            if seq_diff(m.msg_id, self.peers[p].rx.rx_msg_id) < 0 {
                 continue; // taken by an earlier attempt of this packet
             }
             if let Outcome::Blocked = self.rx_segment(p, &m.as_msg(), src, mem, ctx) {
@@ -475,18 +475,18 @@ impl<S: Storage> Rdm<S> {
             self.copies_pending = self.copies_pending.saturating_sub(1);
         }
         if let Some(pm) = self.peers.get_mut(a.peer as usize)
-            && pm.epoch == a.epoch
+            && pm.session.epoch == a.epoch
         {
             if a.cts_pending || a.end_pending {
-                pm.cts_pending = pm.cts_pending.saturating_sub(1);
+                pm.tx.cts_pending = pm.tx.cts_pending.saturating_sub(1);
             }
             if a.rndv && !a.discard && a.want > 0 {
-                pm.inbound = pm.inbound.saturating_sub(1);
+                pm.rx.inbound = pm.rx.inbound.saturating_sub(1);
             }
-            if let Some(asm) = pm.asm
+            if let Some(asm) = pm.rx.asm
                 && asm.target == AsmTarget::Active(h)
             {
-                pm.asm = Some(Asm {
+                pm.rx.asm = Some(Asm {
                     target: AsmTarget::Drop,
                     ..asm
                 });

@@ -20,7 +20,7 @@ impl<S: Storage> Rdm<S> {
         if last && (self.resps.is_full() || (w.cq_data.is_some() && !ctx.rx_reserve())) {
             return Outcome::Blocked;
         }
-        let mut st = match self.peers[p].wr_op {
+        let mut st = match self.peers[p].rx.wr_op {
             Some((op, st)) if op == w.op_id => st,
             _ if !remote_access(ctx.caps, Flags::RMA).contains(Flags::REMOTE_WRITE) => {
                 status::UNSUPPORTED
@@ -45,10 +45,10 @@ impl<S: Storage> Rdm<S> {
             }
         }
         if !last {
-            self.peers[p].wr_op = Some((w.op_id, st));
+            self.peers[p].rx.wr_op = Some((w.op_id, st));
             return Outcome::Done;
         }
-        self.peers[p].wr_op = None;
+        self.peers[p].rx.wr_op = None;
         if st == status::OK {
             ctx.remote_event(
                 ctx.cntr.remote_write,
@@ -118,7 +118,7 @@ impl<S: Storage> Rdm<S> {
     ) -> Option<usize> {
         let resp = RmaResp {
             peer: p as u16,
-            epoch: self.peers[p].epoch,
+            epoch: self.peers[p].session.epoch,
             op_id,
             status,
             read,
@@ -132,7 +132,7 @@ impl<S: Storage> Rdm<S> {
         };
         // Room was checked before anything of the request was done.
         let h = self.resps.insert(resp).ok()?;
-        self.peers[p].resp_pending += 1;
+        self.peers[p].tx.resp_pending += 1;
         self.tx_ready = true;
         Some(h.index())
     }

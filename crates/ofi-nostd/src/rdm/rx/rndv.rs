@@ -17,7 +17,7 @@ impl<S: Storage> Rdm<S> {
         ctx: &mut Ctx<'_, S>,
     ) -> Outcome {
         let peer = self.peers[p];
-        if r.msg_id != peer.rx_msg_id {
+        if r.msg_id != peer.rx.rx_msg_id {
             self.stats.rx_protocol_errors += 1;
         }
         let tagged = r.tag.is_some();
@@ -39,7 +39,7 @@ impl<S: Storage> Rdm<S> {
         let Some(t) = target else {
             let msg = UxMsg {
                 peer: p as u16,
-                epoch: peer.epoch,
+                epoch: peer.session.epoch,
                 report_src: report,
                 tag,
                 tagged,
@@ -57,13 +57,13 @@ impl<S: Storage> Rdm<S> {
                 return Outcome::Blocked;
             }
             self.stats.unexpected += 1;
-            self.peers[p].rx_msg_id = r.msg_id.wrapping_add(1);
+            self.peers[p].rx.rx_msg_id = r.msg_id.wrapping_add(1);
             return Outcome::Done;
         };
-        self.peers[p].rx_msg_id = r.msg_id.wrapping_add(1);
+        self.peers[p].rx.rx_msg_id = r.msg_id.wrapping_add(1);
         let msg = UxMsg {
             peer: p as u16,
-            epoch: peer.epoch,
+            epoch: peer.session.epoch,
             report_src: report,
             tag,
             tagged,
@@ -123,9 +123,9 @@ impl<S: Storage> Rdm<S> {
         match self.active.insert(a) {
             Ok(_) => {
                 if let Some(pm) = self.peers.get_mut(m.peer as usize) {
-                    pm.cts_pending += 1;
+                    pm.tx.cts_pending += 1;
                     if !discard && want > 0 {
-                        pm.inbound += 1;
+                        pm.rx.inbound += 1;
                     }
                 }
                 self.tx_ready = true;
@@ -157,7 +157,7 @@ impl<S: Storage> Rdm<S> {
         mem: &mut M,
         ctx: &mut Ctx<'_, S>,
     ) {
-        let epoch = self.peers[p].epoch;
+        let epoch = self.peers[p].session.epoch;
         let Some(h) = self.active_by_id(d.rx_op_id) else {
             self.stats.rx_protocol_errors += 1;
             return;
@@ -197,7 +197,7 @@ impl<S: Storage> Rdm<S> {
             am.granted = am.want.min(am.got + grant);
             am.cts_pending = true;
             if !was_pending {
-                self.peers[p].cts_pending += 1;
+                self.peers[p].tx.cts_pending += 1;
             }
             self.tx_ready = true;
         }
@@ -206,7 +206,7 @@ impl<S: Storage> Rdm<S> {
     /// A CTS for one of our rendezvous sends, in order.
     #[inline(never)]
     pub(in crate::rdm) fn on_cts(&mut self, p: usize, c: &CtsRepr, ctx: &mut Ctx<'_, S>) {
-        let epoch = self.peers[p].epoch;
+        let epoch = self.peers[p].session.epoch;
         let Some(idx) = self.op_by_id(c.rts_op_id) else {
             self.stats.rx_protocol_errors += 1;
             return;
@@ -239,9 +239,9 @@ impl<S: Storage> Rdm<S> {
         let has = op.has_data_to_send();
         let pm = &mut self.peers[p];
         if has && !had {
-            pm.rndv_ready += 1;
+            pm.tx.rndv_ready += 1;
         } else if had && !has {
-            pm.rndv_ready = pm.rndv_ready.saturating_sub(1);
+            pm.tx.rndv_ready = pm.tx.rndv_ready.saturating_sub(1);
         }
         self.tx_ready = true;
         self.op_progress(idx, ctx);

@@ -109,8 +109,8 @@ impl<S: Storage> Rdm<S> {
     /// Points a peer's in-progress message that was `from` at `to`.
     pub(in crate::rdm) fn retarget_asm(&mut self, m: &UxMsg, from: UxRef, to: AsmTarget) {
         if let Some(pm) = self.peers.get_mut(m.peer as usize)
-            && pm.epoch == m.epoch
-            && let Some(asm) = pm.asm.as_mut()
+            && pm.session.epoch == m.epoch
+            && let Some(asm) = pm.rx.asm.as_mut()
             && asm.target == AsmTarget::Unexpected(from)
         {
             asm.target = to;

@@ -29,9 +29,9 @@ impl<S: Storage> Rdm<S> {
         e.retx = e.retx.saturating_add(1);
         e.sent_at = now;
         let pm = &mut self.peers[p];
-        pm.rtx_pending = pm.rtx_pending.saturating_sub(1);
-        if pm.rto_at.is_none() {
-            pm.rto_at = Some(now + Duration::from_micros(pm.rtt.rto));
+        pm.tx.rtx_pending = pm.tx.rtx_pending.saturating_sub(1);
+        if pm.tx.rto_at.is_none() {
+            pm.tx.rto_at = Some(now + Duration::from_micros(pm.tx.rtt.rto));
         }
     }
 
@@ -71,7 +71,7 @@ impl<S: Storage> Rdm<S> {
     /// Our grant to peer `p` grew enough since we last announced it (doubled, or from
     /// nothing) that the peer may be waiting for it.
     pub(in crate::rdm) fn credit_update_due(&self, p: usize) -> bool {
-        let adv = self.peers[p].adv_credits;
+        let adv = self.peers[p].rx.adv_credits;
         let credits = self.credits_for(p);
         credits > adv && (adv == 0 || credits >= adv * 2)
     }
@@ -83,33 +83,35 @@ impl<S: Storage> Rdm<S> {
         let peer = &self.peers[p];
         let w = self.cfg.window as u32;
         let mut sack = 0u64;
-        if peer.held > 0 {
+        if peer.rx.held > 0 {
             for i in 0..64u32.min(w.saturating_sub(1)) {
-                let s = peer.rcv_nxt.wrapping_add(1 + i);
+                let s = peer.rx.rcv_nxt.wrapping_add(1 + i);
                 if self.reo_get(p, s) != NO_SLOT {
                     sack |= 1 << i;
                 }
             }
         }
         AckRepr {
-            cum_ack: peer.rcv_nxt,
+            cum_ack: peer.rx.rcv_nxt,
             credits,
             sack,
             ts: ts32(now),
-            echo_ts: peer.ts_recent,
-            short: sack == 0 && self.cfg.short_ack && peer.params.caps & wcaps::SHORT_ACK != 0,
+            echo_ts: peer.rx.ts_recent,
+            short: sack == 0
+                && self.cfg.short_ack
+                && peer.session.params.caps & wcaps::SHORT_ACK != 0,
         }
     }
 
     /// Acknowledgement `a` left for peer `p` (standalone or piggybacked).
     pub(in crate::rdm) fn acked(&mut self, p: usize, a: &AckRepr) {
         let pm = &mut self.peers[p];
-        pm.ack_now = false;
-        pm.ack_at = None;
-        pm.holding = false;
-        pm.since_ack = 0;
-        pm.adv_credits = a.credits;
-        pm.adv_cum = a.cum_ack;
+        pm.rx.ack_now = false;
+        pm.rx.ack_at = None;
+        pm.rx.holding = false;
+        pm.rx.since_ack = 0;
+        pm.rx.adv_credits = a.credits;
+        pm.rx.adv_cum = a.cum_ack;
     }
 
     pub(in crate::rdm) fn send_ack<P: TxPort>(
@@ -121,7 +123,7 @@ impl<S: Storage> Rdm<S> {
         let ack = self.ack_body(p, now);
         let peer = self.peers[p];
         let head = Repr {
-            header: self.header(p, peer.next_seq, false),
+            header: self.header(p, peer.tx.next_seq, false),
             body: Body::Ack(ack),
         };
         let r = self.send_ctl(&peer.addr, &head, port);
@@ -141,10 +143,10 @@ impl<S: Storage> Rdm<S> {
     ) -> Sent {
         let peer = self.peers[p];
         let head = Repr {
-            header: self.header(p, peer.next_seq, probe),
+            header: self.header(p, peer.tx.next_seq, probe),
             body: Body::KeepAlive(KeepAliveRepr {
                 ts: ts32(now),
-                echo_ts: peer.ts_recent,
+                echo_ts: peer.rx.ts_recent,
             }),
         };
         self.send_ctl(&peer.addr, &head, port)
@@ -194,7 +196,7 @@ impl<S: Storage> Rdm<S> {
         let Some(pm) = self.peers.get_mut(p) else {
             return;
         };
-        if let Some((a, at)) = pm.ack_held.take() {
+        if let Some((a, at)) = pm.tx.ack_held.take() {
             self.acks_held = self.acks_held.saturating_sub(1);
             self.on_ack(p, &a, at, ctx);
         }
@@ -221,9 +223,9 @@ impl<S: Storage> Rdm<S> {
         let peer = {
             let pr = &self.peers[p];
             AckView {
-                next_seq: pr.next_seq,
-                snd_una: pr.snd_una,
-                last_ack_ts: pr.last_ack_ts,
+                next_seq: pr.tx.next_seq,
+                snd_una: pr.tx.snd_una,
+                last_ack_ts: pr.tx.last_ack_ts,
             }
         };
         if seq_lt(peer.next_seq, a.cum_ack) {
@@ -248,7 +250,7 @@ impl<S: Storage> Rdm<S> {
                 self.win_mut(p, s).live = false;
                 if e.rtx {
                     let pm = &mut self.peers[p];
-                    pm.rtx_pending = pm.rtx_pending.saturating_sub(1);
+                    pm.tx.rtx_pending = pm.tx.rtx_pending.saturating_sub(1);
                 }
                 if !e.sacked && matches!(e.regen, Regen::ReadData { .. } | Regen::AtomicData { .. })
                 {
@@ -260,11 +262,11 @@ impl<S: Storage> Rdm<S> {
             advanced = true;
         }
         if advanced {
-            self.peers[p].snd_una = a.cum_ack;
+            self.peers[p].tx.snd_una = a.cum_ack;
         }
         // Selective part.
-        let snd_una = self.peers[p].snd_una;
-        let next_seq = self.peers[p].next_seq;
+        let snd_una = self.peers[p].tx.snd_una;
+        let next_seq = self.peers[p].tx.next_seq;
         let mut bits = a.sack;
         let mut newly_sacked = false;
         while bits != 0 {
@@ -290,7 +292,7 @@ impl<S: Storage> Rdm<S> {
             }
             if e.rtx {
                 let pm = &mut self.peers[p];
-                pm.rtx_pending = pm.rtx_pending.saturating_sub(1);
+                pm.tx.rtx_pending = pm.tx.rtx_pending.saturating_sub(1);
             }
             if matches!(e.regen, Regen::ReadData { .. } | Regen::AtomicData { .. }) {
                 self.resp_acked(&e.regen);
@@ -300,25 +302,25 @@ impl<S: Storage> Rdm<S> {
         let cfg = &self.cfg;
         let pm = &mut self.peers[p];
         if let Some(r) = sample {
-            pm.rtt.sample(r, cfg);
+            pm.tx.rtt.sample(r, cfg);
         }
         if !stale {
             let lim = a
                 .credits
-                .min(pm.params.window.max(1) as u32)
+                .min(pm.session.params.window.max(1) as u32)
                 .min(cfg.window as u32);
-            pm.snd_limit = a.cum_ack.wrapping_add(lim);
-            pm.last_ack_ts = a.ts;
+            pm.tx.snd_limit = a.cum_ack.wrapping_add(lim);
+            pm.tx.last_ack_ts = a.ts;
         }
         if advanced || newly_sacked {
             let unacked_left = pm.in_flight() > 0;
-            pm.rto_at = unacked_left.then(|| now + Duration::from_micros(pm.rtt.rto));
+            pm.tx.rto_at = unacked_left.then(|| now + Duration::from_micros(pm.tx.rtt.rto));
         }
         // Fast retransmit: an unacked packet with at least 3 selectively acked packets
         // above it, at most once per RTT.
         if a.sack != 0 {
-            let srtt = Duration::from_micros(pm.rtt.srtt.max(cfg.rto_min.total_micros() / 4));
-            let (una, next) = (pm.snd_una, pm.next_seq);
+            let srtt = Duration::from_micros(pm.tx.rtt.srtt.max(cfg.rto_min.total_micros() / 4));
+            let (una, next) = (pm.tx.snd_una, pm.tx.next_seq);
             let mut above = 0u32;
             let mut s = next;
             let mut marked = 0u32;
@@ -336,7 +338,7 @@ impl<S: Storage> Rdm<S> {
                 }
             }
             if marked > 0 {
-                self.peers[p].rtx_pending += marked;
+                self.peers[p].tx.rtx_pending += marked;
                 self.stats.tx_fast_retransmits += marked as u64;
             }
         }
@@ -346,11 +348,11 @@ impl<S: Storage> Rdm<S> {
         // carries the ack it owes, so its receiving pass hands the completion over
         // without a transmit half first.
         let pm = &self.peers[p];
-        if pm.cursor != NIL
-            || pm.rndv_ready > 0
-            || pm.cts_pending > 0
-            || pm.resp_pending > 0
-            || pm.rtx_pending > 0
+        if pm.tx.cursor != NIL
+            || pm.tx.rndv_ready > 0
+            || pm.tx.cts_pending > 0
+            || pm.tx.resp_pending > 0
+            || pm.tx.rtx_pending > 0
         {
             self.tx_ready = true;
         }

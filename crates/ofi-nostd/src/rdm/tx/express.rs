@@ -34,31 +34,31 @@ impl<S: Storage> Rdm<S> {
     ) -> Option<Sent> {
         let pr = self.peers.get(p)?;
         if pr.state != PeerState::Established
-            || pr.cand.is_some()
-            || pr.send_hello_ack
-            || pr.ka_reply
-            || pr.ka_probe
-            || pr.rtx_pending > 0
-            || pr.cts_pending > 0
-            || pr.resp_pending > 0
-            || pr.rndv_ready > 0
-            || pr.close_pending
-            || pr.closed_by_peer
-            || pr.close_seq.is_some()
-            || pr.cursor == NIL
+            || pr.session.cand.is_some()
+            || pr.session.send_hello_ack
+            || pr.rx.ka_reply
+            || pr.tx.ka_probe
+            || pr.tx.rtx_pending > 0
+            || pr.tx.cts_pending > 0
+            || pr.tx.resp_pending > 0
+            || pr.tx.rndv_ready > 0
+            || pr.session.close_pending
+            || pr.session.closed_by_peer
+            || pr.session.close_seq.is_some()
+            || pr.tx.cursor == NIL
         {
             return None;
         }
-        let wnd = (self.cfg.window as u32).min(pr.params.window.max(1) as u32);
-        if pr.in_flight() >= wnd || !seq_lt(pr.next_seq, pr.snd_limit) {
+        let wnd = (self.cfg.window as u32).min(pr.session.params.window.max(1) as u32);
+        if pr.in_flight() >= wnd || !seq_lt(pr.tx.next_seq, pr.tx.snd_limit) {
             return None; // no room in the window, or no credit: `pump` probes
         }
-        let o = pr.cursor;
+        let o = pr.tx.cursor;
         let (_, op) = self.ops.get_by_index(o as usize)?;
         if op.rma.is_some() || op.rndv || op.started {
             return None;
         }
-        if op.next != NIL && self.cfg.bundle && pr.params.caps & wcaps::BUNDLE != 0 {
+        if op.next != NIL && self.cfg.bundle && pr.session.params.caps & wcaps::BUNDLE != 0 {
             // More messages queued behind it: as many as fit go in one BUNDLE.
             if let Some(sent) = self.express_bundle(p, now, port, mem) {
                 return Some(sent);
@@ -70,7 +70,7 @@ impl<S: Storage> Rdm<S> {
         // the last the window or the credits let out.
         let ack_req = op.next == NIL || self.next_fills_limit(pr);
         let limit = self.pkt_limit(p);
-        let (seq, msg_id, dst) = (pr.next_seq, pr.next_msg_id, pr.addr);
+        let (seq, msg_id, dst) = (pr.tx.next_seq, pr.tx.next_msg_id, pr.addr);
         let ack = (pr.owes_ack() || self.credit_update_due(p)).then(|| self.ack_body(p, now));
         let m = MsgRepr {
             ack,
@@ -144,12 +144,12 @@ impl<S: Storage> Rdm<S> {
         }
         self.replied(p, now);
         let pm = &mut self.peers[p];
-        pm.next_seq = seq.wrapping_add(1);
-        pm.next_msg_id = msg_id.wrapping_add(1);
-        pm.cursor = next;
-        pm.probe_at = None;
-        if pm.rto_at.is_none() {
-            pm.rto_at = Some(now + Duration::from_micros(pm.rtt.rto));
+        pm.tx.next_seq = seq.wrapping_add(1);
+        pm.tx.next_msg_id = msg_id.wrapping_add(1);
+        pm.tx.cursor = next;
+        pm.tx.probe_at = None;
+        if pm.tx.rto_at.is_none() {
+            pm.tx.rto_at = Some(now + Duration::from_micros(pm.tx.rtt.rto));
         }
         Some(Sent::Yes)
     }
@@ -288,7 +288,7 @@ impl<S: Storage> Rdm<S> {
         let pr = self.peers.get(p)?;
         let limit = self.pkt_limit(p);
         let owes = pr.owes_ack() || self.credit_update_due(p);
-        let (first, base, seq, dst) = (pr.cursor, pr.next_msg_id, pr.next_seq, pr.addr);
+        let (first, base, seq, dst) = (pr.tx.cursor, pr.tx.next_msg_id, pr.tx.next_seq, pr.addr);
         let ack = owes.then(|| self.ack_body(p, now));
         let (n, total) = self.bundle_plan(first, ack.as_ref(), limit);
         if n < 2 {
@@ -343,12 +343,12 @@ impl<S: Storage> Rdm<S> {
         }
         self.replied(p, now);
         let pm = &mut self.peers[p];
-        pm.next_seq = seq.wrapping_add(1);
-        pm.next_msg_id = base.wrapping_add(u32::from(n));
-        pm.cursor = o;
-        pm.probe_at = None;
-        if pm.rto_at.is_none() {
-            pm.rto_at = Some(now + Duration::from_micros(pm.rtt.rto));
+        pm.tx.next_seq = seq.wrapping_add(1);
+        pm.tx.next_msg_id = base.wrapping_add(u32::from(n));
+        pm.tx.cursor = o;
+        pm.tx.probe_at = None;
+        if pm.tx.rto_at.is_none() {
+            pm.tx.rto_at = Some(now + Duration::from_micros(pm.tx.rtt.rto));
         }
         Some(Sent::Yes)
     }

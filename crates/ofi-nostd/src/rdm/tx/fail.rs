@@ -18,10 +18,10 @@ impl<S: Storage> Rdm<S> {
         // Which sends the peer acknowledged decides what a new session resends.
         self.take_held_ack(p, ctx);
         let peer = self.peers[p];
-        let epoch = peer.epoch;
+        let epoch = peer.session.epoch;
         self.stats.peer_failures += 1;
         // Sends.
-        let mut o = peer.op_head;
+        let mut o = peer.tx.op_head;
         while o != NIL {
             let Some(op) = self.ops.get_by_index(o as usize).map(|(_, op)| *op) else {
                 break;
@@ -73,7 +73,7 @@ impl<S: Storage> Rdm<S> {
                 self.free_reo(slot);
             }
         }
-        if peer.blocked {
+        if peer.rx.blocked {
             self.blocked = self.blocked.saturating_sub(1);
         }
         // Answers we owed it: its operations fail on its side.
@@ -115,35 +115,35 @@ impl<S: Storage> Rdm<S> {
         }
         let pm = &mut self.peers[p];
         pm.state = PeerState::Failed;
-        pm.tx_session = 0;
-        pm.rx_session = 0;
-        pm.cand = None;
-        pm.asm = None;
-        pm.held = 0;
-        pm.blocked = false;
-        pm.rto_at = None;
-        pm.ack_at = None;
-        pm.ack_now = false;
-        pm.probe_at = None;
-        pm.rtx_pending = 0;
-        pm.rndv_ready = 0;
-        pm.cts_pending = 0;
-        pm.resp_pending = 0;
-        pm.wr_op = None;
-        pm.send_hello_ack = false;
-        pm.ka_reply = false;
-        pm.ka_probe = false;
-        pm.inbound = 0;
-        pm.live_at = None;
-        pm.timeouts = 0;
-        pm.cursor = pm.op_head;
-        pm.rtt = super::peer::Rtt::new(&self.cfg);
-        if peer.rx_session != 0 {
-            pm.failed_rx_session = peer.rx_session;
-            pm.failed_tx_session = peer.tx_session;
+        pm.session.tx_session = 0;
+        pm.session.rx_session = 0;
+        pm.session.cand = None;
+        pm.rx.asm = None;
+        pm.rx.held = 0;
+        pm.rx.blocked = false;
+        pm.tx.rto_at = None;
+        pm.rx.ack_at = None;
+        pm.rx.ack_now = false;
+        pm.tx.probe_at = None;
+        pm.tx.rtx_pending = 0;
+        pm.tx.rndv_ready = 0;
+        pm.tx.cts_pending = 0;
+        pm.tx.resp_pending = 0;
+        pm.rx.wr_op = None;
+        pm.session.send_hello_ack = false;
+        pm.rx.ka_reply = false;
+        pm.tx.ka_probe = false;
+        pm.rx.inbound = 0;
+        pm.tx.live_at = None;
+        pm.tx.timeouts = 0;
+        pm.tx.cursor = pm.tx.op_head;
+        pm.tx.rtt = super::peer::Rtt::new(&self.cfg);
+        if peer.session.rx_session != 0 {
+            pm.session.failed_rx_session = peer.session.rx_session;
+            pm.session.failed_tx_session = peer.session.tx_session;
         }
         pm.last_active = now;
-        pm.busy_until = None;
+        pm.session.busy_until = None;
     }
 }
 

@@ -156,11 +156,11 @@ impl<S: Storage> Rdm<S> {
     fn replied(&mut self, p: usize, now: Instant) {
         let hold = self.cfg.ack_hold;
         let pm = &mut self.peers[p];
-        if let Some(t) = pm.req_acked_at
+        if let Some(t) = pm.rx.req_acked_at
             && now <= t + hold
         {
-            pm.hold_ok = true;
-            pm.req_acked_at = None;
+            pm.rx.hold_ok = true;
+            pm.rx.req_acked_at = None;
         }
     }
 
@@ -247,10 +247,15 @@ impl<S: Storage> Rdm<S> {
         if pr.state != PeerState::Established {
             return false;
         }
-        if pr.cursor != NIL || pr.rndv_ready > 0 || pr.cts_pending > 0 || pr.resp_pending > 0 {
+        if pr.tx.cursor != NIL
+            || pr.tx.rndv_ready > 0
+            || pr.tx.cts_pending > 0
+            || pr.tx.resp_pending > 0
+        {
             return true;
         }
-        if (pr.close_pending && pr.close_seq.is_none()) || pr.closed_by_peer {
+        if (pr.session.close_pending && pr.session.close_seq.is_none()) || pr.session.closed_by_peer
+        {
             return true;
         }
         self.credit_update_due(p)
@@ -262,16 +267,16 @@ impl<S: Storage> Rdm<S> {
         Header {
             src_ep: self.local.ep_id,
             dst_ep: peer.addr.ep_id,
-            session: peer.tx_session,
+            session: peer.session.tx_session,
             seq,
-            crc: self.cfg.crc || peer.params.caps & wcaps::CRC_RX != 0,
+            crc: self.cfg.crc || peer.session.params.caps & wcaps::CRC_RX != 0,
             ack_req,
         }
     }
 
     /// Largest packet to peer `p`.
     fn pkt_limit(&self, p: usize) -> usize {
-        let pm = self.peers[p].params.max_pkt as usize;
+        let pm = self.peers[p].session.params.max_pkt as usize;
         self.max_pkt.min(pm.max(wire::packet::MIN_MAX_PKT as usize))
     }
 
@@ -285,13 +290,13 @@ impl<S: Storage> Rdm<S> {
         mem: &M,
         ctx: &mut Ctx<'_, S>,
     ) -> bool {
-        if let Some(c) = self.peers[p].cand
+        if let Some(c) = self.peers[p].session.cand
             && c.send_ack
         {
             match self.send_hello_ack(p, true, now, port) {
                 Sent::LinkFull => return false,
                 Sent::Yes => {
-                    if let Some(c) = self.peers[p].cand.as_mut() {
+                    if let Some(c) = self.peers[p].session.cand.as_mut() {
                         c.send_ack = false;
                     }
                 }
@@ -300,7 +305,7 @@ impl<S: Storage> Rdm<S> {
         }
         match self.peers[p].state {
             PeerState::HelloSent => {
-                if now >= self.peers[p].hello_at {
+                if now >= self.peers[p].session.hello_at {
                     port.take_unreachable(); // a mark of an earlier send is not ours
                     match self.send_hello(p, now, port) {
                         Sent::LinkFull => return false,
@@ -314,9 +319,9 @@ impl<S: Storage> Rdm<S> {
                         Sent::Yes => {
                             let cap = self.cfg.rto_max.total_micros();
                             let pm = &mut self.peers[p];
-                            pm.hello_tries += 1;
-                            pm.hello_at = now + Duration::from_micros(pm.hello_rto);
-                            pm.hello_rto = pm.hello_rto.saturating_mul(2).min(cap);
+                            pm.session.hello_tries += 1;
+                            pm.session.hello_at = now + Duration::from_micros(pm.session.hello_rto);
+                            pm.session.hello_rto = pm.session.hello_rto.saturating_mul(2).min(cap);
                         }
                     }
                 }
@@ -335,10 +340,10 @@ impl<S: Storage> Rdm<S> {
                 }
                 let pr = &self.peers[p];
                 if sent_any
-                    && pr.cursor == NIL
-                    && !pr.ack_now
-                    && !pr.closed_by_peer
-                    && pr.rtx_pending == 0
+                    && pr.tx.cursor == NIL
+                    && !pr.rx.ack_now
+                    && !pr.session.closed_by_peer
+                    && pr.tx.rtx_pending == 0
                 {
                     // A held acknowledgement waits for the next transmit half (the
                     // pass that received it left one owed), so the answer reaches the
@@ -349,7 +354,7 @@ impl<S: Storage> Rdm<S> {
                 self.take_held_ack(p, ctx);
                 let more = self.pump_session(p, now, port, mem, ctx);
                 let peer = &self.peers[p];
-                if peer.closed_by_peer && !peer.owes_ack() {
+                if peer.session.closed_by_peer && !peer.owes_ack() {
                     // The peer closed and has our last acknowledgement: what it did not
                     // take it never will.
                     self.fail_peer(p, Errno::ECONNRESET, Keep::Nothing, now, ctx);
@@ -377,32 +382,32 @@ impl<S: Storage> Rdm<S> {
                 }
             };
         }
-        if self.peers[p].send_hello_ack {
+        if self.peers[p].session.send_hello_ack {
             try_send!(self.send_hello_ack(p, false, now, port));
-            self.peers[p].send_hello_ack = false;
+            self.peers[p].session.send_hello_ack = false;
         }
-        if self.peers[p].ka_reply {
+        if self.peers[p].rx.ka_reply {
             try_send!(self.send_keepalive(p, false, now, port));
-            self.peers[p].ka_reply = false;
+            self.peers[p].rx.ka_reply = false;
         }
-        if self.peers[p].ka_probe {
+        if self.peers[p].tx.ka_probe {
             try_send!(self.send_keepalive(p, true, now, port));
-            self.peers[p].ka_probe = false;
+            self.peers[p].tx.ka_probe = false;
         }
         // A credit update the peer may be waiting for.
         if self.credit_update_due(p) {
-            self.peers[p].ack_now = true;
+            self.peers[p].rx.ack_now = true;
         }
         // An acknowledgement due now goes on its own unless the first sequenced packet
         // about to leave can carry it (then it does, below).
-        if self.peers[p].ack_now && !self.next_carries_ack(p) {
+        if self.peers[p].rx.ack_now && !self.next_carries_ack(p) {
             try_send!(self.send_ack(p, now, port));
         }
         // Retransmissions first: they hold up the receiver's in-order delivery.
-        if self.peers[p].rtx_pending > 0 {
+        if self.peers[p].tx.rtx_pending > 0 {
             let peer = self.peers[p];
-            let mut s = peer.snd_una;
-            while seq_lt(s, self.peers[p].next_seq) && self.peers[p].rtx_pending > 0 {
+            let mut s = peer.tx.snd_una;
+            while seq_lt(s, self.peers[p].tx.next_seq) && self.peers[p].tx.rtx_pending > 0 {
                 let e = *self.win_get(p, s);
                 if e.live && e.rtx {
                     try_send!(self.send_plan(p, Plan::Regen(s, e.regen), now, port, mem, ctx));
@@ -413,10 +418,10 @@ impl<S: Storage> Rdm<S> {
         // New packets, within the window and the peer's credits.
         loop {
             let peer = &self.peers[p];
-            let wnd = (self.cfg.window as u32).min(peer.params.window.max(1) as u32);
-            let room = peer.in_flight() < wnd && seq_lt(peer.next_seq, peer.snd_limit);
+            let wnd = (self.cfg.window as u32).min(peer.session.params.window.max(1) as u32);
+            let room = peer.in_flight() < wnd && seq_lt(peer.tx.next_seq, peer.tx.snd_limit);
             let Some(plan) = self.next_new(p) else {
-                self.peers[p].probe_at = None;
+                self.peers[p].tx.probe_at = None;
                 break;
             };
             if !room {
@@ -424,23 +429,23 @@ impl<S: Storage> Rdm<S> {
                 // update cannot stall the session.
                 let pm = &mut self.peers[p];
                 if pm.in_flight() == 0 {
-                    match pm.probe_at {
-                        None => pm.probe_at = Some(now + Duration::from_micros(pm.rtt.rto)),
+                    match pm.tx.probe_at {
+                        None => pm.tx.probe_at = Some(now + Duration::from_micros(pm.tx.rtt.rto)),
                         Some(t) if now >= t => {
                             try_send!(self.send_keepalive(p, true, now, port));
                             let pm = &mut self.peers[p];
-                            pm.probe_at = Some(now + Duration::from_micros(pm.rtt.rto));
+                            pm.tx.probe_at = Some(now + Duration::from_micros(pm.tx.rtt.rto));
                         }
                         Some(_) => {}
                     }
                 }
                 break;
             }
-            self.peers[p].probe_at = None;
+            self.peers[p].tx.probe_at = None;
             if let Regen::Seg { op, off: 0, .. } = plan
-                && op == self.peers[p].cursor
+                && op == self.peers[p].tx.cursor
                 && self.cfg.bundle
-                && self.peers[p].params.caps & wcaps::BUNDLE != 0
+                && self.peers[p].session.params.caps & wcaps::BUNDLE != 0
             {
                 // The cursor's next message and those queued behind it, whole: as
                 // many as fit go in one BUNDLE (after a segmented message, say).
@@ -453,7 +458,7 @@ impl<S: Storage> Rdm<S> {
             try_send!(self.send_plan(p, Plan::New(plan), now, port, mem, ctx));
         }
         // Expected to be piggybacked, but nothing carried it after all.
-        if self.peers[p].ack_now {
+        if self.peers[p].rx.ack_now {
             try_send!(self.send_ack(p, now, port));
         }
         true

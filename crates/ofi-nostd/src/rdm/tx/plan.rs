@@ -15,10 +15,10 @@ impl<S: Storage> Rdm<S> {
     /// else a new packet within window and credits) has room for an ACK.
     pub(in crate::rdm) fn next_carries_ack(&self, p: usize) -> bool {
         let peer = &self.peers[p];
-        let next = if peer.rtx_pending > 0 {
-            let mut s = peer.snd_una;
+        let next = if peer.tx.rtx_pending > 0 {
+            let mut s = peer.tx.snd_una;
             let mut found = None;
-            while seq_lt(s, peer.next_seq) {
+            while seq_lt(s, peer.tx.next_seq) {
                 let e = self.win_get(p, s);
                 if e.live && e.rtx {
                     found = Some(e.regen);
@@ -28,8 +28,8 @@ impl<S: Storage> Rdm<S> {
             }
             found
         } else {
-            let wnd = (self.cfg.window as u32).min(peer.params.window.max(1) as u32);
-            let room = peer.in_flight() < wnd && seq_lt(peer.next_seq, peer.snd_limit);
+            let wnd = (self.cfg.window as u32).min(peer.session.params.window.max(1) as u32);
+            let room = peer.in_flight() < wnd && seq_lt(peer.tx.next_seq, peer.tx.snd_limit);
             if room { self.next_new(p) } else { None }
         };
         next.is_some_and(|r| {
@@ -89,12 +89,14 @@ impl<S: Storage> Rdm<S> {
     /// none is left, its CLOSE.
     pub(in crate::rdm) fn next_new(&self, p: usize) -> Option<Regen> {
         let peer = &self.peers[p];
-        if peer.close_seq.is_some() {
+        if peer.session.close_seq.is_some() {
             return None; // nothing follows our CLOSE
         }
-        if peer.cts_pending > 0 {
+        if peer.tx.cts_pending > 0 {
             let found = self.active.iter().find(|(_, a)| {
-                a.peer as usize == p && a.epoch == peer.epoch && (a.cts_pending || a.end_pending)
+                a.peer as usize == p
+                    && a.epoch == peer.session.epoch
+                    && (a.cts_pending || a.end_pending)
             });
             if let Some((h, a)) = found {
                 let (off, len, status) = if a.discard {
@@ -115,10 +117,10 @@ impl<S: Storage> Rdm<S> {
             }
         }
         let max = self.pkt_limit(p);
-        if peer.resp_pending > 0 {
+        if peer.tx.resp_pending > 0 {
             let found = self.resps.iter().find(|(_, r)| {
                 r.peer as usize == p
-                    && r.epoch == peer.epoch
+                    && r.epoch == peer.session.epoch
                     && (r.len == 0 || r.sent < r.len)
                     && !(r.fetched_len > 0 && r.sent > 0)
             });
@@ -143,9 +145,9 @@ impl<S: Storage> Rdm<S> {
                 });
             }
         }
-        if peer.rndv_ready > 0 {
-            let mut o = peer.op_head;
-            while o != NIL && o != peer.cursor {
+        if peer.tx.rndv_ready > 0 {
+            let mut o = peer.tx.op_head;
+            while o != NIL && o != peer.tx.cursor {
                 let op = self.ops.get_by_index(o as usize)?.1;
                 if op.has_data_to_send() {
                     let lim = op.granted.min(op.end);
@@ -159,8 +161,8 @@ impl<S: Storage> Rdm<S> {
                 o = op.next;
             }
         }
-        if peer.cursor != NIL {
-            let o = peer.cursor;
+        if peer.tx.cursor != NIL {
+            let o = peer.tx.cursor;
             let op = self.ops.get_by_index(o as usize)?.1;
             if op.request_only() {
                 return Some(Regen::Rts { op: o });
@@ -178,14 +180,14 @@ impl<S: Storage> Rdm<S> {
             });
         }
         // Closing: the CLOSE goes last, after every send queued before fi_close.
-        peer.close_pending.then_some(Regen::Close)
+        peer.session.close_pending.then_some(Regen::Close)
     }
 
     /// Whether the next new packet to `peer` is the last its window or its credits let
     /// out (then it asks for an immediate ACK, whatever else is queued).
     pub(in crate::rdm) fn next_fills_limit(&self, peer: &Peer) -> bool {
-        let wnd = (self.cfg.window as u32).min(peer.params.window.max(1) as u32);
-        peer.in_flight() + 1 >= wnd || peer.next_seq.wrapping_add(1) == peer.snd_limit
+        let wnd = (self.cfg.window as u32).min(peer.session.params.window.max(1) as u32);
+        peer.in_flight() + 1 >= wnd || peer.tx.next_seq.wrapping_add(1) == peer.tx.snd_limit
     }
 
     /// Whether, after `r`, peer `p` would have nothing more to send right away (then
@@ -206,18 +208,23 @@ impl<S: Storage> Rdm<S> {
                     .ops
                     .get_by_index(op as usize)
                     .is_some_and(|(_, o)| off + (len as u64) < o.len);
-                !rest && !more_ops(op) && peer.rndv_ready == 0 && peer.cts_pending == 0
+                !rest && !more_ops(op) && peer.tx.rndv_ready == 0 && peer.tx.cts_pending == 0
             }
-            Regen::Rts { op } => !more_ops(op) && peer.rndv_ready == 0 && peer.cts_pending == 0,
+            Regen::Rts { op } => {
+                !more_ops(op) && peer.tx.rndv_ready == 0 && peer.tx.cts_pending == 0
+            }
             Regen::Data { op, off, len } => {
                 let rest = self
                     .ops
                     .get_by_index(op as usize)
                     .is_some_and(|(_, o)| off + (len as u64) < o.granted.min(o.end));
-                !rest && peer.rndv_ready <= 1 && peer.cursor == NIL && peer.cts_pending == 0
+                !rest
+                    && peer.tx.rndv_ready <= 1
+                    && peer.tx.cursor == NIL
+                    && peer.tx.cts_pending == 0
             }
             Regen::Cts { .. } => {
-                peer.cts_pending <= 1 && peer.cursor == NIL && peer.rndv_ready == 0
+                peer.tx.cts_pending <= 1 && peer.tx.cursor == NIL && peer.tx.rndv_ready == 0
             }
             Regen::Close => true,
             Regen::Bundle { op, n } => {
@@ -228,17 +235,20 @@ impl<S: Storage> Rdm<S> {
                         .get_by_index(o as usize)
                         .map_or(NIL, |(_, op)| op.next);
                 }
-                o == NIL && peer.rndv_ready == 0 && peer.cts_pending == 0
+                o == NIL && peer.tx.rndv_ready == 0 && peer.tx.cts_pending == 0
             }
             Regen::Resp { .. } | Regen::AtomicData { .. } => {
-                peer.resp_pending <= 1 && peer.cursor == NIL && peer.rndv_ready == 0
+                peer.tx.resp_pending <= 1 && peer.tx.cursor == NIL && peer.tx.rndv_ready == 0
             }
             Regen::ReadData { slot, off, len } => {
                 let rest = self
                     .resps
                     .get_by_index(slot as usize)
                     .is_some_and(|(_, r)| off + (len as u64) < r.len);
-                !rest && peer.resp_pending <= 1 && peer.cursor == NIL && peer.rndv_ready == 0
+                !rest
+                    && peer.tx.resp_pending <= 1
+                    && peer.tx.cursor == NIL
+                    && peer.tx.rndv_ready == 0
             }
         }
     }
@@ -256,7 +266,7 @@ impl<S: Storage> Rdm<S> {
     ) -> Sent {
         let (seq, mut regen, retrans) = match plan {
             Plan::Regen(s, r) => (s, r, true),
-            Plan::New(r) => (self.peers[p].next_seq, r, false),
+            Plan::New(r) => (self.peers[p].tx.next_seq, r, false),
         };
         if let Regen::Bundle { op, n } = regen {
             // Only `express_bundle` makes bundles; the planner only resends them.
@@ -291,7 +301,7 @@ impl<S: Storage> Rdm<S> {
                 let idle = r.unacked == 0;
                 if retrans && pending {
                     let pm = &mut self.peers[p];
-                    pm.resp_pending = pm.resp_pending.saturating_sub(1);
+                    pm.tx.resp_pending = pm.tx.resp_pending.saturating_sub(1);
                 }
                 if !retrans
                     && idle
@@ -320,7 +330,7 @@ impl<S: Storage> Rdm<S> {
             msg_id = if started {
                 id
             } else {
-                self.peers[p].next_msg_id
+                self.peers[p].tx.next_msg_id
             };
         } else if regen.op().is_some() {
             return Sent::Yes; // the op vanished: nothing to send
@@ -583,15 +593,15 @@ impl<S: Storage> Rdm<S> {
         };
         {
             let pm = &mut self.peers[p];
-            pm.next_seq = seq.wrapping_add(1);
-            if pm.rto_at.is_none() {
-                pm.rto_at = Some(now + Duration::from_micros(pm.rtt.rto));
+            pm.tx.next_seq = seq.wrapping_add(1);
+            if pm.tx.rto_at.is_none() {
+                pm.tx.rto_at = Some(now + Duration::from_micros(pm.tx.rtt.rto));
             }
         }
         match regen {
             Regen::Bundle { .. } => {} // resent by `resend_bundle`, never planned
             Regen::Close => {
-                self.peers[p].close_seq = Some(seq);
+                self.peers[p].session.close_seq = Some(seq);
                 self.stats.closes_sent += 1;
             }
             Regen::Resp { slot, .. } => {
@@ -600,7 +610,7 @@ impl<S: Storage> Rdm<S> {
                     self.resps.remove(h);
                 }
                 let pm = &mut self.peers[p];
-                pm.resp_pending = pm.resp_pending.saturating_sub(1);
+                pm.tx.resp_pending = pm.tx.resp_pending.saturating_sub(1);
             }
             Regen::AtomicData { slot } => {
                 if let Some(r) = self.resps.get_mut_by_index(slot as usize) {
@@ -608,7 +618,7 @@ impl<S: Storage> Rdm<S> {
                     r.unacked += 1;
                 }
                 let pm = &mut self.peers[p];
-                pm.resp_pending = pm.resp_pending.saturating_sub(1);
+                pm.tx.resp_pending = pm.tx.resp_pending.saturating_sub(1);
             }
             Regen::ReadData { slot, len, .. } => {
                 let mut finished = false;
@@ -619,7 +629,7 @@ impl<S: Storage> Rdm<S> {
                 }
                 if finished {
                     let pm = &mut self.peers[p];
-                    pm.resp_pending = pm.resp_pending.saturating_sub(1);
+                    pm.tx.resp_pending = pm.tx.resp_pending.saturating_sub(1);
                 }
             }
             Regen::Cts { rx_op, len, .. } => {
@@ -640,7 +650,7 @@ impl<S: Storage> Rdm<S> {
                 }
                 if none_left {
                     let pm = &mut self.peers[p];
-                    pm.cts_pending = pm.cts_pending.saturating_sub(1);
+                    pm.tx.cts_pending = pm.tx.cts_pending.saturating_sub(1);
                 }
                 if let Some(h) = finished {
                     self.finish_active(h, None, ctx);
@@ -671,16 +681,16 @@ impl<S: Storage> Rdm<S> {
                 }
                 let pm = &mut self.peers[p];
                 if first && message {
-                    pm.next_msg_id = pm.next_msg_id.wrapping_add(1);
+                    pm.tx.next_msg_id = pm.tx.next_msg_id.wrapping_add(1);
                 }
                 if done_initial {
-                    pm.cursor = self
+                    pm.tx.cursor = self
                         .ops
                         .get_by_index(o as usize)
                         .map_or(NIL, |(_, op)| op.next);
                 }
                 if data_exhausted {
-                    pm.rndv_ready = pm.rndv_ready.saturating_sub(1);
+                    pm.tx.rndv_ready = pm.tx.rndv_ready.saturating_sub(1);
                 }
             }
             Regen::Rts { op: o } => {
@@ -697,9 +707,9 @@ impl<S: Storage> Rdm<S> {
                     .map_or((NIL, false), |(_, op)| (op.next, op.rma.is_none()));
                 let pm = &mut self.peers[p];
                 if message {
-                    pm.next_msg_id = pm.next_msg_id.wrapping_add(1);
+                    pm.tx.next_msg_id = pm.tx.next_msg_id.wrapping_add(1);
                 }
-                pm.cursor = next;
+                pm.tx.cursor = next;
             }
         }
         Sent::Yes

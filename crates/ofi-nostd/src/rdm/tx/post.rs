@@ -55,7 +55,7 @@ impl<S: Storage> Rdm<S> {
         });
         let op = TxOp {
             peer: p as u16,
-            epoch: self.peers[p].epoch,
+            epoch: self.peers[p].session.epoch,
             prev: NIL,
             next: NIL,
             rndv,
@@ -137,13 +137,13 @@ impl<S: Storage> Rdm<S> {
         }
         // Append to the peer's FIFO.
         let peer = &mut self.peers[p];
-        let tail = peer.op_tail;
-        peer.op_tail = idx as u32;
+        let tail = peer.tx.op_tail;
+        peer.tx.op_tail = idx as u32;
         if tail == NIL {
-            peer.op_head = idx as u32;
+            peer.tx.op_head = idx as u32;
         }
-        if peer.cursor == NIL {
-            peer.cursor = idx as u32;
+        if peer.tx.cursor == NIL {
+            peer.tx.cursor = idx as u32;
         }
         if let Some(o) = self.ops.get_mut_by_index(idx) {
             o.prev = tail;
@@ -220,17 +220,17 @@ impl<S: Storage> Rdm<S> {
             o.prev = op.prev;
         }
         if let Some(peer) = self.peers.get_mut(p) {
-            if peer.op_head == idx as u32 {
-                peer.op_head = op.next;
+            if peer.tx.op_head == idx as u32 {
+                peer.tx.op_head = op.next;
             }
-            if peer.op_tail == idx as u32 {
-                peer.op_tail = op.prev;
+            if peer.tx.op_tail == idx as u32 {
+                peer.tx.op_tail = op.prev;
             }
-            if peer.cursor == idx as u32 {
-                peer.cursor = op.next;
+            if peer.tx.cursor == idx as u32 {
+                peer.tx.cursor = op.next;
             }
             if op.rndv_ready {
-                peer.rndv_ready = peer.rndv_ready.saturating_sub(1);
+                peer.tx.rndv_ready = peer.tx.rndv_ready.saturating_sub(1);
             }
         }
         match self.ops.get_by_index(idx) {

@@ -22,20 +22,20 @@ impl<S: Storage> Rdm<S> {
         let peer = {
             let pr = &self.peers[p];
             TimerView {
-                cand: pr.cand,
+                cand: pr.session.cand,
                 state: pr.state,
-                hello_at: pr.hello_at,
-                hello_tries: pr.hello_tries,
-                ack_at: pr.ack_at,
-                rto_at: pr.rto_at,
-                probe_at: pr.probe_at,
+                hello_at: pr.session.hello_at,
+                hello_tries: pr.session.hello_tries,
+                ack_at: pr.rx.ack_at,
+                rto_at: pr.tx.rto_at,
+                probe_at: pr.tx.probe_at,
             }
         };
         if let Some(c) = peer.cand
             && !c.send_ack
             && now >= c.expires
         {
-            self.peers[p].cand = None;
+            self.peers[p].session.cand = None;
         }
         match peer.state {
             PeerState::HelloSent
@@ -48,12 +48,12 @@ impl<S: Storage> Rdm<S> {
                     && now >= t
                 {
                     let pm = &mut self.peers[p];
-                    pm.ack_now = true;
-                    pm.ack_at = None;
-                    if pm.holding {
+                    pm.rx.ack_now = true;
+                    pm.rx.ack_at = None;
+                    if pm.rx.holding {
                         // Nothing came to carry it: stop holding for this peer.
-                        pm.hold_ok = false;
-                        pm.holding = false;
+                        pm.rx.hold_ok = false;
+                        pm.rx.holding = false;
                     }
                 }
                 if let Some(t) = peer.rto_at
@@ -66,8 +66,8 @@ impl<S: Storage> Rdm<S> {
                     && self.peers[p].state == PeerState::Established
                 {
                     let pm = &mut self.peers[p];
-                    pm.timeouts += 1;
-                    if pm.timeouts > cfg.max_retries {
+                    pm.tx.timeouts += 1;
+                    if pm.tx.timeouts > cfg.max_retries {
                         self.stats.fail_probe += 1;
                         self.fail_peer(p, Errno::ETIMEDOUT, Keep::Nothing, now, ctx);
                     }
@@ -89,33 +89,34 @@ impl<S: Storage> Rdm<S> {
             if pr.state != PeerState::Established {
                 return;
             }
-            let waiting = pr.inbound > 0 || pr.asm.is_some();
-            if !waiting || pr.rto_at.is_some() || pr.probe_at.is_some() {
-                pr.live_at = None;
+            let waiting = pr.rx.inbound > 0 || pr.rx.asm.is_some();
+            if !waiting || pr.tx.rto_at.is_some() || pr.tx.probe_at.is_some() {
+                pr.tx.live_at = None;
                 return;
             }
         }
         let peer = self.peers[p];
         let interval = |n: u32| {
             Duration::from_micros(
-                peer.rtt
+                peer.tx
+                    .rtt
                     .rto
                     .saturating_mul(1 << n.min(16))
                     .min(cfg.rto_max.total_micros()),
             )
         };
-        match peer.live_at {
-            None => self.peers[p].live_at = Some(now + interval(peer.timeouts)),
+        match peer.tx.live_at {
+            None => self.peers[p].tx.live_at = Some(now + interval(peer.tx.timeouts)),
             Some(t) if now >= t => {
-                if peer.timeouts >= cfg.max_retries {
+                if peer.tx.timeouts >= cfg.max_retries {
                     self.stats.fail_probe += 1;
                     self.fail_peer(p, Errno::ETIMEDOUT, Keep::Nothing, now, ctx);
                     return;
                 }
                 let pm = &mut self.peers[p];
-                pm.timeouts += 1;
-                pm.ka_probe = true;
-                pm.live_at = Some(now + interval(pm.timeouts));
+                pm.tx.timeouts += 1;
+                pm.tx.ka_probe = true;
+                pm.tx.live_at = Some(now + interval(pm.tx.timeouts));
                 self.tx_ready = true;
             }
             Some(_) => {}
@@ -128,16 +129,16 @@ impl<S: Storage> Rdm<S> {
         self.stats.rto_expirations += 1;
         let cfg = self.cfg;
         let peer = self.peers[p];
-        if peer.timeouts >= cfg.max_retries {
+        if peer.tx.timeouts >= cfg.max_retries {
             self.stats.fail_retransmit += 1;
             self.fail_peer(p, Errno::ETIMEDOUT, Keep::Nothing, now, ctx);
             return;
         }
-        let rto = Duration::from_micros(peer.rtt.rto);
-        let mut s = peer.snd_una;
+        let rto = Duration::from_micros(peer.tx.rtt.rto);
+        let mut s = peer.tx.snd_una;
         let mut marked = 0u32;
         let mut first = true;
-        while seq_lt(s, peer.next_seq) {
+        while seq_lt(s, peer.tx.next_seq) {
             let e = self.win_mut(p, s);
             if e.live && !e.sacked && !e.rtx && (first || e.sent_at + rto <= now) {
                 e.rtx = true;
@@ -149,19 +150,19 @@ impl<S: Storage> Rdm<S> {
             s = s.wrapping_add(1);
         }
         let pm = &mut self.peers[p];
-        pm.rtx_pending += marked;
-        if pm.rtx_pending == 0 && pm.in_flight() > 0 {
+        pm.tx.rtx_pending += marked;
+        if pm.tx.rtx_pending == 0 && pm.in_flight() > 0 {
             // The peer holds every packet in flight (all selectively acknowledged: a
             // receiver out of resources keeps its refused head and what follows), so
             // nothing is resent and nothing would make it answer. Probe instead: a
             // live peer answers, which keeps the session, and its answer carries the
             // acknowledgement it may have sent when it caught up and that was lost.
-            pm.ka_probe = true;
+            pm.tx.ka_probe = true;
         }
-        pm.timeouts += 1;
-        pm.rtt.backoff(&cfg);
-        pm.rto_at = if pm.in_flight() > 0 {
-            Some(now + Duration::from_micros(pm.rtt.rto))
+        pm.tx.timeouts += 1;
+        pm.tx.rtt.backoff(&cfg);
+        pm.tx.rto_at = if pm.in_flight() > 0 {
+            Some(now + Duration::from_micros(pm.tx.rtt.rto))
         } else {
             None
         };

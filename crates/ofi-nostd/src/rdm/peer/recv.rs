@@ -1,0 +1,62 @@
+//! The receive half of a peer: in-order delivery, held packets, the message being
+//! assembled, and the acknowledgement we owe.
+
+use super::*;
+
+/// What we receive from a peer: the next sequence number expected, held packets,
+/// the eager message being assembled, and the acknowledgement we owe.
+#[derive(Debug, Clone, Copy)]
+pub(in crate::rdm) struct RecvHalf {
+    pub(in crate::rdm) rcv_nxt: u32,
+    pub(in crate::rdm) held: u32,
+    pub(in crate::rdm) rx_msg_id: u32,
+    pub(in crate::rdm) asm: Option<Asm>,
+    pub(in crate::rdm) ack_now: bool,
+    pub(in crate::rdm) ack_at: Option<Instant>,
+    pub(in crate::rdm) since_ack: u32,
+    /// `rcv_nxt` as our last acknowledgement (standalone or piggybacked) announced it:
+    /// with `adv_credits`, where the peer's grant ends.
+    pub(in crate::rdm) adv_cum: u32,
+    /// The armed `ack_at` is an `ACK_REQ` hold (waiting for a reply to carry the ack).
+    pub(in crate::rdm) holding: bool,
+    /// Holding pays off with this peer: it replied within the hold last time (or we
+    /// have not seen otherwise). Cleared when a hold expires unused, set again when we
+    /// send to the peer soon after acknowledging an `ACK_REQ` at once (as TCP's
+    /// delayed-ack "pingpong" mode).
+    pub(in crate::rdm) hold_ok: bool,
+    /// When we last acknowledged an `ACK_REQ` at once because holding did not pay off.
+    pub(in crate::rdm) req_acked_at: Option<Instant>,
+    pub(in crate::rdm) ts_recent: u32,
+    pub(in crate::rdm) blocked: bool,
+    pub(in crate::rdm) adv_credits: u32,
+    pub(in crate::rdm) ka_reply: bool,
+    /// Rendezvous receives of this session still waiting for DATA.
+    pub(in crate::rdm) inbound: u32,
+    /// The RMA write of this peer whose segments are arriving (one at a time: the
+    /// sender finishes a write's segments before the next operation's), and the first
+    /// failure among them.
+    pub(in crate::rdm) wr_op: Option<(u32, u16)>,
+}
+
+impl RecvHalf {
+    /// Nothing yet: what a fresh peer slot holds.
+    pub(in crate::rdm) const EMPTY: RecvHalf = RecvHalf {
+        rcv_nxt: 0,
+        held: 0,
+        rx_msg_id: 0,
+        asm: None,
+        ack_now: false,
+        ack_at: None,
+        since_ack: 0,
+        adv_cum: 0,
+        holding: false,
+        hold_ok: true,
+        req_acked_at: None,
+        ts_recent: 0,
+        blocked: false,
+        adv_credits: 0,
+        ka_reply: false,
+        inbound: 0,
+        wr_op: None,
+    };
+}

@@ -1,0 +1,118 @@
+//! The send half of a peer: sequence numbers, credits, the RTT estimator and the
+//! retransmission timer, and its FIFO of operations.
+
+use super::*;
+
+/// RFC 6298 round-trip estimator, in microseconds.
+#[derive(Debug, Clone, Copy)]
+pub(in crate::rdm) struct Rtt {
+    pub(in crate::rdm) srtt: u64,
+    pub(in crate::rdm) rttvar: u64,
+    pub(in crate::rdm) rto: u64,
+    pub(in crate::rdm) sampled: bool,
+}
+
+impl Rtt {
+    pub(in crate::rdm) fn new(cfg: &RdmConfig) -> Rtt {
+        Rtt {
+            srtt: 0,
+            rttvar: 0,
+            rto: cfg.rto_initial.total_micros(),
+            sampled: false,
+        }
+    }
+
+    pub(in crate::rdm) fn sample(&mut self, r: u64, cfg: &RdmConfig) {
+        // A packet the receiver held back (it was blocked for want of buffers) is
+        // acknowledged late without any retransmission: its sample measures the
+        // receiver's queue, not the path. Let one sample at most double the estimate.
+        let cap = if self.sampled {
+            (2 * self.srtt).max(cfg.rto_min.total_micros())
+        } else {
+            cfg.rto_initial
+                .total_micros()
+                .max(cfg.rto_min.total_micros())
+        };
+        let r = r.clamp(1, cap);
+        if self.sampled {
+            let d = self.srtt.abs_diff(r);
+            self.rttvar = (3 * self.rttvar + d) / 4;
+            self.srtt = (7 * self.srtt + r) / 8;
+        } else {
+            self.srtt = r;
+            self.rttvar = r / 2;
+            self.sampled = true;
+        }
+        self.rto = (self.srtt + (4 * self.rttvar).max(1))
+            .clamp(cfg.rto_min.total_micros(), cfg.rto_max.total_micros());
+    }
+
+    pub(in crate::rdm) fn backoff(&mut self, cfg: &RdmConfig) {
+        self.rto = self
+            .rto
+            .saturating_mul(2)
+            .min(cfg.rto_max.total_micros())
+            .max(cfg.rto_min.total_micros());
+    }
+}
+
+/// What we send to a peer: sequence and credit state, the RTT estimator and
+/// retransmission timer, the FIFO of its send operations, and what is queued for it.
+#[derive(Debug, Clone, Copy)]
+pub(in crate::rdm) struct SendHalf {
+    pub(in crate::rdm) next_seq: u32,
+    pub(in crate::rdm) snd_una: u32,
+    pub(in crate::rdm) snd_limit: u32,
+    pub(in crate::rdm) last_ack_ts: u32,
+    pub(in crate::rdm) rtt: Rtt,
+    pub(in crate::rdm) rto_at: Option<Instant>,
+    pub(in crate::rdm) timeouts: u32,
+    pub(in crate::rdm) next_msg_id: u32,
+    pub(in crate::rdm) op_head: u32,
+    pub(in crate::rdm) op_tail: u32,
+    pub(in crate::rdm) cursor: u32,
+    pub(in crate::rdm) rndv_ready: u32,
+    pub(in crate::rdm) cts_pending: u32,
+    /// RMA answers (`RmaResp`) with something still to send to this peer.
+    pub(in crate::rdm) resp_pending: u32,
+    pub(in crate::rdm) probe_at: Option<Instant>,
+    pub(in crate::rdm) rtx_pending: u32,
+    /// Liveness probe timer while we wait for the peer's data and send nothing.
+    pub(in crate::rdm) live_at: Option<Instant>,
+    /// Send a KEEPALIVE with ACK_REQ (liveness probe).
+    pub(in crate::rdm) ka_probe: bool,
+    /// An acknowledgement of ours that arrived on a message and waits, with its arrival
+    /// time, for the next transmit half (`Rdm::take_held_ack`): a ping-pong's reply
+    /// leaves before the completions it releases are written.
+    pub(in crate::rdm) ack_held: Option<(wire::packet::AckRepr, Instant)>,
+}
+
+impl SendHalf {
+    /// Nothing yet: what a fresh peer slot holds.
+    pub(in crate::rdm) const EMPTY: SendHalf = SendHalf {
+        next_seq: 0,
+        snd_una: 0,
+        snd_limit: 0,
+        last_ack_ts: 0,
+        rtt: Rtt {
+            srtt: 0,
+            rttvar: 0,
+            rto: 0,
+            sampled: false,
+        },
+        rto_at: None,
+        timeouts: 0,
+        next_msg_id: 0,
+        op_head: NIL,
+        op_tail: NIL,
+        cursor: NIL,
+        rndv_ready: 0,
+        cts_pending: 0,
+        resp_pending: 0,
+        probe_at: None,
+        rtx_pending: 0,
+        live_at: None,
+        ka_probe: false,
+        ack_held: None,
+    };
+}
