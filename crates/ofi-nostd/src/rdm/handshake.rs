@@ -53,9 +53,7 @@ impl<S: Storage> Rdm<S> {
     /// Queues an unsessioned reply; dropped when the queue is full (the other side
     /// retries, so this only delays it).
     pub(super) fn queue_ctl(&mut self, to: EpAddr, session: u32, kind: CtlKind) {
-        if let Some(slot) = self.ctl.iter_mut().find(|c| c.is_none()) {
-            *slot = Some(CtlReply { to, session, kind });
-            self.ctl_n += 1;
+        if self.ctl.push(CtlReply { to, session, kind }) {
             self.tx_ready = true;
         }
     }
@@ -82,8 +80,8 @@ impl<S: Storage> Rdm<S> {
 
     /// Sends queued REJECTs and RESETs. `false` when the link is full.
     pub(super) fn send_ctl_replies<P: TxPort>(&mut self, port: &mut P) -> bool {
-        for i in 0..CTL_QUEUE {
-            let Some(c) = self.ctl[i] else { continue };
+        for i in 0..CtlQueue::CAPACITY {
+            let Some(c) = self.ctl.get(i) else { continue };
             let header = Header {
                 src_ep: self.local.ep_id,
                 dst_ep: c.to.ep_id,
@@ -104,8 +102,7 @@ impl<S: Storage> Rdm<S> {
                 Sent::LinkFull => return false,
                 Sent::NotNow => continue,
                 Sent::Yes => {
-                    self.ctl[i] = None;
-                    self.ctl_n -= 1;
+                    self.ctl.remove(i);
                     match c.kind {
                         CtlKind::Reject(_) => self.stats.rejects_sent += 1,
                         CtlKind::Reset(_) => self.stats.resets_sent += 1,

@@ -22,8 +22,12 @@ mod handshake;
 mod op;
 mod peer;
 mod prng;
+mod queues;
+mod reorder;
 mod rx;
+mod segs;
 mod tx;
+mod window;
 
 #[cfg(test)]
 mod tests;
@@ -47,9 +51,14 @@ pub use config::{RdmConfig, RdmStats};
 pub(crate) use ctx::{Ctx, Sent, TxPort};
 use op::*;
 pub(crate) use op::{AtomicMeta, AtomicReq, RecvReq, SendReq, TxKind};
-use peer::{Peer, PeerTable, WinEntry};
+use peer::{Peer, PeerTable};
 pub use peer::{PeerInfo, PeerState, SendInfo};
 pub use prng::Prng;
+use queues::{CopyQueue, CtlQueue};
+pub(crate) use queues::{CtlKind, CtlReply};
+use reorder::ReorderBuf;
+use segs::SegPool;
+use window::{Regen, SendWindow};
 
 /// Sentinel for "no index" in intrusive links.
 const NIL: u32 = u32::MAX;
@@ -82,49 +91,24 @@ type Posted<S> = PostedQueue<
 type Unexpected<S> =
     UnexpectedQueue<UxMsg, <S as Storage>::Slice<Slot<Node<UxMsg>>>, <S as Storage>::Slice<Bucket>>;
 
-/// An unsessioned reply (REJECT, RESET, KEEPALIVE echo) waiting for the link.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct CtlReply {
-    pub(crate) to: EpAddr,
-    pub(crate) session: u32,
-    pub(crate) kind: CtlKind,
-}
-
-/// Which unsessioned reply.
-#[derive(Debug, Clone, Copy)]
-pub(crate) enum CtlKind {
-    Reject(u16),
-    Reset(u16),
-}
-
 /// The reliability engine of one RDM endpoint.
 pub struct Rdm<S: Storage> {
     cfg: RdmConfig,
     local: EpAddr,
     /// Largest packet we accept and send (before the peer's own limit).
     max_pkt: usize,
-    /// Bytes per unexpected segment slot.
-    useg: usize,
     inject_size: usize,
     auth: AuthKey,
     rng: Prng,
     epoch: u32,
     peers: PeerTable<S>,
     established: u32,
-    /// Per peer, `wmask + 1` entries: the window rounded up to a power of two, so a
-    /// sequence number finds its entry with a mask, not a division.
-    win: S::Slice<WinEntry>,
-    reo_idx: S::Slice<u16>,
-    wmask: usize,
-    /// Taken out while a held packet is being processed from it.
-    reo_buf: Option<S::Slice<u8>>,
-    reo_len: S::Slice<u16>,
-    reo_free: S::Slice<u16>,
-    reo_nfree: usize,
-    ux_buf: S::Slice<u8>,
-    ux_next: S::Slice<u32>,
-    ux_free: u32,
-    ux_nfree: usize,
+    /// Every peer's send window.
+    win: SendWindow<S>,
+    /// Out-of-order packets held, and where.
+    reo: ReorderBuf<S>,
+    /// The bytes of unexpected eager messages.
+    segs: SegPool<S>,
     ops: PoolOf<S, TxOp>,
     bounce: S::Slice<u8>,
     posted_msg: Posted<S>,
@@ -154,29 +138,18 @@ pub struct Rdm<S: Storage> {
     /// Receives matched to buffered unexpected data wait for a progress call (which has
     /// the application's memory) to copy it.
     copies_pending: u32,
-    /// Their slots in `active`, in the order they were matched, so their completions
-    /// come in that order (a ring of `active`'s capacity: `copy_head`, `copy_len`;
-    /// when it overflowed, `copy_lost`, the copy pass also scans `active`).
-    copy_q: S::Slice<u32>,
-    copy_head: usize,
-    copy_len: usize,
-    copy_lost: bool,
+    /// Their slots in `active`, in the order they were matched.
+    copies: CopyQueue<S>,
     last_reset: Option<Instant>,
     /// Where the transmitter starts its round over the peers.
     rr: usize,
     /// The application closed the endpoint; it lingers only to re-acknowledge
     /// retransmissions of what it already took (see [`Rdm::begin_close`]).
     closing: bool,
-    /// Unsessioned replies (REJECT, RESET) waiting for the link; full means dropped
-    /// (they are rate-limited and the other side retries).
-    ctl: [Option<CtlReply>; CTL_QUEUE],
-    /// How many of `ctl` are queued (every transmit asks).
-    ctl_n: u8,
+    /// Unsessioned replies (REJECT, RESET) waiting for the link.
+    ctl: CtlQueue,
     stats: RdmStats,
 }
-
-/// Unsessioned replies an endpoint can have waiting.
-const CTL_QUEUE: usize = 16;
 
 /// Peers [`Rdm::transmit_posted`] serves on their own; more posted-to peers between two
 /// transmitter runs make it a whole run.
@@ -209,43 +182,21 @@ impl<S: Storage> Rdm<S> {
         if max_pkt < wire::packet::MIN_MAX_PKT as usize {
             return Err(Errno::EINVAL);
         }
-        let w = (cfg.window as usize).next_power_of_two();
         let np = cfg.max_peers;
-        let mut sl = |n: usize| store.zeroed(n).ok_or(Errno::ENOMEM);
-        let reo_buf = sl(cfg
-            .reorder_slots
-            .checked_mul(max_pkt)
-            .ok_or(Errno::ENOMEM)?)?;
+        let window = cfg.window as usize;
+        let reo = ReorderBuf::new(store, cfg.reorder_slots, max_pkt, np, window)?;
         let useg = wire::packet::max_msg_payload(max_pkt, false, false).min(cfg.unexp_seg);
-        let ux_buf = sl(cfg.unexp_slots.checked_mul(useg).ok_or(Errno::ENOMEM)?)?;
-        let bounce = sl(sizes
-            .tx_size
-            .checked_mul(sizes.inject_size)
-            .ok_or(Errno::ENOMEM)?)?;
+        let segs = SegPool::new(store, cfg.unexp_slots, useg)?;
+        let bounce = store
+            .zeroed(
+                sizes
+                    .tx_size
+                    .checked_mul(sizes.inject_size)
+                    .ok_or(Errno::ENOMEM)?,
+            )
+            .ok_or(Errno::ENOMEM)?;
         let peers = PeerTable::new(store, np)?;
-        let win = store
-            .slice(np.checked_mul(w).ok_or(Errno::ENOMEM)?, || WinEntry::EMPTY)
-            .ok_or(Errno::ENOMEM)?;
-        let reo_idx = store.slice(np * w, || NO_SLOT).ok_or(Errno::ENOMEM)?;
-        let wmask = w - 1;
-        let reo_len = store
-            .slice(cfg.reorder_slots, || 0u16)
-            .ok_or(Errno::ENOMEM)?;
-        let mut i = 0u16;
-        let reo_free = store
-            .slice(cfg.reorder_slots, || {
-                i += 1;
-                i - 1
-            })
-            .ok_or(Errno::ENOMEM)?;
-        let mut j = 0u32;
-        let n_ux = cfg.unexp_slots;
-        let ux_next = store
-            .slice(n_ux, || {
-                j += 1;
-                if (j as usize) < n_ux { j } else { NIL }
-            })
-            .ok_or(Errno::ENOMEM)?;
+        let win = SendWindow::new(store, np, window)?;
         let ops = Pool::new(
             store
                 .slice(sizes.tx_size, || Slot::VACANT)
@@ -290,9 +241,7 @@ impl<S: Storage> Rdm<S> {
                 .slice(sizes.rx_size + np, || Slot::VACANT)
                 .ok_or(Errno::ENOMEM)?,
         );
-        let copy_q = store
-            .slice(sizes.rx_size + np, || 0u32)
-            .ok_or(Errno::ENOMEM)?;
+        let copies = CopyQueue::new(store, sizes.rx_size + np)?;
         let multis = Pool::new(
             store
                 .slice(sizes.rx_size, || Slot::VACANT)
@@ -307,7 +256,6 @@ impl<S: Storage> Rdm<S> {
             cfg,
             local,
             max_pkt,
-            useg,
             inject_size: sizes.inject_size,
             auth,
             rng: Prng::new(seed),
@@ -315,16 +263,8 @@ impl<S: Storage> Rdm<S> {
             peers,
             established: 0,
             win,
-            reo_idx,
-            wmask,
-            reo_buf: Some(reo_buf),
-            reo_len,
-            reo_free,
-            reo_nfree: cfg.reorder_slots,
-            ux_buf,
-            ux_next,
-            ux_free: if n_ux > 0 { 0 } else { NIL },
-            ux_nfree: n_ux,
+            reo,
+            segs,
             ops,
             bounce,
             posted_msg,
@@ -342,15 +282,11 @@ impl<S: Storage> Rdm<S> {
             posted_n: 0,
             next_scan: Instant::ZERO,
             copies_pending: 0,
-            copy_q,
-            copy_head: 0,
-            copy_len: 0,
-            copy_lost: false,
+            copies,
             last_reset: None,
             rr: 0,
             closing: false,
-            ctl: [None; CTL_QUEUE],
-            ctl_n: 0,
+            ctl: CtlQueue::new(),
             stats: RdmStats::default(),
         })
     }
@@ -397,12 +333,12 @@ impl<S: Storage> Rdm<S> {
 
     /// Out-of-order packets held right now.
     pub fn held_packets(&self) -> usize {
-        self.cfg.reorder_slots - self.reo_nfree
+        self.cfg.reorder_slots - self.reo.free_slots()
     }
 
     /// Free unexpected segment slots.
     pub fn unexp_slots_free(&self) -> usize {
-        self.ux_nfree
+        self.segs.free_slots()
     }
 
     /// The application closes the endpoint: every acknowledgement it owes becomes due
@@ -452,7 +388,7 @@ impl<S: Storage> Rdm<S> {
     /// Something must leave at once (an acknowledgement due now, a reply, a control
     /// answer): a pass that received does not leave that to the next pass.
     pub(crate) fn tx_urgent(&self) -> bool {
-        self.tx_ready || self.posted_n > 0 || self.ctl_n > 0
+        self.tx_ready || self.posted_n > 0 || !self.ctl.is_empty()
     }
 
     /// A peer timer was armed for `at`: the transmitter scans the peers by then.

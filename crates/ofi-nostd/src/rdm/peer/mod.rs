@@ -26,85 +26,6 @@ pub enum PeerState {
     Failed,
 }
 
-/// What a sequenced packet in the send window is, so it can be rebuilt for a
-/// retransmission without keeping its bytes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Regen {
-    /// An eager segment of op `op` (slot index) at `off`, `len` bytes.
-    Seg { op: u32, off: u64, len: u32 },
-    /// The RTS of op `op`.
-    Rts { op: u32 },
-    /// Rendezvous DATA of op `op`.
-    Data { op: u32, off: u64, len: u32 },
-    /// A CTS (no operation of ours behind it).
-    Cts {
-        rts_op: u32,
-        rx_op: u32,
-        off: u64,
-        len: u32,
-        status: u16,
-    },
-    /// Our CLOSE (the endpoint is closing; nothing follows it).
-    Close,
-    /// An RMA target's answer without data: a write's status (ATOMIC_RESP) or a read's
-    /// (READ_RESP, empty). Everything a retransmission needs is here: its `RmaResp`
-    /// (in slot `slot`) is gone once the first transmission left.
-    Resp {
-        slot: u32,
-        op_id: u32,
-        status: u16,
-        read: bool,
-    },
-    /// READ_RESP data of the `RmaResp` in slot `slot`, `len` bytes at `off` of the read
-    /// (read from the registered region each time it is built).
-    ReadData { slot: u32, off: u64, len: u32 },
-    /// An atomic's ATOMIC_RESP with the original values the `RmaResp` in `slot` keeps.
-    AtomicData { slot: u32 },
-    /// A BUNDLE of the `n` single-packet messages from op `op` on, consecutive in the
-    /// peer's operation list (none of them leaves it before this packet is acked).
-    Bundle { op: u32, n: u16 },
-}
-
-impl Regen {
-    pub(super) fn op(&self) -> Option<u32> {
-        match *self {
-            Regen::Seg { op, .. } | Regen::Rts { op } | Regen::Data { op, .. } => Some(op),
-            Regen::Cts { .. }
-            | Regen::Close
-            | Regen::Resp { .. }
-            | Regen::ReadData { .. }
-            | Regen::AtomicData { .. } => None,
-            // Several operations: every use of a bundle's entry walks them.
-            Regen::Bundle { .. } => None,
-        }
-    }
-}
-
-/// One sequenced packet in flight.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct WinEntry {
-    pub(super) live: bool,
-    pub(super) seq: u32,
-    pub(super) regen: Regen,
-    pub(super) sent_at: Instant,
-    pub(super) retx: u16,
-    pub(super) sacked: bool,
-    /// Queued for retransmission.
-    pub(super) rtx: bool,
-}
-
-impl WinEntry {
-    pub(crate) const EMPTY: WinEntry = WinEntry {
-        live: false,
-        seq: 0,
-        regen: Regen::Rts { op: 0 },
-        sent_at: Instant::ZERO,
-        retx: 0,
-        sacked: false,
-        rtx: false,
-    };
-}
-
 /// One remote endpoint.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Peer {
@@ -404,38 +325,9 @@ impl<S: Storage> Rdm<S> {
         if self.peers[i].state == PeerState::Established {
             self.established = self.established.saturating_sub(1);
             self.stats.sessions_evicted += 1;
-            let w = self.wmask + 1;
-            for e in self.win.as_mut()[i * w..(i + 1) * w].iter_mut() {
-                *e = WinEntry::EMPTY;
-            }
+            self.win.clear(i);
         }
         self.peers.remove(i);
-    }
-
-    /// Where `seq` of peer `p` sits in the window and reorder tables (per peer a
-    /// power-of-two stride, so a mask and no division).
-    fn wslot(&self, p: usize, seq: u32) -> usize {
-        (p * (self.wmask + 1)) | (seq as usize & self.wmask)
-    }
-
-    /// The window entry for `seq` of peer `p`.
-    pub(super) fn win_mut(&mut self, p: usize, seq: u32) -> &mut WinEntry {
-        let i = self.wslot(p, seq);
-        &mut self.win.as_mut()[i]
-    }
-
-    pub(super) fn win_get(&self, p: usize, seq: u32) -> &WinEntry {
-        &self.win.as_ref()[self.wslot(p, seq)]
-    }
-
-    /// Reorder-index entry for `seq` of peer `p`.
-    pub(super) fn reo_mut(&mut self, p: usize, seq: u32) -> &mut u16 {
-        let i = self.wslot(p, seq);
-        &mut self.reo_idx.as_mut()[i]
-    }
-
-    pub(super) fn reo_get(&self, p: usize, seq: u32) -> u16 {
-        self.reo_idx.as_ref()[self.wslot(p, seq)]
     }
 
     /// Credits to grant peer `p`: what the reorder pool can absorb, shared between the
@@ -447,10 +339,10 @@ impl<S: Storage> Rdm<S> {
         }
         // One session (the common case) needs no division: this runs for every packet.
         let (share, free_share) = match self.established {
-            0 | 1 => (self.cfg.reorder_slots, self.reo_nfree.max(1)),
+            0 | 1 => (self.cfg.reorder_slots, self.reo.free_slots().max(1)),
             n => (
                 self.cfg.reorder_slots / n as usize,
-                (self.reo_nfree / n as usize).max(1),
+                (self.reo.free_slots() / n as usize).max(1),
             ),
         };
         (share.min(free_share + peer.rx.held as usize).max(1) as u32).min(self.cfg.window as u32)

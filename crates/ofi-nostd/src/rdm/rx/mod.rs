@@ -242,7 +242,7 @@ impl<S: Storage> Rdm<S> {
             }
             return;
         }
-        if self.reo_get(p, seq) != NO_SLOT {
+        if self.reo.slot(p, seq) != NO_SLOT {
             // Held already (out of order, or a refused head).
             self.stats.rx_duplicates += 1;
             self.peers[p].rx.ack_now = true;
@@ -330,17 +330,15 @@ impl<S: Storage> Rdm<S> {
         let mut filled = false;
         loop {
             let seq = self.peers[p].rx.rcv_nxt;
-            let slot = self.reo_get(p, seq);
+            let slot = self.reo.slot(p, seq);
             if slot == NO_SLOT {
                 break;
             }
-            let Some(pool) = self.reo_buf.take() else {
+            let Some(pool) = self.reo.take_out() else {
                 break;
             };
             let outcome = {
-                let start = slot as usize * self.max_pkt;
-                let len = self.reo_len.as_ref()[slot as usize] as usize;
-                match pool.as_ref().get(start..start + len).map(Repr::parse_bytes) {
+                match self.reo.packet(&pool, slot).map(Repr::parse_bytes) {
                     Some(Ok(repr)) if repr.header.seq == seq => {
                         self.process(p, &repr, now, mem, ctx)
                     }
@@ -350,7 +348,7 @@ impl<S: Storage> Rdm<S> {
                     }
                 }
             };
-            self.reo_buf = Some(pool);
+            self.reo.put_back(pool);
             match outcome {
                 Outcome::Blocked => {
                     let pm = &mut self.peers[p];
@@ -362,8 +360,7 @@ impl<S: Storage> Rdm<S> {
                     break;
                 }
                 Outcome::Done => {
-                    *self.reo_mut(p, seq) = NO_SLOT;
-                    self.free_reo(slot);
+                    self.reo.release(p, seq, slot);
                     let pm = &mut self.peers[p];
                     pm.rx.held = pm.rx.held.saturating_sub(1);
                     if pm.rx.blocked {
@@ -389,31 +386,13 @@ impl<S: Storage> Rdm<S> {
         let share = (self.cfg.reorder_slots / n).max(2);
         let peer = &self.peers[p];
         let len = wire::Packet::new_unchecked(raw).packet_len() as usize;
-        if self.reo_nfree == 0
-            || peer.rx.held as usize >= share
-            || len > self.max_pkt
-            || len > raw.len()
+        // The pool refuses what does not fit in a slot (`max_pkt`) or when it is full.
+        if peer.rx.held as usize >= share || len > raw.len() || !self.reo.hold(p, seq, &raw[..len])
         {
             return false;
         }
-        let Some(pool) = self.reo_buf.as_mut() else {
-            return false;
-        };
-        self.reo_nfree -= 1;
-        let slot = self.reo_free.as_ref()[self.reo_nfree];
-        let start = slot as usize * self.max_pkt;
-        pool.as_mut()[start..start + len].copy_from_slice(&raw[..len]);
-        self.reo_len.as_mut()[slot as usize] = len as u16;
-        *self.reo_mut(p, seq) = slot;
         self.peers[p].rx.held += 1;
         true
-    }
-
-    pub(super) fn free_reo(&mut self, slot: u16) {
-        if self.reo_nfree < self.reo_free.as_ref().len() {
-            self.reo_free.as_mut()[self.reo_nfree] = slot;
-            self.reo_nfree += 1;
-        }
     }
 
     /// Retries the refused head packets of blocked peers (receive resources may have

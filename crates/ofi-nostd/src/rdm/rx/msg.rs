@@ -201,13 +201,13 @@ impl<S: Storage> Rdm<S> {
         let Some(t) = target else {
             // Unexpected: buffer the whole message (all its segments reserved now, so it
             // can always finish), or refuse it.
-            let need = total.div_ceil(self.useg as u64) as usize;
+            let need = total.div_ceil(self.segs.seg_size() as u64) as usize;
             let q = if tagged { &self.ux_tag } else { &self.ux_msg };
-            if q.is_full() || need > self.ux_nfree {
+            if q.is_full() || need > self.segs.free_slots() {
                 return Outcome::Blocked;
             }
-            let first = self.ux_alloc(need);
-            self.ux_write(first, 0, m.payload);
+            let first = self.segs.alloc(need);
+            self.segs.write(first, 0, m.payload);
             let msg = UxMsg {
                 peer: p as u16,
                 epoch: peer.epoch,
@@ -228,7 +228,7 @@ impl<S: Storage> Rdm<S> {
                 &mut self.ux_msg
             };
             let Ok(h) = q.insert(src, tag, msg) else {
-                self.ux_free_chain(first);
+                self.segs.free_chain(first);
                 return Outcome::Blocked;
             };
             self.stats.unexpected += 1;
@@ -382,7 +382,7 @@ impl<S: Storage> Rdm<S> {
             AsmTarget::Unexpected(r) => {
                 let Some(m) = self.ux_get(r) else { return };
                 if let UxKind::Eager { first, got } = m.kind {
-                    self.ux_write(first, off, payload);
+                    self.segs.write(first, off, payload);
                     if let Some(mm) = self.ux_get_mut(r) {
                         mm.kind = UxKind::Eager {
                             first,
@@ -471,7 +471,7 @@ impl<S: Storage> Rdm<S> {
             return;
         };
         if a.chain != NIL {
-            self.ux_free_chain(a.chain);
+            self.segs.free_chain(a.chain);
             self.copies_pending = self.copies_pending.saturating_sub(1);
         }
         if let Some(pm) = self.peers.get_mut(a.peer as usize)

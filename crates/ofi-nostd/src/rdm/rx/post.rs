@@ -167,13 +167,13 @@ impl<S: Storage> Rdm<S> {
                             }
                         } else {
                             self.copies_pending += 1;
-                            self.queue_copy(h.index() as u32);
+                            self.copies.push(h.index() as u32);
                             self.tx_ready = true;
                         }
                         self.retarget_asm(&m, r, AsmTarget::Active(h));
                     }
                     Err(_) => {
-                        self.ux_free_chain(first);
+                        self.segs.free_chain(first);
                         self.retarget_asm(&m, r, AsmTarget::Drop);
                         self.complete_recv(
                             t,
@@ -196,17 +196,11 @@ impl<S: Storage> Rdm<S> {
     /// progress call, and completes those whose message is whole.
     pub(crate) fn flush_copies<M: Memory>(&mut self, mem: &mut M, ctx: &mut Ctx<'_, S>) {
         if self.copies_pending == 0 {
-            self.copy_len = 0; // whatever is queued was finished otherwise
+            self.copies.clear(); // whatever is queued was finished otherwise
             return;
         }
         // In the order the receives were matched.
-        while self.copy_len > 0 {
-            let idx = self.copy_q.as_ref()[self.copy_head];
-            self.copy_head += 1;
-            if self.copy_head == self.copy_q.as_ref().len() {
-                self.copy_head = 0;
-            }
-            self.copy_len -= 1;
+        while let Some(idx) = self.copies.pop() {
             // The slot may have been freed (and even taken again) since: its data, if
             // any is still waiting, is copied now all the same.
             if let Some((h, a)) = self.active.get_by_index(idx as usize)
@@ -215,7 +209,7 @@ impl<S: Storage> Rdm<S> {
                 self.copy_into(h, mem, ctx);
             }
         }
-        if core::mem::take(&mut self.copy_lost) {
+        if self.copies.take_lost() {
             loop {
                 let found = self
                     .active
@@ -227,21 +221,6 @@ impl<S: Storage> Rdm<S> {
             }
         }
         self.copies_pending = 0;
-    }
-
-    /// Remembers that active receive `idx` waits for its buffered data.
-    pub(in crate::rdm) fn queue_copy(&mut self, idx: u32) {
-        let cap = self.copy_q.as_ref().len();
-        if self.copy_len == cap {
-            self.copy_lost = true;
-            return;
-        }
-        let mut at = self.copy_head + self.copy_len;
-        if at >= cap {
-            at -= cap;
-        }
-        self.copy_q.as_mut()[at] = idx;
-        self.copy_len += 1;
     }
 
     /// Copies the buffered data of active receive `h` into its buffer, and completes it
@@ -256,8 +235,10 @@ impl<S: Storage> Rdm<S> {
             return;
         };
         let len = (a.chain_len as u64).min(a.want);
-        let err = self.ux_copy_out(a.chain, len, a.context, a.iov.as_slice(), mem);
-        self.ux_free_chain(a.chain);
+        let err = self
+            .segs
+            .copy_out(a.chain, len, a.context, a.iov.as_slice(), mem);
+        self.segs.free_chain(a.chain);
         self.copies_pending = self.copies_pending.saturating_sub(1);
         let done = {
             let Some(am) = self.active.get_mut(h) else {

@@ -4,84 +4,6 @@
 use super::*;
 
 impl<S: Storage> Rdm<S> {
-    /// Takes `n` slots off the free list, chained in order; NIL for `n == 0`.
-    pub(in crate::rdm) fn ux_alloc(&mut self, n: usize) -> u32 {
-        let mut first = NIL;
-        let mut last = NIL;
-        for _ in 0..n {
-            let s = self.ux_free;
-            if s == NIL {
-                break;
-            }
-            self.ux_free = self.ux_next.as_ref()[s as usize];
-            self.ux_nfree -= 1;
-            self.ux_next.as_mut()[s as usize] = NIL;
-            if last == NIL {
-                first = s;
-            } else {
-                self.ux_next.as_mut()[last as usize] = s;
-            }
-            last = s;
-        }
-        first
-    }
-
-    pub(in crate::rdm) fn ux_free_chain(&mut self, mut s: u32) {
-        while s != NIL {
-            let next = self.ux_next.as_ref()[s as usize];
-            self.ux_next.as_mut()[s as usize] = self.ux_free;
-            self.ux_free = s;
-            self.ux_nfree += 1;
-            s = next;
-        }
-    }
-
-    /// Writes `data` at message offset `off` of the chain starting at `first`.
-    pub(in crate::rdm) fn ux_write(&mut self, first: u32, off: u64, data: &[u8]) {
-        let useg = self.useg as u64;
-        let mut s = first;
-        let mut base = 0u64;
-        let mut done = 0usize;
-        while s != NIL && done < data.len() {
-            let end = base + useg;
-            let pos = off + done as u64;
-            if pos < end {
-                let within = (pos - base) as usize;
-                let n = (self.useg - within).min(data.len() - done);
-                let start = s as usize * self.useg + within;
-                self.ux_buf.as_mut()[start..start + n].copy_from_slice(&data[done..done + n]);
-                done += n;
-            }
-            base = end;
-            s = self.ux_next.as_ref()[s as usize];
-        }
-    }
-
-    /// Copies the first `len` bytes of chain `first` into the buffers `iov` of the
-    /// receive posted with context `ctx`.
-    pub(in crate::rdm) fn ux_copy_out<M: Memory>(
-        &self,
-        first: u32,
-        len: u64,
-        ctx: u64,
-        iov: &[IoVec],
-        mem: &mut M,
-    ) -> Option<Errno> {
-        let mut s = first;
-        let mut off = 0u64;
-        let mut err = None;
-        while s != NIL && off < len {
-            let n = (self.useg as u64).min(len - off) as usize;
-            let start = s as usize * self.useg;
-            if let Err(e) = iov_write(mem, ctx, iov, off, &self.ux_buf.as_ref()[start..start + n]) {
-                err.get_or_insert(e);
-            }
-            off += n as u64;
-            s = self.ux_next.as_ref()[s as usize];
-        }
-        err
-    }
-
     pub(in crate::rdm) fn ux_get(&self, r: UxRef) -> Option<UxMsg> {
         match r {
             UxRef::Untagged(h) => self.ux_msg.get(h).map(|n| *n.value()),
@@ -125,7 +47,7 @@ impl<S: Storage> Rdm<S> {
         };
         self.retarget_asm(&m, r, AsmTarget::Drop);
         if let UxKind::Eager { first, .. } = m.kind {
-            self.ux_free_chain(first);
+            self.segs.free_chain(first);
         }
     }
 }

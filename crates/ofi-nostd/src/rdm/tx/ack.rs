@@ -24,10 +24,7 @@ impl<S: Storage> Rdm<S> {
 
     /// Packet `seq` of peer `p` was sent again: its window entry and the RTO.
     pub(in crate::rdm) fn resent(&mut self, p: usize, seq: u32, now: Instant) {
-        let e = self.win_mut(p, seq);
-        e.rtx = false;
-        e.retx = e.retx.saturating_add(1);
-        e.sent_at = now;
+        self.win.get_mut(p, seq).resent(now);
         let pm = &mut self.peers[p];
         pm.tx.rtx_pending = pm.tx.rtx_pending.saturating_sub(1);
         if pm.tx.rto_at.is_none() {
@@ -86,7 +83,7 @@ impl<S: Storage> Rdm<S> {
         if peer.rx.held > 0 {
             for i in 0..64u32.min(w.saturating_sub(1)) {
                 let s = peer.rx.rcv_nxt.wrapping_add(1 + i);
-                if self.reo_get(p, s) != NO_SLOT {
+                if self.reo.slot(p, s) != NO_SLOT {
                     sack |= 1 << i;
                 }
             }
@@ -241,13 +238,13 @@ impl<S: Storage> Rdm<S> {
         let mut s = peer.snd_una;
         let mut behind_hole = false;
         while seq_lt(s, a.cum_ack) {
-            let e = *self.win_get(p, s);
+            let e = *self.win.get(p, s);
             if e.live {
                 behind_hole |= e.retx > 0;
                 if e.retx == 0 && !e.sacked && !behind_hole {
                     sample = Some(now.saturating_duration_since(e.sent_at).total_micros());
                 }
-                self.win_mut(p, s).live = false;
+                self.win.get_mut(p, s).live = false;
                 if e.rtx {
                     let pm = &mut self.peers[p];
                     pm.tx.rtx_pending = pm.tx.rtx_pending.saturating_sub(1);
@@ -276,13 +273,13 @@ impl<S: Storage> Rdm<S> {
             if !(seq_le(snd_una, s) && seq_lt(s, next_seq)) {
                 continue;
             }
-            let e = *self.win_get(p, s);
+            let e = *self.win.get(p, s);
             if !e.live || e.sacked || e.seq != s {
                 continue;
             }
             newly_sacked = true;
             {
-                let em = self.win_mut(p, s);
+                let em = self.win.get_mut(p, s);
                 em.sacked = true;
                 em.rtx = false;
             }
@@ -326,14 +323,14 @@ impl<S: Storage> Rdm<S> {
             let mut marked = 0u32;
             while s != una {
                 s = s.wrapping_sub(1);
-                let e = *self.win_get(p, s);
+                let e = *self.win.get(p, s);
                 if !e.live {
                     continue;
                 }
                 if e.sacked {
                     above += 1;
                 } else if above >= 3 && !e.rtx && e.sent_at + srtt <= now {
-                    self.win_mut(p, s).rtx = true;
+                    self.win.get_mut(p, s).rtx = true;
                     marked += 1;
                 }
             }

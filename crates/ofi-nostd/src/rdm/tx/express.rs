@@ -118,19 +118,16 @@ impl<S: Storage> Rdm<S> {
         // What `send_plan` records for a new packet.
         self.stats.tx_express += 1;
         self.packet_left(p, ack);
-        *self.win_mut(p, seq) = WinEntry {
-            live: true,
+        self.win.record(
+            p,
             seq,
-            regen: Regen::Seg {
+            Regen::Seg {
                 op: o,
                 off: 0,
                 len: len as u32,
             },
-            sent_at: now,
-            retx: 0,
-            sacked: false,
-            rtx: false,
-        };
+            now,
+        );
         if let Some(op) = self.ops.get_mut_by_index(o as usize) {
             op.started = true;
             op.msg_id = msg_id;
@@ -316,15 +313,7 @@ impl<S: Storage> Rdm<S> {
         self.stats.tx_bundles += 1;
         self.stats.tx_bundled_msgs += u64::from(n);
         self.packet_left(p, ack);
-        *self.win_mut(p, seq) = WinEntry {
-            live: true,
-            seq,
-            regen: Regen::Bundle { op: first, n },
-            sent_at: now,
-            retx: 0,
-            sacked: false,
-            rtx: false,
-        };
+        self.win.record(p, seq, Regen::Bundle { op: first, n }, now);
         let mut o = first;
         for (i, fault) in faults.iter().enumerate().take(n as usize) {
             let Some(op) = self.ops.get_mut_by_index(o as usize) else {

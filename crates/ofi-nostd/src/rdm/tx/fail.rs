@@ -65,14 +65,8 @@ impl<S: Storage> Rdm<S> {
             o = next;
         }
         // Window and reorder state.
-        let w = self.wmask + 1;
-        for i in 0..w {
-            self.win.as_mut()[p * w + i] = WinEntry::EMPTY;
-            let slot = core::mem::replace(&mut self.reo_idx.as_mut()[p * w + i], NO_SLOT);
-            if slot != NO_SLOT {
-                self.free_reo(slot);
-            }
-        }
+        self.win.clear(p);
+        self.reo.clear(p);
         if peer.rx.blocked {
             self.blocked = self.blocked.saturating_sub(1);
         }

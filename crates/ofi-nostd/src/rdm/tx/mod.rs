@@ -17,7 +17,6 @@ use wire::packet::{
 };
 use wire::seq::{seq_le, seq_lt};
 
-use super::peer::Regen;
 use super::*;
 
 pub(super) use fail::Keep;
@@ -100,7 +99,7 @@ impl<S: Storage> Rdm<S> {
     ) -> usize {
         // Held acknowledgements first: timers and the scan need the windows as they are.
         self.take_held_acks(ctx);
-        let ctl = self.ctl_n > 0;
+        let ctl = !self.ctl.is_empty();
         let due = self.transmit_due(now);
         self.tx_ready = false;
         self.posted_n = 0;
@@ -169,7 +168,7 @@ impl<S: Storage> Rdm<S> {
     pub(crate) fn transmit_due(&self, now: Instant) -> bool {
         self.tx_ready
             || self.posted_n > 0
-            || self.ctl_n > 0
+            || !self.ctl.is_empty()
             || self.acks_held > 0
             || now >= self.next_scan
     }
@@ -193,7 +192,7 @@ impl<S: Storage> Rdm<S> {
         if n > POSTED_PEERS {
             return self.transmit(now, port, mem, ctx);
         }
-        let rest_due = self.tx_ready || now >= self.next_scan || self.ctl_n > 0;
+        let rest_due = self.tx_ready || now >= self.next_scan || !self.ctl.is_empty();
         self.posted_n = 0;
         let before = self.stats.tx_packets;
         let mut link_full = false;
@@ -408,7 +407,7 @@ impl<S: Storage> Rdm<S> {
             let peer = self.peers[p];
             let mut s = peer.tx.snd_una;
             while seq_lt(s, self.peers[p].tx.next_seq) && self.peers[p].tx.rtx_pending > 0 {
-                let e = *self.win_get(p, s);
+                let e = *self.win.get(p, s);
                 if e.live && e.rtx {
                     try_send!(self.send_plan(p, Plan::Regen(s, e.regen), now, port, mem, ctx));
                 }

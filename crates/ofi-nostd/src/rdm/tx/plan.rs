@@ -19,7 +19,7 @@ impl<S: Storage> Rdm<S> {
             let mut s = peer.tx.snd_una;
             let mut found = None;
             while seq_lt(s, peer.tx.next_seq) {
-                let e = self.win_get(p, s);
+                let e = self.win.get(p, s);
                 if e.live && e.rtx {
                     found = Some(e.regen);
                     break;
@@ -582,15 +582,7 @@ impl<S: Storage> Rdm<S> {
             return Sent::Yes;
         }
         // Commit a new packet.
-        *self.win_mut(p, seq) = WinEntry {
-            live: true,
-            seq,
-            regen,
-            sent_at: now,
-            retx: 0,
-            sacked: false,
-            rtx: false,
-        };
+        self.win.record(p, seq, regen, now);
         {
             let pm = &mut self.peers[p];
             pm.tx.next_seq = seq.wrapping_add(1);

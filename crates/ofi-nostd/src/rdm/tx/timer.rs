@@ -139,7 +139,7 @@ impl<S: Storage> Rdm<S> {
         let mut marked = 0u32;
         let mut first = true;
         while seq_lt(s, peer.tx.next_seq) {
-            let e = self.win_mut(p, s);
+            let e = self.win.get_mut(p, s);
             if e.live && !e.sacked && !e.rtx && (first || e.sent_at + rto <= now) {
                 e.rtx = true;
                 marked += 1;

@@ -1,0 +1,140 @@
+//! Two small queues of the engine: receives waiting for their buffered unexpected
+//! data to be copied (in matching order), and unsessioned control replies waiting for
+//! the link.
+
+use super::*;
+
+/// Slots in `active` of receives matched to buffered unexpected data, in the order
+/// they were matched, so their completions come in that order: a ring of `active`'s
+/// capacity. When it overflowed (`lost`), the copy pass also scans `active`.
+pub(in crate::rdm) struct CopyQueue<S: Storage> {
+    q: S::Slice<u32>,
+    head: usize,
+    len: usize,
+    lost: bool,
+}
+
+impl<S: Storage> CopyQueue<S> {
+    /// A ring of `n` entries from `store`.
+    pub(in crate::rdm) fn new(store: &mut S, n: usize) -> Result<Self> {
+        Ok(CopyQueue {
+            q: store.slice(n, || 0u32).ok_or(Errno::ENOMEM)?,
+            head: 0,
+            len: 0,
+            lost: false,
+        })
+    }
+
+    /// Appends `idx`; a full ring marks itself lost instead.
+    pub(in crate::rdm) fn push(&mut self, idx: u32) {
+        let cap = self.q.as_ref().len();
+        if self.len == cap {
+            self.lost = true;
+            return;
+        }
+        let mut at = self.head + self.len;
+        if at >= cap {
+            at -= cap;
+        }
+        self.q.as_mut()[at] = idx;
+        self.len += 1;
+    }
+
+    /// The oldest entry.
+    pub(in crate::rdm) fn pop(&mut self) -> Option<u32> {
+        if self.len == 0 {
+            return None;
+        }
+        let idx = self.q.as_ref()[self.head];
+        self.head += 1;
+        if self.head == self.q.as_ref().len() {
+            self.head = 0;
+        }
+        self.len -= 1;
+        Some(idx)
+    }
+
+    /// Forgets every entry (whatever is queued was finished otherwise).
+    pub(in crate::rdm) fn clear(&mut self) {
+        self.len = 0;
+    }
+
+    /// Whether entries were dropped since the last call (the ring was full).
+    pub(in crate::rdm) fn take_lost(&mut self) -> bool {
+        core::mem::take(&mut self.lost)
+    }
+}
+
+/// An unsessioned reply (REJECT, RESET, KEEPALIVE echo) waiting for the link.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct CtlReply {
+    /// Where it goes.
+    pub(crate) to: EpAddr,
+    /// The session it names.
+    pub(crate) session: u32,
+    /// Which reply.
+    pub(crate) kind: CtlKind,
+}
+
+/// Which unsessioned reply.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum CtlKind {
+    /// REJECT with this reason.
+    Reject(u16),
+    /// RESET with this reason.
+    Reset(u16),
+}
+
+/// Unsessioned replies waiting for the link; full means dropped (they are
+/// rate-limited and the other side retries).
+pub(in crate::rdm) struct CtlQueue {
+    slots: [Option<CtlReply>; CtlQueue::CAPACITY],
+    /// How many slots are taken (every transmit asks).
+    n: u8,
+}
+
+impl CtlQueue {
+    /// Replies an endpoint can have waiting.
+    pub(in crate::rdm) const CAPACITY: usize = 16;
+
+    /// An empty queue.
+    pub(in crate::rdm) const fn new() -> Self {
+        CtlQueue {
+            slots: [None; CtlQueue::CAPACITY],
+            n: 0,
+        }
+    }
+
+    /// Whether any reply waits.
+    #[inline]
+    pub(in crate::rdm) fn is_empty(&self) -> bool {
+        self.n == 0
+    }
+
+    /// Queues `r` in the first free slot; `false` (dropped) when full.
+    pub(in crate::rdm) fn push(&mut self, r: CtlReply) -> bool {
+        match self.slots.iter_mut().find(|c| c.is_none()) {
+            Some(slot) => {
+                *slot = Some(r);
+                self.n += 1;
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// The reply in slot `i`, if any.
+    #[inline]
+    pub(in crate::rdm) fn get(&self, i: usize) -> Option<CtlReply> {
+        self.slots.get(i).copied().flatten()
+    }
+
+    /// Slot `i`'s reply left.
+    pub(in crate::rdm) fn remove(&mut self, i: usize) {
+        if let Some(s) = self.slots.get_mut(i)
+            && s.take().is_some()
+        {
+            self.n -= 1;
+        }
+    }
+}
