@@ -353,7 +353,7 @@ impl<S: Storage> Rdm<S> {
         let mut rto = None;
         for p in self.peers.active_mut() {
             if p.used && p.state == peer::PeerState::Established {
-                if p.owes_ack() {
+                if p.rx.owes_ack() {
                     p.rx.ack_now = true;
                     p.rx.ack_at = None;
                 }

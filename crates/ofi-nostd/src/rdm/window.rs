@@ -170,6 +170,34 @@ impl<S: Storage> SendWindow<S> {
         *self.get_mut(p, seq) = WinEntry::new(seq, regen, now);
     }
 
+    /// Packet `seq` of peer `p` is cumulatively acknowledged: its entry is no longer
+    /// live. Returns the entry as it was, if it was live.
+    #[inline]
+    pub(in crate::rdm) fn ack(&mut self, p: usize, seq: u32) -> Option<WinEntry> {
+        let e = self.get_mut(p, seq);
+        if !e.live {
+            return None;
+        }
+        let was = *e;
+        e.live = false;
+        Some(was)
+    }
+
+    /// Packet `seq` of peer `p` is selectively acknowledged: never retransmitted
+    /// again. Returns the entry as it was when this is news (live, for `seq`, not
+    /// selectively acknowledged before).
+    #[inline]
+    pub(in crate::rdm) fn sack(&mut self, p: usize, seq: u32) -> Option<WinEntry> {
+        let e = self.get_mut(p, seq);
+        if !e.live || e.sacked || e.seq != seq {
+            return None;
+        }
+        let was = *e;
+        e.sacked = true;
+        e.rtx = false;
+        Some(was)
+    }
+
     /// Forgets every entry of peer `p` (its session ended).
     pub(in crate::rdm) fn clear(&mut self, p: usize) {
         let w = self.stride();

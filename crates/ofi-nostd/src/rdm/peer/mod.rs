@@ -58,9 +58,34 @@ impl Peer {
         rx: RecvHalf::EMPTY,
     };
 
-    /// Whether the peer is owed an acknowledgement (due now or on a timer).
-    pub(super) fn owes_ack(&self) -> bool {
-        self.rx.ack_now || self.rx.ack_at.is_some() || self.rx.since_ack > 0
+    /// The peer's own part of the eviction rule ([`Rdm::peer_slot`]): nothing queued,
+    /// offered, held, in flight, half received or owed with it, and, unless it never
+    /// had a session, idle (silent, or failed) for `idle` by `now`. The engine adds
+    /// that no unexpected message of the session still needs it.
+    pub(super) fn evictable(&self, now: Instant, idle: Duration) -> bool {
+        let quiet =
+            self.used && self.tx.op_head == NIL && self.session.cand.is_none() && self.rx.held == 0;
+        if !quiet {
+            return false;
+        }
+        let idle = now.saturating_duration_since(self.last_active) >= idle;
+        match self.state {
+            PeerState::Idle => true,
+            PeerState::Failed => idle,
+            PeerState::Established => {
+                idle && self.tx.next_seq == self.tx.snd_una
+                    && self.rx.inbound == 0
+                    && self.rx.asm.is_none()
+                    && !self.rx.owes_ack()
+                    && self.tx.cts_pending == 0
+                    && self.tx.resp_pending == 0
+                    && self.tx.rndv_ready == 0
+                    && !self.session.send_hello_ack
+                    && !self.rx.ka_reply
+                    && !self.tx.ka_probe
+            }
+            _ => false,
+        }
     }
 
     /// The earliest instant this peer needs the engine's attention.
@@ -115,11 +140,6 @@ impl Peer {
             return Some(now);
         }
         self.deadline()
-    }
-
-    /// Packets in flight (sent, not cumulatively acked).
-    pub(super) fn in_flight(&self) -> u32 {
-        self.tx.next_seq.wrapping_sub(self.tx.snd_una)
     }
 }
 
@@ -281,29 +301,8 @@ impl<S: Storage> Rdm<S> {
     /// was acknowledged go again on a new session (wire protocol 4.7).
     fn evictable(&self, i: usize, now: Instant) -> bool {
         let p = &self.peers[i];
-        let quiet = p.used && p.tx.op_head == NIL && p.session.cand.is_none() && p.rx.held == 0;
-        if !quiet {
-            return false;
-        }
-        let idle = now.saturating_duration_since(p.last_active) >= self.idle_evict();
-        match p.state {
-            PeerState::Idle => true,
-            PeerState::Failed => idle,
-            PeerState::Established => {
-                idle && p.tx.next_seq == p.tx.snd_una
-                    && p.rx.inbound == 0
-                    && p.rx.asm.is_none()
-                    && !p.owes_ack()
-                    && p.tx.cts_pending == 0
-                    && p.tx.resp_pending == 0
-                    && p.tx.rndv_ready == 0
-                    && !p.session.send_hello_ack
-                    && !p.rx.ka_reply
-                    && !p.tx.ka_probe
-                    && !self.has_unexpected_rndv(i)
-            }
-            _ => false,
-        }
+        p.evictable(now, self.idle_evict())
+            && (p.state != PeerState::Established || !self.has_unexpected_rndv(i))
     }
 
     /// Whether a message from peer `i`'s session waits unexpected and still needs the
@@ -411,34 +410,11 @@ impl<S: Storage> Rdm<S> {
         peer.session.local_isn = local_isn;
         peer.session.remote_isn = remote_isn;
         peer.session.params = params;
-        peer.tx.next_seq = local_isn;
-        peer.tx.snd_una = local_isn;
-        let lim = (credits.min(params.window as u32)).min(window as u32);
-        peer.tx.snd_limit = local_isn.wrapping_add(lim);
-        peer.tx.last_ack_ts = 0;
-        peer.tx.rto_at = None;
-        peer.tx.timeouts = 0;
-        peer.tx.next_msg_id = 0;
-        peer.rx.rx_msg_id = 0;
-        peer.rx.rcv_nxt = remote_isn;
-        peer.rx.asm = None;
-        peer.rx.ack_now = false;
-        peer.rx.ack_at = None;
-        peer.rx.since_ack = 0;
-        peer.rx.adv_cum = remote_isn;
-        peer.rx.holding = false;
-        peer.rx.hold_ok = true;
-        peer.rx.req_acked_at = None;
-        peer.rx.blocked = false;
-        peer.rx.adv_credits = init_credits;
-        peer.tx.probe_at = None;
-        peer.tx.rtx_pending = 0;
-        peer.rx.inbound = 0;
-        peer.tx.live_at = None;
-        peer.tx.ka_probe = false;
         peer.session.close_seq = None;
         peer.session.closed_by_peer = false;
-        peer.tx.cursor = peer.tx.op_head;
+        let lim = (credits.min(params.window as u32)).min(window as u32);
+        peer.tx.start(local_isn, lim);
+        peer.rx.start(remote_isn, init_credits);
         if !keep_epoch {
             // Operations queued while no session existed join this one.
             let mut o = peer.tx.op_head;

@@ -60,3 +60,28 @@ impl RecvHalf {
         wr_op: None,
     };
 }
+
+impl RecvHalf {
+    /// Whether the peer is owed an acknowledgement (due now or on a timer).
+    pub(in crate::rdm) fn owes_ack(&self) -> bool {
+        self.ack_now || self.ack_at.is_some() || self.since_ack > 0
+    }
+
+    /// A new session whose first sequence number from the peer is `isn`, with
+    /// `credits` granted in our handshake.
+    pub(in crate::rdm) fn start(&mut self, isn: u32, credits: u32) {
+        self.rx_msg_id = 0;
+        self.rcv_nxt = isn;
+        self.asm = None;
+        self.ack_now = false;
+        self.ack_at = None;
+        self.since_ack = 0;
+        self.adv_cum = isn;
+        self.holding = false;
+        self.hold_ok = true;
+        self.req_acked_at = None;
+        self.blocked = false;
+        self.adv_credits = credits;
+        self.inbound = 0;
+    }
+}

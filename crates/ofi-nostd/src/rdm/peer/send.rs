@@ -116,3 +116,42 @@ impl SendHalf {
         ack_held: None,
     };
 }
+
+impl SendHalf {
+    /// Packets in flight (sent, not cumulatively acked).
+    #[inline]
+    pub(in crate::rdm) fn in_flight(&self) -> u32 {
+        self.next_seq.wrapping_sub(self.snd_una)
+    }
+
+    /// A new session whose first sequence number is `isn`, with `credits` packets
+    /// granted: the queued operations start over from the head.
+    pub(in crate::rdm) fn start(&mut self, isn: u32, credits: u32) {
+        self.next_seq = isn;
+        self.snd_una = isn;
+        self.snd_limit = isn.wrapping_add(credits);
+        self.last_ack_ts = 0;
+        self.rto_at = None;
+        self.timeouts = 0;
+        self.next_msg_id = 0;
+        self.probe_at = None;
+        self.rtx_pending = 0;
+        self.live_at = None;
+        self.ka_probe = false;
+        self.cursor = self.op_head;
+    }
+
+    /// Arms the retransmission timer one RTO after `now`, unless it runs already.
+    #[inline]
+    pub(in crate::rdm) fn arm_rto(&mut self, now: Instant) {
+        if self.rto_at.is_none() {
+            self.rto_at = Some(now + Duration::from_micros(self.rtt.rto));
+        }
+    }
+
+    /// A packet queued for retransmission left or no longer needs to.
+    #[inline]
+    pub(in crate::rdm) fn rtx_done(&mut self) {
+        self.rtx_pending = self.rtx_pending.saturating_sub(1);
+    }
+}

@@ -26,10 +26,8 @@ impl<S: Storage> Rdm<S> {
     pub(in crate::rdm) fn resent(&mut self, p: usize, seq: u32, now: Instant) {
         self.win.get_mut(p, seq).resent(now);
         let pm = &mut self.peers[p];
-        pm.tx.rtx_pending = pm.tx.rtx_pending.saturating_sub(1);
-        if pm.tx.rto_at.is_none() {
-            pm.tx.rto_at = Some(now + Duration::from_micros(pm.tx.rtt.rto));
-        }
+        pm.tx.rtx_done();
+        pm.tx.arm_rto(now);
     }
 
     /// A window entry was acknowledged: cumulatively (`delivered`) or selectively
@@ -238,16 +236,14 @@ impl<S: Storage> Rdm<S> {
         let mut s = peer.snd_una;
         let mut behind_hole = false;
         while seq_lt(s, a.cum_ack) {
-            let e = *self.win.get(p, s);
-            if e.live {
+            if let Some(e) = self.win.ack(p, s) {
                 behind_hole |= e.retx > 0;
                 if e.retx == 0 && !e.sacked && !behind_hole {
                     sample = Some(now.saturating_duration_since(e.sent_at).total_micros());
                 }
-                self.win.get_mut(p, s).live = false;
                 if e.rtx {
                     let pm = &mut self.peers[p];
-                    pm.tx.rtx_pending = pm.tx.rtx_pending.saturating_sub(1);
+                    pm.tx.rtx_done();
                 }
                 if !e.sacked && matches!(e.regen, Regen::ReadData { .. } | Regen::AtomicData { .. })
                 {
@@ -273,23 +269,17 @@ impl<S: Storage> Rdm<S> {
             if !(seq_le(snd_una, s) && seq_lt(s, next_seq)) {
                 continue;
             }
-            let e = *self.win.get(p, s);
-            if !e.live || e.sacked || e.seq != s {
+            let Some(e) = self.win.sack(p, s) else {
                 continue;
-            }
+            };
             newly_sacked = true;
-            {
-                let em = self.win.get_mut(p, s);
-                em.sacked = true;
-                em.rtx = false;
-            }
             if e.retx == 0 {
                 let r = now.saturating_duration_since(e.sent_at).total_micros();
                 sample = Some(sample.map_or(r, |x| x.min(r)));
             }
             if e.rtx {
                 let pm = &mut self.peers[p];
-                pm.tx.rtx_pending = pm.tx.rtx_pending.saturating_sub(1);
+                pm.tx.rtx_done();
             }
             if matches!(e.regen, Regen::ReadData { .. } | Regen::AtomicData { .. }) {
                 self.resp_acked(&e.regen);
@@ -310,7 +300,7 @@ impl<S: Storage> Rdm<S> {
             pm.tx.last_ack_ts = a.ts;
         }
         if advanced || newly_sacked {
-            let unacked_left = pm.in_flight() > 0;
+            let unacked_left = pm.tx.in_flight() > 0;
             pm.tx.rto_at = unacked_left.then(|| now + Duration::from_micros(pm.tx.rtt.rto));
         }
         // Fast retransmit: an unacked packet with at least 3 selectively acked packets

@@ -50,7 +50,7 @@ impl<S: Storage> Rdm<S> {
             return None;
         }
         let wnd = (self.cfg.window as u32).min(pr.session.params.window.max(1) as u32);
-        if pr.in_flight() >= wnd || !seq_lt(pr.tx.next_seq, pr.tx.snd_limit) {
+        if pr.tx.in_flight() >= wnd || !seq_lt(pr.tx.next_seq, pr.tx.snd_limit) {
             return None; // no room in the window, or no credit: `pump` probes
         }
         let o = pr.tx.cursor;
@@ -71,7 +71,7 @@ impl<S: Storage> Rdm<S> {
         let ack_req = op.next == NIL || self.next_fills_limit(pr);
         let limit = self.pkt_limit(p);
         let (seq, msg_id, dst) = (pr.tx.next_seq, pr.tx.next_msg_id, pr.addr);
-        let ack = (pr.owes_ack() || self.credit_update_due(p)).then(|| self.ack_body(p, now));
+        let ack = (pr.rx.owes_ack() || self.credit_update_due(p)).then(|| self.ack_body(p, now));
         let m = MsgRepr {
             ack,
             msg_id,
@@ -145,9 +145,7 @@ impl<S: Storage> Rdm<S> {
         pm.tx.next_msg_id = msg_id.wrapping_add(1);
         pm.tx.cursor = next;
         pm.tx.probe_at = None;
-        if pm.tx.rto_at.is_none() {
-            pm.tx.rto_at = Some(now + Duration::from_micros(pm.tx.rtt.rto));
-        }
+        pm.tx.arm_rto(now);
         Some(Sent::Yes)
     }
 
@@ -284,7 +282,7 @@ impl<S: Storage> Rdm<S> {
     ) -> Option<Sent> {
         let pr = self.peers.get(p)?;
         let limit = self.pkt_limit(p);
-        let owes = pr.owes_ack() || self.credit_update_due(p);
+        let owes = pr.rx.owes_ack() || self.credit_update_due(p);
         let (first, base, seq, dst) = (pr.tx.cursor, pr.tx.next_msg_id, pr.tx.next_seq, pr.addr);
         let ack = owes.then(|| self.ack_body(p, now));
         let (n, total) = self.bundle_plan(first, ack.as_ref(), limit);
@@ -336,9 +334,7 @@ impl<S: Storage> Rdm<S> {
         pm.tx.next_msg_id = base.wrapping_add(u32::from(n));
         pm.tx.cursor = o;
         pm.tx.probe_at = None;
-        if pm.tx.rto_at.is_none() {
-            pm.tx.rto_at = Some(now + Duration::from_micros(pm.tx.rtt.rto));
-        }
+        pm.tx.arm_rto(now);
         Some(Sent::Yes)
     }
 
@@ -363,6 +359,7 @@ impl<S: Storage> Rdm<S> {
         let pr = &self.peers[p];
         let dst = pr.addr;
         let ack = pr
+            .rx
             .owes_ack()
             .then(|| self.ack_body(p, now))
             .filter(|a| bare + a.wire_len() <= limit);

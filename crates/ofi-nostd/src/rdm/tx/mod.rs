@@ -353,7 +353,7 @@ impl<S: Storage> Rdm<S> {
                 self.take_held_ack(p, ctx);
                 let more = self.pump_session(p, now, port, mem, ctx);
                 let peer = &self.peers[p];
-                if peer.session.closed_by_peer && !peer.owes_ack() {
+                if peer.session.closed_by_peer && !peer.rx.owes_ack() {
                     // The peer closed and has our last acknowledgement: what it did not
                     // take it never will.
                     self.fail_peer(p, Errno::ECONNRESET, Keep::Nothing, now, ctx);
@@ -418,7 +418,7 @@ impl<S: Storage> Rdm<S> {
         loop {
             let peer = &self.peers[p];
             let wnd = (self.cfg.window as u32).min(peer.session.params.window.max(1) as u32);
-            let room = peer.in_flight() < wnd && seq_lt(peer.tx.next_seq, peer.tx.snd_limit);
+            let room = peer.tx.in_flight() < wnd && seq_lt(peer.tx.next_seq, peer.tx.snd_limit);
             let Some(plan) = self.next_new(p) else {
                 self.peers[p].tx.probe_at = None;
                 break;
@@ -427,7 +427,7 @@ impl<S: Storage> Rdm<S> {
                 // Blocked by credits with nothing in flight: probe so a lost credit
                 // update cannot stall the session.
                 let pm = &mut self.peers[p];
-                if pm.in_flight() == 0 {
+                if pm.tx.in_flight() == 0 {
                     match pm.tx.probe_at {
                         None => pm.tx.probe_at = Some(now + Duration::from_micros(pm.tx.rtt.rto)),
                         Some(t) if now >= t => {

@@ -29,7 +29,7 @@ impl<S: Storage> Rdm<S> {
             found
         } else {
             let wnd = (self.cfg.window as u32).min(peer.session.params.window.max(1) as u32);
-            let room = peer.in_flight() < wnd && seq_lt(peer.tx.next_seq, peer.tx.snd_limit);
+            let room = peer.tx.in_flight() < wnd && seq_lt(peer.tx.next_seq, peer.tx.snd_limit);
             if room { self.next_new(p) } else { None }
         };
         next.is_some_and(|r| {
@@ -187,7 +187,7 @@ impl<S: Storage> Rdm<S> {
     /// out (then it asks for an immediate ACK, whatever else is queued).
     pub(in crate::rdm) fn next_fills_limit(&self, peer: &Peer) -> bool {
         let wnd = (self.cfg.window as u32).min(peer.session.params.window.max(1) as u32);
-        peer.in_flight() + 1 >= wnd || peer.tx.next_seq.wrapping_add(1) == peer.tx.snd_limit
+        peer.tx.in_flight() + 1 >= wnd || peer.tx.next_seq.wrapping_add(1) == peer.tx.snd_limit
     }
 
     /// Whether, after `r`, peer `p` would have nothing more to send right away (then
@@ -355,7 +355,7 @@ impl<S: Storage> Rdm<S> {
         // also on a retransmission: never a replayed one).
         // A CLOSE always carries one: it is the closing side's final word on what it
         // took, and the peer fails whatever it does not cover.
-        let ack = (self.peers[p].owes_ack() || matches!(regen, Regen::Close))
+        let ack = (self.peers[p].rx.owes_ack() || matches!(regen, Regen::Close))
             .then(|| self.ack_body(p, now));
         if !retrans {
             self.replied(p, now);
@@ -586,9 +586,7 @@ impl<S: Storage> Rdm<S> {
         {
             let pm = &mut self.peers[p];
             pm.tx.next_seq = seq.wrapping_add(1);
-            if pm.tx.rto_at.is_none() {
-                pm.tx.rto_at = Some(now + Duration::from_micros(pm.tx.rtt.rto));
-            }
+            pm.tx.arm_rto(now);
         }
         match regen {
             Regen::Bundle { .. } => {} // resent by `resend_bundle`, never planned

@@ -151,7 +151,7 @@ impl<S: Storage> Rdm<S> {
         }
         let pm = &mut self.peers[p];
         pm.tx.rtx_pending += marked;
-        if pm.tx.rtx_pending == 0 && pm.in_flight() > 0 {
+        if pm.tx.rtx_pending == 0 && pm.tx.in_flight() > 0 {
             // The peer holds every packet in flight (all selectively acknowledged: a
             // receiver out of resources keeps its refused head and what follows), so
             // nothing is resent and nothing would make it answer. Probe instead: a
@@ -161,7 +161,7 @@ impl<S: Storage> Rdm<S> {
         }
         pm.tx.timeouts += 1;
         pm.tx.rtt.backoff(&cfg);
-        pm.tx.rto_at = if pm.in_flight() > 0 {
+        pm.tx.rto_at = if pm.tx.in_flight() > 0 {
             Some(now + Duration::from_micros(pm.tx.rtt.rto))
         } else {
             None
