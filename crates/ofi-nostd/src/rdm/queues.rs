@@ -138,3 +138,58 @@ impl CtlQueue {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::storage::test_storage::VecStorage;
+
+    #[test]
+    fn copy_queue_keeps_order_across_the_wrap() {
+        let mut q = CopyQueue::new(&mut VecStorage, 3).unwrap();
+        assert_eq!(q.pop(), None);
+        q.push(1);
+        q.push(2);
+        assert_eq!(q.pop(), Some(1));
+        q.push(3);
+        q.push(4);
+        assert!(!q.take_lost());
+        // Full: the next one is lost, and the loss is reported once.
+        q.push(5);
+        assert!(q.take_lost());
+        assert!(!q.take_lost());
+        assert_eq!(
+            (q.pop(), q.pop(), q.pop(), q.pop()),
+            (Some(2), Some(3), Some(4), None)
+        );
+        q.push(6);
+        q.clear();
+        assert_eq!(q.pop(), None);
+    }
+
+    #[test]
+    fn ctl_queue_drops_when_full() {
+        let r = |s| CtlReply {
+            to: EpAddr::new([1, 2, 3, 4], 5, 6),
+            session: s,
+            kind: CtlKind::Reset(1),
+        };
+        let mut q = CtlQueue::new();
+        assert!(q.is_empty());
+        for s in 0..CtlQueue::CAPACITY as u32 {
+            assert!(q.push(r(s)));
+        }
+        assert!(!q.push(r(99)), "full");
+        assert_eq!(q.get(3).map(|c| c.session), Some(3));
+        q.remove(3);
+        q.remove(3);
+        assert!(q.get(3).is_none());
+        assert!(q.push(r(42)), "the freed slot");
+        assert_eq!(q.get(3).map(|c| c.session), Some(42));
+        for i in 0..CtlQueue::CAPACITY {
+            q.remove(i);
+        }
+        assert!(q.is_empty());
+        assert!(q.get(CtlQueue::CAPACITY).is_none());
+    }
+}

@@ -140,3 +140,49 @@ impl<S: Storage> ReorderBuf<S> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::storage::test_storage::VecStorage;
+
+    fn pool() -> ReorderBuf<VecStorage> {
+        // 2 slots of 16 bytes, 2 peers, a window of 4.
+        ReorderBuf::new(&mut VecStorage, 2, 16, 2, 4).unwrap()
+    }
+
+    #[test]
+    fn holds_and_gives_back() {
+        let mut r = pool();
+        assert_eq!(r.slot(0, 3), NO_SLOT);
+        assert!(r.hold(0, 3, &[1, 2, 3]));
+        let slot = r.slot(0, 3);
+        assert_ne!(slot, NO_SLOT);
+        assert_eq!(r.free_slots(), 1);
+        assert_eq!(r.slot(1, 3), NO_SLOT, "another peer's index");
+        let bytes = r.take_out().unwrap();
+        assert_eq!(r.packet(&bytes, slot), Some(&[1u8, 2, 3][..]));
+        // While taken out, nothing more is held.
+        assert!(!r.hold(1, 0, &[9]));
+        r.put_back(bytes);
+        r.release(0, 3, slot);
+        assert_eq!(r.slot(0, 3), NO_SLOT);
+        assert_eq!(r.free_slots(), 2);
+    }
+
+    #[test]
+    fn refuses_when_full_or_too_large() {
+        let mut r = pool();
+        assert!(!r.hold(0, 0, &[0; 17]), "larger than a slot");
+        assert!(r.hold(0, 0, &[0; 16]));
+        assert!(r.hold(1, 0, &[1; 4]));
+        assert!(!r.hold(1, 1, &[2]), "full");
+        assert_eq!(r.free_slots(), 0);
+        // A peer's session ends: its packets go, the other's stay.
+        r.clear(0);
+        assert_eq!(r.free_slots(), 1);
+        assert_eq!(r.slot(0, 0), NO_SLOT);
+        assert_ne!(r.slot(1, 0), NO_SLOT);
+        assert!(r.hold(1, 1, &[2]));
+    }
+}

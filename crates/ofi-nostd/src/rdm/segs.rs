@@ -128,3 +128,45 @@ impl<S: Storage> SegPool<S> {
         err
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::mem::SliceMemory;
+    use crate::storage::test_storage::VecStorage;
+
+    #[test]
+    fn chains_write_and_copy_out() {
+        let mut s = SegPool::new(&mut VecStorage, 4, 8).unwrap();
+        assert_eq!((s.seg_size(), s.free_slots()), (8, 4));
+        let c = s.alloc(3);
+        assert_ne!(c, NIL);
+        assert_eq!(s.free_slots(), 1);
+        // 20 bytes across three segments, written in two pieces.
+        let data: [u8; 20] = core::array::from_fn(|i| i as u8 + 1);
+        s.write(c, 0, &data[..5]);
+        s.write(c, 5, &data[5..]);
+        let mut out = [0u8; 32];
+        let mut mem = SliceMemory::new(0x100, &mut out);
+        let iov = [IoVec::new(0x100, 32)];
+        assert_eq!(s.copy_out(c, 20, 7, &iov, &mut mem), None);
+        assert_eq!(&out[..20], &data[..]);
+        assert!(out[20..].iter().all(|&b| b == 0));
+        s.free_chain(c);
+        assert_eq!(s.free_slots(), 4);
+    }
+
+    #[test]
+    fn alloc_stops_at_empty() {
+        let mut s = SegPool::new(&mut VecStorage, 2, 8).unwrap();
+        assert_eq!(s.alloc(0), NIL);
+        let c = s.alloc(5);
+        assert_ne!(c, NIL);
+        assert_eq!(s.free_slots(), 0);
+        assert_eq!(s.alloc(1), NIL);
+        s.free_chain(c);
+        assert_eq!(s.free_slots(), 2);
+        let empty = SegPool::new(&mut VecStorage, 0, 8).unwrap();
+        assert_eq!(empty.free_slots(), 0);
+    }
+}

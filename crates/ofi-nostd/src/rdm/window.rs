@@ -206,3 +206,94 @@ impl<S: Storage> SendWindow<S> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::storage::test_storage::VecStorage;
+
+    fn window() -> SendWindow<VecStorage> {
+        // 3 peers, a window of 48 packets: a stride of 64.
+        SendWindow::new(&mut VecStorage, 3, 48).unwrap()
+    }
+
+    const T0: Instant = Instant::from_micros(1000);
+    const SEG: Regen = Regen::Seg {
+        op: 1,
+        off: 128,
+        len: 64,
+    };
+
+    #[test]
+    fn stride_is_a_power_of_two_per_peer() {
+        let mut w = window();
+        assert_eq!(w.stride(), 64);
+        w.record(1, 5, Regen::Rts { op: 2 }, T0);
+        // A sequence number one stride on shares the entry (which names its own seq).
+        assert_eq!(w.get(1, 5 + 64).seq, 5);
+        assert!(w.get(1, 5).live);
+        // Other peers' entries are separate.
+        assert!(!w.get(0, 5).live && !w.get(2, 5).live);
+        // Sequence numbers wrap around.
+        w.record(2, u32::MAX, SEG, T0);
+        assert_eq!(w.get(2, u32::MAX).seq, u32::MAX);
+        assert!(!w.get(2, 0).live);
+    }
+
+    #[test]
+    fn record_keeps_the_regeneration_record() {
+        let mut w = window();
+        w.record(0, 10, SEG, T0);
+        let e = *w.get(0, 10);
+        assert!(e.live && !e.sacked && !e.rtx && e.retx == 0);
+        assert_eq!((e.seq, e.regen, e.sent_at), (10, SEG, T0));
+        assert_eq!(e.regen.op(), Some(1));
+        // A retransmission: counted, timestamped, no longer queued.
+        let t1 = Instant::from_micros(2000);
+        w.get_mut(0, 10).rtx = true;
+        w.get_mut(0, 10).resent(t1);
+        let e = *w.get(0, 10);
+        assert!(!e.rtx);
+        assert_eq!((e.retx, e.sent_at, e.regen), (1, t1, SEG));
+    }
+
+    #[test]
+    fn cumulative_ack_retires_the_entry_once() {
+        let mut w = window();
+        w.record(0, 10, SEG, T0);
+        let e = w.ack(0, 10).expect("live");
+        assert!(e.live);
+        assert_eq!(e.regen, SEG);
+        assert!(!w.get(0, 10).live);
+        assert!(w.ack(0, 10).is_none());
+        assert!(w.ack(0, 11).is_none(), "never sent");
+    }
+
+    #[test]
+    fn selective_ack_is_news_once() {
+        let mut w = window();
+        w.record(0, 10, SEG, T0);
+        w.get_mut(0, 10).rtx = true;
+        let e = w.sack(0, 10).expect("news");
+        assert!(!e.sacked && e.rtx);
+        let now = *w.get(0, 10);
+        assert!(now.sacked && !now.rtx && now.live);
+        assert!(w.sack(0, 10).is_none(), "already selectively acked");
+        // The entry one stride on is another packet's.
+        assert!(w.sack(0, 10 + 64).is_none());
+        // The cumulative ack still retires it, and says it was selectively acked.
+        assert!(w.ack(0, 10).expect("live").sacked);
+    }
+
+    #[test]
+    fn clear_forgets_one_peer() {
+        let mut w = window();
+        w.record(0, 1, SEG, T0);
+        w.record(1, 1, Regen::Close, T0);
+        w.clear(0);
+        assert!(!w.get(0, 1).live);
+        assert!(w.get(1, 1).live);
+        assert_eq!(w.get(1, 1).regen.op(), None);
+        assert_eq!(Regen::Bundle { op: 3, n: 2 }.op(), None);
+    }
+}

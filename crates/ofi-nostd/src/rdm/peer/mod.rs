@@ -29,8 +29,11 @@ pub enum PeerState {
 /// One remote endpoint.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Peer {
+    /// The slot holds a peer.
     pub(super) used: bool,
+    /// The remote endpoint.
     pub(super) addr: EpAddr,
+    /// Where the session is.
     pub(super) state: PeerState,
     /// When a valid packet last came from the peer, a send to it was posted, or its
     /// session failed: how long it has been idle, for eviction.
@@ -431,3 +434,6 @@ impl<S: Storage> Rdm<S> {
         let _ = now;
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -7,12 +7,19 @@ use super::*;
 /// the eager message being assembled, and the acknowledgement we owe.
 #[derive(Debug, Clone, Copy)]
 pub(in crate::rdm) struct RecvHalf {
+    /// Next sequence number expected.
     pub(in crate::rdm) rcv_nxt: u32,
+    /// Out-of-order packets held in the reorder pool.
     pub(in crate::rdm) held: u32,
+    /// Message id of the next message expected.
     pub(in crate::rdm) rx_msg_id: u32,
+    /// The in-order eager message with more segments to come.
     pub(in crate::rdm) asm: Option<Asm>,
+    /// An acknowledgement is due now.
     pub(in crate::rdm) ack_now: bool,
+    /// The delayed-ack timer.
     pub(in crate::rdm) ack_at: Option<Instant>,
+    /// In-order packets taken since the last acknowledgement.
     pub(in crate::rdm) since_ack: u32,
     /// `rcv_nxt` as our last acknowledgement (standalone or piggybacked) announced it:
     /// with `adv_credits`, where the peer's grant ends.
@@ -26,9 +33,13 @@ pub(in crate::rdm) struct RecvHalf {
     pub(in crate::rdm) hold_ok: bool,
     /// When we last acknowledged an `ACK_REQ` at once because holding did not pay off.
     pub(in crate::rdm) req_acked_at: Option<Instant>,
+    /// The newest timestamp from the peer (echoed in acks).
     pub(in crate::rdm) ts_recent: u32,
+    /// The in-order packet is refused for want of receive resources.
     pub(in crate::rdm) blocked: bool,
+    /// The credits our last acknowledgement granted.
     pub(in crate::rdm) adv_credits: u32,
+    /// Answer the peer's KEEPALIVE with ACK_REQ.
     pub(in crate::rdm) ka_reply: bool,
     /// Rendezvous receives of this session still waiting for DATA.
     pub(in crate::rdm) inbound: u32,

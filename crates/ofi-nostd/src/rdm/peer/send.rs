@@ -6,9 +6,13 @@ use super::*;
 /// RFC 6298 round-trip estimator, in microseconds.
 #[derive(Debug, Clone, Copy)]
 pub(in crate::rdm) struct Rtt {
+    /// Smoothed round-trip time.
     pub(in crate::rdm) srtt: u64,
+    /// Round-trip time variation.
     pub(in crate::rdm) rttvar: u64,
+    /// Current retransmission timeout.
     pub(in crate::rdm) rto: u64,
+    /// A sample was taken (else `rto` is the initial one).
     pub(in crate::rdm) sampled: bool,
 }
 
@@ -60,22 +64,37 @@ impl Rtt {
 /// retransmission timer, the FIFO of its send operations, and what is queued for it.
 #[derive(Debug, Clone, Copy)]
 pub(in crate::rdm) struct SendHalf {
+    /// Next sequence number to send.
     pub(in crate::rdm) next_seq: u32,
+    /// Oldest sequence number not cumulatively acknowledged.
     pub(in crate::rdm) snd_una: u32,
+    /// First sequence number the peer's credits do not cover.
     pub(in crate::rdm) snd_limit: u32,
+    /// Timestamp of the newest acknowledgement processed (older ones are stale).
     pub(in crate::rdm) last_ack_ts: u32,
+    /// The RFC 6298 estimator.
     pub(in crate::rdm) rtt: Rtt,
+    /// The retransmission timer.
     pub(in crate::rdm) rto_at: Option<Instant>,
+    /// Consecutive timeouts with nothing heard from the peer.
     pub(in crate::rdm) timeouts: u32,
+    /// Message id of the next message to the peer.
     pub(in crate::rdm) next_msg_id: u32,
+    /// Oldest of the peer's operations (slot index, NIL: none).
     pub(in crate::rdm) op_head: u32,
+    /// Newest of the peer's operations.
     pub(in crate::rdm) op_tail: u32,
+    /// The next operation with something new to send.
     pub(in crate::rdm) cursor: u32,
+    /// Rendezvous sends with granted data to send.
     pub(in crate::rdm) rndv_ready: u32,
+    /// CTS packets to send.
     pub(in crate::rdm) cts_pending: u32,
     /// RMA answers (`RmaResp`) with something still to send to this peer.
     pub(in crate::rdm) resp_pending: u32,
+    /// The credit probe timer (the peer granted nothing).
     pub(in crate::rdm) probe_at: Option<Instant>,
+    /// Window entries queued for retransmission.
     pub(in crate::rdm) rtx_pending: u32,
     /// Liveness probe timer while we wait for the peer's data and send nothing.
     pub(in crate::rdm) live_at: Option<Instant>,

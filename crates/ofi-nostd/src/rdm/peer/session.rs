@@ -6,8 +6,11 @@ use super::*;
 /// What the peer told us in its handshake.
 #[derive(Debug, Clone, Copy, Default)]
 pub(in crate::rdm) struct Params {
+    /// Largest packet the peer takes.
     pub(in crate::rdm) max_pkt: u16,
+    /// The peer's receive window in packets.
     pub(in crate::rdm) window: u16,
+    /// The peer's capability bits (`wire::packet::caps`).
     pub(in crate::rdm) caps: u64,
 }
 
@@ -15,15 +18,25 @@ pub(in crate::rdm) struct Params {
 /// current one only when its first packet proves the peer took our HELLO_ACK.
 #[derive(Debug, Clone, Copy)]
 pub(in crate::rdm) struct Cand {
+    /// The session id the peer puts on packets to us.
     pub(in crate::rdm) rx_session: u32,
+    /// The session id we put on packets to the peer.
     pub(in crate::rdm) tx_session: u32,
+    /// Our initial sequence number.
     pub(in crate::rdm) local_isn: u32,
+    /// The peer's initial sequence number.
     pub(in crate::rdm) remote_isn: u32,
+    /// What the peer announced.
     pub(in crate::rdm) params: Params,
+    /// The credits the peer's HELLO granted.
     pub(in crate::rdm) credits: u32,
+    /// Our handshake nonce (what the peer's proof covers).
     pub(in crate::rdm) our_nonce: u64,
+    /// The peer's handshake nonce.
     pub(in crate::rdm) their_nonce: u64,
+    /// When the candidate is forgotten unless its first packet arrived.
     pub(in crate::rdm) expires: Instant,
+    /// Our HELLO_ACK for it is still to be sent.
     pub(in crate::rdm) send_ack: bool,
 }
 
@@ -33,19 +46,31 @@ pub(in crate::rdm) struct Cand {
 pub(in crate::rdm) struct Session {
     /// Distinguishes sessions in references held by operations and messages.
     pub(in crate::rdm) epoch: u32,
+    /// The session id the peer puts on packets to us.
     pub(in crate::rdm) rx_session: u32,
+    /// The session id we put on packets to the peer.
     pub(in crate::rdm) tx_session: u32,
+    /// Our initial sequence number.
     pub(in crate::rdm) local_isn: u32,
+    /// The peer's initial sequence number.
     pub(in crate::rdm) remote_isn: u32,
+    /// Our handshake nonce (what the peer's proof covers).
     pub(in crate::rdm) our_nonce: u64,
+    /// The peer's handshake nonce.
     pub(in crate::rdm) their_nonce: u64,
+    /// What the peer announced.
     pub(in crate::rdm) params: Params,
+    /// The credits our handshake granted.
     pub(in crate::rdm) init_credits: u32,
     /// We answered a HELLO: (re)send HELLO_ACK for the current session.
     pub(in crate::rdm) send_hello_ack: bool,
+    /// A new session the peer offered, waiting for its first packet.
     pub(in crate::rdm) cand: Option<Cand>,
+    /// When the next HELLO is due.
     pub(in crate::rdm) hello_at: Instant,
+    /// HELLOs sent without an answer.
     pub(in crate::rdm) hello_tries: u32,
+    /// The current HELLO retry interval (µs, backed off).
     pub(in crate::rdm) hello_rto: u64,
     /// The receive session of the peer's last failed session (0: none): a late packet
     /// of it is answered RESET(RETRY_EXHAUSTED), not UNKNOWN_SESSION, so the peer does
