@@ -54,7 +54,7 @@ pub(crate) use op::{AtomicMeta, AtomicReq, RecvReq, SendReq, TxKind};
 use peer::{Peer, PeerTable};
 pub use peer::{PeerInfo, PeerState, SendInfo};
 pub use prng::Prng;
-use queues::{CopyQueue, CtlQueue};
+use queues::{CopyQueue, CtlQueue, PostedPeers};
 pub(crate) use queues::{CtlKind, CtlReply};
 use reorder::ReorderBuf;
 use segs::SegPool;
@@ -122,15 +122,13 @@ pub struct Rdm<S: Storage> {
     resps: PoolOf<S, RmaResp>,
     /// Peers with a refused head packet waiting for receive resources.
     blocked: u32,
-    /// Peers with an [`Peer::ack_held`](peer::Peer) waiting.
+    /// Peers with a held acknowledgement (`SendHalf::ack_held`) waiting.
     acks_held: u32,
     /// Something may be ready to send: the next progress should run the transmitter.
     tx_ready: bool,
     /// Peers that sends were posted to since the transmitter last ran: what
-    /// [`Rdm::transmit_posted`] serves. `posted_n` past the array's length means "too
-    /// many: run it all".
-    posted: [u16; POSTED_PEERS],
-    posted_n: u8,
+    /// [`Rdm::transmit_posted`] serves.
+    posted: PostedPeers,
     /// No peer's timer is due before this instant (a lower bound of every peer's
     /// `deadline`, lowered whenever a timer is armed): until then, and unless
     /// `tx_ready`, the transmitter has nothing to scan the peers for.
@@ -150,10 +148,6 @@ pub struct Rdm<S: Storage> {
     ctl: CtlQueue,
     stats: RdmStats,
 }
-
-/// Peers [`Rdm::transmit_posted`] serves on their own; more posted-to peers between two
-/// transmitter runs make it a whole run.
-const POSTED_PEERS: usize = 4;
 
 /// `next_scan` when no peer has a timer armed.
 pub(super) const NEVER: Instant = Instant::from_micros(u64::MAX);
@@ -278,8 +272,7 @@ impl<S: Storage> Rdm<S> {
             blocked: 0,
             acks_held: 0,
             tx_ready: false,
-            posted: [0; POSTED_PEERS],
-            posted_n: 0,
+            posted: PostedPeers::new(),
             next_scan: Instant::ZERO,
             copies_pending: 0,
             copies,
@@ -388,7 +381,7 @@ impl<S: Storage> Rdm<S> {
     /// Something must leave at once (an acknowledgement due now, a reply, a control
     /// answer): a pass that received does not leave that to the next pass.
     pub(crate) fn tx_urgent(&self) -> bool {
-        self.tx_ready || self.posted_n > 0 || !self.ctl.is_empty()
+        self.tx_ready || !self.posted.is_empty() || !self.ctl.is_empty()
     }
 
     /// A peer timer was armed for `at`: the transmitter scans the peers by then.
@@ -407,7 +400,7 @@ impl<S: Storage> Rdm<S> {
     /// below every peer's timer), in O(1) however many peers there are; `None` when no
     /// timer is armed.
     pub fn poll_timeout(&self, now: Instant) -> Option<Instant> {
-        if self.tx_ready || self.posted_n > 0 {
+        if self.tx_ready || !self.posted.is_empty() {
             return Some(now);
         }
         (self.next_scan != NEVER).then_some(self.next_scan)

@@ -139,6 +139,70 @@ impl CtlQueue {
     }
 }
 
+/// The peers sends were posted to since the transmitter last ran, without repeats; past
+/// [`PostedPeers::CAPACITY`] only their number counts ("too many: run it all").
+pub(in crate::rdm) struct PostedPeers {
+    peers: [u16; PostedPeers::CAPACITY],
+    n: u8,
+}
+
+impl PostedPeers {
+    /// Peers [`Rdm::transmit_posted`] serves on their own; more posted-to peers between
+    /// two transmitter runs make it a whole run.
+    pub(in crate::rdm) const CAPACITY: usize = 4;
+
+    /// No peer.
+    pub(in crate::rdm) const fn new() -> Self {
+        PostedPeers {
+            peers: [0; PostedPeers::CAPACITY],
+            n: 0,
+        }
+    }
+
+    /// Whether no send was posted.
+    #[inline]
+    pub(in crate::rdm) fn is_empty(&self) -> bool {
+        self.n == 0
+    }
+
+    /// More peers than it keeps were posted to.
+    #[inline]
+    pub(in crate::rdm) fn overflowed(&self) -> bool {
+        self.n as usize > PostedPeers::CAPACITY
+    }
+
+    /// How many peers it keeps (at most [`PostedPeers::CAPACITY`]).
+    #[inline]
+    pub(in crate::rdm) fn len(&self) -> usize {
+        (self.n as usize).min(PostedPeers::CAPACITY)
+    }
+
+    /// The `i`th peer posted to.
+    #[inline]
+    pub(in crate::rdm) fn get(&self, i: usize) -> usize {
+        self.peers[i] as usize
+    }
+
+    /// Forgets them (the transmitter ran).
+    #[inline]
+    pub(in crate::rdm) fn clear(&mut self) {
+        self.n = 0;
+    }
+
+    /// Peer `p` has a new send.
+    #[inline]
+    pub(in crate::rdm) fn mark(&mut self, p: usize) {
+        let n = self.n as usize;
+        if self.peers.get(..n).is_some_and(|v| v.contains(&(p as u16))) {
+            return;
+        }
+        if let Some(slot) = self.peers.get_mut(n) {
+            *slot = p as u16;
+        }
+        self.n = self.n.saturating_add(1);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -191,5 +255,23 @@ mod tests {
         }
         assert!(q.is_empty());
         assert!(q.get(CtlQueue::CAPACITY).is_none());
+    }
+
+    #[test]
+    fn posted_peers_counts_past_capacity() {
+        let mut s = PostedPeers::new();
+        assert!(s.is_empty());
+        s.mark(3);
+        s.mark(3);
+        s.mark(1);
+        assert_eq!(s.len(), 2);
+        assert_eq!((s.get(0), s.get(1)), (3, 1));
+        for p in 10..13 {
+            s.mark(p);
+        }
+        assert!(s.overflowed());
+        assert_eq!(s.len(), PostedPeers::CAPACITY);
+        s.clear();
+        assert!(s.is_empty() && !s.overflowed());
     }
 }

@@ -102,7 +102,7 @@ impl<S: Storage> Rdm<S> {
         let ctl = !self.ctl.is_empty();
         let due = self.transmit_due(now);
         self.tx_ready = false;
-        self.posted_n = 0;
+        self.posted.clear();
         if !due {
             // No flag, no post and no timer due: scanning the peers would find nothing.
             return 0;
@@ -167,7 +167,7 @@ impl<S: Storage> Rdm<S> {
     /// answer, a held acknowledgement or a timer due (`next_scan`).
     pub(crate) fn transmit_due(&self, now: Instant) -> bool {
         self.tx_ready
-            || self.posted_n > 0
+            || !self.posted.is_empty()
             || !self.ctl.is_empty()
             || self.acks_held > 0
             || now >= self.next_scan
@@ -188,16 +188,16 @@ impl<S: Storage> Rdm<S> {
         mem: &M,
         ctx: &mut Ctx<'_, S>,
     ) -> usize {
-        let n = self.posted_n as usize;
-        if n > POSTED_PEERS {
+        if self.posted.overflowed() {
             return self.transmit(now, port, mem, ctx);
         }
+        let n = self.posted.len();
         let rest_due = self.tx_ready || now >= self.next_scan || !self.ctl.is_empty();
-        self.posted_n = 0;
+        self.posted.clear();
         let before = self.stats.tx_packets;
         let mut link_full = false;
         for i in 0..n {
-            let p = self.posted[i] as usize;
+            let p = self.posted.get(i);
             if !self.peers.get(p).is_some_and(|pr| pr.used) {
                 continue;
             }
@@ -215,22 +215,6 @@ impl<S: Storage> Rdm<S> {
             sent += self.transmit(now, port, mem, ctx);
         }
         sent
-    }
-
-    /// Peer `p` has a new send: remember it for [`Rdm::transmit_posted`].
-    fn mark_posted(&mut self, p: usize) {
-        let n = self.posted_n as usize;
-        if self
-            .posted
-            .get(..n)
-            .is_some_and(|v| v.contains(&(p as u16)))
-        {
-            return;
-        }
-        if let Some(slot) = self.posted.get_mut(n) {
-            *slot = p as u16;
-        }
-        self.posted_n = self.posted_n.saturating_add(1);
     }
 
     /// Whether `run_timers` or `pump` could do anything for peer `p` now: a timer or

@@ -172,7 +172,7 @@ impl<S: Storage> Rdm<S> {
                 o.completed = true;
             }
         }
-        self.mark_posted(p);
+        self.posted.mark(p);
         Ok(())
     }
 
