@@ -13,6 +13,21 @@
 //! buffer comes from the domain's [`Storage`]; nothing allocates and no network input
 //! can make it panic.
 //!
+//! Its state lives in owned parts with their own methods and tests, as quinn-proto's
+//! `Connection` keeps its packet spaces and paths:
+//! - `peer`: the `PeerTable` (slots, address index, eviction order) and a
+//!   `Peer` as its `Session`, `SendHalf` (sequence numbers, credits, RTT estimator,
+//!   operation FIFO) and `RecvHalf` (in-order delivery, held packets, the ack owed);
+//! - `window`: the send windows (`SendWindow`, one regeneration record per packet
+//!   in flight); `reorder`: held out-of-order packets; `segs`: the bytes of
+//!   unexpected messages; `queues`: the copy, control-reply and posted-peer queues;
+//! - `op`: the records of operations in progress; `ctx`: what the domain lends.
+//!
+//! The code that drives them is split by feature: `tx` (the transmitter, with
+//! posting, the short path and bundles, the planner, acknowledgements, timers and
+//! failure as children), `rx` (sequencing, with messages, rendezvous, RMA, atomics,
+//! unexpected messages and posting receives as children) and `handshake`.
+//!
 //! [`Domain::progress`]: crate::domain::Domain::progress
 
 mod auth;

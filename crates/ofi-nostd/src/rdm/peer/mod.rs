@@ -1,5 +1,7 @@
-//! The peer table: one session per remote endpoint, with its send window, receive
-//! state and timers.
+//! Peers: one per remote endpoint, as its session (`session`), its send half (`send`)
+//! and its receive half (`recv`), kept in the peer table (`table`); and what the engine
+//! does to a peer as a whole (adding and evicting it, starting and installing
+//! sessions, snapshots for diagnostics).
 
 mod recv;
 mod send;
@@ -370,7 +372,13 @@ impl<S: Storage> Rdm<S> {
         peer.session.send_hello_ack = false;
         self.tx_ready = true;
         // Ops already queued belong to the new session.
-        let mut o = peer.tx.op_head;
+        let head = peer.tx.op_head;
+        self.join_session(head, epoch);
+    }
+
+    /// The operations linked from `head` on belong to the session of `epoch`.
+    fn join_session(&mut self, head: u32, epoch: u32) {
+        let mut o = head;
         while o != NIL {
             let Some(op) = self.ops.get_mut_by_index(o as usize) else {
                 break;
@@ -420,14 +428,8 @@ impl<S: Storage> Rdm<S> {
         peer.rx.start(remote_isn, init_credits);
         if !keep_epoch {
             // Operations queued while no session existed join this one.
-            let mut o = peer.tx.op_head;
-            while o != NIL {
-                let Some(op) = self.ops.get_mut_by_index(o as usize) else {
-                    break;
-                };
-                op.epoch = epoch;
-                o = op.next;
-            }
+            let head = peer.tx.op_head;
+            self.join_session(head, epoch);
         }
         self.stats.sessions += 1;
         self.tx_ready = true;
