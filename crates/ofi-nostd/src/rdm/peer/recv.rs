@@ -95,4 +95,28 @@ impl RecvHalf {
         self.adv_credits = credits;
         self.inbound = 0;
     }
+
+    /// An acknowledgement of everything before `cum`, granting `credits`, left: none is
+    /// owed any more.
+    #[inline]
+    pub(in crate::rdm) fn acked(&mut self, cum: u32, credits: u32) {
+        self.ack_now = false;
+        self.ack_at = None;
+        self.holding = false;
+        self.since_ack = 0;
+        self.adv_credits = credits;
+        self.adv_cum = cum;
+    }
+
+    /// The session ended: nothing is held, assembled, arriving or owed.
+    pub(in crate::rdm) fn stop(&mut self) {
+        self.asm = None;
+        self.held = 0;
+        self.blocked = false;
+        self.ack_at = None;
+        self.ack_now = false;
+        self.wr_op = None;
+        self.ka_reply = false;
+        self.inbound = 0;
+    }
 }

@@ -173,4 +173,20 @@ impl SendHalf {
     pub(in crate::rdm) fn rtx_done(&mut self) {
         self.rtx_pending = self.rtx_pending.saturating_sub(1);
     }
+
+    /// The session ended: no timer, nothing to send again or answer; the queued
+    /// operations start over from the head, with a fresh estimator `rtt`.
+    pub(in crate::rdm) fn stop(&mut self, rtt: Rtt) {
+        self.rto_at = None;
+        self.probe_at = None;
+        self.rtx_pending = 0;
+        self.rndv_ready = 0;
+        self.cts_pending = 0;
+        self.resp_pending = 0;
+        self.ka_probe = false;
+        self.live_at = None;
+        self.timeouts = 0;
+        self.cursor = self.op_head;
+        self.rtt = rtt;
+    }
 }

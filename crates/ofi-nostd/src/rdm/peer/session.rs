@@ -120,3 +120,20 @@ impl Session {
         closed_by_peer: false,
     };
 }
+
+impl Session {
+    /// The session with ids `rx_session`/`tx_session` (as it had them) ended: no ids,
+    /// no candidate, nothing to answer, and its ids remembered (when it had any) so
+    /// its late packets are answered RESET(RETRY_EXHAUSTED).
+    pub(in crate::rdm) fn end(&mut self, rx_session: u32, tx_session: u32) {
+        self.tx_session = 0;
+        self.rx_session = 0;
+        self.cand = None;
+        self.send_hello_ack = false;
+        self.busy_until = None;
+        if rx_session != 0 {
+            self.failed_rx_session = rx_session;
+            self.failed_tx_session = tx_session;
+        }
+    }
+}

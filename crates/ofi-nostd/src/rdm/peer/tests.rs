@@ -216,3 +216,59 @@ fn peer_deadline_and_scan() {
     p.session.hello_at = Instant::from_micros(700);
     assert_eq!(p.deadline(), Some(Instant::from_micros(700)));
 }
+
+#[test]
+fn recv_half_acked_and_stopped() {
+    let mut r = RecvHalf::EMPTY;
+    r.start(10, 4);
+    r.since_ack = 3;
+    r.ack_now = true;
+    r.holding = true;
+    r.acked(13, 6);
+    assert!(!r.owes_ack() && !r.holding);
+    assert_eq!((r.adv_cum, r.adv_credits), (13, 6));
+    r.held = 2;
+    r.inbound = 1;
+    r.blocked = true;
+    r.ka_reply = true;
+    r.ack_now = true;
+    r.stop();
+    assert!(!r.owes_ack() && !r.blocked && !r.ka_reply);
+    assert_eq!((r.held, r.inbound), (0, 0));
+    assert_eq!(r.rcv_nxt, 10, "sequence state stays for diagnostics");
+}
+
+#[test]
+fn send_half_stopped() {
+    let cfg = RdmConfig::DEFAULT;
+    let mut t = SendHalf::EMPTY;
+    t.op_head = 4;
+    t.cursor = NIL;
+    t.rto_at = Some(Instant::from_micros(9));
+    t.rtx_pending = 3;
+    t.cts_pending = 1;
+    t.timeouts = 7;
+    t.rtt.sample(100, &cfg);
+    t.stop(Rtt::new(&cfg));
+    assert_eq!(t.rto_at, None);
+    assert_eq!(
+        (t.rtx_pending, t.cts_pending, t.timeouts, t.cursor),
+        (0, 0, 0, 4)
+    );
+    assert!(!t.rtt.sampled);
+}
+
+#[test]
+fn session_end_remembers_its_ids() {
+    let mut s = Session::EMPTY;
+    s.rx_session = 5;
+    s.tx_session = 6;
+    s.send_hello_ack = true;
+    s.end(5, 6);
+    assert_eq!((s.rx_session, s.tx_session), (0, 0));
+    assert_eq!((s.failed_rx_session, s.failed_tx_session), (5, 6));
+    assert!(!s.send_hello_ack && s.cand.is_none());
+    // A session that never had ids keeps the last failed one's.
+    s.end(0, 0);
+    assert_eq!(s.failed_rx_session, 5);
+}

@@ -100,13 +100,7 @@ impl<S: Storage> Rdm<S> {
 
     /// Acknowledgement `a` left for peer `p` (standalone or piggybacked).
     pub(in crate::rdm) fn acked(&mut self, p: usize, a: &AckRepr) {
-        let pm = &mut self.peers[p];
-        pm.rx.ack_now = false;
-        pm.rx.ack_at = None;
-        pm.rx.holding = false;
-        pm.rx.since_ack = 0;
-        pm.rx.adv_credits = a.credits;
-        pm.rx.adv_cum = a.cum_ack;
+        self.peers[p].rx.acked(a.cum_ack, a.credits);
     }
 
     pub(in crate::rdm) fn send_ack<P: TxPort>(

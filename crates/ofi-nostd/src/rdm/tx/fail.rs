@@ -109,35 +109,11 @@ impl<S: Storage> Rdm<S> {
         }
         let pm = &mut self.peers[p];
         pm.state = PeerState::Failed;
-        pm.session.tx_session = 0;
-        pm.session.rx_session = 0;
-        pm.session.cand = None;
-        pm.rx.asm = None;
-        pm.rx.held = 0;
-        pm.rx.blocked = false;
-        pm.tx.rto_at = None;
-        pm.rx.ack_at = None;
-        pm.rx.ack_now = false;
-        pm.tx.probe_at = None;
-        pm.tx.rtx_pending = 0;
-        pm.tx.rndv_ready = 0;
-        pm.tx.cts_pending = 0;
-        pm.tx.resp_pending = 0;
-        pm.rx.wr_op = None;
-        pm.session.send_hello_ack = false;
-        pm.rx.ka_reply = false;
-        pm.tx.ka_probe = false;
-        pm.rx.inbound = 0;
-        pm.tx.live_at = None;
-        pm.tx.timeouts = 0;
-        pm.tx.cursor = pm.tx.op_head;
-        pm.tx.rtt = super::peer::Rtt::new(&self.cfg);
-        if peer.session.rx_session != 0 {
-            pm.session.failed_rx_session = peer.session.rx_session;
-            pm.session.failed_tx_session = peer.session.tx_session;
-        }
+        pm.session
+            .end(peer.session.rx_session, peer.session.tx_session);
+        pm.tx.stop(super::peer::Rtt::new(&self.cfg));
+        pm.rx.stop();
         pm.last_active = now;
-        pm.session.busy_until = None;
     }
 }
 
