@@ -53,9 +53,7 @@ impl<S: Storage> Rdm<S> {
     /// Queues an unsessioned reply; dropped when the queue is full (the other side
     /// retries, so this only delays it).
     pub(super) fn queue_ctl(&mut self, to: EpAddr, session: u32, kind: CtlKind) {
-        if let Some(slot) = self.ctl.iter_mut().find(|c| c.is_none()) {
-            *slot = Some(CtlReply { to, session, kind });
-            self.ctl_n += 1;
+        if self.ctl.push(CtlReply { to, session, kind }) {
             self.tx_ready = true;
         }
     }
@@ -82,8 +80,8 @@ impl<S: Storage> Rdm<S> {
 
     /// Sends queued REJECTs and RESETs. `false` when the link is full.
     pub(super) fn send_ctl_replies<P: TxPort>(&mut self, port: &mut P) -> bool {
-        for i in 0..CTL_QUEUE {
-            let Some(c) = self.ctl[i] else { continue };
+        for i in 0..CtlQueue::CAPACITY {
+            let Some(c) = self.ctl.get(i) else { continue };
             let header = Header {
                 src_ep: self.local.ep_id,
                 dst_ep: c.to.ep_id,
@@ -104,8 +102,7 @@ impl<S: Storage> Rdm<S> {
                 Sent::LinkFull => return false,
                 Sent::NotNow => continue,
                 Sent::Yes => {
-                    self.ctl[i] = None;
-                    self.ctl_n -= 1;
+                    self.ctl.remove(i);
                     match c.kind {
                         CtlKind::Reject(_) => self.stats.rejects_sent += 1,
                         CtlKind::Reset(_) => self.stats.resets_sent += 1,
@@ -117,18 +114,18 @@ impl<S: Storage> Rdm<S> {
     }
 
     fn hello_body(&self, p: usize, ack: bool, cand: Option<&Cand>) -> (u32, HelloRepr) {
-        let peer = &self.peers.as_ref()[p];
+        let peer = &self.peers[p];
         let (rx_session, isn, credits, nonce) = match cand {
             Some(c) => (c.rx_session, c.local_isn, c.credits, c.our_nonce),
             None => (
-                peer.rx_session,
-                peer.local_isn,
+                peer.session.rx_session,
+                peer.session.local_isn,
                 if ack {
-                    peer.init_credits
+                    peer.session.init_credits
                 } else {
                     self.credits_for(p)
                 },
-                peer.our_nonce,
+                peer.session.our_nonce,
             ),
         };
         (
@@ -178,7 +175,7 @@ impl<S: Storage> Rdm<S> {
     /// Sends our HELLO to peer `p`.
     pub(super) fn send_hello<P: TxPort>(&mut self, p: usize, _now: Instant, port: &mut P) -> Sent {
         let (isn, body) = self.hello_body(p, false, None);
-        let peer = &self.peers.as_ref()[p];
+        let peer = &self.peers[p];
         let header = Header {
             src_ep: self.local.ep_id,
             dst_ep: peer.addr.ep_id,
@@ -211,22 +208,22 @@ impl<S: Storage> Rdm<S> {
         _now: Instant,
         port: &mut P,
     ) -> Sent {
-        let peer = self.peers.as_ref()[p];
-        let c = if cand { peer.cand } else { None };
+        let peer = self.peers[p];
+        let c = if cand { peer.session.cand } else { None };
         if cand && c.is_none() {
             return Sent::Yes;
         }
         let (isn, body) = self.hello_body(p, true, c.as_ref());
         let (session, their_nonce) = match &c {
             Some(c) => (c.tx_session, c.their_nonce),
-            None => (peer.tx_session, peer.their_nonce),
+            None => (peer.session.tx_session, peer.session.their_nonce),
         };
         let header = Header {
             src_ep: self.local.ep_id,
             dst_ep: peer.addr.ep_id,
             session,
             seq: isn,
-            crc: self.cfg.crc || peer.params.caps & wcaps::CRC_RX != 0,
+            crc: self.cfg.crc || peer.session.params.caps & wcaps::CRC_RX != 0,
             ack_req: false,
         };
         self.send_handshake(
@@ -268,7 +265,7 @@ impl<S: Storage> Rdm<S> {
         if from == self.local {
             return self.on_own_hello(h, params, now);
         }
-        let p = match self.find_peer(&from) {
+        let p = match self.peers.find(&from) {
             Some(p) => p,
             None => match self.peer_slot(&from, now) {
                 Ok(p) => p,
@@ -278,16 +275,16 @@ impl<S: Storage> Rdm<S> {
                 }
             },
         };
-        let peer = self.peers.as_ref()[p];
+        let peer = self.peers[p];
         match peer.state {
             PeerState::Established => {
-                if peer.tx_session == h.rx_session {
+                if peer.session.tx_session == h.rx_session {
                     // Our HELLO_ACK was lost: the same answer again.
-                    self.peers.as_mut()[p].send_hello_ack = true;
+                    self.peers[p].session.send_hello_ack = true;
                     self.tx_ready = true;
-                } else if let Some(c) = peer.cand.filter(|c| c.tx_session == h.rx_session) {
+                } else if let Some(c) = peer.session.cand.filter(|c| c.tx_session == h.rx_session) {
                     let _ = c;
-                    if let Some(c) = self.peers.as_mut()[p].cand.as_mut() {
+                    if let Some(c) = self.peers[p].session.cand.as_mut() {
                         c.send_ack = true;
                     }
                     self.tx_ready = true;
@@ -306,7 +303,7 @@ impl<S: Storage> Rdm<S> {
                         expires: now + self.cfg.handshake_timeout,
                         send_ack: true,
                     };
-                    self.peers.as_mut()[p].cand = Some(cand);
+                    self.peers[p].session.cand = Some(cand);
                     self.tx_ready = true;
                 }
             }
@@ -318,7 +315,7 @@ impl<S: Storage> Rdm<S> {
                 // (HelloSent here: simultaneous open that the peer's HELLO wins; our
                 // queued operations move to its session.)
                 let rx_session = if peer.state == PeerState::HelloSent {
-                    peer.rx_session
+                    peer.session.rx_session
                 } else {
                     self.rng.nonzero_u32()
                 };
@@ -335,11 +332,11 @@ impl<S: Storage> Rdm<S> {
                     now,
                 );
                 let credits = self.credits_for(p);
-                let pm = &mut self.peers.as_mut()[p];
-                pm.our_nonce = nonce;
-                pm.their_nonce = h.nonce;
-                pm.init_credits = credits;
-                pm.send_hello_ack = true;
+                let pm = &mut self.peers[p];
+                pm.session.our_nonce = nonce;
+                pm.session.their_nonce = h.nonce;
+                pm.session.init_credits = credits;
+                pm.session.send_hello_ack = true;
                 let _ = ctx;
             }
         }
@@ -354,34 +351,36 @@ impl<S: Storage> Rdm<S> {
     /// other HELLO from our address (a stale or duplicate one, or a forgery) is
     /// dropped: answering it would open a session whose two directions disagree.
     fn on_own_hello(&mut self, h: &HelloRepr, params: Params, now: Instant) {
-        let Some(p) = self.find_peer(&self.local) else {
+        let Some(p) = self.peers.find(&self.local) else {
             self.stats.rx_bad_handshake += 1;
             return;
         };
-        let peer = self.peers.as_ref()[p];
-        let ours =
-            h.rx_session == peer.rx_session && h.isn == peer.local_isn && h.nonce == peer.our_nonce;
+        let peer = self.peers[p];
+        let ours = h.rx_session == peer.session.rx_session
+            && h.isn == peer.session.local_isn
+            && h.nonce == peer.session.our_nonce;
         match peer.state {
             PeerState::HelloSent if ours => {
                 self.install_session(
                     p,
-                    peer.rx_session,
-                    peer.rx_session,
-                    peer.local_isn,
-                    peer.local_isn,
+                    peer.session.rx_session,
+                    peer.session.rx_session,
+                    peer.session.local_isn,
+                    peer.session.local_isn,
                     params,
                     h.credits,
                     now,
                 );
                 let credits = self.credits_for(p);
-                let pm = &mut self.peers.as_mut()[p];
-                pm.their_nonce = h.nonce;
-                pm.init_credits = credits;
+                let pm = &mut self.peers[p];
+                pm.session.their_nonce = h.nonce;
+                pm.session.init_credits = credits;
                 pm.last_heard_ok(now);
             }
             // A retransmission of the HELLO that established the session: nothing
             // to answer (it already acknowledged itself).
-            PeerState::Established if ours && peer.tx_session == peer.rx_session => {}
+            PeerState::Established
+                if ours && peer.session.tx_session == peer.session.rx_session => {}
             _ => self.stats.rx_bad_handshake += 1,
         }
     }
@@ -398,12 +397,12 @@ impl<S: Storage> Rdm<S> {
     ) {
         // We never answer our own HELLO with a HELLO_ACK (it is its own, see
         // `on_own_hello`): one from our own address is forged or stray.
-        let Some(p) = self.find_peer(&from).filter(|_| from != self.local) else {
+        let Some(p) = self.peers.find(&from).filter(|_| from != self.local) else {
             self.stats.rx_bad_handshake += 1;
             return;
         };
-        let peer = self.peers.as_ref()[p];
-        if peer.state != PeerState::HelloSent || header.session != peer.rx_session {
+        let peer = self.peers[p];
+        if peer.state != PeerState::HelloSent || header.session != peer.session.rx_session {
             // A duplicate of the one that established the session, or stray.
             self.stats.rx_bad_handshake += 1;
             return;
@@ -412,7 +411,7 @@ impl<S: Storage> Rdm<S> {
             self.stats.rx_bad_handshake += 1;
             return;
         }
-        if !self.auth_ok(raw, h.mac.is_some(), Some(peer.our_nonce)) {
+        if !self.auth_ok(raw, h.mac.is_some(), Some(peer.session.our_nonce)) {
             self.stats.auth_failures += 1;
             return;
         }
@@ -423,16 +422,16 @@ impl<S: Storage> Rdm<S> {
         };
         self.install_session(
             p,
-            peer.rx_session,
+            peer.session.rx_session,
             h.rx_session,
-            peer.local_isn,
+            peer.session.local_isn,
             h.isn,
             params,
             h.credits,
             now,
         );
-        let pm = &mut self.peers.as_mut()[p];
-        pm.their_nonce = h.nonce;
+        let pm = &mut self.peers[p];
+        pm.session.their_nonce = h.nonce;
         pm.last_heard_ok(now);
     }
 
@@ -446,13 +445,14 @@ impl<S: Storage> Rdm<S> {
         now: Instant,
         ctx: &mut Ctx<'_, S>,
     ) -> bool {
-        let Some(c) = self.peers.as_ref()[p]
+        let Some(c) = self.peers[p]
+            .session
             .cand
             .filter(|c| c.rx_session == session)
         else {
             return false;
         };
-        if self.peers.as_ref()[p].state == PeerState::Established {
+        if self.peers[p].state == PeerState::Established {
             self.fail_peer(p, Errno::ECONNRESET, Keep::Unstarted, now, ctx);
         }
         self.install_session(
@@ -466,11 +466,11 @@ impl<S: Storage> Rdm<S> {
             now,
         );
         let credits = self.credits_for(p);
-        let pm = &mut self.peers.as_mut()[p];
-        pm.our_nonce = c.our_nonce;
-        pm.their_nonce = c.their_nonce;
-        pm.init_credits = credits;
-        pm.cand = None;
+        let pm = &mut self.peers[p];
+        pm.session.our_nonce = c.our_nonce;
+        pm.session.their_nonce = c.their_nonce;
+        pm.session.init_credits = credits;
+        pm.session.cand = None;
         true
     }
 
@@ -484,12 +484,12 @@ impl<S: Storage> Rdm<S> {
         now: Instant,
         ctx: &mut Ctx<'_, S>,
     ) {
-        let Some(p) = self.find_peer(&from) else {
+        let Some(p) = self.peers.find(&from) else {
             self.stats.rx_bad_handshake += 1;
             return;
         };
-        let peer = self.peers.as_ref()[p];
-        if peer.state != PeerState::HelloSent || header.session != peer.rx_session {
+        let peer = self.peers[p];
+        if peer.state != PeerState::HelloSent || header.session != peer.session.rx_session {
             self.stats.rx_bad_handshake += 1;
             return;
         }
@@ -506,11 +506,11 @@ impl<S: Storage> Rdm<S> {
             // `rto_max` until then: back-pressure, not a failed send.
             let wait = self.idle_evict() + self.idle_evict();
             let retry = self.cfg.rto_max;
-            let pm = &mut self.peers.as_mut()[p];
-            let until = *pm.busy_until.get_or_insert(now + wait);
+            let pm = &mut self.peers[p];
+            let until = *pm.session.busy_until.get_or_insert(now + wait);
             if now < until {
-                pm.hello_tries = 0;
-                pm.hello_at = now + retry;
+                pm.session.hello_tries = 0;
+                pm.session.hello_at = now + retry;
                 self.stats.hello_busy += 1;
                 return;
             }
@@ -533,14 +533,15 @@ impl<S: Storage> Rdm<S> {
         now: Instant,
         ctx: &mut Ctx<'_, S>,
     ) {
-        let Some(p) = self.find_peer(&from) else {
+        let Some(p) = self.peers.find(&from) else {
             self.stats.rx_unknown_session += 1;
             return;
         };
-        let peer = self.peers.as_ref()[p];
+        let peer = self.peers[p];
         let ours = peer.state == PeerState::Established
-            && (header.session == peer.rx_session
-                || (r.reason == close::UNKNOWN_SESSION && header.session == peer.tx_session));
+            && (header.session == peer.session.rx_session
+                || (r.reason == close::UNKNOWN_SESSION
+                    && header.session == peer.session.tx_session));
         if !ours {
             self.stats.rx_unknown_session += 1;
             return;
@@ -555,7 +556,7 @@ impl<S: Storage> Rdm<S> {
             Keep::Unstarted
         };
         self.fail_peer(p, Errno::ECONNRESET, keep, now, ctx);
-        if self.peers.as_ref()[p].op_head != NIL {
+        if self.peers[p].tx.op_head != NIL {
             // Sends that had not started survive: a new session carries them.
             self.start_hello(p, now);
         }
@@ -565,9 +566,9 @@ impl<S: Storage> Rdm<S> {
 impl super::peer::Peer {
     /// Any valid packet from the peer proves it alive.
     pub(super) fn last_heard_ok(&mut self, now: Instant) {
-        self.timeouts = 0;
-        self.live_at = None;
+        self.tx.timeouts = 0;
+        self.tx.live_at = None;
         self.last_active = now;
-        self.busy_until = None;
+        self.session.busy_until = None;
     }
 }

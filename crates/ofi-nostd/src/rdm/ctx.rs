@@ -1,0 +1,234 @@
+//! What the domain lends the engine for a call: where completions go (`Ctx`), and
+//! the transmit side of the link (`TxPort`).
+
+use super::*;
+
+/// Where completions go: the domain lends the endpoint's CQs, counters and AV.
+pub(crate) struct Ctx<'a, S: Storage> {
+    pub(crate) cqs: &'a mut PoolOf<S, CqObj<S>>,
+    pub(crate) cntrs: &'a mut PoolOf<S, Cntr>,
+    /// The domain's AVs and the endpoint's (resolved when a message's source is
+    /// looked up, not for every post and pass).
+    pub(crate) avs: &'a Objects<S, AvObj<S>>,
+    pub(crate) av: Option<AvHandle<S>>,
+    /// The endpoint's CQ bindings, borrowed (read only when something completes).
+    pub(crate) tx_cq: &'a Option<CqBinding<CqHandle<S>>>,
+    pub(crate) rx_cq: &'a Option<CqBinding<CqHandle<S>>>,
+    /// The endpoint's counter bindings (one reference: most passes count nothing).
+    pub(crate) cntr: &'a crate::bind::CntrBindings<CntrHandle>,
+    pub(crate) rm: bool,
+    pub(crate) ep_context: u64,
+    pub(crate) source: bool,
+    /// The domain's registrations: what remote RMA accesses are checked against.
+    pub(crate) mrs: Option<&'a crate::fid::MrTableOf<S>>,
+    /// The endpoint's capabilities (what peers may do to its memory, see
+    /// [`remote_access`]).
+    pub(crate) caps: Flags,
+}
+
+impl<S: Storage> Ctx<'_, S> {
+    /// The fi_addr a message from `addr` matches receives with, and the one reported
+    /// as its source (FI_SOURCE).
+    pub(super) fn src_of(&self, addr: &EpAddr) -> (FiAddr, FiAddr) {
+        let Some(av) = self.av.and_then(|a| self.avs.get(a)) else {
+            return (FI_ADDR_NOTAVAIL, FI_ADDR_NOTAVAIL);
+        };
+        av.message_source(addr, self.source)
+    }
+
+    /// A remote access to our memory finished: its counter, and with remote CQ data a
+    /// receive-CQ entry (FI_RMA | FI_REMOTE_WRITE | FI_REMOTE_CQ_DATA; its slot reserved
+    /// by the caller through [`Ctx::rx_reserve`]).
+    pub(super) fn remote_event(
+        &mut self,
+        cntr: Option<CntrHandle>,
+        data: Option<u64>,
+        len: u64,
+        kind: Flags,
+    ) {
+        if let Some(c) = cntr.and_then(|c| self.cntrs.get_mut(c)) {
+            c.inc();
+        }
+        let Some(data) = data else {
+            return;
+        };
+        let rm = self.rm;
+        if let Some(cq) = self.rx_cq.as_ref().and_then(|b| self.cqs.get_mut(b.cq)) {
+            let mut e = CqEntry::new(0, kind.union(Flags::REMOTE_CQ_DATA)).with_len(len as usize);
+            e.data = data;
+            let _ = if rm {
+                cq.write_reserved(&e)
+            } else {
+                cq.write(&e)
+            };
+        }
+    }
+
+    /// The counters bound to region `mr` for `access` (FI_RMA_EVENT endpoints only):
+    /// one more event each.
+    pub(super) fn region_event(&mut self, mr: crate::mr::MrHandle, access: Flags) {
+        if !self.caps.contains(Flags::RMA_EVENT) {
+            return;
+        }
+        let Some(mrs) = self.mrs else {
+            return;
+        };
+        for bits in mrs.rma_counters(mr, access) {
+            let found = self
+                .cntrs
+                .get_by_index((bits & 0xffff_ffff) as usize)
+                .filter(|(h, _)| h.to_bits() == bits)
+                .map(|(h, _)| h);
+            if let Some(c) = found.and_then(|h| self.cntrs.get_mut(h)) {
+                c.inc();
+            }
+        }
+    }
+
+    /// Reserves a receive-CQ slot for a completion no posted operation reserved.
+    pub(super) fn rx_reserve(&mut self) -> bool {
+        if !self.rm {
+            return true;
+        }
+        match self.rx_cq.as_ref().and_then(|b| self.cqs.get_mut(b.cq)) {
+            Some(cq) => cq.try_reserve().is_ok(),
+            // No receive CQ (an endpoint that only initiates): nothing will be
+            // written, so nothing waits for room.
+            None => true,
+        }
+    }
+
+    pub(super) fn release(&mut self, tx: bool) {
+        if !self.rm {
+            return;
+        }
+        let b = if tx { self.tx_cq } else { self.rx_cq };
+        if let Some(cq) = b.as_ref().and_then(|b| self.cqs.get_mut(b.cq)) {
+            cq.release();
+        }
+    }
+
+    /// A send finished: counter, then the CQ entry (success only if asked for).
+    pub(super) fn tx_done(
+        &mut self,
+        context: u64,
+        kind: TxKind,
+        result: Result<()>,
+        completion: bool,
+        reserved: bool,
+    ) {
+        let (flags, cntr) = match kind {
+            TxKind::Msg => (crate::cq::comp::SEND_MSG, self.cntr.send),
+            TxKind::Tagged => (crate::cq::comp::SEND_TAGGED, self.cntr.send),
+            TxKind::Write => (crate::cq::comp::RMA_WRITE, self.cntr.write),
+            TxKind::Read => (crate::cq::comp::RMA_READ, self.cntr.read),
+            TxKind::AtomicWrite => (crate::cq::comp::ATOMIC_WRITE, self.cntr.write),
+            TxKind::AtomicRead => (crate::cq::comp::ATOMIC_READ, self.cntr.read),
+        };
+        if let Some(c) = cntr.and_then(|c| self.cntrs.get_mut(c)) {
+            if result.is_ok() { c.inc() } else { c.inc_err() }
+        }
+        let rm = self.rm;
+        let ep_ctx = self.ep_context;
+        let Some(cq) = self.tx_cq.as_ref().and_then(|b| self.cqs.get_mut(b.cq)) else {
+            return;
+        };
+        let reserved = rm && reserved;
+        let _ = match result {
+            Ok(()) if completion => {
+                let e = CqEntry::new(context, flags);
+                if reserved {
+                    cq.write_reserved(&e)
+                } else {
+                    cq.write(&e)
+                }
+            }
+            Ok(()) => {
+                if reserved {
+                    cq.release();
+                }
+                Ok(())
+            }
+            Err(err) => {
+                let ctx = if context == 0 { ep_ctx } else { context };
+                let e = CqErrEntry::new(ctx, flags, err);
+                if reserved {
+                    cq.write_err_reserved(&e)
+                } else {
+                    cq.write_err(&e)
+                }
+            }
+        };
+    }
+
+    /// A receive finished: success, truncation (`olen` bytes dropped) or `err`.
+    pub(super) fn rx_done(
+        &mut self,
+        entry: &CqEntry,
+        err: Option<Errno>,
+        olen: usize,
+        completion: bool,
+        reserved: bool,
+    ) {
+        let err = match err {
+            Some(e) => Some(CqErrEntry::from_entry(entry, e)),
+            None if olen > 0 => Some(CqErrEntry::truncated(entry, olen)),
+            None => None,
+        };
+        if let Some(c) = self.cntr.recv.and_then(|c| self.cntrs.get_mut(c)) {
+            if err.is_some() { c.inc_err() } else { c.inc() }
+        }
+        let rm = self.rm;
+        let ep_ctx = self.ep_context;
+        let Some(cq) = self.rx_cq.as_ref().and_then(|b| self.cqs.get_mut(b.cq)) else {
+            return;
+        };
+        let reserved = rm && reserved;
+        let _ = match (err, completion) {
+            (Some(mut e), _) => {
+                if e.op_context == 0 {
+                    e.op_context = ep_ctx;
+                }
+                if reserved {
+                    cq.write_err_reserved(&e)
+                } else {
+                    cq.write_err(&e)
+                }
+            }
+            (None, true) => {
+                if reserved {
+                    cq.write_reserved(entry)
+                } else {
+                    cq.write(entry)
+                }
+            }
+            (None, false) => {
+                if reserved {
+                    cq.release();
+                }
+                Ok(())
+            }
+        };
+    }
+}
+
+/// How the link took a packet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Sent {
+    /// Handed to the link (or refused with an error: counted, treated as lost).
+    Yes,
+    /// Not now for this destination (next hop being resolved): try this peer later.
+    NotNow,
+    /// The link is full: stop transmitting until the next progress call.
+    LinkFull,
+}
+
+/// The transmit side of the link, as the engine needs it.
+pub(crate) trait TxPort {
+    /// Sends one packet of exactly `len` bytes to `dst`; `write` fills it and returns
+    /// its length.
+    fn send(&mut self, dst: &EpAddr, len: usize, write: impl FnOnce(&mut [u8]) -> usize) -> Sent;
+    /// Whether the last send was refused because the destination cannot be reached
+    /// at all (it still returned [`Sent::Yes`]: a lost packet); clears the mark.
+    fn take_unreachable(&mut self) -> bool;
+}

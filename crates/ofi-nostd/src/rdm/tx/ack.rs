@@ -1,0 +1,341 @@
+//! Acknowledgements: building and sending ACKs, KEEPALIVEs and control replies, and
+//! processing the peer's cumulative and selective acks (RTT samples, credits,
+//! completions).
+
+use super::*;
+
+/// What `on_ack` reads of a peer before it changes it.
+#[derive(Clone, Copy)]
+pub(in crate::rdm) struct AckView {
+    next_seq: u32,
+    snd_una: u32,
+    last_ack_ts: u32,
+}
+
+impl<S: Storage> Rdm<S> {
+    /// A sequenced packet to peer `p` left, carrying acknowledgement `ack` if any.
+    pub(in crate::rdm) fn packet_left(&mut self, p: usize, ack: Option<AckRepr>) {
+        self.stats.tx_packets += 1;
+        if let Some(a) = ack {
+            self.stats.acks_piggybacked += 1;
+            self.acked(p, &a);
+        }
+    }
+
+    /// Packet `seq` of peer `p` was sent again: its window entry and the RTO.
+    pub(in crate::rdm) fn resent(&mut self, p: usize, seq: u32, now: Instant) {
+        self.win.get_mut(p, seq).resent(now);
+        let pm = &mut self.peers[p];
+        pm.tx.rtx_done();
+        pm.tx.arm_rto(now);
+    }
+
+    /// A window entry was acknowledged: cumulatively (`delivered`) or selectively
+    /// (`sacked`, the first time), for each of its operations.
+    pub(in crate::rdm) fn entry_acked(
+        &mut self,
+        regen: &Regen,
+        was_sacked: bool,
+        delivered: bool,
+        ctx: &mut Ctx<'_, S>,
+    ) {
+        let (mut o, n) = match *regen {
+            Regen::Bundle { op, n } => (op, n),
+            r => match r.op() {
+                Some(op) => (op, 1),
+                None => return,
+            },
+        };
+        for _ in 0..n {
+            let Some(op) = self.ops.get_mut_by_index(o as usize) else {
+                return;
+            };
+            let next = op.next; // before `op_progress` may unlink it
+            if !was_sacked {
+                op.unacked = op.unacked.saturating_sub(1);
+            }
+            if delivered {
+                op.undelivered = op.undelivered.saturating_sub(1);
+            }
+            op.acked_any = true;
+            self.op_progress(o as usize, ctx);
+            o = next;
+        }
+    }
+
+    /// Our grant to peer `p` grew enough since we last announced it (doubled, or from
+    /// nothing) that the peer may be waiting for it.
+    pub(in crate::rdm) fn credit_update_due(&self, p: usize) -> bool {
+        let adv = self.peers[p].rx.adv_credits;
+        let credits = self.credits_for(p);
+        credits > adv && (adv == 0 || credits >= adv * 2)
+    }
+
+    /// The acknowledgement peer `p` is owed right now (spec 5.2), fresh: for an ACK
+    /// packet or to piggyback on a sequenced one.
+    pub(in crate::rdm) fn ack_body(&self, p: usize, now: Instant) -> AckRepr {
+        let credits = self.credits_for(p);
+        let peer = &self.peers[p];
+        let w = self.cfg.window as u32;
+        let mut sack = 0u64;
+        if peer.rx.held > 0 {
+            for i in 0..64u32.min(w.saturating_sub(1)) {
+                let s = peer.rx.rcv_nxt.wrapping_add(1 + i);
+                if self.reo.slot(p, s) != NO_SLOT {
+                    sack |= 1 << i;
+                }
+            }
+        }
+        AckRepr {
+            cum_ack: peer.rx.rcv_nxt,
+            credits,
+            sack,
+            ts: ts32(now),
+            echo_ts: peer.rx.ts_recent,
+            short: sack == 0
+                && self.cfg.short_ack
+                && peer.session.params.caps & wcaps::SHORT_ACK != 0,
+        }
+    }
+
+    /// Acknowledgement `a` left for peer `p` (standalone or piggybacked).
+    pub(in crate::rdm) fn acked(&mut self, p: usize, a: &AckRepr) {
+        self.peers[p].rx.acked(a.cum_ack, a.credits);
+    }
+
+    pub(in crate::rdm) fn send_ack<P: TxPort>(
+        &mut self,
+        p: usize,
+        now: Instant,
+        port: &mut P,
+    ) -> Sent {
+        let ack = self.ack_body(p, now);
+        let peer = self.peers[p];
+        let head = Repr {
+            header: self.header(p, peer.tx.next_seq, false),
+            body: Body::Ack(ack),
+        };
+        let r = self.send_ctl(&peer.addr, &head, port);
+        if r == Sent::Yes {
+            self.stats.acks_sent += 1;
+            self.acked(p, &ack);
+        }
+        r
+    }
+
+    pub(in crate::rdm) fn send_keepalive<P: TxPort>(
+        &mut self,
+        p: usize,
+        probe: bool,
+        now: Instant,
+        port: &mut P,
+    ) -> Sent {
+        let peer = self.peers[p];
+        let head = Repr {
+            header: self.header(p, peer.tx.next_seq, probe),
+            body: Body::KeepAlive(KeepAliveRepr {
+                ts: ts32(now),
+                echo_ts: peer.rx.ts_recent,
+            }),
+        };
+        self.send_ctl(&peer.addr, &head, port)
+    }
+
+    /// Sends a packet without payload.
+    pub(in crate::rdm) fn send_ctl<P: TxPort>(
+        &mut self,
+        to: &EpAddr,
+        head: &Repr<'_>,
+        port: &mut P,
+    ) -> Sent {
+        let len = head.buffer_len();
+        let r = port.send(to, len, |buf| {
+            buf.get_mut(..len)
+                .and_then(|b| head.emit_bytes(b).ok())
+                .unwrap_or(0)
+        });
+        if r == Sent::Yes {
+            self.stats.tx_packets += 1;
+        }
+        r
+    }
+
+    /// An ACK from peer `p`: cumulative and selective acks, credits, RTT, fast
+    /// retransmit, completions.
+    /// A READ_RESP data packet was acknowledged (first time): its answer is freed once
+    /// all of it left and nothing of it is in flight.
+    pub(in crate::rdm) fn resp_acked(&mut self, regen: &Regen) {
+        let (Regen::ReadData { slot, .. } | Regen::AtomicData { slot }) = *regen else {
+            return;
+        };
+        let done = match self.resps.get_mut_by_index(slot as usize) {
+            Some(r) => {
+                r.unacked = r.unacked.saturating_sub(1);
+                r.sent >= r.len.max(1) && r.unacked == 0
+            }
+            None => return,
+        };
+        if done && let Some((h, _)) = self.resps.get_by_index(slot as usize) {
+            self.resps.remove(h);
+        }
+    }
+
+    /// Processes peer `p`'s held acknowledgement, if any, as of its arrival.
+    pub(in crate::rdm) fn take_held_ack(&mut self, p: usize, ctx: &mut Ctx<'_, S>) {
+        let Some(pm) = self.peers.get_mut(p) else {
+            return;
+        };
+        if let Some((a, at)) = pm.tx.ack_held.take() {
+            self.acks_held = self.acks_held.saturating_sub(1);
+            self.on_ack(p, &a, at, ctx);
+        }
+    }
+
+    /// Processes every held acknowledgement (before timers and scans use the windows).
+    pub(in crate::rdm) fn take_held_acks(&mut self, ctx: &mut Ctx<'_, S>) {
+        if self.acks_held == 0 {
+            return;
+        }
+        for p in 0..self.peers.high() {
+            self.take_held_ack(p, ctx);
+        }
+    }
+
+    pub(in crate::rdm) fn on_ack(
+        &mut self,
+        p: usize,
+        a: &AckRepr,
+        now: Instant,
+        ctx: &mut Ctx<'_, S>,
+    ) {
+        // Three fields, not a copy of the whole peer (every received ack).
+        let peer = {
+            let pr = &self.peers[p];
+            AckView {
+                next_seq: pr.tx.next_seq,
+                snd_una: pr.tx.snd_una,
+                last_ack_ts: pr.tx.last_ack_ts,
+            }
+        };
+        if seq_lt(peer.next_seq, a.cum_ack) {
+            self.stats.rx_bad_acks += 1;
+            return;
+        }
+        let stale = seq_lt(a.cum_ack, peer.snd_una)
+            || (a.cum_ack == peer.snd_una && seq_lt(a.ts, peer.last_ack_ts));
+        let mut sample: Option<u64> = None;
+        let mut advanced = false;
+        // Cumulative part. Packets after a retransmitted one waited at the receiver
+        // for the hole to fill: their delay is not the path's (Karn), so no sample.
+        let mut s = peer.snd_una;
+        let mut behind_hole = false;
+        while seq_lt(s, a.cum_ack) {
+            if let Some(e) = self.win.ack(p, s) {
+                behind_hole |= e.retx > 0;
+                if e.retx == 0 && !e.sacked && !behind_hole {
+                    sample = Some(now.saturating_duration_since(e.sent_at).total_micros());
+                }
+                if e.rtx {
+                    let pm = &mut self.peers[p];
+                    pm.tx.rtx_done();
+                }
+                if !e.sacked && matches!(e.regen, Regen::ReadData { .. } | Regen::AtomicData { .. })
+                {
+                    self.resp_acked(&e.regen);
+                }
+                self.entry_acked(&e.regen, e.sacked, true, ctx);
+            }
+            s = s.wrapping_add(1);
+            advanced = true;
+        }
+        if advanced {
+            self.peers[p].tx.snd_una = a.cum_ack;
+        }
+        // Selective part.
+        let snd_una = self.peers[p].tx.snd_una;
+        let next_seq = self.peers[p].tx.next_seq;
+        let mut bits = a.sack;
+        let mut newly_sacked = false;
+        while bits != 0 {
+            let i = bits.trailing_zeros();
+            bits &= bits - 1;
+            let s = a.cum_ack.wrapping_add(1 + i);
+            if !(seq_le(snd_una, s) && seq_lt(s, next_seq)) {
+                continue;
+            }
+            let Some(e) = self.win.sack(p, s) else {
+                continue;
+            };
+            newly_sacked = true;
+            if e.retx == 0 {
+                let r = now.saturating_duration_since(e.sent_at).total_micros();
+                sample = Some(sample.map_or(r, |x| x.min(r)));
+            }
+            if e.rtx {
+                let pm = &mut self.peers[p];
+                pm.tx.rtx_done();
+            }
+            if matches!(e.regen, Regen::ReadData { .. } | Regen::AtomicData { .. }) {
+                self.resp_acked(&e.regen);
+            }
+            self.entry_acked(&e.regen, false, false, ctx);
+        }
+        let cfg = &self.cfg;
+        let pm = &mut self.peers[p];
+        if let Some(r) = sample {
+            pm.tx.rtt.sample(r, cfg);
+        }
+        if !stale {
+            let lim = a
+                .credits
+                .min(pm.session.params.window.max(1) as u32)
+                .min(cfg.window as u32);
+            pm.tx.snd_limit = a.cum_ack.wrapping_add(lim);
+            pm.tx.last_ack_ts = a.ts;
+        }
+        if advanced || newly_sacked {
+            let unacked_left = pm.tx.in_flight() > 0;
+            pm.tx.rto_at = unacked_left.then(|| now + Duration::from_micros(pm.tx.rtt.rto));
+        }
+        // Fast retransmit: an unacked packet with at least 3 selectively acked packets
+        // above it, at most once per RTT.
+        if a.sack != 0 {
+            let srtt = Duration::from_micros(pm.tx.rtt.srtt.max(cfg.rto_min.total_micros() / 4));
+            let (una, next) = (pm.tx.snd_una, pm.tx.next_seq);
+            let mut above = 0u32;
+            let mut s = next;
+            let mut marked = 0u32;
+            while s != una {
+                s = s.wrapping_sub(1);
+                let e = *self.win.get(p, s);
+                if !e.live {
+                    continue;
+                }
+                if e.sacked {
+                    above += 1;
+                } else if above >= 3 && !e.rtx && e.sent_at + srtt <= now {
+                    self.win.get_mut(p, s).rtx = true;
+                    marked += 1;
+                }
+            }
+            if marked > 0 {
+                self.peers[p].tx.rtx_pending += marked;
+                self.stats.tx_fast_retransmits += marked as u64;
+            }
+        }
+        // Only what the acknowledgement let go (a wider window or more credits for
+        // queued data, a fast retransmission) needs the transmitter now. Completions
+        // are written already and timers are in `poll_timeout`: a ping-pong's reply
+        // carries the ack it owes, so its receiving pass hands the completion over
+        // without a transmit half first.
+        let pm = &self.peers[p];
+        if pm.tx.cursor != NIL
+            || pm.tx.rndv_ready > 0
+            || pm.tx.cts_pending > 0
+            || pm.tx.resp_pending > 0
+            || pm.tx.rtx_pending > 0
+        {
+            self.tx_ready = true;
+        }
+    }
+}
