@@ -2,7 +2,7 @@
 //! close. The endpoint's own state (options, default flags, its engine) is
 //! [`crate::ep`]; here is what needs the domain: its pools, limits and storage.
 
-use super::{Domain, obj, rdm_ctx};
+use super::{Domain, obj};
 use crate::addr::EpAddr;
 use crate::bind::{BindTarget, CntrBindings, CqBinding};
 use crate::dgram::Dgram;
@@ -183,10 +183,10 @@ impl<S: Storage> Domain<S> {
         }
         match target {
             BindTarget::Cq(cq) => {
-                if !self.cqs.issued(cq) {
+                if !self.res.cqs.issued(cq) {
                     return Err(Errno::EDOMAIN);
                 }
-                let c = obj(self.cqs.get_mut(cq))?;
+                let c = obj(self.res.cqs.get_mut(cq))?;
                 let allowed = Flags::TRANSMIT | Flags::RECV | Flags::SELECTIVE_COMPLETION;
                 let (tx, rx) = (flags.contains(Flags::TRANSMIT), flags.contains(Flags::RECV));
                 if !allowed.contains(flags)
@@ -207,10 +207,10 @@ impl<S: Storage> Domain<S> {
                 }
             }
             BindTarget::Cntr(ch) => {
-                if !self.cntrs.issued(ch) {
+                if !self.res.cntrs.issued(ch) {
                     return Err(Errno::EDOMAIN);
                 }
-                let c = obj(self.cntrs.get_mut(ch))?;
+                let c = obj(self.res.cntrs.get_mut(ch))?;
                 let all = Flags::SEND
                     | Flags::RECV
                     | Flags::READ
@@ -238,10 +238,10 @@ impl<S: Storage> Domain<S> {
                 }
             }
             BindTarget::Av(ah) => {
-                if !self.avs.issued(ah) {
+                if !self.res.avs.issued(ah) {
                     return Err(Errno::EDOMAIN);
                 }
-                let a = obj(self.avs.get_mut(ah))?;
+                let a = obj(self.res.avs.get_mut(ah))?;
                 if !flags.is_empty() || ep.av.is_some() {
                     return Err(Errno::EINVAL);
                 }
@@ -287,18 +287,11 @@ impl<S: Storage> Domain<S> {
     pub fn ep_cancel(&mut self, h: EpHandle<S>, context: u64) -> Result<()> {
         let ep = obj(self.eps.get_mut(h))?;
         if let Engine::Dgram(dg) = &mut ep.engine {
-            let rx_cq = ep.rx_cq.as_ref().and_then(|b| self.cqs.get_mut(b.cq));
-            dg.cancel(context, rx_cq, self.rm_enabled);
+            let rx_cq = ep.rx_cq.as_ref().and_then(|b| self.res.cqs.get_mut(b.cq));
+            dg.cancel(context, rx_cq, self.res.rm_enabled);
             return Ok(());
         }
-        let (mut ctx, rdm) = rdm_ctx(
-            ep,
-            &mut self.cqs,
-            &mut self.cntrs,
-            &self.avs,
-            &self.mrs,
-            self.rm_enabled,
-        );
+        let (mut ctx, rdm) = self.res.rdm_ctx(ep);
         if let Some(r) = rdm
             && !r.cancel_recv(context, &mut ctx)
         {
@@ -348,25 +341,25 @@ impl<S: Storage> Domain<S> {
             Engine::Dgram(d) => (d.drain_tx(), d.rx.len()),
         };
         if let Some(b) = &ep.tx_cq
-            && let Some(cq) = self.cqs.get_mut(b.cq)
+            && let Some(cq) = self.res.cqs.get_mut(b.cq)
         {
             (0..reserved).for_each(|_| cq.release());
             cq.unbind_ref();
         }
         if let Some(b) = &ep.rx_cq
-            && let Some(cq) = self.cqs.get_mut(b.cq)
+            && let Some(cq) = self.res.cqs.get_mut(b.cq)
         {
-            if self.rm_enabled {
+            if self.res.rm_enabled {
                 (0..rx_reserved).for_each(|_| cq.release());
             }
             cq.unbind_ref();
         }
         for c in ep.cntrs.all() {
-            if let Some(c) = self.cntrs.get_mut(c) {
+            if let Some(c) = self.res.cntrs.get_mut(c) {
                 c.unbind_ref();
             }
         }
-        if let Some(av) = ep.av.take().and_then(|a| self.avs.get_mut(a)) {
+        if let Some(av) = ep.av.take().and_then(|a| self.res.avs.get_mut(a)) {
             av.unbind_ep();
         }
         Ok(())

@@ -19,12 +19,11 @@ mod endpoint;
 mod msg;
 mod progress;
 mod resource;
+use resource::Resources;
 mod rma;
 mod tagged;
 
 use crate::addr::EpAddr;
-use crate::cntr::Cntr;
-use crate::ep::Engine;
 use crate::errno::{Errno, Result};
 use crate::fabric::Fabric;
 use crate::flags::Flags;
@@ -32,7 +31,7 @@ use crate::info::{Info, ProviderConfig, ResourceMgmt};
 use crate::mr::{MrConfig, MrSlot, MrTable};
 use crate::net::{ArpEntry, Net, NetConfig, NetStats};
 use crate::pool::{Pool, Slot};
-use crate::rdm::{Ctx, Prng, Rdm, RdmConfig};
+use crate::rdm::{Prng, RdmConfig};
 use crate::storage::Storage;
 use crate::time::Instant;
 
@@ -124,18 +123,16 @@ pub struct Domain<S: Storage> {
     store: S,
     info: Info,
     context: u64,
-    rm_enabled: bool,
     local: EpAddr,
     max_pkt: usize,
     net: Net<S::Slice<ArpEntry>, S::Slice<u8>>,
     cfg: ProviderConfig,
-    cqs: Objects<S, CqObj<S>>,
+    /// The objects endpoints bind, apart from the endpoints so that one endpoint and
+    /// what it binds can be borrowed together.
+    res: Resources<S>,
     cq_ctx: S::Slice<u64>,
-    cntrs: Objects<S, Cntr>,
     cntr_ctx: S::Slice<u64>,
-    avs: Objects<S, AvObj<S>>,
     av_ctx: S::Slice<u64>,
-    mrs: MrTableOf<S>,
     eps: Objects<S, EpObj<S>>,
     stats: DomainStats,
     rng: Prng,
@@ -237,18 +234,20 @@ impl<S: Storage> Domain<S> {
             store,
             info: info.clone(),
             context,
-            rm_enabled: d.resource_mgmt != ResourceMgmt::Disabled,
             local: EpAddr::new(cfg.net.local_ip, cfg.net.local_port, 0),
             max_pkt,
             net,
             cfg: pc,
-            cqs,
+            res: Resources {
+                cqs,
+                cntrs,
+                avs,
+                mrs,
+                rm_enabled: d.resource_mgmt != ResourceMgmt::Disabled,
+            },
             cq_ctx,
-            cntrs,
             cntr_ctx,
-            avs,
             av_ctx,
-            mrs,
             eps,
             stats: DomainStats::default(),
             rng,
@@ -267,10 +266,10 @@ impl<S: Storage> Domain<S> {
     // The domain itself is the error payload: fi_close leaves a busy domain open.
     #[allow(clippy::result_large_err)]
     pub fn close(self, fabric: &mut Fabric<S>) -> core::result::Result<(), (Self, Errno)> {
-        if !(self.cqs.is_empty()
-            && self.cntrs.is_empty()
-            && self.avs.is_empty()
-            && self.mrs.is_empty()
+        if !(self.res.cqs.is_empty()
+            && self.res.cntrs.is_empty()
+            && self.res.avs.is_empty()
+            && self.res.mrs.is_empty()
             && self.eps.is_empty())
         {
             return Err((self, Errno::EBUSY));
@@ -317,37 +316,6 @@ impl<S: Storage> Domain<S> {
     pub fn rdm_config(&self) -> &RdmConfig {
         &self.rdm_cfg
     }
-}
-
-/// The endpoint's CQs, counters and AV, lent to its reliability engine, and the engine
-/// itself (borrowed apart from them).
-fn rdm_ctx<'a, S: Storage>(
-    ep: &'a mut EpObj<S>,
-    cqs: &'a mut Objects<S, CqObj<S>>,
-    cntrs: &'a mut Objects<S, Cntr>,
-    avs: &'a Objects<S, AvObj<S>>,
-    mrs: &'a MrTableOf<S>,
-    rm: bool,
-) -> (Ctx<'a, S>, Option<&'a mut Rdm<S>>) {
-    let ctx = Ctx {
-        cqs,
-        cntrs,
-        avs,
-        av: ep.av,
-        tx_cq: &ep.tx_cq,
-        rx_cq: &ep.rx_cq,
-        cntr: &ep.cntrs,
-        rm,
-        ep_context: ep.context,
-        source: ep.caps.contains(Flags::SOURCE),
-        mrs: Some(mrs),
-        caps: ep.caps,
-    };
-    let rdm = match &mut ep.engine {
-        Engine::Rdm(r) => Some(r),
-        Engine::Dgram(_) => None,
-    };
-    (ctx, rdm)
 }
 
 #[cfg(test)]

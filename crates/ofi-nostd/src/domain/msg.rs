@@ -1,7 +1,7 @@
 //! Messages (fi_msg(3)): sends and receives without tags. The `*_any_*` posts are
 //! shared with [`super::tagged`], which differ only in the tag.
 
-use super::{Domain, obj, rdm_ctx};
+use super::{Domain, obj};
 use crate::ep::{Engine, EpHandle, RecvOp, TxOp};
 use crate::errno::{Errno, Result};
 use crate::flags::{FI_ADDR_UNSPEC, FiAddr, Flags};
@@ -173,19 +173,20 @@ impl<S: Storage> Domain<S> {
         if injected && len > ep.inject_size {
             return Err(Errno::EMSGSIZE);
         }
-        if self.mrs.mr_mode().contains(crate::flags::MrMode::LOCAL) && !injected {
+        if self.res.mrs.mr_mode().contains(crate::flags::MrMode::LOCAL) && !injected {
             for (i, v) in iov.as_slice().iter().enumerate() {
-                self.mrs
+                self.res
+                    .mrs
                     .check_local(msg.desc.get(i).copied().unwrap_or(0), *v, Flags::SEND)?;
             }
         }
-        let av = obj(ep.av.and_then(|a| self.avs.get(a)))?;
+        let av = obj(ep.av.and_then(|a| self.res.avs.get(a)))?;
         let (dest_addr, _rx) = av.resolve(msg.addr).map_err(|_| Errno::EINVAL)?;
         let tx_cq = obj(ep.tx_cq.as_ref())?;
         let tx_cq_h = tx_cq.cq;
         let completion = !no_completion && (!tx_cq.selective || flags.contains(Flags::COMPLETION));
-        let cq = obj(self.cqs.get_mut(tx_cq_h))?;
-        let reserved = self.rm_enabled && !no_completion;
+        let cq = obj(self.res.cqs.get_mut(tx_cq_h))?;
+        let reserved = self.res.rm_enabled && !no_completion;
         if reserved {
             cq.try_reserve()?;
         }
@@ -204,21 +205,14 @@ impl<S: Storage> Domain<S> {
                 atomic: None,
             };
             let now = self.last_now;
-            let (mut ctx, rdm) = rdm_ctx(
-                ep,
-                &mut self.cqs,
-                &mut self.cntrs,
-                &self.avs,
-                &self.mrs,
-                self.rm_enabled,
-            );
+            let (mut ctx, rdm) = self.res.rdm_ctx(ep);
             let r = match rdm {
                 Some(r) => r.post_send(now, dest_addr, &req, mem, &mut ctx),
                 None => Err(Errno::EINVAL),
             };
             if r.is_err()
                 && reserved
-                && let Some(cq) = self.cqs.get_mut(tx_cq_h)
+                && let Some(cq) = self.res.cqs.get_mut(tx_cq_h)
             {
                 cq.release();
             }
@@ -317,9 +311,10 @@ impl<S: Storage> Domain<S> {
         {
             return Err(Errno::EINVAL);
         }
-        if self.mrs.mr_mode().contains(crate::flags::MrMode::LOCAL) && !no_data {
+        if self.res.mrs.mr_mode().contains(crate::flags::MrMode::LOCAL) && !no_data {
             for (i, v) in iov.as_slice().iter().enumerate() {
-                self.mrs
+                self.res
+                    .mrs
                     .check_local(msg.desc.get(i).copied().unwrap_or(0), *v, Flags::RECV)?;
             }
         }
@@ -330,7 +325,7 @@ impl<S: Storage> Domain<S> {
         let claim = flags.contains(Flags::CLAIM) && !flags.contains(Flags::PEEK);
         let src = if ep.caps.contains(Flags::DIRECTED_RECV) && msg.addr != FI_ADDR_UNSPEC && !claim
         {
-            let av = obj(ep.av.and_then(|a| self.avs.get(a)))?;
+            let av = obj(ep.av.and_then(|a| self.res.avs.get(a)))?;
             av.resolve(msg.addr).map_err(|_| Errno::EINVAL)?;
             av.split_rx(msg.addr).0
         } else {
@@ -338,8 +333,8 @@ impl<S: Storage> Domain<S> {
         };
         let rx_cq = obj(ep.rx_cq.as_ref())?;
         let (rx_cq_h, selective) = (rx_cq.cq, rx_cq.selective);
-        let cq = obj(self.cqs.get_mut(rx_cq_h))?;
-        if self.rm_enabled {
+        let cq = obj(self.res.cqs.get_mut(rx_cq_h))?;
+        if self.res.rm_enabled {
             cq.try_reserve()?;
         }
         if ep.is_rdm() {
@@ -350,24 +345,17 @@ impl<S: Storage> Domain<S> {
                 tag,
                 flags,
                 completion: !selective || flags.contains(Flags::COMPLETION),
-                reserved: self.rm_enabled,
+                reserved: self.res.rm_enabled,
                 min_free: ep.min_multi_recv,
             };
-            let (mut ctx, rdm) = rdm_ctx(
-                ep,
-                &mut self.cqs,
-                &mut self.cntrs,
-                &self.avs,
-                &self.mrs,
-                self.rm_enabled,
-            );
+            let (mut ctx, rdm) = self.res.rdm_ctx(ep);
             let r = match rdm {
                 Some(r) => r.post_recv(&req, &mut ctx),
                 None => Err(Errno::EINVAL),
             };
             if r.is_err()
-                && self.rm_enabled
-                && let Some(cq) = self.cqs.get_mut(rx_cq_h)
+                && self.res.rm_enabled
+                && let Some(cq) = self.res.cqs.get_mut(rx_cq_h)
             {
                 cq.release();
             }
@@ -386,7 +374,7 @@ impl<S: Storage> Domain<S> {
             Engine::Rdm(_) => Err(Errno::EAGAIN),
         };
         if let Err(e) = posted {
-            if self.rm_enabled {
+            if self.res.rm_enabled {
                 cq.release();
             }
             return Err(e);

@@ -5,7 +5,7 @@
 use wire::link::{Link, UdpAddr};
 use wire::packet::{Body, Header, Repr};
 
-use super::{Domain, rdm_ctx};
+use super::Domain;
 use crate::addr::EpAddr;
 use crate::dgram::TxCompletions;
 use crate::ep::{Engine, EpState};
@@ -184,14 +184,7 @@ impl<S: Storage> Domain<S> {
             if ep.state != EpState::Enabled || !ep.rdm().is_some_and(|r| r.prepare_due()) {
                 continue;
             }
-            let (mut ctx, rdm) = rdm_ctx(
-                ep,
-                &mut self.cqs,
-                &mut self.cntrs,
-                &self.avs,
-                &self.mrs,
-                self.rm_enabled,
-            );
+            let (mut ctx, rdm) = self.res.rdm_ctx(ep);
             if let Some(r) = rdm {
                 r.flush_copies(mem, &mut ctx);
                 r.retry_blocked(now, mem, &mut ctx);
@@ -262,14 +255,7 @@ impl<S: Storage> Domain<S> {
             if ep.state != EpState::Enabled || !due {
                 continue;
             }
-            let (mut ctx, rdm) = rdm_ctx(
-                ep,
-                &mut self.cqs,
-                &mut self.cntrs,
-                &self.avs,
-                &self.mrs,
-                self.rm_enabled,
-            );
+            let (mut ctx, rdm) = self.res.rdm_ctx(ep);
             if let Some(r) = rdm {
                 let n = if posted_only {
                     r.transmit_posted(now, &mut port, mem, &mut ctx)
@@ -373,14 +359,7 @@ impl<S: Storage> Domain<S> {
                 self.stats.rx_wrong_type += 1;
                 return;
             }
-            let (mut ctx, rdm) = rdm_ctx(
-                ep,
-                &mut self.cqs,
-                &mut self.cntrs,
-                &self.avs,
-                &self.mrs,
-                self.rm_enabled,
-            );
+            let (mut ctx, rdm) = self.res.rdm_ctx(ep);
             if let Some(r) = rdm {
                 r.on_packet(now, from, &repr, buf, mem, &mut ctx);
             }
@@ -399,22 +378,22 @@ impl<S: Storage> Domain<S> {
             self.stats.rx_wrong_type += 1;
             return;
         }
-        let (Some(av), Some(bind)) = (ep.av.and_then(|a| self.avs.get(a)), ep.rx_cq.as_ref())
+        let (Some(av), Some(bind)) = (ep.av.and_then(|a| self.res.avs.get(a)), ep.rx_cq.as_ref())
         else {
             return;
         };
-        let Some(cq) = self.cqs.get_mut(bind.cq) else {
+        let Some(cq) = self.res.cqs.get_mut(bind.cq) else {
             return;
         };
         let (src_fi, report_src) = av.message_source(&from, ep.caps.contains(Flags::SOURCE));
-        let cntr = ep.cntrs.recv.and_then(|c| self.cntrs.get_mut(c));
+        let cntr = ep.cntrs.recv.and_then(|c| self.res.cntrs.get_mut(c));
         let Engine::Dgram(dg) = &mut ep.engine else {
             return;
         };
         dg.deliver(
             cq,
             bind.selective,
-            self.rm_enabled,
+            self.res.rm_enabled,
             cntr,
             src_fi,
             report_src,
@@ -435,8 +414,8 @@ impl<S: Storage> Domain<S> {
                 continue;
             };
             let mut to = TxCompletions {
-                cqs: &mut self.cqs,
-                cntrs: &mut self.cntrs,
+                cqs: &mut self.res.cqs,
+                cntrs: &mut self.res.cntrs,
                 tx_cq: ep.tx_cq.as_ref().map(|b| b.cq),
                 send_cntr: ep.cntrs.send,
                 ep_context: ep.context,

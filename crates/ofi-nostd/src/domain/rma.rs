@@ -2,7 +2,7 @@
 //! engine carries them; the common end of an RMA or atomic post is
 //! [`Domain::submit_rdm`].
 
-use super::{Domain, obj, rdm_ctx};
+use super::{Domain, obj};
 use crate::ep::EpHandle;
 use crate::errno::{Errno, Result};
 use crate::flags::{FiAddr, Flags};
@@ -142,9 +142,10 @@ impl<S: Storage> Domain<S> {
         if injected && len > ep.inject_size {
             return Err(Errno::EMSGSIZE);
         }
-        if self.mrs.mr_mode().contains(crate::flags::MrMode::LOCAL) && !injected {
+        if self.res.mrs.mr_mode().contains(crate::flags::MrMode::LOCAL) && !injected {
             for (i, v) in iov.as_slice().iter().enumerate() {
-                self.mrs
+                self.res
+                    .mrs
                     .check_local(msg.desc.get(i).copied().unwrap_or(0), *v, dir)?;
             }
         }
@@ -189,33 +190,26 @@ impl<S: Storage> Domain<S> {
         if flags.intersects(crate::ep::unsupported_tx_flags(ep.ep_type)) {
             return Err(Errno::EBADFLAGS);
         }
-        let av = obj(ep.av.and_then(|a| self.avs.get(a)))?;
+        let av = obj(ep.av.and_then(|a| self.res.avs.get(a)))?;
         let (dest_addr, _rx) = av.resolve(dest).map_err(|_| Errno::EINVAL)?;
         let tx_cq = obj(ep.tx_cq.as_ref())?;
         let tx_cq_h = tx_cq.cq;
         let completion = !no_completion && (!tx_cq.selective || flags.contains(Flags::COMPLETION));
-        let cq = obj(self.cqs.get_mut(tx_cq_h))?;
-        let reserved = self.rm_enabled && !no_completion;
+        let cq = obj(self.res.cqs.get_mut(tx_cq_h))?;
+        let reserved = self.res.rm_enabled && !no_completion;
         if reserved {
             cq.try_reserve()?;
         }
         let req = build(completion, reserved);
         let now = self.last_now;
-        let (mut ctx, rdm) = rdm_ctx(
-            ep,
-            &mut self.cqs,
-            &mut self.cntrs,
-            &self.avs,
-            &self.mrs,
-            self.rm_enabled,
-        );
+        let (mut ctx, rdm) = self.res.rdm_ctx(ep);
         let r = match rdm {
             Some(r) => r.post_send(now, dest_addr, &req, mem, &mut ctx),
             None => Err(Errno::EOPNOTSUPP),
         };
         if r.is_err()
             && reserved
-            && let Some(cq) = self.cqs.get_mut(tx_cq_h)
+            && let Some(cq) = self.res.cqs.get_mut(tx_cq_h)
         {
             cq.release();
         }
