@@ -5,7 +5,6 @@
 //! all of them (FI_THREAD_SAFE).
 
 use std::ffi::{c_int, c_void};
-use std::hash::{BuildHasher, Hasher};
 use std::ops::{Deref, DerefMut};
 use std::os::fd::{AsRawFd, BorrowedFd, RawFd};
 use std::sync::Arc;
@@ -13,7 +12,7 @@ use std::sync::atomic::AtomicU64;
 
 use hosted::mem::RawMemory;
 use hosted::runtime::{
-    HOST_ARP_ENTRIES, Policy, ProgressThread, Runtime, Signal, Turn, host_rdm_config,
+    HOST_ARP_ENTRIES, Policy, ProgressThread, Runtime, Signal, Turn, host_rdm_config, random_u64,
 };
 use hosted::storage::Heap;
 use hosted::sysinfo::HostInterface;
@@ -308,13 +307,6 @@ fn src_addr(info: &Info) -> Option<EpAddr> {
     }
 }
 
-/// A per-domain secret for provider-chosen MR keys.
-fn key_seed() -> u64 {
-    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u64(std::process::id().into());
-    h.finish()
-}
-
 /// `fi_domain`: opens the domain `info` describes (as getinfo returned it) on `fabric`.
 ///
 /// # Safety
@@ -352,7 +344,8 @@ pub unsafe extern "C" fn open(
         net: plane.net,
         arp_entries: if ethernet { HOST_ARP_ENTRIES } else { 0 },
         loopback_slots: ofi_nostd::domain::DEFAULT_LOOPBACK_SLOTS,
-        key_seed: key_seed(),
+        // A per-domain secret for provider-chosen MR keys.
+        key_seed: random_u64(),
         cfg: crate::prov::config(),
     };
     let d = {
