@@ -13,9 +13,9 @@ use ofi_nostd::flags::{FiAddr, Flags};
 use ofi_nostd::info::AddrFormat;
 
 use crate::domain::DomainFid;
-use crate::fid::{FidObject, fi_ops, object, publish, release};
+use crate::fid::{FidObject, fi_ops, object, open_into};
 use crate::sys;
-use crate::util::{bytes, cstr, neg, put, ret};
+use crate::util::{bytes, cstr, neg, ret};
 use hosted::storage::Heap;
 
 /// The fewest addresses an AV holds, whatever its `count` hint says.
@@ -101,70 +101,46 @@ pub unsafe extern "C" fn open(
     av: *mut *mut sys::fid_av,
     context: *mut c_void,
 ) -> c_int {
-    // SAFETY: forwarded contract.
-    let d = match unsafe { DomainFid::from_c(domain) } {
-        Ok(d) => d,
-        Err(e) => return neg(e),
+    let make = || {
+        // SAFETY: forwarded contract.
+        let d = unsafe { DomainFid::from_c(domain) }?;
+        // SAFETY: NULL or a valid attribute structure (application's contract).
+        let a = unsafe { attr.as_ref() }.ok_or(Errno::EINVAL)?;
+        let mut attr = AvAttr {
+            av_type: AvType::from_raw(a.type_).ok_or(Errno::EINVAL)?,
+            rx_ctx_bits: a.rx_ctx_bits,
+            // `count` is only a hint (fi_av(3)) and the core's table does not grow:
+            // applications size it from counts that leave themselves out (Open MPI
+            // passes the number of its local peers), so never make it smaller than
+            // MIN_AV_COUNT.
+            count: a.count.max(MIN_AV_COUNT),
+            ep_per_node: a.ep_per_node,
+            // SAFETY: NULL or NUL-terminated (application's contract).
+            name: unsafe { cstr(a.name) }?,
+            map_addr: a.map_addr as u64,
+            flags: Flags::from_bits_retain(a.flags),
+        };
+        if attr.flags.contains(FI_EVENT) {
+            return Err(Errno::ENOSYS);
+        }
+        let handle = d.with(|core| core.av_open(&mut attr, context as u64))?;
+        Ok(AvFid {
+            c: sys::fid_av {
+                fid: AvFid::header(context),
+                ops: (&raw const AV_OPS).cast_mut(),
+            },
+            domain: std::ptr::from_ref(d),
+            handle,
+        })
     };
-    // SAFETY: NULL or a valid attribute structure (application's contract).
-    let Some(a) = (unsafe { attr.as_ref() }) else {
-        return neg(Errno::EINVAL);
-    };
-    if av.is_null() {
-        return neg(Errno::EINVAL);
-    }
-    // SAFETY: NULL or NUL-terminated (application's contract).
-    let name = match unsafe { cstr(a.name) } {
-        Ok(n) => n,
-        Err(e) => return neg(e),
-    };
-    let Some(av_type) = AvType::from_raw(a.type_) else {
-        return neg(Errno::EINVAL);
-    };
-    let mut attr = AvAttr {
-        av_type,
-        rx_ctx_bits: a.rx_ctx_bits,
-        // `count` is only a hint (fi_av(3)) and the core's table does not grow:
-        // applications size it from counts that leave themselves out (Open MPI passes
-        // the number of its local peers), so never make it smaller than MIN_AV_COUNT.
-        count: a.count.max(MIN_AV_COUNT),
-        ep_per_node: a.ep_per_node,
-        name,
-        map_addr: a.map_addr as u64,
-        flags: Flags::from_bits_retain(a.flags),
-    };
-    if attr.flags.contains(FI_EVENT) {
-        return neg(Errno::ENOSYS);
-    }
-    let handle = match d.with(|core| core.av_open(&mut attr, context as u64)) {
-        Ok(h) => h,
-        Err(e) => return neg(e),
-    };
-    let obj = publish(AvFid {
-        c: sys::fid_av {
-            fid: AvFid::header(context),
-            ops: (&raw const AV_OPS).cast_mut(),
-        },
-        domain: std::ptr::from_ref(d),
-        handle,
-    });
-    // SAFETY: checked non-NULL above.
-    ret(unsafe { put(av, obj.cast::<sys::fid_av>()) })
+    // SAFETY: NULL or writable (application's contract).
+    unsafe { open_into(av, make) }
 }
 
 /// `fi_close(av)`: -FI_EBUSY while an endpoint is bound to it.
 unsafe extern "C" fn close(fid: *mut sys::fid) -> c_int {
-    // SAFETY: NULL or a fid (fi_close's contract).
-    let a = match unsafe { object::<AvFid>(fid) } {
-        Ok(a) => a,
-        Err(e) => return neg(e),
-    };
-    if let Err(e) = a.domain().with(|d| d.av_close(a.handle)) {
-        return neg(e);
-    }
-    // SAFETY: published by `open`, closed in the core, given up by the application.
-    unsafe { release(a) };
-    0
+    // SAFETY: forwarded contract.
+    unsafe { crate::fid::close::<AvFid>(fid, |a| a.domain().with(|d| d.av_close(a.handle))) }
 }
 
 /// The shared tail of the insert calls: out-arrays from C, then `f` on the core AV.

@@ -23,7 +23,7 @@ use ofi_nostd::info::{AddrFormat, Info, Progress, Threading};
 use wire::link::Medium;
 
 use crate::fabric::FabricFid;
-use crate::fid::{FidObject, fi_ops, object, publish, release};
+use crate::fid::{FidObject, fi_ops, object, publish};
 use crate::lock::DomainLock;
 use crate::sys;
 use crate::util::{neg, put, ret};
@@ -404,35 +404,28 @@ pub unsafe extern "C" fn open(
 
 /// `fi_close(domain)`: -FI_EBUSY while anything is open on it.
 unsafe extern "C" fn close(fid: *mut sys::fid) -> c_int {
-    // SAFETY: NULL or a fid (fi_close's contract).
-    let d = match unsafe { object::<DomainFid>(fid) } {
-        Ok(d) => d,
-        Err(e) => return neg(e),
-    };
-    {
-        let mut g = d.inner.control();
-        let Some(st) = g.as_mut() else {
-            return neg(Errno::EINVAL);
-        };
-        // SAFETY: the fabric outlives its domains.
-        let fab = unsafe { &*d.fabric };
-        let mut f = fab.inner.lock();
-        let Some(core) = st.rt.take_core() else {
-            return neg(Errno::EINVAL);
-        };
-        if let Err((core, e)) = core.close(&mut f) {
-            st.rt.restore_core(core);
-            return neg(e);
+    let shut = |d: &DomainFid| {
+        {
+            let mut g = d.inner.control();
+            let st = g.as_mut().ok_or(Errno::EINVAL)?;
+            // SAFETY: the fabric outlives its domains.
+            let fab = unsafe { &*d.fabric };
+            let mut f = fab.inner.lock();
+            let core = st.rt.take_core().ok_or(Errno::EINVAL)?;
+            if let Err((core, e)) = core.close(&mut f) {
+                st.rt.restore_core(core);
+                return Err(e);
+            }
+            *g = None;
         }
-        *g = None;
-    }
-    if let Some(t) = &d.watchdog {
-        t.stop();
-    }
-    // SAFETY: published by `open`; the core domain is closed, the watchdog has ended,
-    // and the application gives the fid up.
-    unsafe { release(d) };
-    0
+        // The core domain is closed: end the watchdog before the fid goes.
+        if let Some(t) = &d.watchdog {
+            t.stop();
+        }
+        Ok(())
+    };
+    // SAFETY: forwarded contract.
+    unsafe { crate::fid::close::<DomainFid>(fid, shut) }
 }
 
 /// `fi_endpoint`: see [`crate::ep::open`].

@@ -10,9 +10,9 @@ use ofi_nostd::mr::{HmemIface, MrAttr, MrHandle};
 
 use crate::cntr::CntrFid;
 use crate::domain::DomainFid;
-use crate::fid::{FidObject, no_ops_open, no_ops_set, no_tostr, object, publish, release};
+use crate::fid::{FidObject, no_ops_open, no_ops_set, no_tostr, object, open_into};
 use crate::sys;
-use crate::util::{bytes, neg, put, ret};
+use crate::util::{bytes, neg, ret};
 
 /// A registered memory region.
 #[repr(C)]
@@ -72,34 +72,26 @@ unsafe fn register(
     flags: u64,
     mr: *mut *mut sys::fid_mr,
 ) -> c_int {
+    let make = || {
+        // SAFETY: forwarded contract.
+        let d = unsafe { object::<DomainFid>(fid) }?;
+        let (handle, key, desc) = d.with(|core| {
+            let h = core.mr_reg(attr, Flags::from_bits_retain(flags))?;
+            let t = core.mrs();
+            Ok((h, t.key(h)?, t.desc(h)?))
+        })?;
+        Ok(MrFid {
+            c: sys::fid_mr {
+                fid: MrFid::header(attr.context as *mut c_void),
+                mem_desc: desc as *mut c_void,
+                key,
+            },
+            domain: std::ptr::from_ref(d),
+            handle,
+        })
+    };
     // SAFETY: forwarded contract.
-    let d = match unsafe { object::<DomainFid>(fid) } {
-        Ok(d) => d,
-        Err(e) => return neg(e),
-    };
-    if mr.is_null() {
-        return neg(Errno::EINVAL);
-    }
-    let r = d.with(|core| {
-        let h = core.mr_reg(attr, Flags::from_bits_retain(flags))?;
-        let t = core.mrs();
-        Ok((h, t.key(h)?, t.desc(h)?))
-    });
-    let (handle, key, desc) = match r {
-        Ok(v) => v,
-        Err(e) => return neg(e),
-    };
-    let obj = publish(MrFid {
-        c: sys::fid_mr {
-            fid: MrFid::header(attr.context as *mut c_void),
-            mem_desc: desc as *mut c_void,
-            key,
-        },
-        domain: std::ptr::from_ref(d),
-        handle,
-    });
-    // SAFETY: checked non-NULL above.
-    ret(unsafe { put(mr, obj.cast::<sys::fid_mr>()) })
+    unsafe { open_into(mr, make) }
 }
 
 /// `fi_mr_reg`: one buffer.
@@ -221,17 +213,8 @@ unsafe extern "C" fn regattr(
 
 /// `fi_close(mr)`: -FI_EBUSY while bound.
 unsafe extern "C" fn close(fid: *mut sys::fid) -> c_int {
-    // SAFETY: NULL or a fid (fi_close's contract).
-    let m = match unsafe { object::<MrFid>(fid) } {
-        Ok(m) => m,
-        Err(e) => return neg(e),
-    };
-    if let Err(e) = m.domain().with(|d| d.mrs_mut().close(m.handle)) {
-        return neg(e);
-    }
-    // SAFETY: published by `register`, closed in the core, given up by the application.
-    unsafe { release(m) };
-    0
+    // SAFETY: forwarded contract.
+    unsafe { crate::fid::close::<MrFid>(fid, |m| m.domain().with(|d| d.mrs_mut().close(m.handle))) }
 }
 
 /// `fi_control(mr)`: FI_ENABLE (`fi_mr_enable`) and FI_REFRESH (`fi_mr_refresh`,

@@ -30,9 +30,9 @@ use crate::cntr::CntrFid;
 use crate::cq::CqFid;
 use crate::domain::DomainFid;
 use crate::eq::EqFid;
-use crate::fid::{FidObject, no_ops_open, no_ops_set, no_tostr, object, publish, release};
+use crate::fid::{FidObject, no_ops_open, no_ops_set, no_tostr, object, open_into, publish};
 use crate::sys;
-use crate::util::{neg, put, ret, ret_len};
+use crate::util::{neg, ret, ret_len};
 use args::{After, addr, ctx};
 
 mod args;
@@ -188,69 +188,51 @@ pub unsafe extern "C" fn open(
     ep_out: *mut *mut sys::fid_ep,
     context: *mut c_void,
 ) -> c_int {
-    // SAFETY: forwarded contract.
-    let d = match unsafe { DomainFid::from_c(domain) } {
-        Ok(d) => d,
-        Err(e) => return neg(e),
+    let make = || {
+        // SAFETY: forwarded contract.
+        let d = unsafe { DomainFid::from_c(domain) }?;
+        if info.is_null() {
+            return Err(Errno::EINVAL);
+        }
+        // SAFETY: a non-NULL info of the application is a valid fi_info.
+        let info = unsafe { crate::info::from_c(info) }.ok_or(Errno::EINVAL)?;
+        let h = d.with(|core| core.ep_open(&info, ctx(context)))?;
+        let flags = (Flags::empty(), Flags::empty());
+        Ok(EpFid::new(d, h, std::ptr::null(), flags, context))
     };
-    if info.is_null() || ep_out.is_null() {
-        return neg(Errno::EINVAL);
-    }
-    // SAFETY: a non-NULL info of the application is a valid fi_info.
-    let Some(info) = (unsafe { crate::info::from_c(info) }) else {
-        return neg(Errno::EINVAL);
-    };
-    let h = match d.with(|core| core.ep_open(&info, ctx(context))) {
-        Ok(h) => h,
-        Err(e) => return neg(e),
-    };
-    let obj = publish(EpFid::new(
-        d,
-        h,
-        std::ptr::null(),
-        (Flags::empty(), Flags::empty()),
-        context,
-    ));
-    // SAFETY: checked non-NULL above.
-    ret(unsafe { put(ep_out, obj.cast::<sys::fid_ep>()) })
+    // SAFETY: NULL or writable (application's contract).
+    unsafe { open_into(ep_out, make) }
 }
 
 /// `fi_close(ep)`: outstanding operations are discarded; -FI_EBUSY while aliases are
 /// open. Closing an alias releases only the alias.
 unsafe extern "C" fn close(fid: *mut sys::fid) -> c_int {
-    // SAFETY: NULL or a fid (fi_close's contract).
-    let e = match unsafe { object::<EpFid>(fid) } {
-        Ok(e) => e,
-        Err(err) => return neg(err),
-    };
-    let r = e.domain().control(|st| {
-        if e.is_alias() {
-            st.core.ep_mut(e.handle)?.alias_close()
-        } else {
-            // Acknowledge what arrived, send every peer a CLOSE, and linger for
-            // retransmissions until each acknowledged it (a lost last ACK would fail
-            // the peer's send).
-            if let Ok(Some(until)) = st.core.ep_begin_close(e.handle, hosted::api::now()) {
-                hosted::api::progress_until(until, || {
-                    st.progress();
-                    st.core.ep_lingering(e.handle)
-                });
+    let shut = |e: &EpFid| {
+        e.domain().control(|st| {
+            if e.is_alias() {
+                st.core.ep_mut(e.handle)?.alias_close()
+            } else {
+                // Acknowledge what arrived, send every peer a CLOSE, and linger for
+                // retransmissions until each acknowledged it (a lost last ACK would
+                // fail the peer's send).
+                if let Ok(Some(until)) = st.core.ep_begin_close(e.handle, hosted::api::now()) {
+                    hosted::api::progress_until(until, || {
+                        st.progress();
+                        st.core.ep_lingering(e.handle)
+                    });
+                }
+                st.core.ep_close(e.handle)
             }
-            st.core.ep_close(e.handle)
+        })?;
+        let eq = e.eq.load(Ordering::Acquire);
+        if !eq.is_null() {
+            // SAFETY: a bound EQ cannot close while bound (its fi_close is refused).
+            unsafe { &*eq }.bind_ref(false);
         }
-    });
-    if let Err(err) = r {
-        return neg(err);
-    }
-    let eq = e.eq.load(Ordering::Acquire);
-    if !eq.is_null() {
-        // SAFETY: a bound EQ cannot close while bound (its fi_close is refused).
-        unsafe { &*eq }.bind_ref(false);
-    }
-    // SAFETY: published by `open` or FI_ALIAS, closed in the core, given up by the
-    // application.
-    unsafe { release(e) };
-    0
+        Ok(())
+    };
+    // SAFETY: forwarded contract (the FI_ALIAS fids are published as `open`'s are).
+    unsafe { crate::fid::close::<EpFid>(fid, shut) }
 }
 
 /// `fi_ep_bind`: a CQ (FI_TRANSMIT / FI_RECV / FI_SELECTIVE_COMPLETION), a counter
