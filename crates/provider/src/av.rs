@@ -15,7 +15,7 @@ use ofi_nostd::info::AddrFormat;
 use crate::domain::DomainFid;
 use crate::fid::{FidObject, fi_ops, object, open_into};
 use crate::sys;
-use crate::util::{bytes, cstr, neg, ret};
+use crate::util::{arg, bytes, cstr, neg, ret};
 use hosted::storage::Heap;
 
 /// The fewest addresses an AV holds, whatever its `count` hint says.
@@ -217,10 +217,7 @@ unsafe extern "C" fn insert(
     context: *mut c_void,
 ) -> c_int {
     // SAFETY: forwarded contract.
-    let a = match unsafe { av(av_p) } {
-        Ok(a) => a,
-        Err(e) => return neg(e),
-    };
+    let a = arg!(unsafe { av(av_p) });
     if count > 0 && addr.is_null() {
         return neg(Errno::EINVAL);
     }
@@ -286,10 +283,7 @@ unsafe extern "C" fn insertsym(
     context: *mut c_void,
 ) -> c_int {
     // SAFETY: forwarded contract.
-    let a = match unsafe { av(av_p) } {
-        Ok(a) => a,
-        Err(e) => return neg(e),
-    };
+    let a = arg!(unsafe { av(av_p) });
     // SAFETY: NULL or NUL-terminated (application's contract).
     let (node, service) = match unsafe { (cstr(node), cstr(service)) } {
         (Ok(Some(n)), Ok(s)) => (n, s),
@@ -314,10 +308,7 @@ unsafe extern "C" fn remove(
     flags: u64,
 ) -> c_int {
     // SAFETY: forwarded contract.
-    let a = match unsafe { av(av_p) } {
-        Ok(a) => a,
-        Err(e) => return neg(e),
-    };
+    let a = arg!(unsafe { av(av_p) });
     let Some(len) = count.checked_mul(size_of::<FiAddr>()) else {
         return neg(Errno::EINVAL);
     };
@@ -368,10 +359,7 @@ unsafe extern "C" fn lookup(
     addrlen: *mut usize,
 ) -> c_int {
     // SAFETY: forwarded contract.
-    let a = match unsafe { av(av_p) } {
-        Ok(a) => a,
-        Err(e) => return neg(e),
-    };
+    let a = arg!(unsafe { av(av_p) });
     if addrlen.is_null() {
         return neg(Errno::EINVAL);
     }
@@ -379,10 +367,7 @@ unsafe extern "C" fn lookup(
     if addr.is_null() && unsafe { addrlen.read_unaligned() } > 0 {
         return neg(Errno::EINVAL);
     }
-    let ep = match a.with(|q| q.lookup_addr(fi_addr)) {
-        Ok(ep) => ep,
-        Err(e) => return neg(e),
-    };
+    let ep = arg!(a.with(|q| q.lookup_addr(fi_addr)));
     let mut s = [0u8; STR_MAX];
     let data: &[u8] = if a.is_str() {
         let n = ep.straddr(&mut s).min(STR_MAX);

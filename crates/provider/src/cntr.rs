@@ -11,7 +11,7 @@ use ofi_nostd::time::Instant;
 use crate::domain::{DomainFid, Wake};
 use crate::fid::{FidObject, fi_ops_control, object, open_into};
 use crate::sys;
-use crate::util::{neg, ret};
+use crate::util::{arg, ret};
 use crate::wait::{Waitable, Waiter, control};
 
 /// An open counter.
@@ -208,14 +208,8 @@ unsafe extern "C" fn seterr(cntr: *mut sys::fid_cntr, value: u64) -> c_int {
 /// polls. -FI_ENOSYS without a wait object.
 unsafe extern "C" fn wait(cntr: *mut sys::fid_cntr, threshold: u64, timeout: c_int) -> c_int {
     // SAFETY: forwarded contract.
-    let c = match unsafe { object::<CntrFid>(cntr.cast()) } {
-        Ok(c) => c,
-        Err(e) => return neg(e),
-    };
-    let w = match c.with(|k| k.wait_begin(threshold, None)) {
-        Ok(w) => w,
-        Err(e) => return neg(e),
-    };
+    let c = arg!(unsafe { object::<CntrFid>(cntr.cast()) });
+    let w = arg!(c.with(|k| k.wait_begin(threshold, None)));
     // One pass: Ok(Some) reached, Ok(None) not yet (armed), Err.
     let step = |timer: &mut Option<std::time::Duration>| {
         c.domain().data(|st| {

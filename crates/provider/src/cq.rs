@@ -11,7 +11,7 @@ use ofi_nostd::flags::{FiAddr, Flags};
 use crate::domain::{DomainFid, DomainState, Wake};
 use crate::fid::{FidObject, fi_ops_control, object, open_into};
 use crate::sys;
-use crate::util::{ErrDataBuf, neg, ret, ret_len};
+use crate::util::{ErrDataBuf, arg, neg, ret, ret_len};
 use crate::wait::{Waitable, Waiter, control};
 use hosted::storage::Heap;
 
@@ -327,10 +327,7 @@ unsafe fn do_read(
     from: bool,
 ) -> isize {
     // SAFETY: forwarded contract.
-    let c = match unsafe { cq(cq_p) } {
-        Ok(c) => c,
-        Err(e) => return ret_len(Err(e)),
-    };
+    let c = arg!(unsafe { cq(cq_p) });
     if count > 0 && (buf.is_null() || (from && src.is_null())) {
         return ret_len(Err(Errno::EINVAL));
     }
@@ -369,10 +366,7 @@ unsafe extern "C" fn readerr(
     flags: u64,
 ) -> isize {
     // SAFETY: forwarded contract.
-    let c = match unsafe { cq(cq_p) } {
-        Ok(c) => c,
-        Err(e) => return ret_len(Err(e)),
-    };
+    let c = arg!(unsafe { cq(cq_p) });
     if buf.is_null() {
         return ret_len(Err(Errno::EINVAL));
     }
@@ -426,10 +420,7 @@ unsafe fn do_sread(
     from: bool,
 ) -> isize {
     // SAFETY: forwarded contract.
-    let c = match unsafe { cq(cq_p) } {
-        Ok(c) => c,
-        Err(e) => return ret_len(Err(e)),
-    };
+    let c = arg!(unsafe { cq(cq_p) });
     if count > 0 && (buf.is_null() || (from && src.is_null())) {
         return ret_len(Err(Errno::EINVAL));
     }

@@ -26,7 +26,7 @@ use crate::fabric::FabricFid;
 use crate::fid::{FidObject, fi_ops, object, publish};
 use crate::lock::DomainLock;
 use crate::sys;
-use crate::util::{neg, put, ret};
+use crate::util::{arg, neg, put, ret};
 
 pub use hosted::runtime::Wake;
 
@@ -319,10 +319,7 @@ pub unsafe extern "C" fn open(
     context: *mut c_void,
 ) -> c_int {
     // SAFETY: forwarded contract.
-    let fab = match unsafe { FabricFid::from_c(fabric) } {
-        Ok(f) => f,
-        Err(e) => return neg(e),
-    };
+    let fab = arg!(unsafe { FabricFid::from_c(fabric) });
     if info.is_null() || dom.is_null() {
         return neg(Errno::EINVAL);
     }
@@ -330,15 +327,9 @@ pub unsafe extern "C" fn open(
     let Some(info) = (unsafe { crate::info::from_c(info) }) else {
         return neg(Errno::EINVAL);
     };
-    let iface = match pick_interface(&info, &crate::prov::interfaces()) {
-        Ok(i) => i,
-        Err(e) => return neg(e),
-    };
+    let iface = arg!(pick_interface(&info, &crate::prov::interfaces()));
     let port = src_addr(&info).map_or(0, |a| a.port);
-    let plane = match crate::plane::open(&iface, port) {
-        Ok(p) => p,
-        Err(e) => return neg(e),
-    };
+    let plane = arg!(crate::plane::open(&iface, port));
     let ethernet = plane.net.medium == Medium::Ethernet;
     let cfg = DomainConfig {
         net: plane.net,
@@ -510,10 +501,7 @@ unsafe extern "C" fn query_atomic(
     use ofi_nostd::atomic::AtomicKind;
     use wire::packet::{AtomicDatatype, AtomicOp};
     // SAFETY: NULL or a fid (contract).
-    let d = match unsafe { object::<DomainFid>(domain.cast()) } {
-        Ok(d) => d,
-        Err(e) => return neg(e),
-    };
+    let d = arg!(unsafe { object::<DomainFid>(domain.cast()) });
     let (fetch, compare) = (sys::FI_FETCH_ATOMIC, sys::FI_COMPARE_ATOMIC);
     if attr.is_null() || flags & !(fetch | compare) != 0 || flags == fetch | compare {
         return neg(Errno::EINVAL);

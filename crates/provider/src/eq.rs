@@ -12,7 +12,7 @@ use ofi_nostd::flags::Flags;
 use crate::fabric::FabricFid;
 use crate::fid::{FidObject, fi_ops_control, object, open_into, poll_until};
 use crate::sys;
-use crate::util::{ErrDataBuf, bytes, ret_len};
+use crate::util::{ErrDataBuf, arg, bytes, ret_len};
 use crate::wait::{Waitable, Waiter, control};
 use hosted::storage::Heap;
 
@@ -178,10 +178,7 @@ unsafe extern "C" fn read(
     flags: u64,
 ) -> isize {
     // SAFETY: forwarded contract.
-    let e = match unsafe { eq(eq_p) } {
-        Ok(e) => e,
-        Err(err) => return ret_len(Err(err)),
-    };
+    let e = arg!(unsafe { eq(eq_p) });
     if event.is_null() || (buf.is_null() && len > 0) {
         return ret_len(Err(Errno::EINVAL));
     }
@@ -197,10 +194,7 @@ unsafe extern "C" fn readerr(
     flags: u64,
 ) -> isize {
     // SAFETY: forwarded contract.
-    let e = match unsafe { eq(eq_p) } {
-        Ok(e) => e,
-        Err(err) => return ret_len(Err(err)),
-    };
+    let e = arg!(unsafe { eq(eq_p) });
     if buf.is_null() {
         return ret_len(Err(Errno::EINVAL));
     }
@@ -243,10 +237,7 @@ unsafe extern "C" fn write(
     flags: u64,
 ) -> isize {
     // SAFETY: forwarded contract.
-    let e = match unsafe { eq(eq_p) } {
-        Ok(e) => e,
-        Err(err) => return ret_len(Err(err)),
-    };
+    let e = arg!(unsafe { eq(eq_p) });
     // SAFETY: `buf` holds `len` bytes (application's contract).
     let Some(data) = (unsafe { bytes(buf, len) }) else {
         return ret_len(Err(Errno::EINVAL));
@@ -273,10 +264,7 @@ unsafe extern "C" fn sread(
     flags: u64,
 ) -> isize {
     // SAFETY: forwarded contract.
-    let e = match unsafe { eq(eq_p) } {
-        Ok(e) => e,
-        Err(err) => return ret_len(Err(err)),
-    };
+    let e = arg!(unsafe { eq(eq_p) });
     if event.is_null() || (buf.is_null() && len > 0) {
         return ret_len(Err(Errno::EINVAL));
     }

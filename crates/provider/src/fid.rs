@@ -6,7 +6,7 @@ use std::ffi::{c_char, c_int, c_void};
 use ofi_nostd::Errno;
 
 use crate::sys;
-use crate::util::{neg, put, ret};
+use crate::util::{arg, neg, put, ret};
 
 /// A Rust object laid out with a C fid (`struct fid` first, at offset 0) of class
 /// [`FidObject::CLASS`] whose `ops` is [`FidObject::fi_ops`].
@@ -104,10 +104,7 @@ pub unsafe fn close<T: FidObject>(
     shut: impl FnOnce(&T) -> Result<(), Errno>,
 ) -> c_int {
     // SAFETY: forwarded contract.
-    let obj = match unsafe { object::<T>(fid) } {
-        Ok(o) => o,
-        Err(e) => return neg(e),
-    };
+    let obj = arg!(unsafe { object::<T>(fid) });
     if let Err(e) = shut(obj) {
         return neg(e);
     }

@@ -12,7 +12,7 @@ use crate::cntr::CntrFid;
 use crate::domain::DomainFid;
 use crate::fid::{FidObject, no_ops_open, no_ops_set, no_tostr, object, open_into};
 use crate::sys;
-use crate::util::{bytes, neg, ret};
+use crate::util::{arg, bytes, neg, ret};
 
 /// A registered memory region.
 #[repr(C)]
@@ -156,10 +156,7 @@ unsafe extern "C" fn regv(
     context: *mut c_void,
 ) -> c_int {
     // SAFETY: forwarded contract.
-    let v = match unsafe { iovs(iov, count) } {
-        Ok(v) => v,
-        Err(e) => return neg(e),
-    };
+    let v = arg!(unsafe { iovs(iov, count) });
     let attr = MrAttr {
         mr_iov: &v,
         access: Flags::from_bits_retain(access),
@@ -184,18 +181,12 @@ unsafe extern "C" fn regattr(
         return neg(Errno::EINVAL);
     };
     // SAFETY: `mr_iov` holds `iov_count` entries (contract).
-    let v = match unsafe { iovs(a.mr_iov, a.iov_count) } {
-        Ok(v) => v,
-        Err(e) => return neg(e),
-    };
+    let v = arg!(unsafe { iovs(a.mr_iov, a.iov_count) });
     // SAFETY: `auth_key` holds `auth_key_size` bytes (contract).
     let Some(auth_key) = (unsafe { bytes(a.auth_key.cast_const().cast(), a.auth_key_size) }) else {
         return neg(Errno::EINVAL);
     };
-    let iface = match HmemIface::from_raw(a.iface) {
-        Ok(i) => i,
-        Err(e) => return neg(e),
-    };
+    let iface = arg!(HmemIface::from_raw(a.iface));
     let attr = MrAttr {
         mr_iov: &v,
         access: Flags::from_bits_retain(a.access),
@@ -221,10 +212,7 @@ unsafe extern "C" fn close(fid: *mut sys::fid) -> c_int {
 /// -FI_ENOSYS); nothing else.
 unsafe extern "C" fn control(fid: *mut sys::fid, command: c_int, _arg: *mut c_void) -> c_int {
     // SAFETY: NULL or a fid (fi_control's contract).
-    let m = match unsafe { object::<MrFid>(fid) } {
-        Ok(m) => m,
-        Err(e) => return neg(e),
-    };
+    let m = arg!(unsafe { object::<MrFid>(fid) });
     match u32::try_from(command) {
         Ok(sys::FI_ENABLE) => ret(m.domain().with(|d| d.mrs_mut().enable(m.handle))),
         Ok(sys::FI_REFRESH) => neg(Errno::ENOSYS),
@@ -237,10 +225,7 @@ unsafe extern "C" fn control(fid: *mut sys::fid, command: c_int, _arg: *mut c_vo
 /// bindings (FI_MR_ENDPOINT, never required by this provider) are -FI_EINVAL.
 unsafe extern "C" fn bind(fid: *mut sys::fid, bfid: *mut sys::fid, flags: u64) -> c_int {
     // SAFETY: NULL or a fid (contract).
-    let m = match unsafe { object::<MrFid>(fid) } {
-        Ok(m) => m,
-        Err(e) => return neg(e),
-    };
+    let m = arg!(unsafe { object::<MrFid>(fid) });
     if bfid.is_null() {
         return neg(Errno::EINVAL);
     }
@@ -250,10 +235,7 @@ unsafe extern "C" fn bind(fid: *mut sys::fid, bfid: *mut sys::fid, flags: u64) -
         return neg(Errno::EINVAL);
     }
     // SAFETY: a counter fid (its class said so).
-    let c = match unsafe { object::<CntrFid>(bfid) } {
-        Ok(c) => c,
-        Err(e) => return neg(e),
-    };
+    let c = arg!(unsafe { object::<CntrFid>(bfid) });
     if !std::ptr::eq(c.domain_ptr(), m.domain) {
         return neg(Errno::EDOMAIN);
     }

@@ -5,6 +5,36 @@ use std::ffi::{CStr, c_char, c_int, c_void};
 use ofi_nostd::cq::{ErrDataOut, MAX_ERR_DATA};
 use ofi_nostd::{Errno, Result};
 
+/// The value of a check (a fid lookup, an argument conversion), or its error as the
+/// C call's return (`int` or `ssize_t`, see [`CRet`]).
+macro_rules! arg {
+    ($e:expr) => {
+        match $e {
+            Ok(v) => v,
+            Err(e) => return crate::util::CRet::err(e),
+        }
+    };
+}
+pub(crate) use arg;
+
+/// The return types of libfabric's calls, which carry an error as `-code`.
+pub trait CRet {
+    /// `-code` of `e`.
+    fn err(e: Errno) -> Self;
+}
+
+impl CRet for c_int {
+    fn err(e: Errno) -> c_int {
+        neg(e)
+    }
+}
+
+impl CRet for isize {
+    fn err(e: Errno) -> isize {
+        ret_len(Err(e))
+    }
+}
+
 /// `-code` as the `int` libfabric calls return.
 pub fn neg(e: Errno) -> c_int {
     -e.code()

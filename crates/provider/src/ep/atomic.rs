@@ -8,10 +8,10 @@ use ofi_nostd::domain::{AtomicArgs, RmaIov};
 use ofi_nostd::flags::Flags;
 use wire::packet::{AtomicDatatype, AtomicOp};
 
-use super::args::{After, arg, ctx, mem, one, post};
+use super::args::{After, ctx, mem, one, post};
 use super::ep;
 use crate::sys;
-use crate::util::{neg, ret_len};
+use crate::util::{arg, neg, ret_len};
 
 /// `fi_ops_atomic`: the operations and datatypes `ofi_nostd::atomic` serves, one remote
 /// iov and one compare and result buffer each.

@@ -32,7 +32,7 @@ use crate::domain::DomainFid;
 use crate::eq::EqFid;
 use crate::fid::{FidObject, no_ops_open, no_ops_set, no_tostr, object, open_into, publish};
 use crate::sys;
-use crate::util::{neg, ret, ret_len};
+use crate::util::{arg, neg, ret, ret_len};
 use args::{After, addr, ctx};
 
 mod args;
@@ -241,10 +241,7 @@ unsafe extern "C" fn close(fid: *mut sys::fid) -> c_int {
 /// not offered) and other fids are -FI_EINVAL; shared contexts -FI_ENOSYS.
 unsafe extern "C" fn bind(fid: *mut sys::fid, bfid: *mut sys::fid, flags: u64) -> c_int {
     // SAFETY: NULL or a fid.
-    let e = match unsafe { object::<EpFid>(fid) } {
-        Ok(e) => e,
-        Err(err) => return neg(err),
-    };
+    let e = arg!(unsafe { object::<EpFid>(fid) });
     if e.is_alias() || bfid.is_null() {
         return neg(Errno::EINVAL);
     }
@@ -305,10 +302,7 @@ unsafe extern "C" fn bind(fid: *mut sys::fid, bfid: *mut sys::fid, flags: u64) -
 /// FI_GETWAIT and other commands are -FI_ENOSYS (endpoints have no wait object).
 unsafe extern "C" fn control(fid: *mut sys::fid, cmd: c_int, arg: *mut c_void) -> c_int {
     // SAFETY: NULL or a fid.
-    let e = match unsafe { object::<EpFid>(fid) } {
-        Ok(e) => e,
-        Err(err) => return neg(err),
-    };
+    let e = arg!(unsafe { object::<EpFid>(fid) });
     let Ok(cmd) = u32::try_from(cmd) else {
         return neg(Errno::ENOSYS);
     };
@@ -403,10 +397,7 @@ unsafe extern "C" fn control(fid: *mut sys::fid, cmd: c_int, arg: *mut c_void) -
 /// error entry; 0 either way ("request submitted").
 unsafe extern "C" fn cancel(fid: *mut sys::fid, context: *mut c_void) -> isize {
     // SAFETY: NULL or a fid.
-    let e = match unsafe { object::<EpFid>(fid) } {
-        Ok(e) => e,
-        Err(err) => return ret_len(Err(err)),
-    };
+    let e = arg!(unsafe { object::<EpFid>(fid) });
     ret_len(
         e.domain()
             .data(|st| {
@@ -427,19 +418,13 @@ unsafe extern "C" fn getopt(
     optlen: *mut usize,
 ) -> c_int {
     // SAFETY: NULL or a fid.
-    let e = match unsafe { object::<EpFid>(fid) } {
-        Ok(e) => e,
-        Err(err) => return neg(err),
-    };
+    let e = arg!(unsafe { object::<EpFid>(fid) });
     if optval.is_null() || optlen.is_null() {
         return neg(Errno::EINVAL);
     }
     let r = EpOpt::from_raw(optname)
         .and_then(|opt| e.domain().with(|d| d.ep(e.handle)?.getopt(level, opt)));
-    let v = match r {
-        Ok(v) => v,
-        Err(err) => return neg(err),
-    };
+    let v = arg!(r);
     // SAFETY: checked non-NULL; the application's buffer of `*optlen` bytes.
     unsafe {
         let room = optlen.read_unaligned();
@@ -461,10 +446,7 @@ unsafe extern "C" fn setopt(
     optlen: usize,
 ) -> c_int {
     // SAFETY: NULL or a fid.
-    let e = match unsafe { object::<EpFid>(fid) } {
-        Ok(e) => e,
-        Err(err) => return neg(err),
-    };
+    let e = arg!(unsafe { object::<EpFid>(fid) });
     if optval.is_null() || optlen < size_of::<usize>() {
         return neg(Errno::EINVAL);
     }
@@ -501,10 +483,7 @@ unsafe extern "C" fn rx_ctx(
 /// `fi_rx_size_left`.
 unsafe extern "C" fn rx_size_left(p: *mut sys::fid_ep) -> isize {
     // SAFETY: forwarded contract.
-    let e = match unsafe { ep(p) } {
-        Ok(e) => e,
-        Err(err) => return ret_len(Err(err)),
-    };
+    let e = arg!(unsafe { ep(p) });
     ret_len(
         e.domain()
             .data(|st| Ok(st.core.ep(e.handle)?.rx_size_left())),
@@ -514,10 +493,7 @@ unsafe extern "C" fn rx_size_left(p: *mut sys::fid_ep) -> isize {
 /// `fi_tx_size_left`.
 unsafe extern "C" fn tx_size_left(p: *mut sys::fid_ep) -> isize {
     // SAFETY: forwarded contract.
-    let e = match unsafe { ep(p) } {
-        Ok(e) => e,
-        Err(err) => return ret_len(Err(err)),
-    };
+    let e = arg!(unsafe { ep(p) });
     ret_len(
         e.domain()
             .data(|st| Ok(st.core.ep(e.handle)?.tx_size_left())),

@@ -5,9 +5,9 @@ use std::ffi::c_void;
 use ofi_nostd::Errno;
 use ofi_nostd::flags::Flags;
 
-use super::args::{After, Iovs, arg, ctx, mem, one, post};
+use super::args::{After, Iovs, ctx, mem, one, post};
 use crate::sys;
-use crate::util::ret_len;
+use crate::util::{arg, ret_len};
 use ofi_nostd::domain::{RmaArgs, RmaIov};
 use ofi_nostd::mem::IoVec;
 

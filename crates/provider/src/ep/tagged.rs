@@ -5,8 +5,9 @@ use std::ffi::c_void;
 use ofi_nostd::Errno;
 use ofi_nostd::flags::Flags;
 
-use super::args::{After, Iovs, arg, ctx, mem, one, post};
+use super::args::{After, Iovs, ctx, mem, one, post};
 use crate::sys;
+use crate::util::arg;
 use ofi_nostd::domain::TaggedArgs;
 
 pub(super) static TAGGED_OPS: sys::fi_ops_tagged = sys::fi_ops_tagged {
