@@ -12,7 +12,7 @@ use ofi_nostd::domain::{AvHandle, AvObj};
 use ofi_nostd::flags::{FiAddr, Flags};
 use ofi_nostd::info::AddrFormat;
 
-use crate::domain::DomainFid;
+use crate::domain::{DomainFid, InDomain};
 use crate::fid::{FidObject, fi_ops, object, open_into};
 use crate::sys;
 use crate::util::{arg, bytes, cstr, neg, ret};
@@ -28,8 +28,8 @@ const STR_MAX: usize = 128;
 #[repr(C)]
 pub struct AvFid {
     c: sys::fid_av,
-    domain: *const DomainFid,
-    handle: AvHandle<Heap>,
+    /// The domain it was opened on, and its core handle there.
+    pub(crate) at: InDomain<AvHandle<Heap>>,
 }
 
 static AV_FI_OPS: sys::fi_ops = fi_ops(close);
@@ -55,28 +55,13 @@ unsafe impl FidObject for AvFid {
 }
 
 impl AvFid {
-    /// The core handle of this object.
-    pub(crate) fn handle(&self) -> AvHandle<Heap> {
-        self.handle
-    }
-
-    /// The domain this object belongs to.
-    pub(crate) fn domain_ptr(&self) -> *const DomainFid {
-        self.domain
-    }
-
-    fn domain(&self) -> &DomainFid {
-        // SAFETY: a domain outlives its AVs (its fi_close is refused while one is open).
-        unsafe { &*self.domain }
-    }
-
     fn is_str(&self) -> bool {
-        self.domain().addr_format == AddrFormat::STR
+        self.at.domain().addr_format == AddrFormat::STR
     }
 
     /// Runs `f` on the core AV under the domain lock.
     fn with<R>(&self, f: impl FnOnce(&mut AvObj<Heap>) -> Result<R, Errno>) -> Result<R, Errno> {
-        self.domain().with(|d| f(d.av_mut(self.handle)?))
+        self.at.domain().with(|d| f(d.av_mut(self.at.handle)?))
     }
 }
 
@@ -129,8 +114,7 @@ pub unsafe extern "C" fn open(
                 fid: AvFid::header(context),
                 ops: (&raw const AV_OPS).cast_mut(),
             },
-            domain: std::ptr::from_ref(d),
-            handle,
+            at: InDomain::new(d, handle),
         })
     };
     // SAFETY: NULL or writable (application's contract).
@@ -140,7 +124,7 @@ pub unsafe extern "C" fn open(
 /// `fi_close(av)`: -FI_EBUSY while an endpoint is bound to it.
 unsafe extern "C" fn close(fid: *mut sys::fid) -> c_int {
     // SAFETY: forwarded contract.
-    unsafe { crate::fid::close::<AvFid>(fid, |a| a.domain().with(|d| d.av_close(a.handle))) }
+    unsafe { crate::fid::close::<AvFid>(fid, |a| a.at.domain().with(|d| d.av_close(a.at.handle))) }
 }
 
 /// The shared tail of the insert calls: out-arrays from C, then `f` on the core AV.

@@ -8,7 +8,7 @@ use ofi_nostd::domain::CntrHandle;
 use ofi_nostd::eq::WaitObj;
 use ofi_nostd::time::Instant;
 
-use crate::domain::{DomainFid, Wake};
+use crate::domain::{DomainFid, InDomain, Wake};
 use crate::fid::{FidObject, fi_ops_control, object, open_into};
 use crate::sys;
 use crate::util::{arg, ret};
@@ -18,8 +18,8 @@ use crate::wait::{Waitable, Waiter, control};
 #[repr(C)]
 pub struct CntrFid {
     c: sys::fid_cntr,
-    domain: *const DomainFid,
-    handle: CntrHandle,
+    /// The domain it was opened on, and its core handle there.
+    pub(crate) at: InDomain<CntrHandle>,
     wait: Waiter,
 }
 
@@ -52,26 +52,10 @@ impl Waitable for CntrFid {
 }
 
 impl CntrFid {
-    /// The core handle of this object.
-    pub(crate) fn handle(&self) -> CntrHandle {
-        self.handle
-    }
-
-    /// The domain this object belongs to.
-    pub(crate) fn domain_ptr(&self) -> *const DomainFid {
-        self.domain
-    }
-
-    fn domain(&self) -> &DomainFid {
-        // SAFETY: a domain outlives its counters (its fi_close is refused while one is
-        // open).
-        unsafe { &*self.domain }
-    }
-
     /// Runs `f` on the core counter for a data-path call (see [`crate::lock`]).
     fn with<R>(&self, f: impl FnOnce(&mut Cntr) -> Result<R, Errno>) -> Result<R, Errno> {
-        self.domain().data(|st| {
-            let r = f(st.core.cntr_mut(self.handle)?);
+        self.at.domain().data(|st| {
+            let r = f(st.core.cntr_mut(self.at.handle)?);
             st.wake();
             r
         })
@@ -80,9 +64,9 @@ impl CntrFid {
     /// Runs progress, then `f` on the core counter (reads: with manual progress,
     /// reading a counter is how an application that only uses counters moves data).
     fn progress_with<R>(&self, f: impl FnOnce(&mut Cntr) -> Result<R, Errno>) -> Result<R, Errno> {
-        self.domain().data(|st| {
+        self.at.domain().data(|st| {
             st.progress();
-            f(st.core.cntr_mut(self.handle)?)
+            f(st.core.cntr_mut(self.at.handle)?)
         })
     }
 }
@@ -136,8 +120,7 @@ pub unsafe extern "C" fn open(
                 fid: CntrFid::header(context),
                 ops: (&raw const CNTR_OPS).cast_mut(),
             },
-            domain: std::ptr::from_ref(d),
-            handle,
+            at: InDomain::new(d, handle),
             wait,
         })
     };
@@ -150,9 +133,9 @@ unsafe extern "C" fn close(fid: *mut sys::fid) -> c_int {
     // SAFETY: forwarded contract.
     unsafe {
         crate::fid::close::<CntrFid>(fid, |c| {
-            c.domain().control(|st| {
-                st.core.cntr_close(c.handle)?;
-                st.wakes.remove(Wake::Cntr(c.handle));
+            c.at.domain().control(|st| {
+                st.core.cntr_close(c.at.handle)?;
+                st.wakes.remove(Wake::Cntr(c.at.handle));
                 Ok(())
             })
         })
@@ -212,10 +195,10 @@ unsafe extern "C" fn wait(cntr: *mut sys::fid_cntr, threshold: u64, timeout: c_i
     let w = arg!(c.with(|k| k.wait_begin(threshold, None)));
     // One pass: Ok(Some) reached, Ok(None) not yet (armed), Err.
     let step = |timer: &mut Option<std::time::Duration>| {
-        c.domain().data(|st| {
+        c.at.domain().data(|st| {
             st.progress();
             c.wait.drain();
-            let k = st.core.cntr_mut(c.handle)?;
+            let k = st.core.cntr_mut(c.at.handle)?;
             if k.reached(&w, Instant::ZERO)? {
                 return Ok(Some(()));
             }
@@ -238,10 +221,10 @@ unsafe extern "C" fn wait(cntr: *mut sys::fid_cntr, threshold: u64, timeout: c_i
 pub unsafe fn trywait(f: *mut sys::fid) -> Result<Result<(), Errno>, Errno> {
     // SAFETY: forwarded contract.
     let c = unsafe { object::<CntrFid>(f) }?;
-    Ok(c.domain().data(|st| {
+    Ok(c.at.domain().data(|st| {
         st.progress();
         c.wait.drain();
-        st.core.cntr_mut(c.handle)?.trywait()?;
+        st.core.cntr_mut(c.at.handle)?.trywait()?;
         st.note_wait();
         c.wait.armed(st.next_timer());
         Ok(())

@@ -8,7 +8,7 @@ use ofi_nostd::domain::{CqHandle, CqObj};
 use ofi_nostd::eq::WaitObj;
 use ofi_nostd::flags::{FiAddr, Flags};
 
-use crate::domain::{DomainFid, DomainState, Wake};
+use crate::domain::{DomainFid, DomainState, InDomain, Wake};
 use crate::fid::{FidObject, fi_ops_control, object, open_into};
 use crate::sys;
 use crate::util::{ErrDataBuf, arg, neg, ret, ret_len};
@@ -24,8 +24,8 @@ const SMALL_CHUNK: usize = 4;
 #[repr(C)]
 pub struct CqFid {
     c: sys::fid_cq,
-    domain: *const DomainFid,
-    handle: CqHandle<Heap>,
+    /// The domain it was opened on, and its core handle there.
+    pub(crate) at: InDomain<CqHandle<Heap>>,
     format: CqFormat,
     wait: Waiter,
 }
@@ -59,24 +59,11 @@ impl Waitable for CqFid {
 }
 
 impl CqFid {
-    /// The core handle of this object.
-    pub(crate) fn handle(&self) -> CqHandle<Heap> {
-        self.handle
-    }
-
-    /// The domain this object belongs to.
-    pub(crate) fn domain_ptr(&self) -> *const DomainFid {
-        self.domain
-    }
-
-    fn domain(&self) -> &DomainFid {
-        // SAFETY: a domain outlives its CQs (its fi_close is refused while one is open).
-        unsafe { &*self.domain }
-    }
-
     /// Runs `f` on the core CQ for a data-path call (see [`crate::lock`]).
     fn with<R>(&self, f: impl FnOnce(&mut CqObj<Heap>) -> Result<R, Errno>) -> Result<R, Errno> {
-        self.domain().data(|st| f(st.core.cq_mut(self.handle)?))
+        self.at
+            .domain()
+            .data(|st| f(st.core.cq_mut(self.at.handle)?))
     }
 
     /// Runs progress, then `f` on the domain state, for a data-path call.
@@ -84,7 +71,7 @@ impl CqFid {
         &self,
         f: impl FnOnce(&mut DomainState) -> Result<R, Errno>,
     ) -> Result<R, Errno> {
-        self.domain().data(|st| {
+        self.at.domain().data(|st| {
             st.progress();
             f(st)
         })
@@ -167,8 +154,7 @@ pub unsafe extern "C" fn open(
                 fid: CqFid::header(context),
                 ops: (&raw const CQ_OPS).cast_mut(),
             },
-            domain: std::ptr::from_ref(d),
-            handle,
+            at: InDomain::new(d, handle),
             format,
             wait,
         })
@@ -182,9 +168,9 @@ unsafe extern "C" fn close(fid: *mut sys::fid) -> c_int {
     // SAFETY: forwarded contract.
     unsafe {
         crate::fid::close::<CqFid>(fid, |c| {
-            c.domain().control(|st| {
-                st.core.cq_close(c.handle)?;
-                st.wakes.remove(Wake::Cq(c.handle));
+            c.at.domain().control(|st| {
+                st.core.cq_close(c.at.handle)?;
+                st.wakes.remove(Wake::Cq(c.at.handle));
                 Ok(())
             })
         })
@@ -331,12 +317,12 @@ unsafe fn do_read(
     if count > 0 && (buf.is_null() || (from && src.is_null())) {
         return ret_len(Err(Errno::EINVAL));
     }
-    ret_len(c.domain().data(|st| {
+    ret_len(c.at.domain().data(|st| {
         // A read of nothing (count 0) is how applications drive progress: always a pass.
-        let queued = count > 0 && !st.core.cq_mut(c.handle)?.is_empty();
+        let queued = count > 0 && !st.core.cq_mut(c.at.handle)?.is_empty();
         st.progress_unless_queued(queued);
         // SAFETY: buffers hold `count` entries (application's contract).
-        unsafe { read_locked(st.core.cq_mut(c.handle)?, c.format, buf, count, src) }
+        unsafe { read_locked(st.core.cq_mut(c.at.handle)?, c.format, buf, count, src) }
     }))
 }
 
@@ -370,7 +356,7 @@ unsafe extern "C" fn readerr(
     if buf.is_null() {
         return ret_len(Err(Errno::EINVAL));
     }
-    let api = c.domain().api_version();
+    let api = c.at.domain().api_version();
     let new_layout = api >= ofi_nostd::cq::API_VERSION_1_5;
     // SAFETY: `buf` is the application's entry; err_data exists from API 1.5 on.
     let user = new_layout.then(|| unsafe { ((*buf).err_data, (*buf).err_data_size) });
@@ -441,14 +427,14 @@ unsafe fn do_sread(
             c.wait.drain();
             // Armed (Ok): a signal or an insertion that reaches the threshold raises
             // the wake-up, which progress turns into a readable fd.
-            match st.core.cq_mut(c.handle)?.trywait_cond(threshold) {
+            match st.core.cq_mut(c.at.handle)?.trywait_cond(threshold) {
                 Ok(()) => {
                     st.note_wait();
                     *armed = st.next_timer();
                     Ok(None)
                 }
                 Err(Errno::EAGAIN) => {
-                    let q = st.core.cq_mut(c.handle)?;
+                    let q = st.core.cq_mut(c.at.handle)?;
                     // SAFETY: buffers hold `count` entries (application's contract).
                     match unsafe { read_locked(q, c.format, buf, count, src) } {
                         Err(Errno::EAGAIN) if q.take_signal() => Err(Errno::EAGAIN),
@@ -493,8 +479,8 @@ unsafe extern "C" fn sreadfrom(
 unsafe extern "C" fn signal(cq_p: *mut sys::fid_cq) -> c_int {
     // SAFETY: forwarded contract.
     match unsafe { cq(cq_p) } {
-        Ok(c) => ret(c.domain().data(|st| {
-            st.core.cq_mut(c.handle)?.signal()?;
+        Ok(c) => ret(c.at.domain().data(|st| {
+            st.core.cq_mut(c.at.handle)?.signal()?;
             st.note_wait();
             st.wake();
             Ok(())
@@ -527,7 +513,7 @@ pub unsafe fn trywait(f: *mut sys::fid) -> Result<Result<(), Errno>, Errno> {
     let c = unsafe { object::<CqFid>(f) }?;
     Ok(c.progress_with(|st| {
         c.wait.drain();
-        st.core.cq_mut(c.handle)?.trywait()?;
+        st.core.cq_mut(c.at.handle)?.trywait()?;
         st.note_wait();
         c.wait.armed(st.next_timer());
         Ok(())

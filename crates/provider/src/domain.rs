@@ -111,6 +111,37 @@ impl DomainState {
     }
 }
 
+/// What every object opened on a domain (AV, CQ, counter, MR, endpoint) holds: the
+/// domain, and the object's core handle there.
+pub struct InDomain<H> {
+    domain: *const DomainFid,
+    /// The object's core handle.
+    pub handle: H,
+}
+
+impl<H> InDomain<H> {
+    /// Object `handle` of `domain`.
+    pub fn new(domain: &DomainFid, handle: H) -> Self {
+        InDomain {
+            domain: std::ptr::from_ref(domain),
+            handle,
+        }
+    }
+
+    /// The domain.
+    #[inline]
+    pub fn domain(&self) -> &DomainFid {
+        // SAFETY: a domain outlives the objects opened on it (its fi_close is refused
+        // while one is open).
+        unsafe { &*self.domain }
+    }
+
+    /// The domain's address, to tell whether two objects share it.
+    pub fn domain_ptr(&self) -> *const DomainFid {
+        self.domain
+    }
+}
+
 /// An open domain.
 #[repr(C)]
 pub struct DomainFid {

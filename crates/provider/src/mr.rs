@@ -9,7 +9,7 @@ use ofi_nostd::mem::IoVec;
 use ofi_nostd::mr::{HmemIface, MrAttr, MrHandle};
 
 use crate::cntr::CntrFid;
-use crate::domain::DomainFid;
+use crate::domain::{DomainFid, InDomain};
 use crate::fid::{FidObject, no_ops_open, no_ops_set, no_tostr, object, open_into};
 use crate::sys;
 use crate::util::{arg, bytes, neg, ret};
@@ -18,8 +18,8 @@ use crate::util::{arg, bytes, neg, ret};
 #[repr(C)]
 pub struct MrFid {
     c: sys::fid_mr,
-    domain: *const DomainFid,
-    handle: MrHandle,
+    /// The domain it was opened on, and its core handle there.
+    pub(crate) at: InDomain<MrHandle>,
 }
 
 static MR_FI_OPS: sys::fi_ops = sys::fi_ops {
@@ -53,13 +53,7 @@ unsafe impl FidObject for MrFid {
     }
 }
 
-impl MrFid {
-    fn domain(&self) -> &DomainFid {
-        // SAFETY: a domain outlives its regions (its fi_close is refused while one is
-        // registered).
-        unsafe { &*self.domain }
-    }
-}
+impl MrFid {}
 
 /// Registers `attr` on the domain whose fid is `fid` and hands out the region.
 ///
@@ -86,8 +80,7 @@ unsafe fn register(
                 mem_desc: desc as *mut c_void,
                 key,
             },
-            domain: std::ptr::from_ref(d),
-            handle,
+            at: InDomain::new(d, handle),
         })
     };
     // SAFETY: forwarded contract.
@@ -205,7 +198,11 @@ unsafe extern "C" fn regattr(
 /// `fi_close(mr)`: -FI_EBUSY while bound.
 unsafe extern "C" fn close(fid: *mut sys::fid) -> c_int {
     // SAFETY: forwarded contract.
-    unsafe { crate::fid::close::<MrFid>(fid, |m| m.domain().with(|d| d.mrs_mut().close(m.handle))) }
+    unsafe {
+        crate::fid::close::<MrFid>(fid, |m| {
+            m.at.domain().with(|d| d.mrs_mut().close(m.at.handle))
+        })
+    }
 }
 
 /// `fi_control(mr)`: FI_ENABLE (`fi_mr_enable`) and FI_REFRESH (`fi_mr_refresh`,
@@ -214,7 +211,7 @@ unsafe extern "C" fn control(fid: *mut sys::fid, command: c_int, _arg: *mut c_vo
     // SAFETY: NULL or a fid (fi_control's contract).
     let m = arg!(unsafe { object::<MrFid>(fid) });
     match u32::try_from(command) {
-        Ok(sys::FI_ENABLE) => ret(m.domain().with(|d| d.mrs_mut().enable(m.handle))),
+        Ok(sys::FI_ENABLE) => ret(m.at.domain().with(|d| d.mrs_mut().enable(m.at.handle))),
         Ok(sys::FI_REFRESH) => neg(Errno::ENOSYS),
         _ => neg(Errno::ENOSYS),
     }
@@ -236,11 +233,12 @@ unsafe extern "C" fn bind(fid: *mut sys::fid, bfid: *mut sys::fid, flags: u64) -
     }
     // SAFETY: a counter fid (its class said so).
     let c = arg!(unsafe { object::<CntrFid>(bfid) });
-    if !std::ptr::eq(c.domain_ptr(), m.domain) {
+    if !std::ptr::eq(c.at.domain_ptr(), m.at.domain_ptr()) {
         return neg(Errno::EDOMAIN);
     }
     let flags = Flags::from_bits_retain(flags);
     ret(m
+        .at
         .domain()
-        .with(|d| d.mr_bind_cntr(m.handle, c.handle(), flags)))
+        .with(|d| d.mr_bind_cntr(m.at.handle, c.at.handle, flags)))
 }

@@ -41,9 +41,9 @@ unsafe extern "C" fn getname(
     if addr_p.is_null() && unsafe { addrlen.read_unaligned() } > 0 {
         return neg(Errno::EINVAL);
     }
-    let a = arg!(e.domain().with(|d| d.ep_addr(e.handle)));
+    let a = arg!(e.at.domain().with(|d| d.ep_addr(e.at.handle)));
     let mut s = [0u8; 128];
-    let data: &[u8] = if e.domain().addr_format == AddrFormat::STR {
+    let data: &[u8] = if e.at.domain().addr_format == AddrFormat::STR {
         let n = a.straddr(&mut s).min(s.len());
         &s[..n]
     } else {

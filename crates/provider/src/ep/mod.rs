@@ -28,7 +28,7 @@ use ofi_nostd::flags::Flags;
 use crate::av::AvFid;
 use crate::cntr::CntrFid;
 use crate::cq::CqFid;
-use crate::domain::DomainFid;
+use crate::domain::{DomainFid, InDomain};
 use crate::eq::EqFid;
 use crate::fid::{FidObject, no_ops_open, no_ops_set, no_tostr, object, open_into, publish};
 use crate::sys;
@@ -46,8 +46,8 @@ pub mod tagged;
 #[repr(C)]
 pub struct EpFid {
     c: sys::fid_ep,
-    domain: *const DomainFid,
-    handle: EpHandle<Heap>,
+    /// The domain it was opened on, and its core handle there.
+    pub(crate) at: InDomain<EpHandle<Heap>>,
     /// The endpoint this fid is an alias of; NULL for the endpoint itself.
     parent: *const EpFid,
     /// An alias's default transmit flags.
@@ -107,19 +107,12 @@ impl EpFid {
                 atomic: (&raw const atomic::ATOMIC_OPS).cast_mut(),
                 collective: (&raw const crate::stubs::COLLECTIVE_OPS).cast_mut(),
             },
-            domain: std::ptr::from_ref(domain),
-            handle,
+            at: InDomain::new(domain, handle),
             parent,
             alias_tx: AtomicU64::new(flags.0.bits()),
             alias_rx: AtomicU64::new(flags.1.bits()),
             eq: AtomicPtr::new(std::ptr::null_mut()),
         }
-    }
-
-    pub(crate) fn domain(&self) -> &DomainFid {
-        // SAFETY: a domain outlives its endpoints (its fi_close is refused while one is
-        // open).
-        unsafe { &*self.domain }
     }
 
     fn is_alias(&self) -> bool {
@@ -134,8 +127,8 @@ impl EpFid {
         kick: After,
         f: impl FnOnce(&mut Domain<Heap>, EpHandle<Heap>) -> Result<R, Errno>,
     ) -> Result<R, Errno> {
-        self.domain().data(|st| {
-            let h = self.handle;
+        self.at.domain().data(|st| {
+            let h = self.at.handle;
             let r = if self.is_alias() {
                 let ep = st.core.ep_mut(h)?;
                 let saved = (ep.getopsflag(Flags::TRANSMIT)?, ep.getopsflag(Flags::RECV)?);
@@ -208,20 +201,20 @@ pub unsafe extern "C" fn open(
 /// open. Closing an alias releases only the alias.
 unsafe extern "C" fn close(fid: *mut sys::fid) -> c_int {
     let shut = |e: &EpFid| {
-        e.domain().control(|st| {
+        e.at.domain().control(|st| {
             if e.is_alias() {
-                st.core.ep_mut(e.handle)?.alias_close()
+                st.core.ep_mut(e.at.handle)?.alias_close()
             } else {
                 // Acknowledge what arrived, send every peer a CLOSE, and linger for
                 // retransmissions until each acknowledged it (a lost last ACK would
                 // fail the peer's send).
-                if let Ok(Some(until)) = st.core.ep_begin_close(e.handle, hosted::api::now()) {
+                if let Ok(Some(until)) = st.core.ep_begin_close(e.at.handle, hosted::api::now()) {
                     hosted::api::progress_until(until, || {
                         st.progress();
-                        st.core.ep_lingering(e.handle)
+                        st.core.ep_lingering(e.at.handle)
                     });
                 }
-                st.core.ep_close(e.handle)
+                st.core.ep_close(e.at.handle)
             }
         })?;
         let eq = e.eq.load(Ordering::Acquire);
@@ -249,7 +242,7 @@ unsafe extern "C" fn bind(fid: *mut sys::fid, bfid: *mut sys::fid, flags: u64) -
     // SAFETY: non-NULL, a fid of some object (application's contract).
     let class = unsafe { bfid.read_unaligned() }.fclass as u32;
     let same = |p: *const DomainFid| {
-        if std::ptr::eq(p, e.domain) {
+        if std::ptr::eq(p, e.at.domain_ptr()) {
             Ok(())
         } else {
             Err(Errno::EDOMAIN)
@@ -260,33 +253,33 @@ unsafe extern "C" fn bind(fid: *mut sys::fid, bfid: *mut sys::fid, flags: u64) -
             sys::FI_CLASS_CQ => {
                 // SAFETY: a fid (contract).
                 let c = unsafe { object::<CqFid>(bfid) }?;
-                same(c.domain_ptr())?;
-                e.domain()
-                    .with(|d| d.ep_bind(e.handle, BindTarget::Cq(c.handle()), flags))
+                same(c.at.domain_ptr())?;
+                e.at.domain()
+                    .with(|d| d.ep_bind(e.at.handle, BindTarget::Cq(c.at.handle), flags))
             }
             sys::FI_CLASS_CNTR => {
                 // SAFETY: a fid (contract).
                 let c = unsafe { object::<CntrFid>(bfid) }?;
-                same(c.domain_ptr())?;
-                e.domain()
-                    .with(|d| d.ep_bind(e.handle, BindTarget::Cntr(c.handle()), flags))
+                same(c.at.domain_ptr())?;
+                e.at.domain()
+                    .with(|d| d.ep_bind(e.at.handle, BindTarget::Cntr(c.at.handle), flags))
             }
             sys::FI_CLASS_AV => {
                 // SAFETY: a fid (contract).
                 let a = unsafe { object::<AvFid>(bfid) }?;
-                same(a.domain_ptr())?;
-                e.domain()
-                    .with(|d| d.ep_bind(e.handle, BindTarget::Av(a.handle()), flags))
+                same(a.at.domain_ptr())?;
+                e.at.domain()
+                    .with(|d| d.ep_bind(e.at.handle, BindTarget::Av(a.at.handle), flags))
             }
             sys::FI_CLASS_EQ => {
                 // SAFETY: a fid (contract).
                 let q = unsafe { object::<EqFid>(bfid) }?;
-                if !std::ptr::eq(q.fabric_ptr(), e.domain().fabric_ptr()) {
+                if !std::ptr::eq(q.fabric_ptr(), e.at.domain().fabric_ptr()) {
                     return Err(Errno::EDOMAIN);
                 }
                 let token = addr(std::ptr::from_ref(q));
-                e.domain()
-                    .with(|d| d.ep_bind(e.handle, BindTarget::Eq(token), flags))?;
+                e.at.domain()
+                    .with(|d| d.ep_bind(e.at.handle, BindTarget::Eq(token), flags))?;
                 q.bind_ref(true);
                 e.eq.store(std::ptr::from_ref(q).cast_mut(), Ordering::Release);
                 Ok(())
@@ -311,7 +304,7 @@ unsafe extern "C" fn control(fid: *mut sys::fid, cmd: c_int, arg: *mut c_void) -
             if e.is_alias() {
                 Err(Errno::EINVAL)
             } else {
-                e.domain().with(|d| d.ep_enable(e.handle))
+                e.at.domain().with(|d| d.ep_enable(e.at.handle))
             }
         }
         sys::FI_GETOPSFLAG => {
@@ -328,8 +321,8 @@ unsafe extern "C" fn control(fid: *mut sys::fid, cmd: c_int, arg: *mut c_void) -
                     _ => Err(Errno::EINVAL),
                 }
             } else {
-                e.domain()
-                    .with(|d| Ok(d.ep(e.handle)?.getopsflag(f)?.bits()))
+                e.at.domain()
+                    .with(|d| Ok(d.ep(e.at.handle)?.getopsflag(f)?.bits()))
             };
             // SAFETY: as above.
             got.map(|v| unsafe { p.write_unaligned(v) })
@@ -343,9 +336,9 @@ unsafe extern "C" fn control(fid: *mut sys::fid, cmd: c_int, arg: *mut c_void) -
             let f = Flags::from_bits_retain(unsafe { p.read_unaligned() });
             if e.is_alias() {
                 let ops = f.difference(Flags::TRANSMIT | Flags::RECV);
-                let tx_ok = e
-                    .domain()
-                    .with(|d| Ok(tx_defaults_ok(d.ep(e.handle)?.ep_type(), ops)));
+                let tx_ok =
+                    e.at.domain()
+                        .with(|d| Ok(tx_defaults_ok(d.ep(e.at.handle)?.ep_type(), ops)));
                 match (f.contains(Flags::TRANSMIT), f.contains(Flags::RECV)) {
                     (true, false) if tx_ok == Ok(true) => {
                         e.alias_tx.store(ops.bits(), Ordering::Relaxed);
@@ -358,7 +351,7 @@ unsafe extern "C" fn control(fid: *mut sys::fid, cmd: c_int, arg: *mut c_void) -
                     _ => Err(Errno::EINVAL),
                 }
             } else {
-                e.domain().with(|d| d.ep_mut(e.handle)?.setopsflag(f))
+                e.at.domain().with(|d| d.ep_mut(e.at.handle)?.setopsflag(f))
             }
         }
         sys::FI_ALIAS => {
@@ -372,11 +365,11 @@ unsafe extern "C" fn control(fid: *mut sys::fid, cmd: c_int, arg: *mut c_void) -
                 return neg(Errno::EINVAL);
             }
             let flags = Flags::from_bits_retain(a.flags);
-            match e.domain().with(|d| d.ep_mut(e.handle)?.alias(flags)) {
+            match e.at.domain().with(|d| d.ep_mut(e.at.handle)?.alias(flags)) {
                 Ok(defaults) => {
                     let obj = publish(EpFid::new(
-                        e.domain(),
-                        e.handle,
+                        e.at.domain(),
+                        e.at.handle,
                         std::ptr::from_ref(e),
                         defaults,
                         e.c.fid.context,
@@ -399,9 +392,9 @@ unsafe extern "C" fn cancel(fid: *mut sys::fid, context: *mut c_void) -> isize {
     // SAFETY: NULL or a fid.
     let e = arg!(unsafe { object::<EpFid>(fid) });
     ret_len(
-        e.domain()
+        e.at.domain()
             .data(|st| {
-                let r = st.core.ep_cancel(e.handle, ctx(context));
+                let r = st.core.ep_cancel(e.at.handle, ctx(context));
                 st.wake();
                 r
             })
@@ -422,8 +415,10 @@ unsafe extern "C" fn getopt(
     if optval.is_null() || optlen.is_null() {
         return neg(Errno::EINVAL);
     }
-    let r = EpOpt::from_raw(optname)
-        .and_then(|opt| e.domain().with(|d| d.ep(e.handle)?.getopt(level, opt)));
+    let r = EpOpt::from_raw(optname).and_then(|opt| {
+        e.at.domain()
+            .with(|d| d.ep(e.at.handle)?.getopt(level, opt))
+    });
     let v = arg!(r);
     // SAFETY: checked non-NULL; the application's buffer of `*optlen` bytes.
     unsafe {
@@ -453,8 +448,8 @@ unsafe extern "C" fn setopt(
     // SAFETY: checked non-NULL and long enough.
     let v = unsafe { optval.cast::<usize>().read_unaligned() };
     ret(EpOpt::from_raw(optname).and_then(|opt| {
-        e.domain()
-            .with(|d| d.ep_mut(e.handle)?.setopt(level, opt, v))
+        e.at.domain()
+            .with(|d| d.ep_mut(e.at.handle)?.setopt(level, opt, v))
     }))
 }
 
@@ -485,8 +480,8 @@ unsafe extern "C" fn rx_size_left(p: *mut sys::fid_ep) -> isize {
     // SAFETY: forwarded contract.
     let e = arg!(unsafe { ep(p) });
     ret_len(
-        e.domain()
-            .data(|st| Ok(st.core.ep(e.handle)?.rx_size_left())),
+        e.at.domain()
+            .data(|st| Ok(st.core.ep(e.at.handle)?.rx_size_left())),
     )
 }
 
@@ -495,7 +490,7 @@ unsafe extern "C" fn tx_size_left(p: *mut sys::fid_ep) -> isize {
     // SAFETY: forwarded contract.
     let e = arg!(unsafe { ep(p) });
     ret_len(
-        e.domain()
-            .data(|st| Ok(st.core.ep(e.handle)?.tx_size_left())),
+        e.at.domain()
+            .data(|st| Ok(st.core.ep(e.at.handle)?.tx_size_left())),
     )
 }
