@@ -12,10 +12,10 @@ use ofi_nostd::domain::{AvHandle, AvObj};
 use ofi_nostd::flags::{FiAddr, Flags};
 use ofi_nostd::info::AddrFormat;
 
-use crate::domain::DomainFid;
-use crate::fid::{FidObject, fi_ops, object, publish, release};
+use crate::domain::{DomainFid, InDomain};
+use crate::fid::{FidObject, fi_ops, object, open_into};
 use crate::sys;
-use crate::util::{bytes, cstr, neg, put, ret};
+use crate::util::{arg, bytes, cstr, neg, ret};
 use hosted::storage::Heap;
 
 /// The fewest addresses an AV holds, whatever its `count` hint says.
@@ -28,8 +28,8 @@ const STR_MAX: usize = 128;
 #[repr(C)]
 pub struct AvFid {
     c: sys::fid_av,
-    domain: *const DomainFid,
-    handle: AvHandle<Heap>,
+    /// The domain it was opened on, and its core handle there.
+    pub(crate) at: InDomain<AvHandle<Heap>>,
 }
 
 static AV_FI_OPS: sys::fi_ops = fi_ops(close);
@@ -55,28 +55,13 @@ unsafe impl FidObject for AvFid {
 }
 
 impl AvFid {
-    /// The core handle of this object.
-    pub(crate) fn handle(&self) -> AvHandle<Heap> {
-        self.handle
-    }
-
-    /// The domain this object belongs to.
-    pub(crate) fn domain_ptr(&self) -> *const DomainFid {
-        self.domain
-    }
-
-    fn domain(&self) -> &DomainFid {
-        // SAFETY: a domain outlives its AVs (its fi_close is refused while one is open).
-        unsafe { &*self.domain }
-    }
-
     fn is_str(&self) -> bool {
-        self.domain().addr_format == AddrFormat::STR
+        self.at.domain().addr_format == AddrFormat::STR
     }
 
     /// Runs `f` on the core AV under the domain lock.
     fn with<R>(&self, f: impl FnOnce(&mut AvObj<Heap>) -> Result<R, Errno>) -> Result<R, Errno> {
-        self.domain().with(|d| f(d.av_mut(self.handle)?))
+        self.at.domain().with(|d| f(d.av_mut(self.at.handle)?))
     }
 }
 
@@ -101,70 +86,45 @@ pub unsafe extern "C" fn open(
     av: *mut *mut sys::fid_av,
     context: *mut c_void,
 ) -> c_int {
-    // SAFETY: forwarded contract.
-    let d = match unsafe { DomainFid::from_c(domain) } {
-        Ok(d) => d,
-        Err(e) => return neg(e),
+    let make = || {
+        // SAFETY: forwarded contract.
+        let d = unsafe { DomainFid::from_c(domain) }?;
+        // SAFETY: NULL or a valid attribute structure (application's contract).
+        let a = unsafe { attr.as_ref() }.ok_or(Errno::EINVAL)?;
+        let mut attr = AvAttr {
+            av_type: AvType::from_raw(a.type_).ok_or(Errno::EINVAL)?,
+            rx_ctx_bits: a.rx_ctx_bits,
+            // `count` is only a hint (fi_av(3)) and the core's table does not grow:
+            // applications size it from counts that leave themselves out (Open MPI
+            // passes the number of its local peers), so never make it smaller than
+            // MIN_AV_COUNT.
+            count: a.count.max(MIN_AV_COUNT),
+            ep_per_node: a.ep_per_node,
+            // SAFETY: NULL or NUL-terminated (application's contract).
+            name: unsafe { cstr(a.name) }?,
+            map_addr: a.map_addr as u64,
+            flags: Flags::from_bits_retain(a.flags),
+        };
+        if attr.flags.contains(FI_EVENT) {
+            return Err(Errno::ENOSYS);
+        }
+        let handle = d.with(|core| core.av_open(&mut attr, context as u64))?;
+        Ok(AvFid {
+            c: sys::fid_av {
+                fid: AvFid::header(context),
+                ops: (&raw const AV_OPS).cast_mut(),
+            },
+            at: InDomain::new(d, handle),
+        })
     };
-    // SAFETY: NULL or a valid attribute structure (application's contract).
-    let Some(a) = (unsafe { attr.as_ref() }) else {
-        return neg(Errno::EINVAL);
-    };
-    if av.is_null() {
-        return neg(Errno::EINVAL);
-    }
-    // SAFETY: NULL or NUL-terminated (application's contract).
-    let name = match unsafe { cstr(a.name) } {
-        Ok(n) => n,
-        Err(e) => return neg(e),
-    };
-    let Some(av_type) = AvType::from_raw(a.type_) else {
-        return neg(Errno::EINVAL);
-    };
-    let mut attr = AvAttr {
-        av_type,
-        rx_ctx_bits: a.rx_ctx_bits,
-        // `count` is only a hint (fi_av(3)) and the core's table does not grow:
-        // applications size it from counts that leave themselves out (Open MPI passes
-        // the number of its local peers), so never make it smaller than MIN_AV_COUNT.
-        count: a.count.max(MIN_AV_COUNT),
-        ep_per_node: a.ep_per_node,
-        name,
-        map_addr: a.map_addr as u64,
-        flags: Flags::from_bits_retain(a.flags),
-    };
-    if attr.flags.contains(FI_EVENT) {
-        return neg(Errno::ENOSYS);
-    }
-    let handle = match d.with(|core| core.av_open(&mut attr, context as u64)) {
-        Ok(h) => h,
-        Err(e) => return neg(e),
-    };
-    let obj = publish(AvFid {
-        c: sys::fid_av {
-            fid: AvFid::header(context),
-            ops: (&raw const AV_OPS).cast_mut(),
-        },
-        domain: std::ptr::from_ref(d),
-        handle,
-    });
-    // SAFETY: checked non-NULL above.
-    ret(unsafe { put(av, obj.cast::<sys::fid_av>()) })
+    // SAFETY: NULL or writable (application's contract).
+    unsafe { open_into(av, make) }
 }
 
 /// `fi_close(av)`: -FI_EBUSY while an endpoint is bound to it.
 unsafe extern "C" fn close(fid: *mut sys::fid) -> c_int {
-    // SAFETY: NULL or a fid (fi_close's contract).
-    let a = match unsafe { object::<AvFid>(fid) } {
-        Ok(a) => a,
-        Err(e) => return neg(e),
-    };
-    if let Err(e) = a.domain().with(|d| d.av_close(a.handle)) {
-        return neg(e);
-    }
-    // SAFETY: published by `open`, closed in the core, given up by the application.
-    unsafe { release(a) };
-    0
+    // SAFETY: forwarded contract.
+    unsafe { crate::fid::close::<AvFid>(fid, |a| a.at.domain().with(|d| d.av_close(a.at.handle))) }
 }
 
 /// The shared tail of the insert calls: out-arrays from C, then `f` on the core AV.
@@ -241,10 +201,7 @@ unsafe extern "C" fn insert(
     context: *mut c_void,
 ) -> c_int {
     // SAFETY: forwarded contract.
-    let a = match unsafe { av(av_p) } {
-        Ok(a) => a,
-        Err(e) => return neg(e),
-    };
+    let a = arg!(unsafe { av(av_p) });
     if count > 0 && addr.is_null() {
         return neg(Errno::EINVAL);
     }
@@ -310,10 +267,7 @@ unsafe extern "C" fn insertsym(
     context: *mut c_void,
 ) -> c_int {
     // SAFETY: forwarded contract.
-    let a = match unsafe { av(av_p) } {
-        Ok(a) => a,
-        Err(e) => return neg(e),
-    };
+    let a = arg!(unsafe { av(av_p) });
     // SAFETY: NULL or NUL-terminated (application's contract).
     let (node, service) = match unsafe { (cstr(node), cstr(service)) } {
         (Ok(Some(n)), Ok(s)) => (n, s),
@@ -338,10 +292,7 @@ unsafe extern "C" fn remove(
     flags: u64,
 ) -> c_int {
     // SAFETY: forwarded contract.
-    let a = match unsafe { av(av_p) } {
-        Ok(a) => a,
-        Err(e) => return neg(e),
-    };
+    let a = arg!(unsafe { av(av_p) });
     let Some(len) = count.checked_mul(size_of::<FiAddr>()) else {
         return neg(Errno::EINVAL);
     };
@@ -392,10 +343,7 @@ unsafe extern "C" fn lookup(
     addrlen: *mut usize,
 ) -> c_int {
     // SAFETY: forwarded contract.
-    let a = match unsafe { av(av_p) } {
-        Ok(a) => a,
-        Err(e) => return neg(e),
-    };
+    let a = arg!(unsafe { av(av_p) });
     if addrlen.is_null() {
         return neg(Errno::EINVAL);
     }
@@ -403,10 +351,7 @@ unsafe extern "C" fn lookup(
     if addr.is_null() && unsafe { addrlen.read_unaligned() } > 0 {
         return neg(Errno::EINVAL);
     }
-    let ep = match a.with(|q| q.lookup_addr(fi_addr)) {
-        Ok(ep) => ep,
-        Err(e) => return neg(e),
-    };
+    let ep = arg!(a.with(|q| q.lookup_addr(fi_addr)));
     let mut s = [0u8; STR_MAX];
     let data: &[u8] = if a.is_str() {
         let n = ep.straddr(&mut s).min(STR_MAX);

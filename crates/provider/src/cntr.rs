@@ -8,24 +8,22 @@ use ofi_nostd::domain::CntrHandle;
 use ofi_nostd::eq::WaitObj;
 use ofi_nostd::time::Instant;
 
-use crate::domain::{DomainFid, Wake};
-use crate::fid::{FidObject, fi_ops_control, object, poll_until, publish, release};
+use crate::domain::{DomainFid, InDomain, Wake};
+use crate::fid::{FidObject, fi_ops_control, object, open_into};
 use crate::sys;
-use crate::util::{neg, put, ret};
-use crate::wait::WaitFd;
+use crate::util::{arg, ret};
+use crate::wait::{Waitable, Waiter, control};
 
 /// An open counter.
 #[repr(C)]
 pub struct CntrFid {
     c: sys::fid_cntr,
-    domain: *const DomainFid,
-    handle: CntrHandle,
-    wait_obj: WaitObj,
-    /// The native wait object (FI_WAIT_FD and FI_WAIT_UNSPEC).
-    wait: Option<WaitFd>,
+    /// The domain it was opened on, and its core handle there.
+    pub(crate) at: InDomain<CntrHandle>,
+    wait: Waiter,
 }
 
-static CNTR_FI_OPS: sys::fi_ops = fi_ops_control(close, control);
+static CNTR_FI_OPS: sys::fi_ops = fi_ops_control(close, control::<CntrFid>);
 
 static CNTR_OPS: sys::fi_ops_cntr = sys::fi_ops_cntr {
     size: size_of::<sys::fi_ops_cntr>(),
@@ -47,27 +45,17 @@ unsafe impl FidObject for CntrFid {
     }
 }
 
+impl Waitable for CntrFid {
+    fn waiter(&self) -> &Waiter {
+        &self.wait
+    }
+}
+
 impl CntrFid {
-    /// The core handle of this object.
-    pub(crate) fn handle(&self) -> CntrHandle {
-        self.handle
-    }
-
-    /// The domain this object belongs to.
-    pub(crate) fn domain_ptr(&self) -> *const DomainFid {
-        self.domain
-    }
-
-    fn domain(&self) -> &DomainFid {
-        // SAFETY: a domain outlives its counters (its fi_close is refused while one is
-        // open).
-        unsafe { &*self.domain }
-    }
-
     /// Runs `f` on the core counter for a data-path call (see [`crate::lock`]).
     fn with<R>(&self, f: impl FnOnce(&mut Cntr) -> Result<R, Errno>) -> Result<R, Errno> {
-        self.domain().data(|st| {
-            let r = f(st.core.cntr_mut(self.handle)?);
+        self.at.domain().data(|st| {
+            let r = f(st.core.cntr_mut(self.at.handle)?);
             st.wake();
             r
         })
@@ -76,9 +64,9 @@ impl CntrFid {
     /// Runs progress, then `f` on the core counter (reads: with manual progress,
     /// reading a counter is how an application that only uses counters moves data).
     fn progress_with<R>(&self, f: impl FnOnce(&mut Cntr) -> Result<R, Errno>) -> Result<R, Errno> {
-        self.domain().data(|st| {
+        self.at.domain().data(|st| {
             st.progress();
-            f(st.core.cntr_mut(self.handle)?)
+            f(st.core.cntr_mut(self.at.handle)?)
         })
     }
 }
@@ -107,19 +95,11 @@ pub unsafe extern "C" fn open(
     cntr: *mut *mut sys::fid_cntr,
     context: *mut c_void,
 ) -> c_int {
-    // SAFETY: forwarded contract.
-    let d = match unsafe { DomainFid::from_c(domain) } {
-        Ok(d) => d,
-        Err(e) => return neg(e),
-    };
-    // SAFETY: NULL or a valid attribute structure (application's contract).
-    let Some(a) = (unsafe { attr.as_ref() }) else {
-        return neg(Errno::EINVAL);
-    };
-    if cntr.is_null() {
-        return neg(Errno::EINVAL);
-    }
-    let r = (|| {
+    let make = || {
+        // SAFETY: forwarded contract.
+        let d = unsafe { DomainFid::from_c(domain) }?;
+        // SAFETY: NULL or a valid attribute structure (application's contract).
+        let a = unsafe { attr.as_ref() }.ok_or(Errno::EINVAL)?;
         let attr = CntrAttr {
             events: CntrEvents::from_raw(a.events as i32)?,
             wait_obj: WaitObj::from_raw(a.wait_obj as i32)?,
@@ -127,57 +107,39 @@ pub unsafe extern "C" fn open(
             flags: a.flags,
         };
         attr.validate()?;
-        crate::cq::supported_wait(attr.wait_obj)?;
-        let wait = if crate::cq::has_fd(attr.wait_obj) {
-            Some(crate::wait::open(Some(d.link_fd))?)
-        } else {
-            None
-        };
-        let h = d.control(|st| {
+        let wait = Waiter::new(attr.wait_obj, Some(d.link_fd))?;
+        let handle = d.control(|st| {
             let h = st.core.cntr_open(&attr, context as u64)?;
-            if let Some(w) = &wait {
+            if let Some(w) = wait.fd() {
                 st.add_wake(Wake::Cntr(h), crate::wait::event_fd(w));
             }
             Ok(h)
         })?;
-        Ok((h, attr.wait_obj, wait))
-    })();
-    let (handle, wait_obj, wait) = match r {
-        Ok(h) => h,
-        Err(e) => return neg(e),
+        Ok(CntrFid {
+            c: sys::fid_cntr {
+                fid: CntrFid::header(context),
+                ops: (&raw const CNTR_OPS).cast_mut(),
+            },
+            at: InDomain::new(d, handle),
+            wait,
+        })
     };
-    let obj = publish(CntrFid {
-        c: sys::fid_cntr {
-            fid: CntrFid::header(context),
-            ops: (&raw const CNTR_OPS).cast_mut(),
-        },
-        domain: std::ptr::from_ref(d),
-        handle,
-        wait_obj,
-        wait,
-    });
-    // SAFETY: checked non-NULL above.
-    ret(unsafe { put(cntr, obj.cast::<sys::fid_cntr>()) })
+    // SAFETY: NULL or writable (application's contract).
+    unsafe { open_into(cntr, make) }
 }
 
 /// `fi_close(cntr)`: -FI_EBUSY while bound.
 unsafe extern "C" fn close(fid: *mut sys::fid) -> c_int {
-    // SAFETY: NULL or a fid (fi_close's contract).
-    let c = match unsafe { object::<CntrFid>(fid) } {
-        Ok(c) => c,
-        Err(e) => return neg(e),
-    };
-    let r = c.domain().control(|st| {
-        st.core.cntr_close(c.handle)?;
-        st.wakes.remove(Wake::Cntr(c.handle));
-        Ok(())
-    });
-    if let Err(e) = r {
-        return neg(e);
+    // SAFETY: forwarded contract.
+    unsafe {
+        crate::fid::close::<CntrFid>(fid, |c| {
+            c.at.domain().control(|st| {
+                st.core.cntr_close(c.at.handle)?;
+                st.wakes.remove(Wake::Cntr(c.at.handle));
+                Ok(())
+            })
+        })
     }
-    // SAFETY: published by `open`, closed in the core, given up by the application.
-    unsafe { release(c) };
-    0
 }
 
 /// `fi_cntr_read` (0 for a pointer that is not a counter: the call has no error
@@ -229,81 +191,24 @@ unsafe extern "C" fn seterr(cntr: *mut sys::fid_cntr, value: u64) -> c_int {
 /// polls. -FI_ENOSYS without a wait object.
 unsafe extern "C" fn wait(cntr: *mut sys::fid_cntr, threshold: u64, timeout: c_int) -> c_int {
     // SAFETY: forwarded contract.
-    let c = match unsafe { object::<CntrFid>(cntr.cast()) } {
-        Ok(c) => c,
-        Err(e) => return neg(e),
-    };
-    let w = match c.with(|k| k.wait_begin(threshold, None)) {
-        Ok(w) => w,
-        Err(e) => return neg(e),
-    };
-    // One pass: Ok(true) reached, Ok(false) not yet (armed), Err.
+    let c = arg!(unsafe { object::<CntrFid>(cntr.cast()) });
+    let w = arg!(c.with(|k| k.wait_begin(threshold, None)));
+    // One pass: Ok(Some) reached, Ok(None) not yet (armed), Err.
     let step = |timer: &mut Option<std::time::Duration>| {
-        c.domain().data(|st| {
+        c.at.domain().data(|st| {
             st.progress();
-            if let Some(f) = &c.wait {
-                f.drain();
-            }
-            let k = st.core.cntr_mut(c.handle)?;
+            c.wait.drain();
+            let k = st.core.cntr_mut(c.at.handle)?;
             if k.reached(&w, Instant::ZERO)? {
-                return Ok(true);
+                return Ok(Some(()));
             }
             k.arm(&w);
             st.note_wait();
             *timer = st.next_timer();
-            Ok(false)
+            Ok(None)
         })
     };
-    let r = match &c.wait {
-        Some(f) => {
-            let start = std::time::Instant::now();
-            let limit = u64::try_from(timeout)
-                .ok()
-                .map(std::time::Duration::from_millis);
-            // The data plane is watched from the first sleep until the call returns.
-            let mut sleeper = None;
-            loop {
-                let mut timer = None;
-                match step(&mut timer) {
-                    Ok(true) => break Ok(()),
-                    Err(e) => break Err(e),
-                    Ok(false) => {}
-                }
-                let left = match limit {
-                    Some(l) => match l.checked_sub(start.elapsed()) {
-                        Some(left) if !left.is_zero() => left,
-                        _ => break Err(Errno::ETIMEDOUT),
-                    },
-                    None => std::time::Duration::from_secs(1),
-                };
-                let min = std::time::Duration::from_micros(50);
-                let nap = timer.map_or(left, |t| t.max(min).min(left));
-                f.arm_timer(timer.map(|t| t.max(min)));
-                if sleeper.is_none() {
-                    sleeper = f.sleeper();
-                }
-                f.wait(nap);
-            }
-        }
-        None => poll_until(timeout, || match step(&mut None) {
-            Ok(false) => None,
-            Ok(true) => Some(Ok(())),
-            Err(e) => Some(Err(e)),
-        })
-        .unwrap_or(Err(Errno::ETIMEDOUT)),
-    };
-    ret(r)
-}
-
-/// `fi_control` of a counter: FI_GETWAIT and FI_GETWAITOBJ.
-unsafe extern "C" fn control(fid: *mut sys::fid, cmd: c_int, arg: *mut c_void) -> c_int {
-    // SAFETY: NULL or a fid.
-    let c = match unsafe { object::<CntrFid>(fid) } {
-        Ok(c) => c,
-        Err(e) => return neg(e),
-    };
-    // SAFETY: the argument of each command is what fi_control(3) says (or NULL).
-    ret(unsafe { crate::cq::wait_control(c.wait.as_ref(), c.wait_obj, cmd, arg) })
+    ret(c.wait.block(timeout, Errno::ETIMEDOUT, step))
 }
 
 /// fi_trywait for a counter (`Err` if `f` is not one of our counters): runs progress,
@@ -316,20 +221,12 @@ unsafe extern "C" fn control(fid: *mut sys::fid, cmd: c_int, arg: *mut c_void) -
 pub unsafe fn trywait(f: *mut sys::fid) -> Result<Result<(), Errno>, Errno> {
     // SAFETY: forwarded contract.
     let c = unsafe { object::<CntrFid>(f) }?;
-    Ok(c.domain().data(|st| {
+    Ok(c.at.domain().data(|st| {
         st.progress();
-        if let Some(w) = &c.wait {
-            w.drain();
-        }
-        st.core.cntr_mut(c.handle)?.trywait()?;
+        c.wait.drain();
+        st.core.cntr_mut(c.at.handle)?.trywait()?;
         st.note_wait();
-        if let Some(w) = &c.wait {
-            w.arm_timer(
-                st.next_timer()
-                    .map(|t| t.max(std::time::Duration::from_micros(50))),
-            );
-            w.pin();
-        }
+        c.wait.armed(st.next_timer());
         Ok(())
     }))
 }

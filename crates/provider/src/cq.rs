@@ -3,16 +3,16 @@
 use std::ffi::{c_char, c_int, c_void};
 
 use ofi_nostd::Errno;
-use ofi_nostd::cq::{CqAttr, CqEntry, CqFormat, CqWaitCond, DEFAULT_CQ_FORMAT, ErrDataOut};
+use ofi_nostd::cq::{CqAttr, CqEntry, CqFormat, CqWaitCond, DEFAULT_CQ_FORMAT};
 use ofi_nostd::domain::{CqHandle, CqObj};
 use ofi_nostd::eq::WaitObj;
 use ofi_nostd::flags::{FiAddr, Flags};
 
-use crate::domain::{DomainFid, DomainState, Wake};
-use crate::fid::{FidObject, fi_ops_control, object, poll_until, publish, release};
+use crate::domain::{DomainFid, DomainState, InDomain, Wake};
+use crate::fid::{FidObject, fi_ops_control, object, open_into};
 use crate::sys;
-use crate::util::{neg, put, ret, ret_len};
-use crate::wait::WaitFd;
+use crate::util::{ErrDataBuf, arg, neg, ret, ret_len};
+use crate::wait::{Waitable, Waiter, control};
 use hosted::storage::Heap;
 
 /// Completions moved per core read; the C buffer is filled in chunks of this many.
@@ -24,15 +24,13 @@ const SMALL_CHUNK: usize = 4;
 #[repr(C)]
 pub struct CqFid {
     c: sys::fid_cq,
-    domain: *const DomainFid,
-    handle: CqHandle<Heap>,
+    /// The domain it was opened on, and its core handle there.
+    pub(crate) at: InDomain<CqHandle<Heap>>,
     format: CqFormat,
-    wait_obj: WaitObj,
-    /// The native wait object (FI_WAIT_FD and FI_WAIT_UNSPEC).
-    wait: Option<WaitFd>,
+    wait: Waiter,
 }
 
-static CQ_FI_OPS: sys::fi_ops = fi_ops_control(close, control);
+static CQ_FI_OPS: sys::fi_ops = fi_ops_control(close, control::<CqFid>);
 
 static CQ_OPS: sys::fi_ops_cq = sys::fi_ops_cq {
     size: size_of::<sys::fi_ops_cq>(),
@@ -54,25 +52,18 @@ unsafe impl FidObject for CqFid {
     }
 }
 
+impl Waitable for CqFid {
+    fn waiter(&self) -> &Waiter {
+        &self.wait
+    }
+}
+
 impl CqFid {
-    /// The core handle of this object.
-    pub(crate) fn handle(&self) -> CqHandle<Heap> {
-        self.handle
-    }
-
-    /// The domain this object belongs to.
-    pub(crate) fn domain_ptr(&self) -> *const DomainFid {
-        self.domain
-    }
-
-    fn domain(&self) -> &DomainFid {
-        // SAFETY: a domain outlives its CQs (its fi_close is refused while one is open).
-        unsafe { &*self.domain }
-    }
-
     /// Runs `f` on the core CQ for a data-path call (see [`crate::lock`]).
     fn with<R>(&self, f: impl FnOnce(&mut CqObj<Heap>) -> Result<R, Errno>) -> Result<R, Errno> {
-        self.domain().data(|st| f(st.core.cq_mut(self.handle)?))
+        self.at
+            .domain()
+            .data(|st| f(st.core.cq_mut(self.at.handle)?))
     }
 
     /// Runs progress, then `f` on the domain state, for a data-path call.
@@ -80,7 +71,7 @@ impl CqFid {
         &self,
         f: impl FnOnce(&mut DomainState) -> Result<R, Errno>,
     ) -> Result<R, Errno> {
-        self.domain().data(|st| {
+        self.at.domain().data(|st| {
             st.progress();
             f(st)
         })
@@ -110,21 +101,6 @@ fn attr_from_c(a: &sys::fi_cq_attr) -> Result<CqAttr, Errno> {
     })
 }
 
-/// Wait objects this provider can block on: none, FI_WAIT_FD and FI_WAIT_UNSPEC (an fd
-/// set, see [`crate::wait`]) and FI_WAIT_YIELD (polling). Wait sets and mutex/cond
-/// pairs are -FI_ENOSYS.
-pub fn supported_wait(w: WaitObj) -> Result<(), Errno> {
-    match w {
-        WaitObj::None | WaitObj::Unspec | WaitObj::Fd | WaitObj::Yield => Ok(()),
-        _ => Err(Errno::ENOSYS),
-    }
-}
-
-/// Whether `w` is served by a native fd set.
-pub fn has_fd(w: WaitObj) -> bool {
-    matches!(w, WaitObj::Unspec | WaitObj::Fd)
-}
-
 /// The size of a CQ the application asks `size` entries for. `fi_cq_attr::size` is a
 /// minimum (fi_cq(3)), and under FI_RM_ENABLED every posted operation reserves its
 /// completion's entry, so a CQ smaller than the endpoint queues bound to it caps the
@@ -151,33 +127,20 @@ pub unsafe extern "C" fn open(
     cq: *mut *mut sys::fid_cq,
     context: *mut c_void,
 ) -> c_int {
-    // SAFETY: forwarded contract.
-    let d = match unsafe { DomainFid::from_c(domain) } {
-        Ok(d) => d,
-        Err(e) => return neg(e),
-    };
-    // SAFETY: NULL or a valid attribute structure (application's contract).
-    let Some(a) = (unsafe { attr.as_ref() }) else {
-        return neg(Errno::EINVAL);
-    };
-    if cq.is_null() {
-        return neg(Errno::EINVAL);
-    }
-    let r = attr_from_c(a).and_then(|a| {
+    let make = || {
+        // SAFETY: forwarded contract.
+        let d = unsafe { DomainFid::from_c(domain) }?;
+        // SAFETY: NULL or a valid attribute structure (application's contract).
+        let a = attr_from_c(unsafe { attr.as_ref() }.ok_or(Errno::EINVAL)?)?;
         a.validate()?;
-        supported_wait(a.wait_obj)?;
         let a = CqAttr {
             size: min_cq_size(a.size),
             ..a
         };
-        let wait = if has_fd(a.wait_obj) {
-            Some(crate::wait::open(Some(d.link_fd))?)
-        } else {
-            None
-        };
-        let h = d.control(|st| {
+        let wait = Waiter::new(a.wait_obj, Some(d.link_fd))?;
+        let handle = d.control(|st| {
             let h = st.core.cq_open(&a, context as u64)?;
-            if let Some(w) = &wait {
+            if let Some(w) = wait.fd() {
                 st.add_wake(Wake::Cq(h), crate::wait::event_fd(w));
             }
             Ok(h)
@@ -186,45 +149,32 @@ pub unsafe extern "C" fn open(
             CqFormat::Unspec => DEFAULT_CQ_FORMAT,
             f => f,
         };
-        Ok((h, format, a.wait_obj, wait))
-    });
-    let (handle, format, wait_obj, wait) = match r {
-        Ok(v) => v,
-        Err(e) => return neg(e),
+        Ok(CqFid {
+            c: sys::fid_cq {
+                fid: CqFid::header(context),
+                ops: (&raw const CQ_OPS).cast_mut(),
+            },
+            at: InDomain::new(d, handle),
+            format,
+            wait,
+        })
     };
-    let obj = publish(CqFid {
-        c: sys::fid_cq {
-            fid: CqFid::header(context),
-            ops: (&raw const CQ_OPS).cast_mut(),
-        },
-        domain: std::ptr::from_ref(d),
-        handle,
-        format,
-        wait_obj,
-        wait,
-    });
-    // SAFETY: checked non-NULL above.
-    ret(unsafe { put(cq, obj.cast::<sys::fid_cq>()) })
+    // SAFETY: NULL or writable (application's contract).
+    unsafe { open_into(cq, make) }
 }
 
 /// `fi_close(cq)`: -FI_EBUSY while an endpoint is bound to it.
 unsafe extern "C" fn close(fid: *mut sys::fid) -> c_int {
-    // SAFETY: NULL or a fid (fi_close's contract).
-    let c = match unsafe { object::<CqFid>(fid) } {
-        Ok(c) => c,
-        Err(e) => return neg(e),
-    };
-    let r = c.domain().control(|st| {
-        st.core.cq_close(c.handle)?;
-        st.wakes.remove(Wake::Cq(c.handle));
-        Ok(())
-    });
-    if let Err(e) = r {
-        return neg(e);
+    // SAFETY: forwarded contract.
+    unsafe {
+        crate::fid::close::<CqFid>(fid, |c| {
+            c.at.domain().control(|st| {
+                st.core.cq_close(c.at.handle)?;
+                st.wakes.remove(Wake::Cq(c.at.handle));
+                Ok(())
+            })
+        })
     }
-    // SAFETY: published by `open`, closed in the core, given up by the application.
-    unsafe { release(c) };
-    0
 }
 
 /// Writes `e` as entry `i` of a C buffer of `format` entries.
@@ -363,19 +313,16 @@ unsafe fn do_read(
     from: bool,
 ) -> isize {
     // SAFETY: forwarded contract.
-    let c = match unsafe { cq(cq_p) } {
-        Ok(c) => c,
-        Err(e) => return ret_len(Err(e)),
-    };
+    let c = arg!(unsafe { cq(cq_p) });
     if count > 0 && (buf.is_null() || (from && src.is_null())) {
         return ret_len(Err(Errno::EINVAL));
     }
-    ret_len(c.domain().data(|st| {
+    ret_len(c.at.domain().data(|st| {
         // A read of nothing (count 0) is how applications drive progress: always a pass.
-        let queued = count > 0 && !st.core.cq_mut(c.handle)?.is_empty();
+        let queued = count > 0 && !st.core.cq_mut(c.at.handle)?.is_empty();
         st.progress_unless_queued(queued);
         // SAFETY: buffers hold `count` entries (application's contract).
-        unsafe { read_locked(st.core.cq_mut(c.handle)?, c.format, buf, count, src) }
+        unsafe { read_locked(st.core.cq_mut(c.at.handle)?, c.format, buf, count, src) }
     }))
 }
 
@@ -405,42 +352,19 @@ unsafe extern "C" fn readerr(
     flags: u64,
 ) -> isize {
     // SAFETY: forwarded contract.
-    let c = match unsafe { cq(cq_p) } {
-        Ok(c) => c,
-        Err(e) => return ret_len(Err(e)),
-    };
+    let c = arg!(unsafe { cq(cq_p) });
     if buf.is_null() {
         return ret_len(Err(Errno::EINVAL));
     }
-    let api = c.domain().api_version();
+    let api = c.at.domain().api_version();
     let new_layout = api >= ofi_nostd::cq::API_VERSION_1_5;
-    // SAFETY: `buf` is the application's entry, of the layout its API version has.
-    let (user_data, user_len) = unsafe {
-        if new_layout {
-            ((*buf).err_data, (*buf).err_data_size)
-        } else {
-            (std::ptr::null_mut(), 0)
-        }
-    };
-    let user_len = if user_data.is_null() { 0 } else { user_len };
-    let mut scratch = [0u8; ofi_nostd::cq::MAX_ERR_DATA];
+    // SAFETY: `buf` is the application's entry; err_data exists from API 1.5 on.
+    let user = new_layout.then(|| unsafe { ((*buf).err_data, (*buf).err_data_size) });
+    let mut err_data = ErrDataBuf::new(user);
     let r = c.with(|q| {
-        let out = q.readerr(
-            Flags::from_bits_retain(flags),
-            api,
-            &mut scratch[..user_len.min(ofi_nostd::cq::MAX_ERR_DATA)],
-        )?;
-        let (data_ptr, data_len) = match out.err_data {
-            ErrDataOut::Copied(n) => {
-                // SAFETY: the application's err_data holds err_data_size >= n bytes.
-                unsafe {
-                    std::ptr::copy_nonoverlapping(scratch.as_ptr(), user_data.cast::<u8>(), n)
-                };
-                (user_data, n)
-            }
-            ErrDataOut::ProviderOwned(0) => (std::ptr::null_mut(), 0),
-            ErrDataOut::ProviderOwned(n) => (q.last_err_data().as_ptr().cast_mut().cast(), n),
-        };
+        let out = q.readerr(Flags::from_bits_retain(flags), api, err_data.scratch())?;
+        // SAFETY: the application's err_data holds its err_data_size bytes.
+        let (data_ptr, data_len) = unsafe { err_data.place(out.err_data, q.last_err_data()) };
         // SAFETY: `buf` is writable for its layout; the 1.0 layout has no
         // err_data_size, so it is only written for API >= 1.5.
         unsafe {
@@ -482,10 +406,7 @@ unsafe fn do_sread(
     from: bool,
 ) -> isize {
     // SAFETY: forwarded contract.
-    let c = match unsafe { cq(cq_p) } {
-        Ok(c) => c,
-        Err(e) => return ret_len(Err(e)),
-    };
+    let c = arg!(unsafe { cq(cq_p) });
     if count > 0 && (buf.is_null() || (from && src.is_null())) {
         return ret_len(Err(Errno::EINVAL));
     }
@@ -503,19 +424,17 @@ unsafe fn do_sread(
     // One pass: Ok(Some(n)) read n, Ok(None) nothing yet (the wait is armed), Err.
     let step = |armed: &mut Option<std::time::Duration>| {
         c.progress_with(|st| {
-            if let Some(w) = &c.wait {
-                w.drain();
-            }
+            c.wait.drain();
             // Armed (Ok): a signal or an insertion that reaches the threshold raises
             // the wake-up, which progress turns into a readable fd.
-            match st.core.cq_mut(c.handle)?.trywait_cond(threshold) {
+            match st.core.cq_mut(c.at.handle)?.trywait_cond(threshold) {
                 Ok(()) => {
                     st.note_wait();
                     *armed = st.next_timer();
                     Ok(None)
                 }
                 Err(Errno::EAGAIN) => {
-                    let q = st.core.cq_mut(c.handle)?;
+                    let q = st.core.cq_mut(c.at.handle)?;
                     // SAFETY: buffers hold `count` entries (application's contract).
                     match unsafe { read_locked(q, c.format, buf, count, src) } {
                         Err(Errno::EAGAIN) if q.take_signal() => Err(Errno::EAGAIN),
@@ -527,46 +446,7 @@ unsafe fn do_sread(
             }
         })
     };
-    let r = match &c.wait {
-        Some(w) => {
-            let start = std::time::Instant::now();
-            let limit = u64::try_from(timeout)
-                .ok()
-                .map(std::time::Duration::from_millis);
-            // The data plane is watched from the first sleep until the call returns.
-            let mut sleeper = None;
-            loop {
-                let mut timer = None;
-                match step(&mut timer) {
-                    Ok(Some(n)) => break Ok(n),
-                    Err(e) => break Err(e),
-                    Ok(None) => {}
-                }
-                let left = match limit {
-                    Some(l) => match l.checked_sub(start.elapsed()) {
-                        Some(left) if !left.is_zero() => left,
-                        _ => break Err(Errno::EAGAIN),
-                    },
-                    None => std::time::Duration::from_secs(1),
-                };
-                // Due work that did not move: retry soon, never spin.
-                let nap = timer.map_or(left, |t| {
-                    t.max(std::time::Duration::from_micros(50)).min(left)
-                });
-                w.arm_timer(timer.map(|t| t.max(std::time::Duration::from_micros(50))));
-                if sleeper.is_none() {
-                    sleeper = w.sleeper();
-                }
-                w.wait(nap);
-            }
-        }
-        None => poll_until(timeout, || match step(&mut None) {
-            Ok(None) => None,
-            Ok(Some(n)) => Some(Ok(n)),
-            Err(e) => Some(Err(e)),
-        })
-        .unwrap_or(Err(Errno::EAGAIN)),
-    };
+    let r = c.wait.block(timeout, Errno::EAGAIN, step);
     ret_len(r)
 }
 
@@ -599,8 +479,8 @@ unsafe extern "C" fn sreadfrom(
 unsafe extern "C" fn signal(cq_p: *mut sys::fid_cq) -> c_int {
     // SAFETY: forwarded contract.
     match unsafe { cq(cq_p) } {
-        Ok(c) => ret(c.domain().data(|st| {
-            st.core.cq_mut(c.handle)?.signal()?;
+        Ok(c) => ret(c.at.domain().data(|st| {
+            st.core.cq_mut(c.at.handle)?.signal()?;
             st.note_wait();
             st.wake();
             Ok(())
@@ -621,50 +501,6 @@ unsafe extern "C" fn strerror(
     unsafe { crate::util::strerror(prov_errno, buf, len) }
 }
 
-/// `fi_control` of a CQ: FI_GETWAIT (the fd to poll, an `int`) and FI_GETWAITOBJ
-/// (`enum fi_wait_obj`); -FI_ENODATA without a native wait object, -FI_ENOSYS for other
-/// commands.
-unsafe extern "C" fn control(fid: *mut sys::fid, cmd: c_int, arg: *mut c_void) -> c_int {
-    // SAFETY: NULL or a fid.
-    let c = match unsafe { object::<CqFid>(fid) } {
-        Ok(c) => c,
-        Err(e) => return neg(e),
-    };
-    // SAFETY: the argument of each command is what fi_control(3) says (or NULL).
-    ret(unsafe { wait_control(c.wait.as_ref(), c.wait_obj, cmd, arg) })
-}
-
-/// FI_GETWAIT / FI_GETWAITOBJ for any waitable object.
-///
-/// # Safety
-///
-/// `arg` is NULL or points to an `int` (FI_GETWAIT) / `enum fi_wait_obj`
-/// (FI_GETWAITOBJ).
-pub unsafe fn wait_control(
-    wait: Option<&WaitFd>,
-    obj: WaitObj,
-    cmd: c_int,
-    arg: *mut c_void,
-) -> Result<(), Errno> {
-    match u32::try_from(cmd) {
-        Ok(sys::FI_GETWAIT) => match wait {
-            // SAFETY: forwarded contract.
-            Some(w) => unsafe {
-                crate::wait::put_fd(arg, std::os::fd::AsRawFd::as_raw_fd(&w.fd()))
-            },
-            None => Err(Errno::ENODATA),
-        },
-        Ok(sys::FI_GETWAITOBJ) => match wait {
-            // SAFETY: forwarded contract.
-            Some(_) => unsafe { put(arg.cast::<sys::fi_wait_obj>(), sys::fi_wait_obj_FI_WAIT_FD) },
-            None if obj == WaitObj::None => Err(Errno::ENODATA),
-            // SAFETY: forwarded contract.
-            None => unsafe { put(arg.cast::<sys::fi_wait_obj>(), obj as sys::fi_wait_obj) },
-        },
-        _ => Err(Errno::ENOSYS),
-    }
-}
-
 /// fi_trywait for a CQ (`Err` if `f` is not one of our CQs): runs progress, then
 /// -FI_EAGAIN when something is readable; otherwise arms the wake-up and the timer for
 /// the core's next deadline, so the fd becomes readable when there is something to do.
@@ -676,18 +512,10 @@ pub unsafe fn trywait(f: *mut sys::fid) -> Result<Result<(), Errno>, Errno> {
     // SAFETY: forwarded contract.
     let c = unsafe { object::<CqFid>(f) }?;
     Ok(c.progress_with(|st| {
-        if let Some(w) = &c.wait {
-            w.drain();
-        }
-        st.core.cq_mut(c.handle)?.trywait()?;
+        c.wait.drain();
+        st.core.cq_mut(c.at.handle)?.trywait()?;
         st.note_wait();
-        if let Some(w) = &c.wait {
-            w.arm_timer(
-                st.next_timer()
-                    .map(|t| t.max(std::time::Duration::from_micros(50))),
-            );
-            w.pin();
-        }
+        c.wait.armed(st.next_timer());
         Ok(())
     }))
 }

@@ -5,7 +5,6 @@
 //! all of them (FI_THREAD_SAFE).
 
 use std::ffi::{c_int, c_void};
-use std::hash::{BuildHasher, Hasher};
 use std::ops::{Deref, DerefMut};
 use std::os::fd::{AsRawFd, BorrowedFd, RawFd};
 use std::sync::Arc;
@@ -13,7 +12,7 @@ use std::sync::atomic::AtomicU64;
 
 use hosted::mem::RawMemory;
 use hosted::runtime::{
-    HOST_ARP_ENTRIES, Policy, ProgressThread, Runtime, Signal, Turn, host_rdm_config,
+    HOST_ARP_ENTRIES, Policy, ProgressThread, Runtime, Signal, Turn, host_rdm_config, random_u64,
 };
 use hosted::storage::Heap;
 use hosted::sysinfo::HostInterface;
@@ -24,10 +23,10 @@ use ofi_nostd::info::{AddrFormat, Info, Progress, Threading};
 use wire::link::Medium;
 
 use crate::fabric::FabricFid;
-use crate::fid::{FidObject, fi_ops, object, publish, release};
+use crate::fid::{FidObject, fi_ops, object, publish};
 use crate::lock::DomainLock;
 use crate::sys;
-use crate::util::{neg, put, ret};
+use crate::util::{arg, neg, put, ret};
 
 pub use hosted::runtime::Wake;
 
@@ -109,6 +108,37 @@ impl DomainState {
     /// Registers the eventfd of a CQ or counter.
     pub fn add_wake(&mut self, w: Wake, fd: RawFd) {
         self.rt.wakes.add(w, EventSignal(fd));
+    }
+}
+
+/// What every object opened on a domain (AV, CQ, counter, MR, endpoint) holds: the
+/// domain, and the object's core handle there.
+pub struct InDomain<H> {
+    domain: *const DomainFid,
+    /// The object's core handle.
+    pub handle: H,
+}
+
+impl<H> InDomain<H> {
+    /// Object `handle` of `domain`.
+    pub fn new(domain: &DomainFid, handle: H) -> Self {
+        InDomain {
+            domain: std::ptr::from_ref(domain),
+            handle,
+        }
+    }
+
+    /// The domain.
+    #[inline]
+    pub fn domain(&self) -> &DomainFid {
+        // SAFETY: a domain outlives the objects opened on it (its fi_close is refused
+        // while one is open).
+        unsafe { &*self.domain }
+    }
+
+    /// The domain's address, to tell whether two objects share it.
+    pub fn domain_ptr(&self) -> *const DomainFid {
+        self.domain
     }
 }
 
@@ -308,13 +338,6 @@ fn src_addr(info: &Info) -> Option<EpAddr> {
     }
 }
 
-/// A per-domain secret for provider-chosen MR keys.
-fn key_seed() -> u64 {
-    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u64(std::process::id().into());
-    h.finish()
-}
-
 /// `fi_domain`: opens the domain `info` describes (as getinfo returned it) on `fabric`.
 ///
 /// # Safety
@@ -327,10 +350,7 @@ pub unsafe extern "C" fn open(
     context: *mut c_void,
 ) -> c_int {
     // SAFETY: forwarded contract.
-    let fab = match unsafe { FabricFid::from_c(fabric) } {
-        Ok(f) => f,
-        Err(e) => return neg(e),
-    };
+    let fab = arg!(unsafe { FabricFid::from_c(fabric) });
     if info.is_null() || dom.is_null() {
         return neg(Errno::EINVAL);
     }
@@ -338,21 +358,16 @@ pub unsafe extern "C" fn open(
     let Some(info) = (unsafe { crate::info::from_c(info) }) else {
         return neg(Errno::EINVAL);
     };
-    let iface = match pick_interface(&info, &crate::prov::interfaces()) {
-        Ok(i) => i,
-        Err(e) => return neg(e),
-    };
+    let iface = arg!(pick_interface(&info, &crate::prov::interfaces()));
     let port = src_addr(&info).map_or(0, |a| a.port);
-    let plane = match crate::plane::open(&iface, port) {
-        Ok(p) => p,
-        Err(e) => return neg(e),
-    };
+    let plane = arg!(crate::plane::open(&iface, port));
     let ethernet = plane.net.medium == Medium::Ethernet;
     let cfg = DomainConfig {
         net: plane.net,
         arp_entries: if ethernet { HOST_ARP_ENTRIES } else { 0 },
         loopback_slots: ofi_nostd::domain::DEFAULT_LOOPBACK_SLOTS,
-        key_seed: key_seed(),
+        // A per-domain secret for provider-chosen MR keys.
+        key_seed: random_u64(),
         cfg: crate::prov::config(),
     };
     let d = {
@@ -411,35 +426,28 @@ pub unsafe extern "C" fn open(
 
 /// `fi_close(domain)`: -FI_EBUSY while anything is open on it.
 unsafe extern "C" fn close(fid: *mut sys::fid) -> c_int {
-    // SAFETY: NULL or a fid (fi_close's contract).
-    let d = match unsafe { object::<DomainFid>(fid) } {
-        Ok(d) => d,
-        Err(e) => return neg(e),
-    };
-    {
-        let mut g = d.inner.control();
-        let Some(st) = g.as_mut() else {
-            return neg(Errno::EINVAL);
-        };
-        // SAFETY: the fabric outlives its domains.
-        let fab = unsafe { &*d.fabric };
-        let mut f = fab.inner.lock();
-        let Some(core) = st.rt.take_core() else {
-            return neg(Errno::EINVAL);
-        };
-        if let Err((core, e)) = core.close(&mut f) {
-            st.rt.restore_core(core);
-            return neg(e);
+    let shut = |d: &DomainFid| {
+        {
+            let mut g = d.inner.control();
+            let st = g.as_mut().ok_or(Errno::EINVAL)?;
+            // SAFETY: the fabric outlives its domains.
+            let fab = unsafe { &*d.fabric };
+            let mut f = fab.inner.lock();
+            let core = st.rt.take_core().ok_or(Errno::EINVAL)?;
+            if let Err((core, e)) = core.close(&mut f) {
+                st.rt.restore_core(core);
+                return Err(e);
+            }
+            *g = None;
         }
-        *g = None;
-    }
-    if let Some(t) = &d.watchdog {
-        t.stop();
-    }
-    // SAFETY: published by `open`; the core domain is closed, the watchdog has ended,
-    // and the application gives the fid up.
-    unsafe { release(d) };
-    0
+        // The core domain is closed: end the watchdog before the fid goes.
+        if let Some(t) = &d.watchdog {
+            t.stop();
+        }
+        Ok(())
+    };
+    // SAFETY: forwarded contract.
+    unsafe { crate::fid::close::<DomainFid>(fid, shut) }
 }
 
 /// `fi_endpoint`: see [`crate::ep::open`].
@@ -524,10 +532,7 @@ unsafe extern "C" fn query_atomic(
     use ofi_nostd::atomic::AtomicKind;
     use wire::packet::{AtomicDatatype, AtomicOp};
     // SAFETY: NULL or a fid (contract).
-    let d = match unsafe { object::<DomainFid>(domain.cast()) } {
-        Ok(d) => d,
-        Err(e) => return neg(e),
-    };
+    let d = arg!(unsafe { object::<DomainFid>(domain.cast()) });
     let (fetch, compare) = (sys::FI_FETCH_ATOMIC, sys::FI_COMPARE_ATOMIC);
     if attr.is_null() || flags & !(fetch | compare) != 0 || flags == fetch | compare {
         return neg(Errno::EINVAL);

@@ -3,7 +3,6 @@
 use std::ffi::{c_char, c_int, c_void};
 
 use ofi_nostd::Errno;
-use ofi_nostd::cq::ErrDataOut;
 use ofi_nostd::eq::{
     EQ_WRITE_MAX, EqAttr, EqEvent, FI_EQ_ERR_ENTRY_1_0_SIZE, FI_EQ_ERR_ENTRY_SIZE, WaitObj,
 };
@@ -11,10 +10,10 @@ use ofi_nostd::fabric::{EqHandle, EqObj};
 use ofi_nostd::flags::Flags;
 
 use crate::fabric::FabricFid;
-use crate::fid::{FidObject, fi_ops_control, object, poll_until, publish, release};
+use crate::fid::{FidObject, fi_ops_control, object, open_into, poll_until};
 use crate::sys;
-use crate::util::{bytes, neg, put, ret, ret_len};
-use crate::wait::WaitFd;
+use crate::util::{ErrDataBuf, arg, bytes, ret_len};
+use crate::wait::{Waitable, Waiter, control};
 use hosted::storage::Heap;
 
 /// Room for any event's C form (fixed part plus connection or fi_eq_write data).
@@ -26,13 +25,12 @@ pub struct EqFid {
     c: sys::fid_eq,
     fabric: *const FabricFid,
     handle: EqHandle<Heap>,
-    wait_obj: WaitObj,
-    /// The native wait object (FI_WAIT_FD and FI_WAIT_UNSPEC): an eventfd signalled
-    /// when an armed EQ receives an event.
-    wait: Option<WaitFd>,
+    /// The wait object (natively, FI_WAIT_FD and FI_WAIT_UNSPEC: an eventfd signalled
+    /// when an armed EQ receives an event).
+    wait: Waiter,
 }
 
-static EQ_FI_OPS: sys::fi_ops = fi_ops_control(close, control);
+static EQ_FI_OPS: sys::fi_ops = fi_ops_control(close, control::<EqFid>);
 
 static EQ_OPS: sys::fi_ops_eq = sys::fi_ops_eq {
     size: size_of::<sys::fi_ops_eq>(),
@@ -49,6 +47,12 @@ unsafe impl FidObject for EqFid {
     const CLASS: u32 = sys::FI_CLASS_EQ;
     fn fi_ops() -> *const sys::fi_ops {
         &raw const EQ_FI_OPS
+    }
+}
+
+impl Waitable for EqFid {
+    fn waiter(&self) -> &Waiter {
+        &self.wait
     }
 }
 
@@ -103,70 +107,38 @@ pub unsafe extern "C" fn open(
     eq: *mut *mut sys::fid_eq,
     context: *mut c_void,
 ) -> c_int {
-    // SAFETY: forwarded contract.
-    let f = match unsafe { FabricFid::from_c(fabric) } {
-        Ok(f) => f,
-        Err(e) => return neg(e),
-    };
-    // SAFETY: NULL or a valid attribute structure (application's contract).
-    let Some(a) = (unsafe { attr.as_ref() }) else {
-        return neg(Errno::EINVAL);
-    };
-    if eq.is_null() {
-        return neg(Errno::EINVAL);
-    }
-    let r = WaitObj::from_raw(a.wait_obj as i32).and_then(|wait_obj| {
+    let make = || {
+        // SAFETY: forwarded contract.
+        let f = unsafe { FabricFid::from_c(fabric) }?;
+        // SAFETY: NULL or a valid attribute structure (application's contract).
+        let a = unsafe { attr.as_ref() }.ok_or(Errno::EINVAL)?;
         let attr = EqAttr {
             size: a.size,
             flags: Flags::from_bits_retain(a.flags),
-            wait_obj,
+            wait_obj: WaitObj::from_raw(a.wait_obj as i32)?,
             signaling_vector: a.signaling_vector,
             wait_set: a.wait_set as u64,
         };
         attr.validate()?;
-        crate::cq::supported_wait(wait_obj)?;
-        let wait = if crate::cq::has_fd(wait_obj) {
-            Some(crate::wait::open(None)?)
-        } else {
-            None
-        };
-        Ok((
-            f.inner.lock().eq_open(&attr, context as u64)?,
-            wait_obj,
+        let wait = Waiter::new(attr.wait_obj, None)?;
+        Ok(EqFid {
+            c: sys::fid_eq {
+                fid: EqFid::header(context),
+                ops: (&raw const EQ_OPS).cast_mut(),
+            },
+            fabric: std::ptr::from_ref(f),
+            handle: f.inner.lock().eq_open(&attr, context as u64)?,
             wait,
-        ))
-    });
-    let (handle, wait_obj, wait) = match r {
-        Ok(h) => h,
-        Err(e) => return neg(e),
+        })
     };
-    let obj = publish(EqFid {
-        c: sys::fid_eq {
-            fid: EqFid::header(context),
-            ops: (&raw const EQ_OPS).cast_mut(),
-        },
-        fabric: std::ptr::from_ref(f),
-        handle,
-        wait_obj,
-        wait,
-    });
-    // SAFETY: checked non-NULL above.
-    ret(unsafe { put(eq, obj.cast::<sys::fid_eq>()) })
+    // SAFETY: NULL or writable (application's contract).
+    unsafe { open_into(eq, make) }
 }
 
 /// `fi_close(eq)`: -FI_EBUSY while bound.
 unsafe extern "C" fn close(fid: *mut sys::fid) -> c_int {
-    // SAFETY: NULL or a fid (fi_close's contract).
-    let e = match unsafe { object::<EqFid>(fid) } {
-        Ok(e) => e,
-        Err(err) => return neg(err),
-    };
-    if let Err(err) = e.fabric().inner.lock().eq_close(e.handle) {
-        return neg(err);
-    }
-    // SAFETY: published by `open`, closed in the core, given up by the application.
-    unsafe { release(e) };
-    0
+    // SAFETY: forwarded contract.
+    unsafe { crate::fid::close::<EqFid>(fid, |e| e.fabric().inner.lock().eq_close(e.handle)) }
 }
 
 /// One read attempt on a locked EQ; the event's C form goes to `buf`.
@@ -206,10 +178,7 @@ unsafe extern "C" fn read(
     flags: u64,
 ) -> isize {
     // SAFETY: forwarded contract.
-    let e = match unsafe { eq(eq_p) } {
-        Ok(e) => e,
-        Err(err) => return ret_len(Err(err)),
-    };
+    let e = arg!(unsafe { eq(eq_p) });
     if event.is_null() || (buf.is_null() && len > 0) {
         return ret_len(Err(Errno::EINVAL));
     }
@@ -225,42 +194,19 @@ unsafe extern "C" fn readerr(
     flags: u64,
 ) -> isize {
     // SAFETY: forwarded contract.
-    let e = match unsafe { eq(eq_p) } {
-        Ok(e) => e,
-        Err(err) => return ret_len(Err(err)),
-    };
+    let e = arg!(unsafe { eq(eq_p) });
     if buf.is_null() {
         return ret_len(Err(Errno::EINVAL));
     }
     let api = e.fabric().api_version();
     let new_layout = api >= ofi_nostd::cq::API_VERSION_1_5;
-    // SAFETY: `buf` is the application's entry, of its API version's layout.
-    let (user_data, user_len) = unsafe {
-        if new_layout {
-            ((*buf).err_data, (*buf).err_data_size)
-        } else {
-            (std::ptr::null_mut(), 0)
-        }
-    };
-    let user_len = if user_data.is_null() { 0 } else { user_len };
-    let mut scratch = [0u8; ofi_nostd::cq::MAX_ERR_DATA];
+    // SAFETY: `buf` is the application's entry; err_data exists from API 1.5 on.
+    let user = new_layout.then(|| unsafe { ((*buf).err_data, (*buf).err_data_size) });
+    let mut err_data = ErrDataBuf::new(user);
     let r = e.with(|q| {
-        let out = q.readerr(
-            Flags::from_bits_retain(flags),
-            api,
-            &mut scratch[..user_len.min(ofi_nostd::cq::MAX_ERR_DATA)],
-        )?;
-        let (data_ptr, data_len) = match out.err_data {
-            ErrDataOut::Copied(n) => {
-                // SAFETY: the application's err_data holds err_data_size >= n bytes.
-                unsafe {
-                    std::ptr::copy_nonoverlapping(scratch.as_ptr(), user_data.cast::<u8>(), n)
-                };
-                (user_data, n)
-            }
-            ErrDataOut::ProviderOwned(0) => (std::ptr::null_mut(), 0),
-            ErrDataOut::ProviderOwned(n) => (q.last_err_data().as_ptr().cast_mut().cast(), n),
-        };
+        let out = q.readerr(Flags::from_bits_retain(flags), api, err_data.scratch())?;
+        // SAFETY: the application's err_data holds its err_data_size bytes.
+        let (data_ptr, data_len) = unsafe { err_data.place(out.err_data, q.last_err_data()) };
         // SAFETY: `buf` is writable for its layout; err_data_size only exists from 1.5.
         unsafe {
             (*buf).fid = out.fid as sys::fid_t;
@@ -291,10 +237,7 @@ unsafe extern "C" fn write(
     flags: u64,
 ) -> isize {
     // SAFETY: forwarded contract.
-    let e = match unsafe { eq(eq_p) } {
-        Ok(e) => e,
-        Err(err) => return ret_len(Err(err)),
-    };
+    let e = arg!(unsafe { eq(eq_p) });
     // SAFETY: `buf` holds `len` bytes (application's contract).
     let Some(data) = (unsafe { bytes(buf, len) }) else {
         return ret_len(Err(Errno::EINVAL));
@@ -302,7 +245,7 @@ unsafe extern "C" fn write(
     ret_len(e.with(|q| {
         let n = q.write(EqEvent(event), data, Flags::from_bits_retain(flags))?;
         if q.take_wakeup()
-            && let Some(w) = &e.wait
+            && let Some(w) = e.wait.fd()
         {
             w.signal();
         }
@@ -321,10 +264,7 @@ unsafe extern "C" fn sread(
     flags: u64,
 ) -> isize {
     // SAFETY: forwarded contract.
-    let e = match unsafe { eq(eq_p) } {
-        Ok(e) => e,
-        Err(err) => return ret_len(Err(err)),
-    };
+    let e = arg!(unsafe { eq(eq_p) });
     if event.is_null() || (buf.is_null() && len > 0) {
         return ret_len(Err(Errno::EINVAL));
     }
@@ -353,17 +293,6 @@ unsafe extern "C" fn strerror(
     unsafe { crate::util::strerror(prov_errno, buf, len) }
 }
 
-/// `fi_control` of an EQ: FI_GETWAIT (an eventfd) and FI_GETWAITOBJ.
-unsafe extern "C" fn control(fid: *mut sys::fid, cmd: c_int, arg: *mut c_void) -> c_int {
-    // SAFETY: NULL or a fid.
-    let e = match unsafe { object::<EqFid>(fid) } {
-        Ok(e) => e,
-        Err(err) => return neg(err),
-    };
-    // SAFETY: the argument of each command is what fi_control(3) says (or NULL).
-    ret(unsafe { crate::cq::wait_control(e.wait.as_ref(), e.wait_obj, cmd, arg) })
-}
-
 /// fi_trywait for an EQ: `Err` if `f` is not one of our EQs.
 ///
 /// # Safety
@@ -373,9 +302,7 @@ pub unsafe fn trywait(f: *mut sys::fid) -> Result<Result<(), Errno>, Errno> {
     // SAFETY: forwarded contract.
     let e = unsafe { object::<EqFid>(f) }?;
     Ok(e.with(|q| {
-        if let Some(w) = &e.wait {
-            w.drain();
-        }
+        e.wait.drain();
         q.trywait()
     }))
 }

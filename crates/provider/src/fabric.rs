@@ -6,9 +6,9 @@ use ofi_nostd::Errno;
 use ofi_nostd::fabric::Fabric;
 use spin::Mutex;
 
-use crate::fid::{FidObject, fi_ops, object, publish, release};
+use crate::fid::{FidObject, fi_ops, object, open_into};
 use crate::sys;
-use crate::util::{neg, put, ret};
+use crate::util::neg;
 use hosted::storage::Heap;
 
 /// Event queues one fabric can hold.
@@ -75,45 +75,32 @@ pub unsafe extern "C" fn open(
     fabric: *mut *mut sys::fid_fabric,
     context: *mut c_void,
 ) -> c_int {
-    if attr.is_null() || fabric.is_null() {
-        return neg(Errno::EINVAL);
-    }
-    // SAFETY: non-NULL attributes from libfabric, names NULL or NUL-terminated.
-    let Some(mut a) = (unsafe { crate::info::fabric_from_c(&*attr) }) else {
-        return neg(Errno::EINVAL);
+    let make = || {
+        // SAFETY: NULL or attributes from libfabric, names NULL or NUL-terminated.
+        let a = unsafe { attr.as_ref() }.ok_or(Errno::EINVAL)?;
+        // SAFETY: as above.
+        let mut a = unsafe { crate::info::fabric_from_c(a) }.ok_or(Errno::EINVAL)?;
+        if let Some((_, last)) = a.prov_name.clone().rsplit_once(';') {
+            a.prov_name = ofi_nostd::info::name(last);
+        }
+        let f = Fabric::open(&a, context as u64, Heap, MAX_EQS)?;
+        Ok(FabricFid {
+            c: sys::fid_fabric {
+                fid: FabricFid::header(context),
+                ops: (&raw const FABRIC_OPS).cast_mut(),
+                api_version: a.api_version,
+            },
+            inner: Mutex::new(f),
+        })
     };
-    if let Some((_, last)) = a.prov_name.clone().rsplit_once(';') {
-        a.prov_name = ofi_nostd::info::name(last);
-    }
-    let f = match Fabric::open(&a, context as u64, Heap, MAX_EQS) {
-        Ok(f) => f,
-        Err(e) => return neg(e),
-    };
-    let obj = publish(FabricFid {
-        c: sys::fid_fabric {
-            fid: FabricFid::header(context),
-            ops: (&raw const FABRIC_OPS).cast_mut(),
-            api_version: a.api_version,
-        },
-        inner: Mutex::new(f),
-    });
-    // SAFETY: checked non-NULL above.
-    ret(unsafe { put(fabric, obj.cast::<sys::fid_fabric>()) })
+    // SAFETY: NULL or writable (libfabric's contract).
+    unsafe { open_into(fabric, make) }
 }
 
 /// `fi_close(fabric)`: -FI_EBUSY while a domain or an event queue is open.
 unsafe extern "C" fn close(fid: *mut sys::fid) -> c_int {
-    // SAFETY: libfabric's contract for fi_close: NULL or a fid.
-    let f = match unsafe { object::<FabricFid>(fid) } {
-        Ok(f) => f,
-        Err(e) => return neg(e),
-    };
-    if let Err(e) = f.inner.lock().check_close() {
-        return neg(e);
-    }
-    // SAFETY: published by `open`, nothing is open on it, the application gives it up.
-    unsafe { release(f) };
-    0
+    // SAFETY: forwarded contract.
+    unsafe { crate::fid::close::<FabricFid>(fid, |f| f.inner.lock().check_close()) }
 }
 
 /// `fi_passive_ep`: MSG endpoints are not supported yet.

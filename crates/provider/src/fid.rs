@@ -6,7 +6,7 @@ use std::ffi::{c_char, c_int, c_void};
 use ofi_nostd::Errno;
 
 use crate::sys;
-use crate::util::neg;
+use crate::util::{arg, neg, put, ret};
 
 /// A Rust object laid out with a C fid (`struct fid` first, at offset 0) of class
 /// [`FidObject::CLASS`] whose `ops` is [`FidObject::fi_ops`].
@@ -71,6 +71,47 @@ pub unsafe fn release<T: FidObject>(obj: &T) {
     let p = std::ptr::from_ref(obj).cast_mut();
     // SAFETY: made by Box::into_raw in `publish`; no other use follows.
     drop(unsafe { Box::from_raw(p) });
+}
+
+/// The end of the open calls: the object `make` builds (checking the call's arguments)
+/// published, and its pointer written to `out`; -FI_EINVAL for a NULL `out`.
+///
+/// # Safety
+///
+/// `out` is NULL or writable.
+pub unsafe fn open_into<T: FidObject, C>(
+    out: *mut *mut C,
+    make: impl FnOnce() -> Result<T, Errno>,
+) -> c_int {
+    if out.is_null() {
+        return neg(Errno::EINVAL);
+    }
+    match make() {
+        // SAFETY: non-NULL and writable (contract).
+        Ok(obj) => ret(unsafe { put(out, publish(obj).cast::<C>()) }),
+        Err(e) => neg(e),
+    }
+}
+
+/// `fi_close` of an object of class `T`: `shut` closes what it holds in the core (an
+/// error, such as -FI_EBUSY while bound, leaves it open), then the fid is released.
+///
+/// # Safety
+///
+/// `fid` is NULL or a fid that the application gives up (fi_close's contract).
+pub unsafe fn close<T: FidObject>(
+    fid: *mut sys::fid,
+    shut: impl FnOnce(&T) -> Result<(), Errno>,
+) -> c_int {
+    // SAFETY: forwarded contract.
+    let obj = arg!(unsafe { object::<T>(fid) });
+    if let Err(e) = shut(obj) {
+        return neg(e);
+    }
+    // SAFETY: published by its open call (`open_into`), closed in the core, given up by
+    // the application.
+    unsafe { release(obj) };
+    0
 }
 
 /// `fi_ops.bind` of classes that bind to nothing (yet): -FI_ENOSYS.

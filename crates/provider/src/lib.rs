@@ -48,8 +48,6 @@ pub mod av;
 pub mod cntr;
 pub mod cq;
 pub mod domain;
-#[cfg(feature = "dpdk")]
-pub mod dpdk;
 pub mod ep;
 pub mod eq;
 pub mod fabric;

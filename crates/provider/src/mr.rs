@@ -9,17 +9,17 @@ use ofi_nostd::mem::IoVec;
 use ofi_nostd::mr::{HmemIface, MrAttr, MrHandle};
 
 use crate::cntr::CntrFid;
-use crate::domain::DomainFid;
-use crate::fid::{FidObject, no_ops_open, no_ops_set, no_tostr, object, publish, release};
+use crate::domain::{DomainFid, InDomain};
+use crate::fid::{FidObject, no_ops_open, no_ops_set, no_tostr, object, open_into};
 use crate::sys;
-use crate::util::{bytes, neg, put, ret};
+use crate::util::{arg, bytes, neg, ret};
 
 /// A registered memory region.
 #[repr(C)]
 pub struct MrFid {
     c: sys::fid_mr,
-    domain: *const DomainFid,
-    handle: MrHandle,
+    /// The domain it was opened on, and its core handle there.
+    pub(crate) at: InDomain<MrHandle>,
 }
 
 static MR_FI_OPS: sys::fi_ops = sys::fi_ops {
@@ -53,13 +53,7 @@ unsafe impl FidObject for MrFid {
     }
 }
 
-impl MrFid {
-    fn domain(&self) -> &DomainFid {
-        // SAFETY: a domain outlives its regions (its fi_close is refused while one is
-        // registered).
-        unsafe { &*self.domain }
-    }
-}
+impl MrFid {}
 
 /// Registers `attr` on the domain whose fid is `fid` and hands out the region.
 ///
@@ -72,34 +66,25 @@ unsafe fn register(
     flags: u64,
     mr: *mut *mut sys::fid_mr,
 ) -> c_int {
+    let make = || {
+        // SAFETY: forwarded contract.
+        let d = unsafe { object::<DomainFid>(fid) }?;
+        let (handle, key, desc) = d.with(|core| {
+            let h = core.mr_reg(attr, Flags::from_bits_retain(flags))?;
+            let t = core.mrs();
+            Ok((h, t.key(h)?, t.desc(h)?))
+        })?;
+        Ok(MrFid {
+            c: sys::fid_mr {
+                fid: MrFid::header(attr.context as *mut c_void),
+                mem_desc: desc as *mut c_void,
+                key,
+            },
+            at: InDomain::new(d, handle),
+        })
+    };
     // SAFETY: forwarded contract.
-    let d = match unsafe { object::<DomainFid>(fid) } {
-        Ok(d) => d,
-        Err(e) => return neg(e),
-    };
-    if mr.is_null() {
-        return neg(Errno::EINVAL);
-    }
-    let r = d.with(|core| {
-        let h = core.mr_reg(attr, Flags::from_bits_retain(flags))?;
-        let t = core.mrs();
-        Ok((h, t.key(h)?, t.desc(h)?))
-    });
-    let (handle, key, desc) = match r {
-        Ok(v) => v,
-        Err(e) => return neg(e),
-    };
-    let obj = publish(MrFid {
-        c: sys::fid_mr {
-            fid: MrFid::header(attr.context as *mut c_void),
-            mem_desc: desc as *mut c_void,
-            key,
-        },
-        domain: std::ptr::from_ref(d),
-        handle,
-    });
-    // SAFETY: checked non-NULL above.
-    ret(unsafe { put(mr, obj.cast::<sys::fid_mr>()) })
+    unsafe { open_into(mr, make) }
 }
 
 /// `fi_mr_reg`: one buffer.
@@ -164,10 +149,7 @@ unsafe extern "C" fn regv(
     context: *mut c_void,
 ) -> c_int {
     // SAFETY: forwarded contract.
-    let v = match unsafe { iovs(iov, count) } {
-        Ok(v) => v,
-        Err(e) => return neg(e),
-    };
+    let v = arg!(unsafe { iovs(iov, count) });
     let attr = MrAttr {
         mr_iov: &v,
         access: Flags::from_bits_retain(access),
@@ -192,18 +174,12 @@ unsafe extern "C" fn regattr(
         return neg(Errno::EINVAL);
     };
     // SAFETY: `mr_iov` holds `iov_count` entries (contract).
-    let v = match unsafe { iovs(a.mr_iov, a.iov_count) } {
-        Ok(v) => v,
-        Err(e) => return neg(e),
-    };
+    let v = arg!(unsafe { iovs(a.mr_iov, a.iov_count) });
     // SAFETY: `auth_key` holds `auth_key_size` bytes (contract).
     let Some(auth_key) = (unsafe { bytes(a.auth_key.cast_const().cast(), a.auth_key_size) }) else {
         return neg(Errno::EINVAL);
     };
-    let iface = match HmemIface::from_raw(a.iface) {
-        Ok(i) => i,
-        Err(e) => return neg(e),
-    };
+    let iface = arg!(HmemIface::from_raw(a.iface));
     let attr = MrAttr {
         mr_iov: &v,
         access: Flags::from_bits_retain(a.access),
@@ -221,29 +197,21 @@ unsafe extern "C" fn regattr(
 
 /// `fi_close(mr)`: -FI_EBUSY while bound.
 unsafe extern "C" fn close(fid: *mut sys::fid) -> c_int {
-    // SAFETY: NULL or a fid (fi_close's contract).
-    let m = match unsafe { object::<MrFid>(fid) } {
-        Ok(m) => m,
-        Err(e) => return neg(e),
-    };
-    if let Err(e) = m.domain().with(|d| d.mrs_mut().close(m.handle)) {
-        return neg(e);
+    // SAFETY: forwarded contract.
+    unsafe {
+        crate::fid::close::<MrFid>(fid, |m| {
+            m.at.domain().with(|d| d.mrs_mut().close(m.at.handle))
+        })
     }
-    // SAFETY: published by `register`, closed in the core, given up by the application.
-    unsafe { release(m) };
-    0
 }
 
 /// `fi_control(mr)`: FI_ENABLE (`fi_mr_enable`) and FI_REFRESH (`fi_mr_refresh`,
 /// -FI_ENOSYS); nothing else.
 unsafe extern "C" fn control(fid: *mut sys::fid, command: c_int, _arg: *mut c_void) -> c_int {
     // SAFETY: NULL or a fid (fi_control's contract).
-    let m = match unsafe { object::<MrFid>(fid) } {
-        Ok(m) => m,
-        Err(e) => return neg(e),
-    };
+    let m = arg!(unsafe { object::<MrFid>(fid) });
     match u32::try_from(command) {
-        Ok(sys::FI_ENABLE) => ret(m.domain().with(|d| d.mrs_mut().enable(m.handle))),
+        Ok(sys::FI_ENABLE) => ret(m.at.domain().with(|d| d.mrs_mut().enable(m.at.handle))),
         Ok(sys::FI_REFRESH) => neg(Errno::ENOSYS),
         _ => neg(Errno::ENOSYS),
     }
@@ -254,10 +222,7 @@ unsafe extern "C" fn control(fid: *mut sys::fid, command: c_int, _arg: *mut c_vo
 /// bindings (FI_MR_ENDPOINT, never required by this provider) are -FI_EINVAL.
 unsafe extern "C" fn bind(fid: *mut sys::fid, bfid: *mut sys::fid, flags: u64) -> c_int {
     // SAFETY: NULL or a fid (contract).
-    let m = match unsafe { object::<MrFid>(fid) } {
-        Ok(m) => m,
-        Err(e) => return neg(e),
-    };
+    let m = arg!(unsafe { object::<MrFid>(fid) });
     if bfid.is_null() {
         return neg(Errno::EINVAL);
     }
@@ -267,15 +232,13 @@ unsafe extern "C" fn bind(fid: *mut sys::fid, bfid: *mut sys::fid, flags: u64) -
         return neg(Errno::EINVAL);
     }
     // SAFETY: a counter fid (its class said so).
-    let c = match unsafe { object::<CntrFid>(bfid) } {
-        Ok(c) => c,
-        Err(e) => return neg(e),
-    };
-    if !std::ptr::eq(c.domain_ptr(), m.domain) {
+    let c = arg!(unsafe { object::<CntrFid>(bfid) });
+    if !std::ptr::eq(c.at.domain_ptr(), m.at.domain_ptr()) {
         return neg(Errno::EDOMAIN);
     }
     let flags = Flags::from_bits_retain(flags);
     ret(m
+        .at
         .domain()
-        .with(|d| d.mr_bind_cntr(m.handle, c.handle(), flags)))
+        .with(|d| d.mr_bind_cntr(m.at.handle, c.at.handle, flags)))
 }

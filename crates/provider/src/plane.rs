@@ -7,33 +7,41 @@
 //!   stack answers ARP and frames UDP/IPv4 itself, at the interface's address.
 //! - `tap`: a TAP device `nostd<N>` (needs CAP_NET_ADMIN); the stack sits at the far
 //!   end of it, at the interface's address.
-//! - `dpdk`: a DPDK port (`eal`, `dpdk_vdev` parameters; see the `dpdk` module) in a
-//!   library built with the `dpdk` feature; -FI_ENOSYS otherwise.
+//! - `dpdk`: one queue pair of a DPDK port, at the interface's address with the port's
+//!   MAC, in a library built with the `dpdk` feature; -FI_ENOSYS otherwise.
+//!   - `eal` (`FI_NOSTD_EAL`): EAL arguments, split at whitespace (default: no
+//!     hugepages, no PCI, a unique file prefix, 256 MB: enough for virtual devices). EAL
+//!     initialises once per process; the thread of the first `fi_domain` becomes its
+//!     main lcore. Arguments that choose no lcores get `--lcores 0@(0-N)`, so EAL does
+//!     not pin that thread (the application's own) to CPU 0.
+//!   - `dpdk_vdev` (`FI_NOSTD_DPDK_VDEV`): the device arguments of the port to hot-plug
+//!     (e.g. `net_memif0,role=client,socket=/run/m.sock`); default `net_af_packet` on
+//!     the domain's interface (`net_af_packetnostd<N>,iface=<interface>`, needs
+//!     CAP_NET_RAW).
+//!
+//!   DPDK is poll mode: the descriptor the provider's wait objects watch is an eventfd
+//!   that is always readable, so `fi_cq_sread`, `fi_cntr_wait` and epoll on FI_GETWAIT
+//!   descriptors poll instead of sleeping.
 //!
 //! With the `loss` parameter (`FI_NOSTD_LOSS`, a fraction) above 0, received frames
-//! pass through a [`FaultLink`] that drops that fraction of them: fault injection for
-//! testing the reliability engine through unmodified applications.
+//! pass through a [`FaultLink`](hosted::fault::FaultLink) that drops that fraction of
+//! them: fault injection for testing the reliability engine through unmodified
+//! applications.
+//!
+//! The host runtime opens the plane ([`open_plane`]); this module turns the parameters
+//! into its description.
 
-use std::net::{Ipv4Addr, SocketAddrV4};
+use std::net::SocketAddrV4;
+use std::sync::atomic::{AtomicU32, Ordering};
 
-use dp_kernel::{AfPacketLink, TapLink, UdpConfig, UdpLink};
-use hosted::fault::{FaultConfig, FaultLink, FaultSpec};
+use dp_kernel::UdpConfig;
 use hosted::mem::RawMemory;
-use hosted::runtime::{Clocked, DataPlane, Driver};
+use hosted::runtime::{Ethernet, PlaneKind, open_plane};
 use hosted::sysinfo::HostInterface;
 use ofi_nostd::Errno;
-use ofi_nostd::net::NetConfig;
-use wire::link::{Capabilities, Link};
 
 /// An open data plane and where the stack sits on it.
-pub struct Plane {
-    /// The link, as the runtime drives it.
-    pub driver: Box<dyn Driver<RawMemory>>,
-    /// What the link offers (the CRC rule derives from it).
-    pub caps: Capabilities,
-    /// The stack's place on it (address, port, MTU, Ethernet details).
-    pub net: NetConfig,
-}
+pub type Plane = hosted::runtime::Plane<RawMemory>;
 
 /// The `loss` parameter: a fraction in `0.0..=1.0`; anything else is -FI_EINVAL.
 pub fn loss() -> Result<f64, Errno> {
@@ -47,49 +55,21 @@ pub fn loss() -> Result<f64, Errno> {
     }
 }
 
+/// The libfabric code of a failure to open a plane (the runtime reports DPDK's by
+/// kind, without an OS code).
 fn io(e: std::io::Error) -> Errno {
     match e.raw_os_error() {
         Some(libc::EADDRINUSE) => Errno::EADDRINUSE,
         Some(libc::EACCES) | Some(libc::EPERM) => Errno::EACCES,
         Some(libc::EADDRNOTAVAIL) => Errno::EADDRNOTAVAIL,
         Some(libc::ENOMEM) => Errno::ENOMEM,
-        _ => Errno::EIO,
+        Some(_) => Errno::EIO,
+        None => match e.kind() {
+            std::io::ErrorKind::ResourceBusy => Errno::EBUSY,
+            std::io::ErrorKind::OutOfMemory => Errno::ENOMEM,
+            _ => Errno::EIO,
+        },
     }
-}
-
-fn seed() -> u64 {
-    use std::hash::{BuildHasher, Hasher};
-    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u32(std::process::id());
-    h.finish()
-}
-
-/// The fault injector of the `loss` parameter: that fraction of received frames lost.
-pub(crate) fn lossy(loss: f64) -> FaultConfig {
-    let mut cfg = FaultConfig::new(seed());
-    cfg.rx = FaultSpec {
-        loss,
-        ..FaultSpec::NONE
-    };
-    cfg
-}
-
-/// `link` behind the `loss` parameter's fault injector (its clock driven by the passes)
-/// when `loss` > 0, and where the stack sits on it.
-fn plane<L: DataPlane>(link: L, loss: f64, net: NetConfig) -> Plane {
-    let caps = link.capabilities();
-    let driver: Box<dyn Driver<RawMemory>> = if loss > 0.0 {
-        Box::new(Clocked(FaultLink::new(link, lossy(loss))))
-    } else {
-        Box::new(link)
-    };
-    Plane { driver, caps, net }
-}
-
-/// A random unicast, locally administered MAC (TAP: the kernel owns the interface's).
-fn random_mac() -> [u8; 6] {
-    let r = seed().to_be_bytes();
-    [(r[0] & 0xfc) | 0x02, r[1], r[2], r[3], r[4], r[5]]
 }
 
 /// The UDP port of an Ethernet stack (AF_PACKET, TAP, DPDK), which has no kernel to
@@ -102,15 +82,28 @@ pub(crate) fn stack_port(port: u16, n: u32) -> u16 {
     49152 + (std::process::id().wrapping_add(n.wrapping_mul(7919)) % 16384) as u16
 }
 
-/// Ethernet planes opened in this process (for [`stack_port`]).
-static STACK_PLANES: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+/// Kernel Ethernet planes opened in this process (for [`stack_port`]).
+static STACK_PLANES: AtomicU32 = AtomicU32::new(0);
+
+/// Domains opened on DPDK in this process (unique default device names and ports).
+#[cfg(feature = "dpdk")]
+static DPDK_PORTS: AtomicU32 = AtomicU32::new(0);
 
 /// Opens the data plane the parameters name on `iface`, at UDP port `port` (0:
 /// ephemeral for `udp`, one from the dynamic range for the Ethernet planes).
 pub fn open(iface: &HostInterface, port: u16) -> Result<Plane, Errno> {
     let loss = loss()?;
+    // The stack at the interface's address, on port `n`'s.
+    let eth = |n: u32| Ethernet {
+        ip: iface.ip,
+        port: stack_port(port, n),
+        prefix_len: iface.prefix_len,
+        gateway: None,
+        mac: None,
+    };
+    let kernel_eth = || eth(STACK_PLANES.fetch_add(1, Ordering::Relaxed));
     let kind = crate::params::get_str(c"dataplane").unwrap_or_default();
-    match kind.trim() {
+    let kind = match kind.trim() {
         "" | "udp" => {
             // Datagrams as large as the interface allows, as getinfo advertised
             // (max_msg_size of FI_EP_DGRAM endpoints).
@@ -119,39 +112,23 @@ pub fn open(iface: &HostInterface, port: u16) -> Result<Plane, Errno> {
                 .mtu
                 .saturating_sub(28)
                 .clamp(576, dp_kernel::udp::MAX_UDP_PAYLOAD);
-            let link = UdpLink::new(cfg).map_err(io)?;
-            let local = link.local_addr();
-            let net = NetConfig::new(&link.capabilities(), local.ip().octets(), local.port());
-            Ok(plane(link, loss, net))
+            PlaneKind::Udp(cfg)
         }
-        "af_packet" => {
-            let link = AfPacketLink::open(&iface.name).map_err(io)?;
-            let n = STACK_PLANES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            let port = stack_port(port, n);
-            let net = NetConfig::new(&link.capabilities(), iface.ip.octets(), port).with_ethernet(
-                link.mac(),
-                iface.prefix_len,
-                None,
-            );
-            Ok(plane(link, loss, net))
-        }
-        "tap" => {
-            let link = TapLink::open(None).map_err(io)?;
-            link.set_up(true).map_err(io)?;
-            let n = STACK_PLANES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            let port = stack_port(port, n);
-            let ip: Ipv4Addr = iface.ip;
-            let net = NetConfig::new(&link.capabilities(), ip.octets(), port).with_ethernet(
-                random_mac(),
-                iface.prefix_len,
-                None,
-            );
-            Ok(plane(link, loss, net))
-        }
+        "af_packet" => PlaneKind::AfPacket(iface.name.clone(), kernel_eth()),
+        "tap" => PlaneKind::Tap(None, kernel_eth()),
         #[cfg(feature = "dpdk")]
-        "dpdk" => crate::dpdk::open(iface, port, loss),
+        "dpdk" => {
+            let non_empty = |s: Option<String>| s.filter(|v| !v.trim().is_empty());
+            let eal = non_empty(crate::params::get_str(c"eal"));
+            let eal = hosted::dpdk::init_eal(eal.as_deref()).map_err(|_| Errno::EIO)?;
+            let n = DPDK_PORTS.fetch_add(1, Ordering::Relaxed);
+            let vdev = non_empty(crate::params::get_str(c"dpdk_vdev"))
+                .unwrap_or_else(|| format!("net_af_packetnostd{n},iface={}", iface.name));
+            PlaneKind::Dpdk(eal, vdev, eth(n))
+        }
         #[cfg(not(feature = "dpdk"))]
-        "dpdk" => Err(Errno::ENOSYS),
-        _ => Err(Errno::EINVAL),
-    }
+        "dpdk" => return Err(Errno::ENOSYS),
+        _ => return Err(Errno::EINVAL),
+    };
+    open_plane(kind, loss).map_err(io)
 }

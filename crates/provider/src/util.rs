@@ -2,7 +2,38 @@
 
 use std::ffi::{CStr, c_char, c_int, c_void};
 
+use ofi_nostd::cq::{ErrDataOut, MAX_ERR_DATA};
 use ofi_nostd::{Errno, Result};
+
+/// The value of a check (a fid lookup, an argument conversion), or its error as the
+/// C call's return (`int` or `ssize_t`, see [`CRet`]).
+macro_rules! arg {
+    ($e:expr) => {
+        match $e {
+            Ok(v) => v,
+            Err(e) => return crate::util::CRet::err(e),
+        }
+    };
+}
+pub(crate) use arg;
+
+/// The return types of libfabric's calls, which carry an error as `-code`.
+pub trait CRet {
+    /// `-code` of `e`.
+    fn err(e: Errno) -> Self;
+}
+
+impl CRet for c_int {
+    fn err(e: Errno) -> c_int {
+        neg(e)
+    }
+}
+
+impl CRet for isize {
+    fn err(e: Errno) -> isize {
+        ret_len(Err(e))
+    }
+}
 
 /// `-code` as the `int` libfabric calls return.
 pub fn neg(e: Errno) -> c_int {
@@ -156,4 +187,55 @@ pub unsafe fn put<T>(p: *mut T, v: T) -> Result<()> {
     // SAFETY: non-NULL and writable per the caller's contract; unaligned is allowed.
     unsafe { p.write_unaligned(v) };
     Ok(())
+}
+
+/// The application's `err_data` buffer of a readerr call (fi_cq(3), fi_eq(3)), and the
+/// scratch the core copies error data through before it goes there.
+pub struct ErrDataBuf {
+    user: *mut c_void,
+    len: usize,
+    scratch: [u8; MAX_ERR_DATA],
+}
+
+impl ErrDataBuf {
+    /// The entry's `err_data` and `err_data_size` when its layout has them (API >=
+    /// 1.5); none otherwise, or for a NULL `err_data`.
+    pub fn new(user: Option<(*mut c_void, usize)>) -> ErrDataBuf {
+        let (user, size) = user.unwrap_or((std::ptr::null_mut(), 0));
+        ErrDataBuf {
+            user,
+            len: if user.is_null() {
+                0
+            } else {
+                size.min(MAX_ERR_DATA)
+            },
+            scratch: [0; MAX_ERR_DATA],
+        }
+    }
+
+    /// Where the core copies the error data to.
+    pub fn scratch(&mut self) -> &mut [u8] {
+        &mut self.scratch[..self.len]
+    }
+
+    /// The entry's `err_data` and `err_data_size` for what the core did (`own`: the
+    /// queue's own copy, valid until its next read), copying to the application's
+    /// buffer when the core filled the scratch.
+    ///
+    /// # Safety
+    ///
+    /// `err_data` holds the `err_data_size` bytes the application gave.
+    pub unsafe fn place(&self, out: ErrDataOut, own: &[u8]) -> (*mut c_void, usize) {
+        match out {
+            ErrDataOut::Copied(n) => {
+                // SAFETY: the application's err_data holds err_data_size >= n bytes.
+                unsafe {
+                    std::ptr::copy_nonoverlapping(self.scratch.as_ptr(), self.user.cast(), n)
+                };
+                (self.user, n)
+            }
+            ErrDataOut::ProviderOwned(0) => (std::ptr::null_mut(), 0),
+            ErrDataOut::ProviderOwned(n) => (own.as_ptr().cast_mut().cast(), n),
+        }
+    }
 }

@@ -19,10 +19,17 @@
 //! Event queues have no data plane and no timers: their `WaitFd` holds the eventfd
 //! alone.
 
+use std::ffi::{c_int, c_void};
 use std::os::fd::{AsRawFd, BorrowedFd, RawFd};
+use std::time::Duration;
 
 use hosted::runtime::WaitObject;
 use ofi_nostd::Errno;
+use ofi_nostd::eq::WaitObj;
+
+use crate::fid::{FidObject, object, poll_until};
+use crate::sys;
+use crate::util::{neg, put, ret};
 
 /// The epoll set of one waitable object.
 pub type WaitFd = WaitObject;
@@ -67,6 +74,137 @@ pub fn readable(fd: RawFd) -> bool {
 pub unsafe fn put_fd(arg: *mut libc::c_void, fd: RawFd) -> Result<(), Errno> {
     // SAFETY: forwarded contract.
     unsafe { crate::util::put(arg.cast::<libc::c_int>(), fd) }
+}
+
+/// The shortest timer a waiter arms: work that is due but did not move is retried soon,
+/// never spun on.
+const MIN_TIMER: Duration = Duration::from_micros(50);
+
+/// The wait object of a CQ, counter or EQ: the kind the application asked for and, for
+/// FI_WAIT_FD and FI_WAIT_UNSPEC, the native fd set that serves it.
+pub struct Waiter {
+    obj: WaitObj,
+    fd: Option<WaitFd>,
+}
+
+impl Waiter {
+    /// The wait object of an object opened with `obj`, over the data plane's descriptor
+    /// `link` (CQs and counters; see [`open`]). Wait sets and mutex/cond pairs are
+    /// -FI_ENOSYS; FI_WAIT_YIELD polls and FI_WAIT_NONE cannot block.
+    pub fn new(obj: WaitObj, link: Option<RawFd>) -> Result<Waiter, Errno> {
+        let fd = match obj {
+            WaitObj::None | WaitObj::Yield => None,
+            WaitObj::Unspec | WaitObj::Fd => Some(open(link)?),
+            _ => return Err(Errno::ENOSYS),
+        };
+        Ok(Waiter { obj, fd })
+    }
+
+    /// The native fd set, if there is one.
+    pub fn fd(&self) -> Option<&WaitFd> {
+        self.fd.as_ref()
+    }
+
+    /// Empties the fd set's eventfd, before a check that re-arms it.
+    pub fn drain(&self) {
+        if let Some(w) = &self.fd {
+            w.drain();
+        }
+    }
+
+    /// After a successful fi_trywait: the timer for the core's next deadline `timer`,
+    /// and the data plane watched for good (the application polls the fd from now on).
+    pub fn armed(&self, timer: Option<Duration>) {
+        if let Some(w) = &self.fd {
+            w.arm_timer(timer.map(|t| t.max(MIN_TIMER)));
+            w.pin();
+        }
+    }
+
+    /// The blocking calls (fi_cq_sread, fi_cntr_wait): `step` runs a pass and answers
+    /// `Some` when the call is done, or `None` with the wait armed and the core's next
+    /// timer in its argument. Between steps the fd set sleeps until frames, that timer, a
+    /// signal or the timeout; FI_WAIT_YIELD polls. `expired` after `timeout_ms`
+    /// (negative: never).
+    pub fn block<R>(
+        &self,
+        timeout_ms: c_int,
+        expired: Errno,
+        mut step: impl FnMut(&mut Option<Duration>) -> Result<Option<R>, Errno>,
+    ) -> Result<R, Errno> {
+        let Some(w) = &self.fd else {
+            return poll_until(timeout_ms, || step(&mut None).transpose()).unwrap_or(Err(expired));
+        };
+        let start = std::time::Instant::now();
+        let limit = u64::try_from(timeout_ms).ok().map(Duration::from_millis);
+        // The data plane is watched from the first sleep until the call returns.
+        let mut sleeper = None;
+        loop {
+            let mut timer = None;
+            if let Some(r) = step(&mut timer)? {
+                return Ok(r);
+            }
+            let left = match limit {
+                Some(l) => match l.checked_sub(start.elapsed()) {
+                    Some(left) if !left.is_zero() => left,
+                    _ => return Err(expired),
+                },
+                None => Duration::from_secs(1),
+            };
+            let nap = timer.map_or(left, |t| t.max(MIN_TIMER).min(left));
+            w.arm_timer(timer.map(|t| t.max(MIN_TIMER)));
+            if sleeper.is_none() {
+                sleeper = w.sleeper();
+            }
+            w.wait(nap);
+        }
+    }
+
+    /// FI_GETWAIT (the fd to poll, an `int`) and FI_GETWAITOBJ (`enum fi_wait_obj`);
+    /// -FI_ENODATA without a native wait object, -FI_ENOSYS for other commands.
+    ///
+    /// # Safety
+    ///
+    /// `arg` is NULL or points to an `int` (FI_GETWAIT) / `enum fi_wait_obj`
+    /// (FI_GETWAITOBJ).
+    pub unsafe fn control(&self, cmd: c_int, arg: *mut c_void) -> Result<(), Errno> {
+        let obj = arg.cast::<sys::fi_wait_obj>();
+        match (u32::try_from(cmd), &self.fd) {
+            // SAFETY: forwarded contract.
+            (Ok(sys::FI_GETWAIT), Some(w)) => unsafe { put_fd(arg, w.fd().as_raw_fd()) },
+            // SAFETY: forwarded contract.
+            (Ok(sys::FI_GETWAITOBJ), Some(_)) => unsafe { put(obj, sys::fi_wait_obj_FI_WAIT_FD) },
+            (Ok(sys::FI_GETWAITOBJ), None) if self.obj == WaitObj::None => Err(Errno::ENODATA),
+            // SAFETY: forwarded contract.
+            (Ok(sys::FI_GETWAITOBJ), None) => unsafe { put(obj, self.obj as sys::fi_wait_obj) },
+            (Ok(sys::FI_GETWAIT), None) => Err(Errno::ENODATA),
+            _ => Err(Errno::ENOSYS),
+        }
+    }
+}
+
+/// A fid with a [`Waiter`]: CQs, counters and EQs.
+pub trait Waitable: FidObject {
+    /// Its wait object.
+    fn waiter(&self) -> &Waiter;
+}
+
+/// `fi_control` of a waitable object: [`Waiter::control`].
+///
+/// # Safety
+///
+/// `fid` is NULL or a fid; `arg` what fi_control(3) says for `cmd` (or NULL).
+pub unsafe extern "C" fn control<T: Waitable>(
+    fid: *mut sys::fid,
+    cmd: c_int,
+    arg: *mut c_void,
+) -> c_int {
+    // SAFETY: NULL or a fid (contract).
+    match unsafe { object::<T>(fid) } {
+        // SAFETY: forwarded contract.
+        Ok(o) => ret(unsafe { o.waiter().control(cmd, arg) }),
+        Err(e) => neg(e),
+    }
 }
 
 #[cfg(test)]

@@ -71,7 +71,7 @@
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::sync::{Arc, Mutex, PoisonError};
 
-use dp_kernel::{AfPacketLink, TapLink, UdpConfig, UdpLink};
+use dp_kernel::UdpConfig;
 use ofi_nostd::addr::EpAddr;
 use ofi_nostd::av::AvAttr;
 use ofi_nostd::cntr::CntrAttr;
@@ -86,7 +86,7 @@ use ofi_nostd::info::{
 use ofi_nostd::mem::{IoVec, Memory};
 use ofi_nostd::mr::MrAttr;
 use ofi_nostd::net::{NetConfig, NetStats};
-use wire::link::{Capabilities, Link, Medium};
+use wire::link::Medium;
 
 mod av;
 mod buf;
@@ -110,14 +110,15 @@ pub use mr::Mr;
 pub use table::OpId;
 // The host runtime's parts the API's users name (their old paths).
 pub use crate::runtime::{
-    AutoProgress, DataPlane, HOST_MAX_PEERS, HOST_UNEXP_MSGS, HOST_UNEXP_SLOTS,
+    AutoProgress, DataPlane, Ethernet, HOST_MAX_PEERS, HOST_UNEXP_MSGS, HOST_UNEXP_SLOTS,
     IDLE_PASSES_PER_CLOCK, PassClock, READS_PER_PASS, Sleeper, WaitSet, WithFd, now,
     progress_until,
 };
 
 use crate::runtime::wait::{EventFd, WaitSet as Set};
 use crate::runtime::{
-    CoreDomain, CoreFabric, Driver, HOST_ARP_ENTRIES, Policy, ProgressThread, Wake, host_rdm_config,
+    CoreDomain, CoreFabric, HOST_ARP_ENTRIES, Plane, PlaneKind, Policy, ProgressThread, Wake,
+    host_rdm_config, open_plane, random_u64,
 };
 use crate::storage::Heap;
 use shared::{CqState, DomainRef, Inner, Shared};
@@ -151,7 +152,10 @@ impl Fabric {
         DomainBuilder {
             fabric: self,
             cfg: ProviderConfig::DEFAULT,
-            plane: PlaneSpec::Udp(UdpConfig::new(SocketAddrV4::new(Ipv4Addr::LOCALHOST, 0))),
+            plane: PlaneSpec::Open(PlaneKind::Udp(UdpConfig::new(SocketAddrV4::new(
+                Ipv4Addr::LOCALHOST,
+                0,
+            )))),
             progress: ProgressMode::Manual,
             rdm: None,
         }
@@ -177,27 +181,11 @@ pub enum ProgressMode {
     Auto(AutoProgress),
 }
 
-/// Where a domain on an Ethernet link (TAP, AF_PACKET) sits on its network.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Ethernet {
-    /// Our IPv4 address.
-    pub ip: Ipv4Addr,
-    /// Our UDP port.
-    pub port: u16,
-    /// The subnet's prefix length.
-    pub prefix_len: u8,
-    /// The next hop off the subnet.
-    pub gateway: Option<Ipv4Addr>,
-    /// Our MAC; `None`: the interface's (AF_PACKET) or a random locally administered
-    /// one (TAP, where the kernel owns the interface's MAC).
-    pub mac: Option<[u8; 6]>,
-}
-
 enum PlaneSpec {
-    Udp(UdpConfig),
-    Tap(String, Ethernet),
-    AfPacket(String, Ethernet),
-    Custom(Box<dyn Driver<dyn Memory>>, NetConfig, Capabilities),
+    /// A kernel plane the runtime opens.
+    Open(PlaneKind),
+    /// A link the application built.
+    Custom(Plane<dyn Memory>),
 }
 
 /// Options of a domain before it opens; from [`Fabric::domain`].
@@ -233,21 +221,21 @@ impl DomainBuilder<'_> {
 
     /// A UDP socket built from `cfg` as the data plane.
     pub fn udp_config(mut self, cfg: UdpConfig) -> Self {
-        self.plane = PlaneSpec::Udp(cfg);
+        self.plane = PlaneSpec::Open(PlaneKind::Udp(cfg));
         self
     }
 
     /// The TAP device `name` (created if missing; needs CAP_NET_ADMIN) as the data
     /// plane, the stack at `eth` on it.
     pub fn tap(mut self, name: &str, eth: Ethernet) -> Self {
-        self.plane = PlaneSpec::Tap(name.to_owned(), eth);
+        self.plane = PlaneSpec::Open(PlaneKind::Tap(Some(name.to_owned()), eth));
         self
     }
 
     /// An AF_PACKET socket on interface `ifname` (needs CAP_NET_RAW) as the data plane,
     /// the stack at `eth` on it.
     pub fn af_packet(mut self, ifname: &str, eth: Ethernet) -> Self {
-        self.plane = PlaneSpec::AfPacket(ifname.to_owned(), eth);
+        self.plane = PlaneSpec::Open(PlaneKind::AfPacket(ifname.to_owned(), eth));
         self
     }
 
@@ -255,7 +243,8 @@ impl DomainBuilder<'_> {
     /// `net` on it.
     pub fn link<L: DataPlane>(mut self, link: L, net: NetConfig) -> Self {
         let caps = link.capabilities();
-        self.plane = PlaneSpec::Custom(Box::new(link), net, caps);
+        let driver = Box::new(link);
+        self.plane = PlaneSpec::Custom(Plane { driver, caps, net });
         self
     }
 
@@ -273,31 +262,12 @@ impl DomainBuilder<'_> {
     /// `fi_domain`: opens the data plane and the domain on it. Completions carry
     /// application contexts of type `C`.
     pub fn open<C: Send + 'static>(self) -> Result<Domain<C>> {
-        type Plane = (Box<dyn Driver<dyn Memory>>, NetConfig, Capabilities, String);
-        let (driver, net, caps, name): Plane = match self.plane {
-            PlaneSpec::Udp(cfg) => {
-                let link = UdpLink::new(cfg)?;
-                let local = link.local_addr();
-                let caps = link.capabilities();
-                let net = NetConfig::new(&caps, local.ip().octets(), local.port());
-                (Box::new(link), net, caps, "udp".to_owned())
+        let (Plane { driver, net, caps }, name) = match self.plane {
+            PlaneSpec::Open(kind) => {
+                let name = kind.name();
+                (open_plane(kind, 0.0)?, name)
             }
-            PlaneSpec::Tap(name, eth) => {
-                let link = TapLink::open(Some(&name))?;
-                link.set_up(true)?;
-                let mac = eth.mac.unwrap_or_else(random_mac);
-                let caps = link.capabilities();
-                let net = ethernet(&caps, &eth, mac);
-                (Box::new(link), net, caps, name)
-            }
-            PlaneSpec::AfPacket(ifname, eth) => {
-                let link = AfPacketLink::open(&ifname)?;
-                let mac = eth.mac.unwrap_or(link.mac());
-                let caps = link.capabilities();
-                let net = ethernet(&caps, &eth, mac);
-                (Box::new(link), net, caps, ifname)
-            }
-            PlaneSpec::Custom(driver, net, caps) => (driver, net, caps, "link".to_owned()),
+            PlaneSpec::Custom(plane) => (plane, "link".to_owned()),
         };
         let ip_mtu = match caps.medium {
             Medium::Udp => net.mtu + 28,
@@ -374,28 +344,6 @@ impl DomainBuilder<'_> {
             shared: DomainRef::new(shared),
         })
     }
-}
-
-fn ethernet(caps: &wire::link::Capabilities, eth: &Ethernet, mac: [u8; 6]) -> NetConfig {
-    NetConfig::new(caps, eth.ip.octets(), eth.port).with_ethernet(
-        mac,
-        eth.prefix_len,
-        eth.gateway.map(|g| g.octets()),
-    )
-}
-
-/// 64 bits from std's per-process random hash keys (key seeds, MAC addresses).
-fn random_u64() -> u64 {
-    use std::hash::{BuildHasher, Hasher};
-    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u64(now().total_micros());
-    h.finish()
-}
-
-/// A random unicast, locally administered MAC.
-fn random_mac() -> [u8; 6] {
-    let r = random_u64().to_be_bytes();
-    [(r[0] & 0xfc) | 0x02, r[1], r[2], r[3], r[4], r[5]]
 }
 
 /// An open domain (fi_domain(3)): one link, and every object opened on it.

@@ -4,6 +4,7 @@
 //! | part | here |
 //! |---|---|
 //! | the data plane and its object-safe face | [`plane`]: [`DataPlane`], [`Driver`] |
+//! | opening a plane from its description | [`open`]: [`open_plane`], [`PlaneKind`] |
 //! | the pass, the read-without-pass policy, the nap before sleeping | [`Runtime`], [`ReadBudget`], [`nap_until_timer`] |
 //! | the time passes run at | [`clock`]: [`now`], [`PassClock`] |
 //! | the wake-up registry | [`wake`]: [`Wakeups`] |
@@ -21,6 +22,7 @@ use wire::link::{Capabilities, Medium};
 use crate::storage::Heap;
 
 pub mod clock;
+pub mod open;
 mod pass;
 pub mod plane;
 pub mod thread;
@@ -28,6 +30,7 @@ pub mod wait;
 pub mod wake;
 
 pub use clock::{IDLE_PASSES_PER_CLOCK, MIN_NAP, PassClock, nap_until_timer, now, progress_until};
+pub use open::{Ethernet, Plane, PlaneKind, open_plane, random_u64};
 pub use pass::{Core, ReadBudget, Runtime, Turn};
 pub use plane::{Clocked, DataPlane, Driver, PassMemory, PollMode, WithFd};
 pub use thread::{AutoProgress, Policy, ProgressThread};

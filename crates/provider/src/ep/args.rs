@@ -15,17 +15,6 @@ use super::ep;
 use crate::sys;
 use crate::util::ret_len;
 
-/// The value of an argument check, or its error as the call's `ssize_t` return.
-macro_rules! arg {
-    ($e:expr) => {
-        match $e {
-            Ok(v) => v,
-            Err(e) => return crate::util::ret_len(Err(e)),
-        }
-    };
-}
-pub(crate) use arg;
-
 /// A C pointer as the core's address (its provenance exposed for [`RawMemory`]).
 pub(crate) fn addr<T>(p: *const T) -> u64 {
     p.expose_provenance() as u64

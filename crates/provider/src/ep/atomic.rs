@@ -8,10 +8,10 @@ use ofi_nostd::domain::{AtomicArgs, RmaIov};
 use ofi_nostd::flags::Flags;
 use wire::packet::{AtomicDatatype, AtomicOp};
 
-use super::args::{After, arg, ctx, mem, one, post};
+use super::args::{After, ctx, mem, one, post};
 use super::ep;
 use crate::sys;
-use crate::util::{neg, ret_len};
+use crate::util::{arg, neg, ret_len};
 
 /// `fi_ops_atomic`: the operations and datatypes `ofi_nostd::atomic` serves, one remote
 /// iov and one compare and result buffer each.
@@ -188,22 +188,33 @@ unsafe extern "C" fn at_writev(
     context: V,
 ) -> isize {
     // SAFETY: the application's array of `count` entries.
-    let (buf, n) = arg!(unsafe { one_ioc(iov, count) });
-    // SAFETY: the application's endpoint.
-    unsafe {
-        at_write(
-            p,
-            buf,
-            n,
-            std::ptr::null_mut(),
-            dest,
-            addr,
-            key,
-            dt,
-            op,
-            context,
-        )
+    let ([buf], n) = arg!(unsafe { iocs([(iov, count)]) });
+    let (at, buf) = ((dest, addr, key), buf.cast_const());
+    let c = AtomicCall::new(AtomicKind::Write, (buf, n), at, (dt, op), context);
+    // SAFETY: forwarded contract.
+    unsafe { atomic_post(p, c) }
+}
+
+/// The buffers of a vector call: the single `fi_ioc` of each array (see [`one_ioc`]),
+/// each with as many elements as the first, and that number; -FI_EINVAL otherwise.
+///
+/// # Safety
+///
+/// Each array is NULL or holds its count of entries.
+unsafe fn iocs<const N: usize>(
+    arrays: [(*const sys::fi_ioc, usize); N],
+) -> Result<([V; N], usize), Errno> {
+    let mut bufs = [std::ptr::null_mut(); N];
+    let mut n = None;
+    for (b, (ioc, count)) in bufs.iter_mut().zip(arrays) {
+        // SAFETY: forwarded contract.
+        let (buf, k) = unsafe { one_ioc(ioc, count) }?;
+        if n.is_some_and(|n| n != k) {
+            return Err(Errno::EINVAL);
+        }
+        (*b, n) = (buf, Some(k));
     }
+    Ok((bufs, n.unwrap_or(0)))
 }
 
 /// The parts of a `struct fi_msg_atomic` (one local and one remote ioc).
@@ -361,17 +372,13 @@ unsafe extern "C" fn at_readwritev(
     context: V,
 ) -> isize {
     // SAFETY: the application's arrays.
-    let parts = unsafe { (one_ioc(iov, count), one_ioc(resultv, result_count)) };
-    let ((buf, n), (res, rn)) = match parts {
-        (Ok(a), Ok(b)) => (a, b),
-        _ => return ret_len(Err(Errno::EINVAL)),
-    };
-    if n != rn {
-        return ret_len(Err(Errno::EINVAL));
-    }
-    let null = std::ptr::null_mut();
-    // SAFETY: the application's endpoint.
-    unsafe { at_readwrite(p, buf, n, null, res, null, dest, addr, key, dt, op, context) }
+    let ([buf, res], n) =
+        arg!(unsafe { iocs([(iov, count), (resultv.cast_const(), result_count)]) });
+    let (at, buf) = ((dest, addr, key), buf.cast_const());
+    let mut c = AtomicCall::new(AtomicKind::Fetch, (buf, n), at, (dt, op), context);
+    c.result = res;
+    // SAFETY: forwarded contract.
+    unsafe { atomic_post(p, c) }
 }
 
 unsafe extern "C" fn at_readwritemsg(
@@ -441,28 +448,18 @@ unsafe extern "C" fn at_compwritev(
     op: sys::fi_op,
     context: V,
 ) -> isize {
+    let arrays = [
+        (iov, count),
+        (comparev, compare_count),
+        (resultv.cast_const(), result_count),
+    ];
     // SAFETY: the application's arrays.
-    let parts = unsafe {
-        (
-            one_ioc(iov, count),
-            one_ioc(comparev, compare_count),
-            one_ioc(resultv, result_count),
-        )
-    };
-    let ((buf, n), (cmp, cn), (res, rn)) = match parts {
-        (Ok(a), Ok(b), Ok(c)) => (a, b, c),
-        _ => return ret_len(Err(Errno::EINVAL)),
-    };
-    if n != cn || n != rn {
-        return ret_len(Err(Errno::EINVAL));
-    }
-    let null = std::ptr::null_mut();
-    // SAFETY: the application's endpoint.
-    unsafe {
-        at_compwrite(
-            p, buf, n, null, cmp, null, res, null, dest, addr, key, dt, op, context,
-        )
-    }
+    let ([buf, cmp, res], n) = arg!(unsafe { iocs(arrays) });
+    let (at, buf) = ((dest, addr, key), buf.cast_const());
+    let mut c = AtomicCall::new(AtomicKind::Compare, (buf, n), at, (dt, op), context);
+    (c.compare, c.result) = (cmp.cast_const(), res);
+    // SAFETY: forwarded contract.
+    unsafe { atomic_post(p, c) }
 }
 
 #[allow(clippy::too_many_arguments)]

@@ -9,7 +9,7 @@ use ofi_nostd::info::AddrFormat;
 use super::{EpFid, ep};
 use crate::fid::object;
 use crate::sys;
-use crate::util::{neg, ret};
+use crate::util::{arg, neg, ret};
 
 pub(super) static CM_OPS: sys::fi_ops_cm = sys::fi_ops_cm {
     size: size_of::<sys::fi_ops_cm>(),
@@ -33,10 +33,7 @@ unsafe extern "C" fn getname(
     addrlen: *mut usize,
 ) -> c_int {
     // SAFETY: NULL or a fid.
-    let e = match unsafe { object::<EpFid>(fid) } {
-        Ok(e) => e,
-        Err(err) => return neg(err),
-    };
+    let e = arg!(unsafe { object::<EpFid>(fid) });
     if addrlen.is_null() {
         return neg(Errno::EINVAL);
     }
@@ -44,12 +41,9 @@ unsafe extern "C" fn getname(
     if addr_p.is_null() && unsafe { addrlen.read_unaligned() } > 0 {
         return neg(Errno::EINVAL);
     }
-    let a = match e.domain().with(|d| d.ep_addr(e.handle)) {
-        Ok(a) => a,
-        Err(err) => return neg(err),
-    };
+    let a = arg!(e.at.domain().with(|d| d.ep_addr(e.at.handle)));
     let mut s = [0u8; 128];
-    let data: &[u8] = if e.domain().addr_format == AddrFormat::STR {
+    let data: &[u8] = if e.at.domain().addr_format == AddrFormat::STR {
         let n = a.straddr(&mut s).min(s.len());
         &s[..n]
     } else {

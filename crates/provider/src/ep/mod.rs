@@ -28,11 +28,11 @@ use ofi_nostd::flags::Flags;
 use crate::av::AvFid;
 use crate::cntr::CntrFid;
 use crate::cq::CqFid;
-use crate::domain::DomainFid;
+use crate::domain::{DomainFid, InDomain};
 use crate::eq::EqFid;
-use crate::fid::{FidObject, no_ops_open, no_ops_set, no_tostr, object, publish, release};
+use crate::fid::{FidObject, no_ops_open, no_ops_set, no_tostr, object, open_into, publish};
 use crate::sys;
-use crate::util::{neg, put, ret, ret_len};
+use crate::util::{arg, neg, ret, ret_len};
 use args::{After, addr, ctx};
 
 mod args;
@@ -46,8 +46,8 @@ pub mod tagged;
 #[repr(C)]
 pub struct EpFid {
     c: sys::fid_ep,
-    domain: *const DomainFid,
-    handle: EpHandle<Heap>,
+    /// The domain it was opened on, and its core handle there.
+    pub(crate) at: InDomain<EpHandle<Heap>>,
     /// The endpoint this fid is an alias of; NULL for the endpoint itself.
     parent: *const EpFid,
     /// An alias's default transmit flags.
@@ -107,19 +107,12 @@ impl EpFid {
                 atomic: (&raw const atomic::ATOMIC_OPS).cast_mut(),
                 collective: (&raw const crate::stubs::COLLECTIVE_OPS).cast_mut(),
             },
-            domain: std::ptr::from_ref(domain),
-            handle,
+            at: InDomain::new(domain, handle),
             parent,
             alias_tx: AtomicU64::new(flags.0.bits()),
             alias_rx: AtomicU64::new(flags.1.bits()),
             eq: AtomicPtr::new(std::ptr::null_mut()),
         }
-    }
-
-    pub(crate) fn domain(&self) -> &DomainFid {
-        // SAFETY: a domain outlives its endpoints (its fi_close is refused while one is
-        // open).
-        unsafe { &*self.domain }
     }
 
     fn is_alias(&self) -> bool {
@@ -134,8 +127,8 @@ impl EpFid {
         kick: After,
         f: impl FnOnce(&mut Domain<Heap>, EpHandle<Heap>) -> Result<R, Errno>,
     ) -> Result<R, Errno> {
-        self.domain().data(|st| {
-            let h = self.handle;
+        self.at.domain().data(|st| {
+            let h = self.at.handle;
             let r = if self.is_alias() {
                 let ep = st.core.ep_mut(h)?;
                 let saved = (ep.getopsflag(Flags::TRANSMIT)?, ep.getopsflag(Flags::RECV)?);
@@ -188,69 +181,51 @@ pub unsafe extern "C" fn open(
     ep_out: *mut *mut sys::fid_ep,
     context: *mut c_void,
 ) -> c_int {
-    // SAFETY: forwarded contract.
-    let d = match unsafe { DomainFid::from_c(domain) } {
-        Ok(d) => d,
-        Err(e) => return neg(e),
+    let make = || {
+        // SAFETY: forwarded contract.
+        let d = unsafe { DomainFid::from_c(domain) }?;
+        if info.is_null() {
+            return Err(Errno::EINVAL);
+        }
+        // SAFETY: a non-NULL info of the application is a valid fi_info.
+        let info = unsafe { crate::info::from_c(info) }.ok_or(Errno::EINVAL)?;
+        let h = d.with(|core| core.ep_open(&info, ctx(context)))?;
+        let flags = (Flags::empty(), Flags::empty());
+        Ok(EpFid::new(d, h, std::ptr::null(), flags, context))
     };
-    if info.is_null() || ep_out.is_null() {
-        return neg(Errno::EINVAL);
-    }
-    // SAFETY: a non-NULL info of the application is a valid fi_info.
-    let Some(info) = (unsafe { crate::info::from_c(info) }) else {
-        return neg(Errno::EINVAL);
-    };
-    let h = match d.with(|core| core.ep_open(&info, ctx(context))) {
-        Ok(h) => h,
-        Err(e) => return neg(e),
-    };
-    let obj = publish(EpFid::new(
-        d,
-        h,
-        std::ptr::null(),
-        (Flags::empty(), Flags::empty()),
-        context,
-    ));
-    // SAFETY: checked non-NULL above.
-    ret(unsafe { put(ep_out, obj.cast::<sys::fid_ep>()) })
+    // SAFETY: NULL or writable (application's contract).
+    unsafe { open_into(ep_out, make) }
 }
 
 /// `fi_close(ep)`: outstanding operations are discarded; -FI_EBUSY while aliases are
 /// open. Closing an alias releases only the alias.
 unsafe extern "C" fn close(fid: *mut sys::fid) -> c_int {
-    // SAFETY: NULL or a fid (fi_close's contract).
-    let e = match unsafe { object::<EpFid>(fid) } {
-        Ok(e) => e,
-        Err(err) => return neg(err),
-    };
-    let r = e.domain().control(|st| {
-        if e.is_alias() {
-            st.core.ep_mut(e.handle)?.alias_close()
-        } else {
-            // Acknowledge what arrived, send every peer a CLOSE, and linger for
-            // retransmissions until each acknowledged it (a lost last ACK would fail
-            // the peer's send).
-            if let Ok(Some(until)) = st.core.ep_begin_close(e.handle, hosted::api::now()) {
-                hosted::api::progress_until(until, || {
-                    st.progress();
-                    st.core.ep_lingering(e.handle)
-                });
+    let shut = |e: &EpFid| {
+        e.at.domain().control(|st| {
+            if e.is_alias() {
+                st.core.ep_mut(e.at.handle)?.alias_close()
+            } else {
+                // Acknowledge what arrived, send every peer a CLOSE, and linger for
+                // retransmissions until each acknowledged it (a lost last ACK would
+                // fail the peer's send).
+                if let Ok(Some(until)) = st.core.ep_begin_close(e.at.handle, hosted::api::now()) {
+                    hosted::api::progress_until(until, || {
+                        st.progress();
+                        st.core.ep_lingering(e.at.handle)
+                    });
+                }
+                st.core.ep_close(e.at.handle)
             }
-            st.core.ep_close(e.handle)
+        })?;
+        let eq = e.eq.load(Ordering::Acquire);
+        if !eq.is_null() {
+            // SAFETY: a bound EQ cannot close while bound (its fi_close is refused).
+            unsafe { &*eq }.bind_ref(false);
         }
-    });
-    if let Err(err) = r {
-        return neg(err);
-    }
-    let eq = e.eq.load(Ordering::Acquire);
-    if !eq.is_null() {
-        // SAFETY: a bound EQ cannot close while bound (its fi_close is refused).
-        unsafe { &*eq }.bind_ref(false);
-    }
-    // SAFETY: published by `open` or FI_ALIAS, closed in the core, given up by the
-    // application.
-    unsafe { release(e) };
-    0
+        Ok(())
+    };
+    // SAFETY: forwarded contract (the FI_ALIAS fids are published as `open`'s are).
+    unsafe { crate::fid::close::<EpFid>(fid, shut) }
 }
 
 /// `fi_ep_bind`: a CQ (FI_TRANSMIT / FI_RECV / FI_SELECTIVE_COMPLETION), a counter
@@ -259,10 +234,7 @@ unsafe extern "C" fn close(fid: *mut sys::fid) -> c_int {
 /// not offered) and other fids are -FI_EINVAL; shared contexts -FI_ENOSYS.
 unsafe extern "C" fn bind(fid: *mut sys::fid, bfid: *mut sys::fid, flags: u64) -> c_int {
     // SAFETY: NULL or a fid.
-    let e = match unsafe { object::<EpFid>(fid) } {
-        Ok(e) => e,
-        Err(err) => return neg(err),
-    };
+    let e = arg!(unsafe { object::<EpFid>(fid) });
     if e.is_alias() || bfid.is_null() {
         return neg(Errno::EINVAL);
     }
@@ -270,7 +242,7 @@ unsafe extern "C" fn bind(fid: *mut sys::fid, bfid: *mut sys::fid, flags: u64) -
     // SAFETY: non-NULL, a fid of some object (application's contract).
     let class = unsafe { bfid.read_unaligned() }.fclass as u32;
     let same = |p: *const DomainFid| {
-        if std::ptr::eq(p, e.domain) {
+        if std::ptr::eq(p, e.at.domain_ptr()) {
             Ok(())
         } else {
             Err(Errno::EDOMAIN)
@@ -281,33 +253,33 @@ unsafe extern "C" fn bind(fid: *mut sys::fid, bfid: *mut sys::fid, flags: u64) -
             sys::FI_CLASS_CQ => {
                 // SAFETY: a fid (contract).
                 let c = unsafe { object::<CqFid>(bfid) }?;
-                same(c.domain_ptr())?;
-                e.domain()
-                    .with(|d| d.ep_bind(e.handle, BindTarget::Cq(c.handle()), flags))
+                same(c.at.domain_ptr())?;
+                e.at.domain()
+                    .with(|d| d.ep_bind(e.at.handle, BindTarget::Cq(c.at.handle), flags))
             }
             sys::FI_CLASS_CNTR => {
                 // SAFETY: a fid (contract).
                 let c = unsafe { object::<CntrFid>(bfid) }?;
-                same(c.domain_ptr())?;
-                e.domain()
-                    .with(|d| d.ep_bind(e.handle, BindTarget::Cntr(c.handle()), flags))
+                same(c.at.domain_ptr())?;
+                e.at.domain()
+                    .with(|d| d.ep_bind(e.at.handle, BindTarget::Cntr(c.at.handle), flags))
             }
             sys::FI_CLASS_AV => {
                 // SAFETY: a fid (contract).
                 let a = unsafe { object::<AvFid>(bfid) }?;
-                same(a.domain_ptr())?;
-                e.domain()
-                    .with(|d| d.ep_bind(e.handle, BindTarget::Av(a.handle()), flags))
+                same(a.at.domain_ptr())?;
+                e.at.domain()
+                    .with(|d| d.ep_bind(e.at.handle, BindTarget::Av(a.at.handle), flags))
             }
             sys::FI_CLASS_EQ => {
                 // SAFETY: a fid (contract).
                 let q = unsafe { object::<EqFid>(bfid) }?;
-                if !std::ptr::eq(q.fabric_ptr(), e.domain().fabric_ptr()) {
+                if !std::ptr::eq(q.fabric_ptr(), e.at.domain().fabric_ptr()) {
                     return Err(Errno::EDOMAIN);
                 }
                 let token = addr(std::ptr::from_ref(q));
-                e.domain()
-                    .with(|d| d.ep_bind(e.handle, BindTarget::Eq(token), flags))?;
+                e.at.domain()
+                    .with(|d| d.ep_bind(e.at.handle, BindTarget::Eq(token), flags))?;
                 q.bind_ref(true);
                 e.eq.store(std::ptr::from_ref(q).cast_mut(), Ordering::Release);
                 Ok(())
@@ -323,10 +295,7 @@ unsafe extern "C" fn bind(fid: *mut sys::fid, bfid: *mut sys::fid, flags: u64) -
 /// FI_GETWAIT and other commands are -FI_ENOSYS (endpoints have no wait object).
 unsafe extern "C" fn control(fid: *mut sys::fid, cmd: c_int, arg: *mut c_void) -> c_int {
     // SAFETY: NULL or a fid.
-    let e = match unsafe { object::<EpFid>(fid) } {
-        Ok(e) => e,
-        Err(err) => return neg(err),
-    };
+    let e = arg!(unsafe { object::<EpFid>(fid) });
     let Ok(cmd) = u32::try_from(cmd) else {
         return neg(Errno::ENOSYS);
     };
@@ -335,7 +304,7 @@ unsafe extern "C" fn control(fid: *mut sys::fid, cmd: c_int, arg: *mut c_void) -
             if e.is_alias() {
                 Err(Errno::EINVAL)
             } else {
-                e.domain().with(|d| d.ep_enable(e.handle))
+                e.at.domain().with(|d| d.ep_enable(e.at.handle))
             }
         }
         sys::FI_GETOPSFLAG => {
@@ -352,8 +321,8 @@ unsafe extern "C" fn control(fid: *mut sys::fid, cmd: c_int, arg: *mut c_void) -
                     _ => Err(Errno::EINVAL),
                 }
             } else {
-                e.domain()
-                    .with(|d| Ok(d.ep(e.handle)?.getopsflag(f)?.bits()))
+                e.at.domain()
+                    .with(|d| Ok(d.ep(e.at.handle)?.getopsflag(f)?.bits()))
             };
             // SAFETY: as above.
             got.map(|v| unsafe { p.write_unaligned(v) })
@@ -367,9 +336,9 @@ unsafe extern "C" fn control(fid: *mut sys::fid, cmd: c_int, arg: *mut c_void) -
             let f = Flags::from_bits_retain(unsafe { p.read_unaligned() });
             if e.is_alias() {
                 let ops = f.difference(Flags::TRANSMIT | Flags::RECV);
-                let tx_ok = e
-                    .domain()
-                    .with(|d| Ok(tx_defaults_ok(d.ep(e.handle)?.ep_type(), ops)));
+                let tx_ok =
+                    e.at.domain()
+                        .with(|d| Ok(tx_defaults_ok(d.ep(e.at.handle)?.ep_type(), ops)));
                 match (f.contains(Flags::TRANSMIT), f.contains(Flags::RECV)) {
                     (true, false) if tx_ok == Ok(true) => {
                         e.alias_tx.store(ops.bits(), Ordering::Relaxed);
@@ -382,7 +351,7 @@ unsafe extern "C" fn control(fid: *mut sys::fid, cmd: c_int, arg: *mut c_void) -
                     _ => Err(Errno::EINVAL),
                 }
             } else {
-                e.domain().with(|d| d.ep_mut(e.handle)?.setopsflag(f))
+                e.at.domain().with(|d| d.ep_mut(e.at.handle)?.setopsflag(f))
             }
         }
         sys::FI_ALIAS => {
@@ -396,11 +365,11 @@ unsafe extern "C" fn control(fid: *mut sys::fid, cmd: c_int, arg: *mut c_void) -
                 return neg(Errno::EINVAL);
             }
             let flags = Flags::from_bits_retain(a.flags);
-            match e.domain().with(|d| d.ep_mut(e.handle)?.alias(flags)) {
+            match e.at.domain().with(|d| d.ep_mut(e.at.handle)?.alias(flags)) {
                 Ok(defaults) => {
                     let obj = publish(EpFid::new(
-                        e.domain(),
-                        e.handle,
+                        e.at.domain(),
+                        e.at.handle,
                         std::ptr::from_ref(e),
                         defaults,
                         e.c.fid.context,
@@ -421,14 +390,11 @@ unsafe extern "C" fn control(fid: *mut sys::fid, cmd: c_int, arg: *mut c_void) -
 /// error entry; 0 either way ("request submitted").
 unsafe extern "C" fn cancel(fid: *mut sys::fid, context: *mut c_void) -> isize {
     // SAFETY: NULL or a fid.
-    let e = match unsafe { object::<EpFid>(fid) } {
-        Ok(e) => e,
-        Err(err) => return ret_len(Err(err)),
-    };
+    let e = arg!(unsafe { object::<EpFid>(fid) });
     ret_len(
-        e.domain()
+        e.at.domain()
             .data(|st| {
-                let r = st.core.ep_cancel(e.handle, ctx(context));
+                let r = st.core.ep_cancel(e.at.handle, ctx(context));
                 st.wake();
                 r
             })
@@ -445,19 +411,15 @@ unsafe extern "C" fn getopt(
     optlen: *mut usize,
 ) -> c_int {
     // SAFETY: NULL or a fid.
-    let e = match unsafe { object::<EpFid>(fid) } {
-        Ok(e) => e,
-        Err(err) => return neg(err),
-    };
+    let e = arg!(unsafe { object::<EpFid>(fid) });
     if optval.is_null() || optlen.is_null() {
         return neg(Errno::EINVAL);
     }
-    let r = EpOpt::from_raw(optname)
-        .and_then(|opt| e.domain().with(|d| d.ep(e.handle)?.getopt(level, opt)));
-    let v = match r {
-        Ok(v) => v,
-        Err(err) => return neg(err),
-    };
+    let r = EpOpt::from_raw(optname).and_then(|opt| {
+        e.at.domain()
+            .with(|d| d.ep(e.at.handle)?.getopt(level, opt))
+    });
+    let v = arg!(r);
     // SAFETY: checked non-NULL; the application's buffer of `*optlen` bytes.
     unsafe {
         let room = optlen.read_unaligned();
@@ -479,18 +441,15 @@ unsafe extern "C" fn setopt(
     optlen: usize,
 ) -> c_int {
     // SAFETY: NULL or a fid.
-    let e = match unsafe { object::<EpFid>(fid) } {
-        Ok(e) => e,
-        Err(err) => return neg(err),
-    };
+    let e = arg!(unsafe { object::<EpFid>(fid) });
     if optval.is_null() || optlen < size_of::<usize>() {
         return neg(Errno::EINVAL);
     }
     // SAFETY: checked non-NULL and long enough.
     let v = unsafe { optval.cast::<usize>().read_unaligned() };
     ret(EpOpt::from_raw(optname).and_then(|opt| {
-        e.domain()
-            .with(|d| d.ep_mut(e.handle)?.setopt(level, opt, v))
+        e.at.domain()
+            .with(|d| d.ep_mut(e.at.handle)?.setopt(level, opt, v))
     }))
 }
 
@@ -519,25 +478,19 @@ unsafe extern "C" fn rx_ctx(
 /// `fi_rx_size_left`.
 unsafe extern "C" fn rx_size_left(p: *mut sys::fid_ep) -> isize {
     // SAFETY: forwarded contract.
-    let e = match unsafe { ep(p) } {
-        Ok(e) => e,
-        Err(err) => return ret_len(Err(err)),
-    };
+    let e = arg!(unsafe { ep(p) });
     ret_len(
-        e.domain()
-            .data(|st| Ok(st.core.ep(e.handle)?.rx_size_left())),
+        e.at.domain()
+            .data(|st| Ok(st.core.ep(e.at.handle)?.rx_size_left())),
     )
 }
 
 /// `fi_tx_size_left`.
 unsafe extern "C" fn tx_size_left(p: *mut sys::fid_ep) -> isize {
     // SAFETY: forwarded contract.
-    let e = match unsafe { ep(p) } {
-        Ok(e) => e,
-        Err(err) => return ret_len(Err(err)),
-    };
+    let e = arg!(unsafe { ep(p) });
     ret_len(
-        e.domain()
-            .data(|st| Ok(st.core.ep(e.handle)?.tx_size_left())),
+        e.at.domain()
+            .data(|st| Ok(st.core.ep(e.at.handle)?.tx_size_left())),
     )
 }

@@ -6,8 +6,9 @@ use std::ffi::c_void;
 use ofi_nostd::Errno;
 use ofi_nostd::flags::Flags;
 
-use super::args::{After, Iovs, arg, ctx, mem, one, post};
+use super::args::{After, Iovs, ctx, mem, one, post};
 use crate::sys;
+use crate::util::arg;
 use ofi_nostd::domain::MsgArgs;
 
 pub(super) static MSG_OPS: sys::fi_ops_msg = sys::fi_ops_msg {
@@ -54,30 +55,35 @@ unsafe extern "C" fn recvv(
     }
 }
 
+/// The parts of a `struct fi_msg` as the core's [`MsgArgs`].
+///
 /// # Safety
 ///
 /// `msg` is NULL or a valid `struct fi_msg`.
-pub(super) unsafe fn msg_args(msg: *const sys::fi_msg) -> Result<(sys::fi_msg, Iovs), Errno> {
+unsafe fn msg_args<'a>(
+    msg: *const sys::fi_msg,
+    v: &'a mut Option<Iovs>,
+) -> Result<MsgArgs<'a>, Errno> {
     if msg.is_null() {
         return Err(Errno::EINVAL);
     }
     // SAFETY: non-NULL (contract).
     let m = unsafe { msg.read_unaligned() };
     // SAFETY: its arrays hold `iov_count` entries (contract).
-    let v = unsafe { Iovs::new(m.msg_iov, m.desc, m.iov_count) }?;
-    Ok((m, v))
-}
-
-unsafe extern "C" fn recvmsg(p: *mut sys::fid_ep, msg: *const sys::fi_msg, flags: u64) -> isize {
-    // SAFETY: the application's message.
-    let (m, v) = arg!(unsafe { msg_args(msg) });
-    let args = MsgArgs {
+    let v = v.insert(unsafe { Iovs::new(m.msg_iov, m.desc, m.iov_count) }?);
+    Ok(MsgArgs {
         iov: v.iov(),
         desc: v.desc(),
         addr: m.addr,
         context: ctx(m.context),
         data: m.data,
-    };
+    })
+}
+
+unsafe extern "C" fn recvmsg(p: *mut sys::fid_ep, msg: *const sys::fi_msg, flags: u64) -> isize {
+    let mut iovs = None;
+    // SAFETY: the application's message.
+    let args = arg!(unsafe { msg_args(msg, &mut iovs) });
     // SAFETY: the application's endpoint.
     unsafe {
         post(p, After::Nothing, |d, h| {
@@ -122,15 +128,9 @@ unsafe extern "C" fn sendv(
 }
 
 unsafe extern "C" fn sendmsg(p: *mut sys::fid_ep, msg: *const sys::fi_msg, flags: u64) -> isize {
+    let mut iovs = None;
     // SAFETY: the application's message.
-    let (m, v) = arg!(unsafe { msg_args(msg) });
-    let args = MsgArgs {
-        iov: v.iov(),
-        desc: v.desc(),
-        addr: m.addr,
-        context: ctx(m.context),
-        data: m.data,
-    };
+    let args = arg!(unsafe { msg_args(msg, &mut iovs) });
     // SAFETY: the application's endpoint.
     unsafe {
         post(p, After::sent(flags), |d, h| {

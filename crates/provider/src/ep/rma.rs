@@ -5,9 +5,9 @@ use std::ffi::c_void;
 use ofi_nostd::Errno;
 use ofi_nostd::flags::Flags;
 
-use super::args::{After, Iovs, arg, ctx, mem, one, post};
+use super::args::{After, Iovs, ctx, mem, one, post};
 use crate::sys;
-use crate::util::ret_len;
+use crate::util::{arg, ret_len};
 use ofi_nostd::domain::{RmaArgs, RmaIov};
 use ofi_nostd::mem::IoVec;
 
@@ -75,6 +75,49 @@ fn rma_iov(len: usize, addr: u64, key: u64) -> RmaIov {
     }
 }
 
+/// The peer side of the short calls: its address and the region's `addr` and `key`.
+type Peer = (sys::fi_addr_t, u64, u64);
+
+/// The one-buffer calls (fi_read, fi_write, fi_writedata and the inject forms): `len`
+/// bytes at `buf` with the endpoint's default flags.
+///
+/// # Safety
+///
+/// `p` is NULL or a fid.
+unsafe fn rma_one(
+    p: *mut sys::fid_ep,
+    read: bool,
+    (buf, len): (*const c_void, usize),
+    (dest, addr, key): Peer,
+    context: *mut c_void,
+    (data, inject): (Option<u64>, bool),
+) -> isize {
+    let b = arg!(one(buf, len));
+    let (r, c) = (rma_iov(len, addr, key), ctx(context));
+    // SAFETY: the application's endpoint.
+    unsafe { rma_post(p, read, &[b], &[], dest, r, c, data, None, inject) }
+}
+
+/// The vector calls (fi_readv, fi_writev): one remote region for the whole iov.
+///
+/// # Safety
+///
+/// `p` is NULL or a fid; `iov` and `desc` NULL or holding `count` entries.
+unsafe fn rma_vec(
+    p: *mut sys::fid_ep,
+    read: bool,
+    (iov, desc, count): (*const sys::iovec, *mut *mut c_void, usize),
+    (dest, addr, key): Peer,
+    context: *mut c_void,
+) -> isize {
+    // SAFETY: the application's arrays of `count` entries.
+    let v = arg!(unsafe { Iovs::new(iov, desc, count) });
+    let len = v.iov().iter().map(|x| x.len).sum();
+    let (r, c) = (rma_iov(len, addr, key), ctx(context));
+    // SAFETY: the application's endpoint.
+    unsafe { rma_post(p, read, v.iov(), v.desc(), dest, r, c, None, None, false) }
+}
+
 #[allow(clippy::too_many_arguments)]
 unsafe extern "C" fn rma_read(
     p: *mut sys::fid_ep,
@@ -86,10 +129,17 @@ unsafe extern "C" fn rma_read(
     key: u64,
     context: *mut c_void,
 ) -> isize {
-    let b = arg!(one(buf, len));
-    let r = rma_iov(len, addr, key);
-    // SAFETY: the application's endpoint.
-    unsafe { rma_post(p, true, &[b], &[], src, r, ctx(context), None, None, false) }
+    // SAFETY: forwarded contract.
+    unsafe {
+        rma_one(
+            p,
+            true,
+            (buf, len),
+            (src, addr, key),
+            context,
+            (None, false),
+        )
+    }
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -103,13 +153,8 @@ unsafe extern "C" fn rma_readv(
     key: u64,
     context: *mut c_void,
 ) -> isize {
-    // SAFETY: the application's arrays of `count` entries.
-    let v = arg!(unsafe { Iovs::new(iov, desc, count) });
-    let len = v.iov().iter().map(|x| x.len).sum();
-    let r = rma_iov(len, addr, key);
-    let c = ctx(context);
-    // SAFETY: the application's endpoint.
-    unsafe { rma_post(p, true, v.iov(), v.desc(), src, r, c, None, None, false) }
+    // SAFETY: forwarded contract.
+    unsafe { rma_vec(p, true, (iov, desc, count), (src, addr, key), context) }
 }
 
 /// # Safety
@@ -134,29 +179,12 @@ unsafe fn rma_msg(
     let v = arg!(unsafe { Iovs::new(m.msg_iov, m.desc, m.iov_count) });
     // SAFETY: non-NULL, and it holds `rma_iov_count` (1) entries (contract).
     let r = unsafe { m.rma_iov.read_unaligned() };
-    let rma = RmaIov {
-        addr: r.addr,
-        len: r.len as u64,
-        key: r.key,
-    };
+    let rma = rma_iov(r.len, r.addr, r.key);
     let f = Flags::from_bits_retain(flags);
     let data = f.contains(Flags::REMOTE_CQ_DATA).then_some(m.data);
-    let c = ctx(m.context);
+    let (c, d) = (ctx(m.context), m.addr);
     // SAFETY: the application's endpoint.
-    unsafe {
-        rma_post(
-            p,
-            read,
-            v.iov(),
-            v.desc(),
-            m.addr,
-            rma,
-            c,
-            data,
-            Some(f),
-            false,
-        )
-    }
+    unsafe { rma_post(p, read, v.iov(), v.desc(), d, rma, c, data, Some(f), false) }
 }
 
 unsafe extern "C" fn rma_readmsg(
@@ -179,23 +207,9 @@ unsafe extern "C" fn rma_write(
     key: u64,
     context: *mut c_void,
 ) -> isize {
-    let b = arg!(one(buf, len));
-    let r = rma_iov(len, addr, key);
-    // SAFETY: the application's endpoint.
-    unsafe {
-        rma_post(
-            p,
-            false,
-            &[b],
-            &[],
-            dest,
-            r,
-            ctx(context),
-            None,
-            None,
-            false,
-        )
-    }
+    let peer = (dest, addr, key);
+    // SAFETY: forwarded contract.
+    unsafe { rma_one(p, false, (buf, len), peer, context, (None, false)) }
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -209,13 +223,8 @@ unsafe extern "C" fn rma_writev(
     key: u64,
     context: *mut c_void,
 ) -> isize {
-    // SAFETY: the application's arrays of `count` entries.
-    let v = arg!(unsafe { Iovs::new(iov, desc, count) });
-    let len = v.iov().iter().map(|x| x.len).sum();
-    let r = rma_iov(len, addr, key);
-    let c = ctx(context);
-    // SAFETY: the application's endpoint.
-    unsafe { rma_post(p, false, v.iov(), v.desc(), dest, r, c, None, None, false) }
+    // SAFETY: forwarded contract.
+    unsafe { rma_vec(p, false, (iov, desc, count), (dest, addr, key), context) }
 }
 
 unsafe extern "C" fn rma_writemsg(
@@ -235,10 +244,9 @@ unsafe extern "C" fn rma_inject(
     addr: u64,
     key: u64,
 ) -> isize {
-    let b = arg!(one(buf, len));
-    let r = rma_iov(len, addr, key);
-    // SAFETY: the application's endpoint.
-    unsafe { rma_post(p, false, &[b], &[], dest, r, 0, None, None, true) }
+    let (peer, null) = ((dest, addr, key), std::ptr::null_mut());
+    // SAFETY: forwarded contract.
+    unsafe { rma_one(p, false, (buf, len), peer, null, (None, true)) }
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -253,11 +261,9 @@ unsafe extern "C" fn rma_writedata(
     key: u64,
     context: *mut c_void,
 ) -> isize {
-    let b = arg!(one(buf, len));
-    let r = rma_iov(len, addr, key);
-    let c = ctx(context);
-    // SAFETY: the application's endpoint.
-    unsafe { rma_post(p, false, &[b], &[], dest, r, c, Some(data), None, false) }
+    let peer = (dest, addr, key);
+    // SAFETY: forwarded contract.
+    unsafe { rma_one(p, false, (buf, len), peer, context, (Some(data), false)) }
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -270,8 +276,7 @@ unsafe extern "C" fn rma_injectdata(
     addr: u64,
     key: u64,
 ) -> isize {
-    let b = arg!(one(buf, len));
-    let r = rma_iov(len, addr, key);
-    // SAFETY: the application's endpoint.
-    unsafe { rma_post(p, false, &[b], &[], dest, r, 0, Some(data), None, true) }
+    let (peer, null) = ((dest, addr, key), std::ptr::null_mut());
+    // SAFETY: forwarded contract.
+    unsafe { rma_one(p, false, (buf, len), peer, null, (Some(data), true)) }
 }

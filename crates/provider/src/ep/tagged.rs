@@ -5,8 +5,9 @@ use std::ffi::c_void;
 use ofi_nostd::Errno;
 use ofi_nostd::flags::Flags;
 
-use super::args::{After, Iovs, arg, ctx, mem, one, post};
+use super::args::{After, Iovs, ctx, mem, one, post};
 use crate::sys;
+use crate::util::arg;
 use ofi_nostd::domain::TaggedArgs;
 
 pub(super) static TAGGED_OPS: sys::fi_ops_tagged = sys::fi_ops_tagged {
@@ -63,18 +64,31 @@ unsafe extern "C" fn trecvv(
     }
 }
 
+/// The parts of a `struct fi_msg_tagged` as the core's [`TaggedArgs`].
+///
 /// # Safety
 ///
 /// `msg` is NULL or a valid `struct fi_msg_tagged`.
-unsafe fn tmsg_args(msg: *const sys::fi_msg_tagged) -> Result<(sys::fi_msg_tagged, Iovs), Errno> {
+unsafe fn tmsg_args<'a>(
+    msg: *const sys::fi_msg_tagged,
+    v: &'a mut Option<Iovs>,
+) -> Result<TaggedArgs<'a>, Errno> {
     if msg.is_null() {
         return Err(Errno::EINVAL);
     }
     // SAFETY: non-NULL (contract).
     let m = unsafe { msg.read_unaligned() };
     // SAFETY: its arrays hold `iov_count` entries (contract).
-    let v = unsafe { Iovs::new(m.msg_iov, m.desc, m.iov_count) }?;
-    Ok((m, v))
+    let v = v.insert(unsafe { Iovs::new(m.msg_iov, m.desc, m.iov_count) }?);
+    Ok(TaggedArgs {
+        iov: v.iov(),
+        desc: v.desc(),
+        addr: m.addr,
+        tag: m.tag,
+        ignore: m.ignore,
+        context: ctx(m.context),
+        data: m.data,
+    })
 }
 
 /// `fi_trecvmsg`, with FI_PEEK / FI_CLAIM / FI_DISCARD (the claimed message is named by
@@ -84,17 +98,9 @@ unsafe extern "C" fn trecvmsg(
     msg: *const sys::fi_msg_tagged,
     flags: u64,
 ) -> isize {
+    let mut iovs = None;
     // SAFETY: the application's message.
-    let (m, v) = arg!(unsafe { tmsg_args(msg) });
-    let args = TaggedArgs {
-        iov: v.iov(),
-        desc: v.desc(),
-        addr: m.addr,
-        tag: m.tag,
-        ignore: m.ignore,
-        context: ctx(m.context),
-        data: m.data,
-    };
+    let args = arg!(unsafe { tmsg_args(msg, &mut iovs) });
     let flags = Flags::from_bits_retain(flags);
     // A peek answers through the CQ: run progress so the answer is there to read.
     let kick = if flags.contains(Flags::PEEK) {
@@ -150,17 +156,9 @@ unsafe extern "C" fn tsendmsg(
     msg: *const sys::fi_msg_tagged,
     flags: u64,
 ) -> isize {
+    let mut iovs = None;
     // SAFETY: the application's message.
-    let (m, v) = arg!(unsafe { tmsg_args(msg) });
-    let args = TaggedArgs {
-        iov: v.iov(),
-        desc: v.desc(),
-        addr: m.addr,
-        tag: m.tag,
-        ignore: m.ignore,
-        context: ctx(m.context),
-        data: m.data,
-    };
+    let args = arg!(unsafe { tmsg_args(msg, &mut iovs) });
     // SAFETY: the application's endpoint.
     unsafe {
         post(p, After::sent(flags), |d, h| {
