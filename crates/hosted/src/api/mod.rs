@@ -241,10 +241,16 @@ impl DomainBuilder<'_> {
 
     /// Any link (a simulator's, a test double, a wrapped kernel link), the stack at
     /// `net` on it.
-    pub fn link<L: DataPlane>(mut self, link: L, net: NetConfig) -> Self {
+    pub fn link<L: DataPlane>(self, link: L, net: NetConfig) -> Self {
         let caps = link.capabilities();
         let driver = Box::new(link);
-        self.plane = PlaneSpec::Custom(Plane { driver, caps, net });
+        self.plane(Plane { driver, caps, net })
+    }
+
+    /// A plane the host runtime opened ([`open_plane_with`](crate::runtime::open_plane_with):
+    /// a kernel or DPDK link with a capture or a fault injector), as [`link`](Self::link).
+    pub fn plane(mut self, plane: Plane<dyn Memory>) -> Self {
+        self.plane = PlaneSpec::Custom(plane);
         self
     }
 

@@ -77,7 +77,6 @@ use clap::{Parser, ValueEnum};
 
 use crate::api::{AutoProgress, ProgressMode};
 
-mod dpdk;
 mod plane;
 mod run;
 mod session;

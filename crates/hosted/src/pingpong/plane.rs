@@ -1,21 +1,27 @@
 //! The data plane of one `ofi-pingpong` process: the link the command line names (kernel
-//! or DPDK), optionally wrapped in a [`PcapLink`] (the frames as they cross the link) and a
-//! [`FaultLink`] (seeded loss), opened as a domain.
+//! or DPDK), opened by the host runtime ([`open_plane_with`]) with the tool's capture
+//! (`--pcap`, the frames as they cross the link) and fault injector (`--loss`, seeded),
+//! and the domain on it.
+//!
+//! `--dataplane dpdk`: EAL from `--eal`, one queue pair of the port `--dpdk-vdev` or
+//! `--dpdk-port` names, the stack at `--ip` with the port's MAC (or `--mac`). The client
+//! waits (at most `--timeout`) for the port's link to come up before it says hello (a
+//! memif client: until it connected to the server's socket); the server does not wait,
+//! so it can announce itself before any client exists.
 
-use std::fs::File;
-use std::io::BufWriter;
 use std::net::{Ipv4Addr, SocketAddrV4, UdpSocket};
-use std::path::Path;
 
-use dp_kernel::{AfPacketLink, TapLink, UdpConfig, UdpLink};
+use dp_kernel::UdpConfig;
 use ofi_nostd::info::ProviderConfig;
-use ofi_nostd::net::NetConfig;
-use wire::link::{Capabilities, Link, UdpAddr};
+use ofi_nostd::mem::Memory;
+use wire::frame::ETH_IPV4_UDP_HEADER_LEN;
+use wire::link::{Capabilities, Medium};
 
 use super::{Args, Dataplane, Failure};
-use crate::api::{DataPlane, Domain, DomainBuilder, Fabric};
-use crate::fault::{FaultConfig, FaultLink, FaultSpec};
-use crate::pcap::{Flush, PcapConfig, PcapLink};
+use crate::api::{Domain, Fabric};
+use crate::fault::{FaultConfig, FaultSpec};
+use crate::pcap::Flush;
+use crate::runtime::{Capture, Ethernet, OpenError, PlaneKind, PlaneOptions, open_plane_with};
 
 /// What the tool needs to know about the link it opened.
 #[derive(Debug, Clone, Copy)]
@@ -26,12 +32,6 @@ pub(crate) struct LinkInfo {
     pub dgram_max: usize,
 }
 
-/// Bytes of IPv4 + UDP headers.
-const IP_UDP: usize = 28;
-
-/// Bytes of an Ethernet header.
-const ETH: usize = 14;
-
 /// Opens the domain on the data plane `args` names, `local_ip` being our address on UDP
 /// (the Ethernet planes take theirs from `--ip`) and `port` our UDP port.
 pub(crate) fn open(
@@ -41,71 +41,109 @@ pub(crate) fn open(
     port: u16,
 ) -> Result<(Domain<u64>, LinkInfo), Failure> {
     let cfg = ProviderConfig::DEFAULT;
-    let builder = fabric.domain().config(cfg).progress(args.progress_mode());
+    let (kind, what) = plane_kind(args, local_ip, port)?;
+    let plane = open_plane_with::<dyn Memory>(kind, options(args)).map_err(|e| match e {
+        OpenError::Link(e) => Failure::new(match &what {
+            Some(what) => format!("{what}: {e}"),
+            None => e.to_string(),
+        }),
+        OpenError::Capture(e) => {
+            let path = args.pcap.as_deref().unwrap_or(std::path::Path::new("?"));
+            Failure::new(format!("--pcap {}: {e}", path.display()))
+        }
+    })?;
+    let info = LinkInfo {
+        local: SocketAddrV4::new(plane.net.local_ip.into(), plane.net.local_port),
+        dgram_max: dgram_max(&plane.caps, cfg.wire_header_len),
+    };
+    let domain = fabric
+        .domain()
+        .config(cfg)
+        .progress(args.progress_mode())
+        .plane(plane)
+        .open::<u64>()
+        .map_err(|e| Failure::new(format!("opening the domain: {e}")))?;
+    Ok((domain, info))
+}
+
+/// The plane `args` names, and what an error opening it is about (`None`: the
+/// runtime's error says it, as DPDK's name the port).
+fn plane_kind(
+    args: &Args,
+    local_ip: Ipv4Addr,
+    port: u16,
+) -> Result<(PlaneKind, Option<String>), Failure> {
     match args.dataplane {
-        Dataplane::Dpdk => super::dpdk::open(builder, args, port, cfg.wire_header_len),
         Dataplane::Udp => {
-            let link = UdpLink::new(UdpConfig::new(SocketAddrV4::new(local_ip, port)))
-                .map_err(|e| Failure::new(format!("UDP socket on {local_ip}:{port}: {e}")))?;
-            let local = link.local_addr();
-            let caps = link.capabilities();
-            let net = NetConfig::new(&caps, local.ip().octets(), local.port());
-            let pcap = PcapConfig::local(UdpAddr::new(local.ip().octets().into(), local.port()));
-            let info = LinkInfo {
-                local,
-                dgram_max: caps.mtu.saturating_sub(cfg.wire_header_len),
-            };
-            Ok((finish(builder, link, net, args, pcap)?, info))
+            let cfg = UdpConfig::new(SocketAddrV4::new(local_ip, port));
+            let what = format!("UDP socket on {local_ip}:{port}");
+            Ok((PlaneKind::Udp(cfg), Some(what)))
         }
         Dataplane::Tap | Dataplane::AfPacket => {
             let iface = args
                 .iface
                 .as_deref()
                 .ok_or_else(|| Failure::new("--dataplane tap|af_packet needs --iface NAME"))?;
-            let (ip, prefix) = args.ip.ok_or_else(|| {
-                Failure::new("--dataplane tap|af_packet needs --ip A.B.C.D/PREFIX")
-            })?;
-            if port == 0 {
-                return Err(Failure::new(
-                    "an Ethernet data plane needs a fixed UDP port (-B PORT)",
-                ));
-            }
-            let eth = |caps: &Capabilities, mac: [u8; 6]| {
-                NetConfig::new(caps, ip.octets(), port).with_ethernet(mac, prefix, None)
-            };
-            let info = |caps: &Capabilities| LinkInfo {
-                local: SocketAddrV4::new(ip, port),
-                dgram_max: caps.mtu.saturating_sub(ETH + IP_UDP + cfg.wire_header_len),
-            };
-            let pcap = PcapConfig::default();
-            if args.dataplane == Dataplane::Tap {
-                let link = TapLink::open(Some(iface))
-                    .and_then(|l| l.set_up(true).map(|()| l))
-                    .map_err(|e| Failure::new(format!("TAP device {iface}: {e}")))?;
-                let caps = link.capabilities();
-                let mac = args.mac.unwrap_or_else(random_mac);
-                let li = info(&caps);
-                Ok((finish(builder, link, eth(&caps, mac), args, pcap)?, li))
+            let eth = ethernet(args, port, "tap|af_packet")?;
+            Ok(if args.dataplane == Dataplane::Tap {
+                let what = format!("TAP device {iface}");
+                (PlaneKind::Tap(Some(iface.to_owned()), eth), Some(what))
             } else {
-                let link = AfPacketLink::open(iface)
-                    .map_err(|e| Failure::new(format!("AF_PACKET socket on {iface}: {e}")))?;
-                let caps = link.capabilities();
-                let mac = args.mac.unwrap_or(link.mac());
-                let li = info(&caps);
-                Ok((finish(builder, link, eth(&caps, mac), args, pcap)?, li))
-            }
+                let what = format!("AF_PACKET socket on {iface}");
+                (PlaneKind::AfPacket(iface.to_owned(), eth), Some(what))
+            })
         }
+        Dataplane::Dpdk => Ok((dpdk(args, ethernet(args, port, "dpdk")?)?, None)),
     }
 }
 
-/// Wraps `link` as `--pcap` and `--loss` say and opens the domain on it.
-pub(super) fn finish<P: DataPlane>(
-    builder: DomainBuilder<'_>,
-    link: P,
-    net: NetConfig,
-    args: &Args,
-    pcap: PcapConfig,
-) -> Result<Domain<u64>, Failure> {
+/// Where the stack sits on an Ethernet plane (`--dataplane {plane}`): `--ip`, `--mac`
+/// and our fixed UDP `port`.
+fn ethernet(args: &Args, port: u16, plane: &str) -> Result<Ethernet, Failure> {
+    let (ip, prefix_len) = args
+        .ip
+        .ok_or_else(|| Failure::new(format!("--dataplane {plane} needs --ip A.B.C.D/PREFIX")))?;
+    if port == 0 {
+        return Err(Failure::new(
+            "an Ethernet data plane needs a fixed UDP port (-B PORT)",
+        ));
+    }
+    Ok(Ethernet {
+        ip,
+        port,
+        prefix_len,
+        gateway: None,
+        mac: args.mac,
+    })
+}
+
+/// The DPDK port `args` names, on the EAL `--eal` initialises; the client waits for
+/// its link. Waiters get no descriptor (a safe-API domain polls on a short timer).
+#[cfg(feature = "dpdk")]
+fn dpdk(args: &Args, eth: Ethernet) -> Result<PlaneKind, Failure> {
+    let eal = crate::dpdk::init_eal(args.eal.as_deref())
+        .map_err(|e| Failure::new(format!("DPDK EAL: {e}")))?;
+    let port = crate::runtime::DpdkPort {
+        eal,
+        vdev: args.dpdk_vdev.clone(),
+        name: args.dpdk_port.clone(),
+        link_up: args.is_client().then_some(args.timeout),
+        ready_fd: false,
+    };
+    Ok(PlaneKind::DpdkPort(port, eth))
+}
+
+/// Without the `dpdk` feature: an error saying how to get it.
+#[cfg(not(feature = "dpdk"))]
+fn dpdk(_args: &Args, _eth: Ethernet) -> Result<PlaneKind, Failure> {
+    Err(Failure::new(
+        "this ofi-pingpong was built without DPDK: build it with \
+         `cargo build -p hosted --features dpdk` (needs DPDK 22.11, see crates/dp-dpdk)",
+    ))
+}
+
+/// `--loss` (each direction, seeded by `--seed`) and `--pcap`, around the link.
+fn options(args: &Args) -> PlaneOptions {
     let fault = (args.loss > 0.0).then(|| {
         let lossy = FaultSpec {
             loss: args.loss,
@@ -117,44 +155,24 @@ pub(super) fn finish<P: DataPlane>(
             ..FaultConfig::new(args.seed)
         }
     });
-    let pcap = match &args.pcap {
-        None => None,
-        Some(path) => Some((pcap_writer(path)?, pcap)),
-    };
-    let domain = match (fault, pcap) {
-        (None, None) => builder.link(link, net),
-        (Some(f), None) => builder.link(FaultLink::new(link, f), net),
-        (None, Some((w, cfg))) => builder.link(pcap_link(link, w, cfg, &args.pcap)?, net),
-        (Some(f), Some((w, cfg))) => {
-            builder.link(FaultLink::new(pcap_link(link, w, cfg, &args.pcap)?, f), net)
-        }
-    };
-    domain
-        .open::<u64>()
-        .map_err(|e| Failure::new(format!("opening the domain: {e}")))
-}
-
-type Pcap = BufWriter<File>;
-
-fn pcap_writer(path: &Path) -> Result<Pcap, Failure> {
-    File::create(path)
-        .map(BufWriter::new)
-        .map_err(|e| Failure::new(format!("--pcap {}: {e}", path.display())))
-}
-
-fn pcap_link<K: Link>(
-    link: K,
-    w: Pcap,
-    mut cfg: PcapConfig,
-    path: &Option<std::path::PathBuf>,
-) -> Result<PcapLink<K, Pcap>, Failure> {
     // Flushed every 64 records and when the domain closes: complete files without a
     // system call per frame.
-    cfg.flush = Flush::Every(64);
-    PcapLink::new(link, w, cfg).map_err(|e| {
-        let p = path.as_deref().unwrap_or(Path::new("?"));
-        Failure::new(format!("--pcap {}: {e}", p.display()))
-    })
+    let capture = args.pcap.clone().map(|path| Capture {
+        path,
+        flush: Flush::Every(64),
+    });
+    PlaneOptions { fault, capture }
+}
+
+/// The largest DGRAM message on a link with `caps`: its payload MTU minus the headers
+/// under our packets (none on UDP sockets, Ethernet/IPv4/UDP framing on the others) and
+/// the protocol's own.
+fn dgram_max(caps: &Capabilities, wire_header_len: usize) -> usize {
+    let under = match caps.medium {
+        Medium::Udp => 0,
+        Medium::Ethernet => ETH_IPV4_UDP_HEADER_LEN,
+    };
+    caps.mtu.saturating_sub(under + wire_header_len)
 }
 
 /// The address this host would send from to reach `dest` (the kernel's route choice):
@@ -168,11 +186,73 @@ pub(crate) fn route_source(dest: Ipv4Addr) -> Option<Ipv4Addr> {
     }
 }
 
-/// A random unicast, locally administered MAC (TAP devices, when `--mac` is not given).
-fn random_mac() -> [u8; 6] {
-    use std::hash::{BuildHasher, Hasher};
-    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u32(std::process::id());
-    let r = h.finish().to_be_bytes();
-    [(r[0] & 0xfc) | 0x02, r[1], r[2], r[3], r[4], r[5]]
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser as _;
+
+    fn args(line: &[&str]) -> Args {
+        Args::try_parse_from(std::iter::once("ofi-pingpong").chain(line.iter().copied())).unwrap()
+    }
+
+    #[test]
+    fn dgram_messages_fit_under_the_headers_of_the_medium() {
+        let udp = Capabilities::new(Medium::Udp, 1472);
+        let eth = Capabilities::new(Medium::Ethernet, 1514);
+        assert_eq!(dgram_max(&udp, 40), 1432);
+        assert_eq!(dgram_max(&eth, 40), 1514 - 42 - 40);
+    }
+
+    #[test]
+    fn ethernet_planes_need_an_address_and_a_fixed_port() {
+        let a = args(&["--dataplane", "tap", "--iface", "t0"]);
+        let e = plane_kind(&a, Ipv4Addr::LOCALHOST, 7).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "--dataplane tap|af_packet needs --ip A.B.C.D/PREFIX"
+        );
+        let a = args(&["--dataplane", "af_packet", "--ip", "10.0.0.1/24"]);
+        let e = plane_kind(&a, Ipv4Addr::LOCALHOST, 7).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "--dataplane tap|af_packet needs --iface NAME"
+        );
+        let a = args(&["--dataplane", "dpdk", "--ip", "10.0.0.1/24"]);
+        let e = plane_kind(&a, Ipv4Addr::LOCALHOST, 0).unwrap_err();
+        assert!(e.to_string().contains("fixed UDP port"), "{e}");
+        let a = args(&[
+            "--dataplane",
+            "af_packet",
+            "--iface",
+            "e0",
+            "--ip",
+            "10.0.0.1/24",
+        ]);
+        match plane_kind(&a, Ipv4Addr::LOCALHOST, 7).unwrap() {
+            (PlaneKind::AfPacket(i, eth), Some(what)) => {
+                assert_eq!(i, "e0");
+                assert_eq!(
+                    (eth.ip, eth.port, eth.prefix_len),
+                    (Ipv4Addr::new(10, 0, 0, 1), 7, 24)
+                );
+                assert_eq!(what, "AF_PACKET socket on e0");
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn loss_is_seeded_on_both_directions() {
+        let o = options(&args(&[
+            "--loss", "0.25", "--seed", "9", "--pcap", "x.pcap",
+        ]));
+        let f = o.fault.unwrap();
+        assert_eq!((f.seed, f.rx.loss, f.tx.loss), (9, 0.25, 0.25));
+        let c = o.capture.unwrap();
+        assert_eq!(
+            (c.path.to_str(), c.flush),
+            (Some("x.pcap"), Flush::Every(64))
+        );
+        assert!(options(&args(&[])).fault.is_none());
+    }
 }

@@ -13,6 +13,7 @@ use super::{
     row, verify,
 };
 use crate::api::{Buf, Fabric};
+use crate::runtime::dynamic_port;
 
 /// Version of the control protocol (the first byte of a hello).
 const PROTO_VERSION: u8 = 1;
@@ -319,8 +320,7 @@ fn client(
         // Ethernet planes need a port of their own: -B, or one from the dynamic range.
         _ => (
             Ipv4Addr::UNSPECIFIED,
-            args.src_port
-                .unwrap_or(49152 + (std::process::id() % 16384) as u16),
+            args.src_port.unwrap_or_else(|| dynamic_port(0)),
         ),
     };
     let mut c = Common::open(args, fabric, ip, port, out, err)?;

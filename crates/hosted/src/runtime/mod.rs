@@ -4,7 +4,7 @@
 //! | part | here |
 //! |---|---|
 //! | the data plane and its object-safe face | [`plane`]: [`DataPlane`], [`Driver`] |
-//! | opening a plane from its description | [`open`]: [`open_plane`], [`PlaneKind`] |
+//! | opening a plane from its description | [`open`]: [`open_plane`], [`open_plane_with`], [`PlaneKind`], [`PlaneOptions`] |
 //! | the pass, the read-without-pass policy, the nap before sleeping | [`Runtime`], [`ReadBudget`], [`nap_until_timer`] |
 //! | the time passes run at | [`clock`]: [`now`], [`PassClock`] |
 //! | the wake-up registry | [`wake`]: [`Wakeups`] |
@@ -30,7 +30,12 @@ pub mod wait;
 pub mod wake;
 
 pub use clock::{IDLE_PASSES_PER_CLOCK, MIN_NAP, PassClock, nap_until_timer, now, progress_until};
-pub use open::{Ethernet, Plane, PlaneKind, open_plane, random_u64};
+#[cfg(feature = "dpdk")]
+pub use open::DpdkPort;
+pub use open::{
+    Capture, Ethernet, OpenError, Plane, PlaneKind, PlaneOptions, dynamic_port, open_plane,
+    open_plane_with, random_u64,
+};
 pub use pass::{Core, ReadBudget, Runtime, Turn};
 pub use plane::{Clocked, DataPlane, Driver, PassMemory, PollMode, WithFd};
 pub use thread::{AutoProgress, Policy, ProgressThread};

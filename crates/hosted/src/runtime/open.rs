@@ -1,18 +1,23 @@
 //! Opening a data plane from its description: what the safe API's
-//! [`DomainBuilder`](crate::api::DomainBuilder) and the C provider's `fi_domain` both do
-//! before a domain opens on it. The caller chooses the plane (builder methods, the
-//! provider's `dataplane` parameter) and where the stack sits; this opens the link,
-//! puts it behind a loss injector when asked, and says where the stack is on it.
+//! [`DomainBuilder`](crate::api::DomainBuilder), the C provider's `fi_domain` and
+//! `ofi-pingpong` all do before a domain opens on it. The caller chooses the plane
+//! (builder methods, the provider's `dataplane` parameter, the tool's command line) and
+//! where the stack sits; this opens the link, wraps it as [`PlaneOptions`] say (a
+//! capture, a fault injector) and says where the stack is on it.
 
-use std::io;
+use std::fmt;
+use std::fs::File;
+use std::io::{self, BufWriter};
 use std::net::Ipv4Addr;
+use std::path::PathBuf;
 
 use dp_kernel::{AfPacketLink, TapLink, UdpConfig, UdpLink};
 use ofi_nostd::net::NetConfig;
-use wire::link::{Capabilities, Link};
+use wire::link::{Capabilities, Link, Medium};
 
-use super::plane::{Clocked, DataPlane, Driver, PassMemory};
+use super::plane::{Clocked, DataPlane, Driver, PassMemory, PollMode};
 use crate::fault::{FaultConfig, FaultLink, FaultSpec};
+use crate::pcap::{Flush, PcapConfig, PcapLink};
 
 /// Where a stack on an Ethernet link (TAP, AF_PACKET, DPDK) sits on its network.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -43,9 +48,100 @@ pub enum PlaneKind {
     AfPacket(String, Ethernet),
     /// One queue pair of a DPDK port: hot-plugged from these device arguments (see
     /// [`open_port`](crate::dpdk::open_port)) on an initialised EAL. Poll mode: the
-    /// descriptor waiters watch is always readable ([`PollMode`](super::PollMode)).
+    /// descriptor waiters watch is always readable ([`PollMode`]).
     #[cfg(feature = "dpdk")]
     Dpdk(&'static crate::dpdk::Eal, String, Ethernet),
+    /// One queue pair of the DPDK port [`DpdkPort`] describes: the choices
+    /// [`PlaneKind::Dpdk`] makes for the provider, left to the caller.
+    #[cfg(feature = "dpdk")]
+    DpdkPort(DpdkPort, Ethernet),
+}
+
+/// A DPDK port to open one queue pair of, on an initialised EAL.
+#[cfg(feature = "dpdk")]
+#[derive(Debug)]
+pub struct DpdkPort {
+    /// The EAL the port belongs to.
+    pub eal: &'static crate::dpdk::Eal,
+    /// A virtual device hot-plugged from these device arguments; else
+    /// [`name`](Self::name) (see [`open_port`](crate::dpdk::open_port)).
+    pub vdev: Option<String>,
+    /// A device EAL probed (a `--vdev` of its arguments, a PCI address); neither: port 0.
+    pub name: Option<String>,
+    /// Wait at most this long for the port's link to come up before taking the queue
+    /// (a memif client: until it connected to the server's socket).
+    pub link_up: Option<std::time::Duration>,
+    /// Give waiters a descriptor that is always readable ([`PollMode`]: the provider's
+    /// wait objects then poll), rather than none (a safe-API domain then polls on a
+    /// short timer when idle).
+    pub ready_fd: bool,
+}
+
+/// What goes around the link: the safe API and the provider ask for loss alone
+/// ([`PlaneOptions::loss`]), `ofi-pingpong` for its `--loss`/`--seed` and `--pcap`.
+#[derive(Debug, Default)]
+pub struct PlaneOptions {
+    /// A fault injector on top, its clock following the passes.
+    pub fault: Option<FaultConfig>,
+    /// A capture of the frames as they cross the link (under the fault injector: what
+    /// the wire carried).
+    pub capture: Option<Capture>,
+}
+
+impl PlaneOptions {
+    /// With `loss` > 0, that fraction of the received frames dropped by an injector
+    /// with a random seed; otherwise nothing.
+    pub fn loss(loss: f64) -> Self {
+        PlaneOptions {
+            fault: (loss > 0.0).then(|| lossy(loss)),
+            capture: None,
+        }
+    }
+}
+
+/// A pcap capture of a plane's frames: LINKTYPE_RAW at the socket's address on UDP,
+/// Ethernet frames on the other planes.
+#[derive(Debug, Clone)]
+pub struct Capture {
+    /// The file, created (or truncated) once the link is open.
+    pub path: PathBuf,
+    /// When the file's buffer is flushed (it is also flushed when the domain closes).
+    pub flush: Flush,
+}
+
+/// Why a plane did not open: the link (the system's error, as
+/// [`open_plane`] reports it), or the capture file.
+#[derive(Debug)]
+pub enum OpenError {
+    /// Opening the link failed.
+    Link(io::Error),
+    /// Creating or writing the capture file failed.
+    Capture(io::Error),
+}
+
+impl From<OpenError> for io::Error {
+    fn from(e: OpenError) -> io::Error {
+        match e {
+            OpenError::Link(e) | OpenError::Capture(e) => e,
+        }
+    }
+}
+
+impl fmt::Display for OpenError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            OpenError::Link(e) => e.fmt(f),
+            OpenError::Capture(e) => write!(f, "capture file: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for OpenError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            OpenError::Link(e) | OpenError::Capture(e) => Some(e),
+        }
+    }
 }
 
 impl PlaneKind {
@@ -56,7 +152,7 @@ impl PlaneKind {
             PlaneKind::Tap(name, _) => name.clone().unwrap_or_else(|| "tap".to_owned()),
             PlaneKind::AfPacket(ifname, _) => ifname.clone(),
             #[cfg(feature = "dpdk")]
-            PlaneKind::Dpdk(..) => "dpdk".to_owned(),
+            PlaneKind::Dpdk(..) | PlaneKind::DpdkPort(..) => "dpdk".to_owned(),
         }
     }
 }
@@ -78,68 +174,134 @@ pub struct Plane<M: ?Sized> {
 /// [`io::ErrorKind::Other`], one without a free queue [`io::ErrorKind::ResourceBusy`],
 /// a descriptor for poll mode that cannot be made [`io::ErrorKind::OutOfMemory`].
 pub fn open_plane<M: PassMemory + ?Sized>(kind: PlaneKind, loss: f64) -> io::Result<Plane<M>> {
+    Ok(open_plane_with(kind, PlaneOptions::loss(loss))?)
+}
+
+/// Opens the plane `kind` describes with `opts` around its link: the capture right on
+/// the link, the fault injector over it.
+///
+/// Errors of the link are [`open_plane`]'s, and a DPDK link that did not come up
+/// within [`DpdkPort::link_up`] is [`io::ErrorKind::TimedOut`] (a DPDK port's errors
+/// name it); those of the capture file are [`OpenError::Capture`].
+pub fn open_plane_with<M: PassMemory + ?Sized>(
+    kind: PlaneKind,
+    opts: PlaneOptions,
+) -> Result<Plane<M>, OpenError> {
     match kind {
         PlaneKind::Udp(cfg) => {
-            let link = UdpLink::new(cfg)?;
+            let link = UdpLink::new(cfg).map_err(OpenError::Link)?;
             let local = link.local_addr();
             let net = NetConfig::new(&link.capabilities(), local.ip().octets(), local.port());
-            Ok(plane(link, loss, net))
+            plane(link, opts, net, false)
         }
         PlaneKind::Tap(name, eth) => {
-            let link = TapLink::open(name.as_deref())?;
-            link.set_up(true)?;
+            let link = TapLink::open(name.as_deref())
+                .and_then(|l| l.set_up(true).map(|()| l))
+                .map_err(OpenError::Link)?;
             let net = ethernet(
                 &link.capabilities(),
                 &eth,
                 eth.mac.unwrap_or_else(random_mac),
             );
-            Ok(plane(link, loss, net))
+            plane(link, opts, net, false)
         }
         PlaneKind::AfPacket(ifname, eth) => {
-            let link = AfPacketLink::open(&ifname)?;
+            let link = AfPacketLink::open(&ifname).map_err(OpenError::Link)?;
             let net = ethernet(&link.capabilities(), &eth, eth.mac.unwrap_or(link.mac()));
-            Ok(plane(link, loss, net))
+            plane(link, opts, net, false)
         }
         #[cfg(feature = "dpdk")]
-        PlaneKind::Dpdk(eal, vdev, eth) => dpdk(eal, &vdev, &eth, loss),
+        PlaneKind::Dpdk(eal, vdev, eth) => {
+            let port = DpdkPort {
+                eal,
+                vdev: Some(vdev),
+                name: None,
+                link_up: None,
+                ready_fd: true,
+            };
+            dpdk(port, &eth, opts)
+        }
+        #[cfg(feature = "dpdk")]
+        PlaneKind::DpdkPort(port, eth) => dpdk(port, &eth, opts),
     }
 }
 
-/// The DPDK arm of [`open_plane`]: the port's first queue pair in poll mode.
+/// The DPDK arms of [`open_plane_with`]: the port's first queue pair (its errors name
+/// the port).
 #[cfg(feature = "dpdk")]
 fn dpdk<M: PassMemory + ?Sized>(
-    eal: &'static crate::dpdk::Eal,
-    vdev: &str,
+    port: DpdkPort,
     eth: &Ethernet,
-    loss: f64,
-) -> io::Result<Plane<M>> {
-    use super::PollMode;
+    opts: PlaneOptions,
+) -> Result<Plane<M>, OpenError> {
     use crate::dpdk::{DpdkPlane, open_port};
-    let p = open_port(eal, Some(vdev), None).map_err(io::Error::other)?;
+    let link_err = OpenError::Link;
+    let p = open_port(port.eal, port.vdev.as_deref(), port.name.as_deref())
+        .map_err(|e| link_err(io::Error::other(format!("DPDK port: {e}"))))?;
+    let named = |kind: io::ErrorKind, e: crate::dpdk::Error| {
+        link_err(io::Error::new(kind, format!("DPDK port {}: {e}", p.name())))
+    };
+    if let Some(t) = port.link_up {
+        p.wait_link_up(t)
+            .map_err(|e| named(io::ErrorKind::TimedOut, e))?;
+    }
     let link = p
         .link(0)
-        .map_err(|_| io::Error::from(io::ErrorKind::ResourceBusy))?;
+        .map_err(|e| named(io::ErrorKind::ResourceBusy, e))?;
+    let net = ethernet(&link.capabilities(), eth, eth.mac.unwrap_or(link.mac()));
+    // The port closes when the link (inside the driver) is dropped.
+    plane(DpdkPlane::new(port.eal, link), opts, net, port.ready_fd)
+}
+
+/// `link` wrapped as `opts` say, the stack at `net` on it; `ready_fd`: behind an
+/// always-readable descriptor ([`PollMode`]).
+fn plane<L: DataPlane, M: PassMemory + ?Sized>(
+    link: L,
+    opts: PlaneOptions,
+    net: NetConfig,
+    ready_fd: bool,
+) -> Result<Plane<M>, OpenError> {
     let caps = link.capabilities();
-    let net = ethernet(&caps, eth, eth.mac.unwrap_or(link.mac()));
-    let plane = DpdkPlane::new(eal, link);
-    let oom = |_| io::Error::from(io::ErrorKind::OutOfMemory);
-    let driver: Box<dyn Driver<M>> = if loss > 0.0 {
-        Box::new(PollMode::new(FaultLink::new(plane, lossy(loss))).map_err(oom)?)
-    } else {
-        Box::new(PollMode::new(plane).map_err(oom)?)
-    };
+    let driver = match opts.capture {
+        None => driver(link, opts.fault, ready_fd),
+        Some(c) => driver(capture(link, &c, &net)?, opts.fault, ready_fd),
+    }
+    .map_err(OpenError::Link)?;
     Ok(Plane { driver, caps, net })
 }
 
-/// `link` behind a loss injector whose clock the passes drive when `loss` > 0.
-fn plane<L: DataPlane, M: PassMemory + ?Sized>(link: L, loss: f64, net: NetConfig) -> Plane<M> {
-    let caps = link.capabilities();
-    let driver: Box<dyn Driver<M>> = if loss > 0.0 {
-        Box::new(Clocked(FaultLink::new(link, lossy(loss))))
-    } else {
-        Box::new(link)
+/// `link` under a fault injector when `fault` is given, behind an always-readable
+/// descriptor when `ready_fd` (an injector there keeps its clock: loss needs none).
+fn driver<L: DataPlane, M: PassMemory + ?Sized>(
+    link: L,
+    fault: Option<FaultConfig>,
+    ready_fd: bool,
+) -> io::Result<Box<dyn Driver<M>>> {
+    let oom = |_| io::Error::from(io::ErrorKind::OutOfMemory);
+    Ok(match (fault, ready_fd) {
+        (None, false) => Box::new(link),
+        (Some(f), false) => Box::new(Clocked(FaultLink::new(link, f))),
+        (None, true) => Box::new(PollMode::new(link).map_err(oom)?),
+        (Some(f), true) => Box::new(PollMode::new(FaultLink::new(link, f)).map_err(oom)?),
+    })
+}
+
+/// `link` recording its frames to the file `c` names (the stack at `net` on it).
+fn capture<L: Link>(
+    link: L,
+    c: &Capture,
+    net: &NetConfig,
+) -> Result<PcapLink<L, BufWriter<File>>, OpenError> {
+    let mut cfg = match net.medium {
+        Medium::Udp => PcapConfig::local(wire::frame::UdpAddr::new(
+            net.local_ip.into(),
+            net.local_port,
+        )),
+        Medium::Ethernet => PcapConfig::default(),
     };
-    Plane { driver, caps, net }
+    cfg.flush = c.flush;
+    let file = File::create(&c.path).map_err(OpenError::Capture)?;
+    PcapLink::new(link, BufWriter::new(file), cfg).map_err(OpenError::Capture)
 }
 
 /// A fault injector that loses `loss` of the received frames.
@@ -171,6 +333,13 @@ pub fn random_u64() -> u64 {
     h.finish()
 }
 
+/// A UDP port from the dynamic range (49152-65535) for a stack on an Ethernet plane,
+/// which has no kernel to pick an ephemeral one: different for each process and each
+/// `n` (the plane's sequence number in it).
+pub fn dynamic_port(n: u32) -> u16 {
+    49152 + (std::process::id().wrapping_add(n.wrapping_mul(7919)) % 16384) as u16
+}
+
 /// A random unicast, locally administered MAC.
 fn random_mac() -> [u8; 6] {
     let r = random_u64().to_be_bytes();
@@ -192,6 +361,44 @@ mod tests {
         assert_eq!(p.net.local_ip, [127, 0, 0, 1]);
         assert_ne!(p.net.local_port, 0);
         assert!(p.driver.wait_fd().is_some());
+    }
+
+    #[test]
+    fn a_capture_starts_with_the_pcap_header_once_the_link_is_open() {
+        let dir = std::env::temp_dir().join(format!("runtime-open-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("udp.pcap");
+        let udp = || PlaneKind::Udp(UdpConfig::new(SocketAddrV4::new(Ipv4Addr::LOCALHOST, 0)));
+        let opts = |path: PathBuf| PlaneOptions {
+            fault: Some(FaultConfig::new(1)),
+            capture: Some(Capture {
+                path,
+                flush: Flush::Every(64),
+            }),
+        };
+        let p: Plane<RawMemory> = open_plane_with(udp(), opts(path.clone())).unwrap();
+        assert!(p.driver.wait_fd().is_some());
+        let b = std::fs::read(&path).unwrap();
+        assert_eq!(b.len(), 24, "the file header, flushed at once");
+        let missing = dir.join("no-such-dir").join("x.pcap");
+        match open_plane_with::<RawMemory>(udp(), opts(missing)) {
+            Err(e @ OpenError::Capture(_)) => assert!(e.to_string().starts_with("capture file")),
+            other => panic!("{:?}", other.err()),
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn loss_alone_is_a_random_receive_injector() {
+        assert!(PlaneOptions::loss(0.0).fault.is_none());
+        let f = PlaneOptions::loss(0.5).fault.unwrap();
+        assert_eq!((f.rx.loss, f.tx.loss), (0.5, 0.0));
+    }
+
+    #[test]
+    fn dynamic_ports_are_dynamic() {
+        assert!((0..64).map(dynamic_port).all(|p| p >= 49152));
+        assert_ne!(dynamic_port(0), dynamic_port(1));
     }
 
     #[test]
