@@ -77,9 +77,10 @@ fn io(e: std::io::Error) -> Errno {
 /// different for each process and each `n` (the plane's sequence number in it).
 pub(crate) fn stack_port(port: u16, n: u32) -> u16 {
     if port != 0 {
-        return port;
+        port
+    } else {
+        hosted::runtime::dynamic_port(n)
     }
-    49152 + (std::process::id().wrapping_add(n.wrapping_mul(7919)) % 16384) as u16
 }
 
 /// Kernel Ethernet planes opened in this process (for [`stack_port`]).
