@@ -27,7 +27,7 @@ impl<S: Storage> Rdm<S> {
             return Outcome::Blocked;
         }
         let target = loop {
-            let Some(h) = self.find_posted(tagged, src, tag) else {
+            let Some(h) = self.recv.find_posted(tagged, src, tag) else {
                 break None;
             };
             match self.take_posted(tagged, h, r.total_len, ctx) {
@@ -48,12 +48,7 @@ impl<S: Storage> Rdm<S> {
                 kind: UxKind::Rndv { rts_op: r.op_id },
                 claimed_by: 0,
             };
-            let q = if tagged {
-                &mut self.ux_tag
-            } else {
-                &mut self.ux_msg
-            };
-            if q.insert(src, tag, msg).is_err() {
+            if self.recv.insert_unexpected(tagged, src, tag, msg).is_err() {
                 return Outcome::Blocked;
             }
             self.stats.unexpected += 1;
@@ -158,7 +153,7 @@ impl<S: Storage> Rdm<S> {
         ctx: &mut Ctx<'_, S>,
     ) {
         let epoch = self.peers[p].session.epoch;
-        let Some(h) = self.active_by_id(d.rx_op_id) else {
+        let Some(h) = self.active.by_id(d.rx_op_id) else {
             self.stats.rx_protocol_errors += 1;
             return;
         };

@@ -459,13 +459,6 @@ impl<S: Storage> Rdm<S> {
         let (h, _) = self.ops.get_by_index(idx)?;
         (gen16(h) == id >> 16).then_some(idx)
     }
-
-    /// The active receive a packed id names, if it is live.
-    pub(super) fn active_by_id(&self, id: u32) -> Option<crate::pool::Handle<RxActive>> {
-        let idx = (id & 0xFFFF) as usize;
-        let (h, _) = self.active.get_by_index(idx)?;
-        (gen16(h) == id >> 16).then_some(h)
-    }
 }
 
 impl TxOp {

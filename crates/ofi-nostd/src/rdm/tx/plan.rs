@@ -93,11 +93,7 @@ impl<S: Storage> Rdm<S> {
             return None; // nothing follows our CLOSE
         }
         if peer.tx.cts_pending > 0 {
-            let found = self.active.iter().find(|(_, a)| {
-                a.peer as usize == p
-                    && a.epoch == peer.session.epoch
-                    && (a.cts_pending || a.end_pending)
-            });
+            let found = self.active.cts_owed(p, peer.session.epoch);
             if let Some((h, a)) = found {
                 let (off, len, status) = if a.discard {
                     (0, 0, status::CANCELED)
@@ -625,7 +621,7 @@ impl<S: Storage> Rdm<S> {
             Regen::Cts { rx_op, len, .. } => {
                 let mut finished = None;
                 let mut none_left = true;
-                if let Some(h) = self.active_by_id(rx_op)
+                if let Some(h) = self.active.by_id(rx_op)
                     && let Some(a) = self.active.get_mut(h)
                 {
                     if len > 0 {
