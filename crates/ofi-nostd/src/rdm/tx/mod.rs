@@ -4,10 +4,13 @@
 //! modules, one per feature.
 
 mod ack;
+mod atomic;
 mod express;
 mod fail;
 mod plan;
 mod post;
+mod rma;
+mod rndv;
 mod timer;
 
 use wire::packet::{
@@ -21,6 +24,7 @@ use super::*;
 
 pub(super) use fail::Keep;
 use plan::Plan;
+use rma::ReadRegion;
 
 /// Where a packet's payload comes from.
 #[derive(Clone, Copy)]

@@ -273,46 +273,22 @@ impl<S: Storage> Rdm<S> {
             };
         }
         // READ_RESP data: its region checked once here, then read through that check
-        // as the packet is built. A region that can no longer be read (deregistered
-        // while the read was answered) makes it a failure instead, never zeros; a
-        // retransmission too (the initiator takes whichever arrives: a duplicate of a
-        // sequence number is dropped whatever it carries).
+        // as the packet is built.
         let mut rd = None;
         if let Regen::ReadData { slot, off, len } = regen {
-            let Some(r) = self.resps.get_mut_by_index(slot as usize) else {
-                return Sent::Yes; // answered already or the session failed
-            };
-            let ep = u64::from(self.local.ep_id);
-            let at = r.addr.wrapping_add(off);
-            let checked = ctx.mrs.and_then(|m| {
-                m.check_remote(r.key, at, u64::from(len), Flags::REMOTE_READ, ep)
-                    .ok()
-            });
-            if let Some(ra) = checked {
-                rd = Some((ra, r.op_id));
-            } else {
-                let op_id = r.op_id;
-                let pending = r.sent < r.len;
-                r.sent = r.len; // nothing more of it leaves
-                let idle = r.unacked == 0;
-                if retrans && pending {
-                    let pm = &mut self.peers[p];
-                    pm.tx.resp_pending = pm.tx.resp_pending.saturating_sub(1);
-                }
-                if !retrans
-                    && idle
-                    && let Some((h, _)) = self.resps.get_by_index(slot as usize)
-                {
-                    self.resps.remove(h);
-                }
+            match self.read_region(p, slot, off, len, retrans, ctx.mrs) {
+                ReadRegion::Gone => return Sent::Yes,
+                ReadRegion::Readable(ra, op_id) => rd = Some((ra, op_id)),
                 // A new packet commits as this answer (`resp_pending` drops with it);
                 // a retransmission's window entry keeps naming the data slot.
-                regen = Regen::Resp {
-                    slot: NIL,
-                    op_id,
-                    status: status::ACCESS_DENIED,
-                    read: true,
-                };
+                ReadRegion::Denied(op_id) => {
+                    regen = Regen::Resp {
+                        slot: NIL,
+                        op_id,
+                        status: status::ACCESS_DENIED,
+                        read: true,
+                    }
+                }
             }
         }
         // A new message takes its id when its first packet leaves (no gaps on cancel).
@@ -366,101 +342,27 @@ impl<S: Storage> Rdm<S> {
             let (body, payload): (Body<'_>, Payload<'_>) = match (regen, op) {
                 // Messages first: the common case.
                 (Regen::Seg { off, len, .. }, Some((o, op))) if op.rma.is_none() => {
-                    let pl = this.seg_payload(o, op, off, len);
-                    (
-                        Body::Msg(MsgRepr {
-                            ack: None,
-                            msg_id,
-                            total_len: op.len as u32,
-                            offset: off as u32,
-                            tag: op.tag,
-                            cq_data: op.data,
-                            payload: &[],
-                        }),
-                        pl,
-                    )
+                    this.msg_body(o, op, off, len, msg_id)
                 }
                 (Regen::Seg { off, len, .. }, Some((o, op))) => {
-                    let r = op.rma.unwrap_or(RmaOp {
-                        key: 0,
-                        addr: 0,
-                        read: false,
-                        got: 0,
-                        answered: false,
-                        atomic: None,
-                    });
-                    let pl = this.seg_payload(o, op, off, len);
-                    (
-                        Body::RmaWrite(RmaWriteRepr {
-                            key: r.key,
-                            addr: r.addr,
-                            op_id: op_id(o as usize, this.op_gen(o)),
-                            total_len: op.len,
-                            offset: off,
-                            cq_data: op.data,
-                            payload: &[],
-                            ack: None,
-                        }),
-                        pl,
-                    )
+                    this.rma_write_body(o, op, off, len)
                 }
                 (Regen::Rts { op: o }, Some((_, op)))
                     if op.rma.is_some_and(|r| r.atomic.is_some()) =>
                 {
-                    let (key, addr, a) = match op.rma {
-                        Some(RmaOp {
-                            key,
-                            addr,
-                            atomic: Some(a),
-                            ..
-                        }) => (key, addr, a),
-                        _ => return Sent::Yes,
-                    };
-                    (
-                        Body::AtomicReq(AtomicReqRepr {
-                            key,
-                            addr,
-                            op_id: op_id(o as usize, this.op_gen(o)),
-                            op: a.op,
-                            datatype: a.dt,
-                            count: a.count,
-                            fetch: a.fetch,
-                            cq_data: op.data,
-                            operands: this
-                                .bounce_of(o as usize, a.operand_bytes())
-                                .get(..a.operand_bytes())
-                                .unwrap_or(&[]),
-                            ack: None,
-                        }),
-                        Payload::None,
-                    )
-                }
-                (Regen::AtomicData { slot }, _) => {
-                    let Some((_, r)) = this.resps.get_by_index(slot as usize) else {
+                    let Some(b) = this.atomic_req_body(o, op) else {
                         return Sent::Yes;
                     };
-                    (
-                        Body::AtomicResp(AtomicRespRepr {
-                            op_id: r.op_id,
-                            status: status::OK,
-                            payload: r.fetched.get(..r.fetched_len as usize).unwrap_or(&[]),
-                            ack: None,
-                        }),
-                        Payload::None,
-                    )
+                    b
+                }
+                (Regen::AtomicData { slot }, _) => {
+                    let Some(b) = this.atomic_data_body(slot) else {
+                        return Sent::Yes;
+                    };
+                    b
                 }
                 (Regen::Rts { op: o }, Some((_, op))) if op.rma.is_some() => {
-                    let (key, addr) = op.rma.map_or((0, 0), |r| (r.key, r.addr));
-                    (
-                        Body::ReadReq(ReadReqRepr {
-                            key,
-                            addr,
-                            len: op.len,
-                            op_id: op_id(o as usize, this.op_gen(o)),
-                            ack: None,
-                        }),
-                        Payload::None,
-                    )
+                    this.read_req_body(o, op)
                 }
                 (
                     Regen::Resp {
@@ -470,55 +372,12 @@ impl<S: Storage> Rdm<S> {
                         ..
                     },
                     _,
-                ) => (
-                    if read {
-                        Body::ReadResp(ReadRespRepr {
-                            op_id,
-                            status,
-                            offset: 0,
-                            payload: &[],
-                            ack: None,
-                        })
-                    } else {
-                        Body::AtomicResp(AtomicRespRepr {
-                            op_id,
-                            status,
-                            payload: &[],
-                            ack: None,
-                        })
-                    },
-                    Payload::None,
-                ),
-                (Regen::ReadData { off, len, .. }, _) => (
-                    Body::ReadResp(ReadRespRepr {
-                        op_id: rd.map_or(0, |(_, id)| id),
-                        status: status::OK,
-                        offset: off,
-                        payload: &[],
-                        ack: None,
-                    }),
-                    Payload::Fill(&fill, len as usize),
-                ),
-                (Regen::Rts { op: o }, Some((_, op))) => (
-                    Body::Rts(RtsRepr {
-                        ack: None,
-                        op_id: op_id(o as usize, this.op_gen(o)),
-                        msg_id,
-                        total_len: op.len,
-                        tag: op.tag,
-                        cq_data: op.data,
-                    }),
-                    Payload::None,
-                ),
-                (Regen::Data { off, len, .. }, Some((_, op))) => (
-                    Body::Data(DataRepr {
-                        ack: None,
-                        rx_op_id: op.rx_op,
-                        offset: off,
-                        payload: &[],
-                    }),
-                    Payload::Iov(op.context, op.iov_slice(), off, len as usize),
-                ),
+                ) => Self::resp_body(op_id, status, read),
+                (Regen::ReadData { off, len, .. }, _) => {
+                    Self::read_data_body(rd.map_or(0, |(_, id)| id), off, len, &fill)
+                }
+                (Regen::Rts { op: o }, Some((_, op))) => this.rts_body(o, op, msg_id),
+                (Regen::Data { off, len, .. }, Some((_, op))) => Self::data_body(op, off, len),
                 (
                     Regen::Cts {
                         rts_op,
@@ -528,17 +387,7 @@ impl<S: Storage> Rdm<S> {
                         status,
                     },
                     _,
-                ) => (
-                    Body::Cts(CtsRepr {
-                        ack: None,
-                        rts_op_id: rts_op,
-                        rx_op_id: rx_op,
-                        offset: off,
-                        len,
-                        status,
-                    }),
-                    Payload::None,
-                ),
+                ) => Self::cts_body(rts_op, rx_op, off, len, status),
                 (Regen::Close, _) => (
                     Body::Close(CloseRepr {
                         reason: close::NORMAL,
@@ -590,115 +439,91 @@ impl<S: Storage> Rdm<S> {
                 self.peers[p].session.close_seq = Some(seq);
                 self.stats.closes_sent += 1;
             }
-            Regen::Resp { slot, .. } => {
-                // Everything a retransmission needs is in the window entry.
-                if let Some((h, _)) = self.resps.get_by_index(slot as usize) {
-                    self.resps.remove(h);
-                }
-                let pm = &mut self.peers[p];
-                pm.tx.resp_pending = pm.tx.resp_pending.saturating_sub(1);
-            }
-            Regen::AtomicData { slot } => {
-                if let Some(r) = self.resps.get_mut_by_index(slot as usize) {
-                    r.sent = 1;
-                    r.unacked += 1;
-                }
-                let pm = &mut self.peers[p];
-                pm.tx.resp_pending = pm.tx.resp_pending.saturating_sub(1);
-            }
-            Regen::ReadData { slot, len, .. } => {
-                let mut finished = false;
-                if let Some(r) = self.resps.get_mut_by_index(slot as usize) {
-                    r.sent += len as u64;
-                    r.unacked += 1;
-                    finished = r.sent >= r.len;
-                }
-                if finished {
-                    let pm = &mut self.peers[p];
-                    pm.tx.resp_pending = pm.tx.resp_pending.saturating_sub(1);
-                }
-            }
-            Regen::Cts { rx_op, len, .. } => {
-                let mut finished = None;
-                let mut none_left = true;
-                if let Some(h) = self.active.by_id(rx_op)
-                    && let Some(a) = self.active.get_mut(h)
-                {
-                    if len > 0 {
-                        a.cts_pending = false;
-                    } else {
-                        a.end_pending = false;
-                    }
-                    none_left = !a.cts_pending && !a.end_pending;
-                    if none_left && (a.discard || a.got >= a.want) && a.chain == NIL {
-                        finished = Some(h);
-                    }
-                }
-                if none_left {
-                    let pm = &mut self.peers[p];
-                    pm.tx.cts_pending = pm.tx.cts_pending.saturating_sub(1);
-                }
-                if let Some(h) = finished {
-                    self.finish_active(h, None, ctx);
-                }
-            }
+            Regen::Resp { slot, .. } => self.resp_sent(p, slot),
+            Regen::AtomicData { slot } => self.atomic_data_sent(p, slot),
+            Regen::ReadData { slot, len, .. } => self.read_data_sent(p, slot, len),
+            Regen::Cts { rx_op, len, .. } => self.cts_sent(p, rx_op, len, ctx),
             Regen::Seg { op: o, len, .. } | Regen::Data { op: o, len, .. } => {
                 let is_data = matches!(regen, Regen::Data { .. });
-                let mut first = false;
-                let mut done_initial = false;
-                let mut data_exhausted = false;
-                let mut message = false;
-                if let Some(op) = self.ops.get_mut_by_index(o as usize) {
-                    message = op.rma.is_none();
-                    if !op.started {
-                        op.started = true;
-                        op.msg_id = msg_id;
-                        first = true;
-                    }
-                    let had = op.has_data_to_send();
-                    op.sent += len as u64;
-                    op.unacked += 1;
-                    op.undelivered += 1;
-                    if !is_data && op.sent >= op.len {
-                        op.initial_done = true;
-                        done_initial = true;
-                    }
-                    data_exhausted = is_data && had && !op.has_data_to_send();
-                }
-                let pm = &mut self.peers[p];
-                if first && message {
-                    pm.tx.next_msg_id = pm.tx.next_msg_id.wrapping_add(1);
-                }
-                if done_initial {
-                    pm.tx.cursor = self
-                        .ops
-                        .get_by_index(o as usize)
-                        .map_or(NIL, |(_, op)| op.next);
-                }
-                if data_exhausted {
-                    pm.tx.rndv_ready = pm.tx.rndv_ready.saturating_sub(1);
-                }
+                self.segment_sent(p, o, len, msg_id, is_data);
             }
-            Regen::Rts { op: o } => {
-                if let Some(op) = self.ops.get_mut_by_index(o as usize) {
-                    op.started = true;
-                    op.msg_id = msg_id;
-                    op.initial_done = true;
-                    op.unacked += 1;
-                    op.undelivered += 1;
-                }
-                let (next, message) = self
-                    .ops
-                    .get_by_index(o as usize)
-                    .map_or((NIL, false), |(_, op)| (op.next, op.rma.is_none()));
-                let pm = &mut self.peers[p];
-                if message {
-                    pm.tx.next_msg_id = pm.tx.next_msg_id.wrapping_add(1);
-                }
-                pm.tx.cursor = next;
-            }
+            Regen::Rts { op: o } => self.request_sent(p, o, msg_id),
         }
         Sent::Yes
+    }
+
+    /// Eager message segment `off .. off + len` of send `o` (`msg_id`: the message's).
+    #[inline(always)]
+    pub(in crate::rdm) fn msg_body<'a>(
+        &'a self,
+        o: u32,
+        op: &'a TxOp,
+        off: u64,
+        len: u32,
+        msg_id: u32,
+    ) -> (Body<'static>, Payload<'a>) {
+        let pl = self.seg_payload(o, op, off, len);
+        (
+            Body::Msg(MsgRepr {
+                ack: None,
+                msg_id,
+                total_len: op.len as u32,
+                offset: off as u32,
+                tag: op.tag,
+                cq_data: op.data,
+                payload: &[],
+            }),
+            pl,
+        )
+    }
+
+    /// An eager or RMA_WRITE segment (or, `is_data`, rendezvous DATA) of op `o` left:
+    /// the op starts with its first (a message taking `msg_id`), counts it unacked and
+    /// undelivered, and the cursor moves on past its last segment; DATA that used up
+    /// the grant leaves the peer's ready count.
+    #[inline(always)]
+    pub(in crate::rdm) fn segment_sent(
+        &mut self,
+        p: usize,
+        o: u32,
+        len: u32,
+        msg_id: u32,
+        is_data: bool,
+    ) {
+        let mut first = false;
+        let mut done_initial = false;
+        let mut data_exhausted = false;
+        let mut message = false;
+        if let Some(op) = self.ops.get_mut_by_index(o as usize) {
+            message = op.rma.is_none();
+            if !op.started {
+                op.started = true;
+                op.msg_id = msg_id;
+                first = true;
+            }
+            let had = op.has_data_to_send();
+            op.sent += len as u64;
+            op.unacked += 1;
+            op.undelivered += 1;
+            if !is_data && op.sent >= op.len {
+                op.initial_done = true;
+                done_initial = true;
+            }
+            data_exhausted = is_data && had && !op.has_data_to_send();
+        }
+        let pm = &mut self.peers[p];
+        if first && message {
+            pm.tx.next_msg_id = pm.tx.next_msg_id.wrapping_add(1);
+        }
+        if done_initial {
+            pm.tx.cursor = self
+                .ops
+                .get_by_index(o as usize)
+                .map_or(NIL, |(_, op)| op.next);
+        }
+        if data_exhausted {
+            pm.tx.rndv_ready = pm.tx.rndv_ready.saturating_sub(1);
+        }
     }
 
     /// Where segment `off .. off + len` of op `o` comes from: its inject copy, or the
