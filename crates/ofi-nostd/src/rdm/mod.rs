@@ -21,11 +21,14 @@
 //! - `window`: the send windows (`SendWindow`, one regeneration record per packet
 //!   in flight); `reorder`: held out-of-order packets; `segs`: the bytes of
 //!   unexpected messages; `queues`: the copy, control-reply and posted-peer queues;
+//! - `recv_queues`: the matching state (`RecvQueues`: posted and unexpected queues of
+//!   untagged and tagged receives, claimed messages, multi-recv buffers);
+//!   `active`: the receives being filled (`ActiveRecvs`, with their copy queue);
 //! - `op`: the records of operations in progress; `ctx`: what the domain lends.
 //!
 //! The code that drives them is split by feature: `tx` (the transmitter, with
-//! posting, the short path and bundles, the planner, acknowledgements, timers and
-//! failure as children), `rx` (sequencing, with messages, rendezvous, RMA, atomics,
+//! posting, the short path and bundles, the planner and what it builds for
+//! rendezvous, RMA and atomics, acknowledgements, timers and failure as children), `rx` (sequencing, with messages, rendezvous, RMA, atomics,
 //! unexpected messages and posting receives as children) and `handshake`.
 //!
 //! [`Domain::progress`]: crate::domain::Domain::progress

@@ -1,7 +1,8 @@
 //! The send side: the per-peer transmitter (handshake, acks, retransmissions, new
 //! packets under window and credit limits) and how packets are built. Posting, the
-//! short path, the planner, acknowledgements, timers and failure live in the child
-//! modules, one per feature.
+//! short path, the planner (with what it builds for rendezvous, RMA and atomics in
+//! `rndv`, `rma` and `atomic`), acknowledgements, timers and failure live in the
+//! child modules, one per feature.
 
 mod ack;
 mod atomic;
