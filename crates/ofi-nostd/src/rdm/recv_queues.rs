@@ -76,21 +76,6 @@ impl<S: Storage> RecvQueues<S> {
         self.ux_msg.len() + self.ux_tag.len() + self.claimed.len()
     }
 
-    /// The earliest-posted receive of the kind a message is (`tagged`) that it matches.
-    #[inline]
-    pub(in crate::rdm) fn find_posted(
-        &self,
-        tagged: bool,
-        src: FiAddr,
-        tag: u64,
-    ) -> Option<EntryHandle<PostedRecv>> {
-        if tagged {
-            self.posted_tag.find(src, tag)
-        } else {
-            self.posted_msg.find(src, 0)
-        }
-    }
-
     /// Queues a receive that found no unexpected message; gives it back when full.
     #[inline]
     pub(in crate::rdm) fn post(
@@ -143,31 +128,6 @@ impl<S: Storage> RecvQueues<S> {
             self.ux_tag.find(src, tag, ignore).map(UxRef::Tagged)
         } else {
             self.ux_msg.find(src, tag, ignore).map(UxRef::Untagged)
-        }
-    }
-
-    /// Whether the unexpected queue of a message's kind has no room.
-    #[inline]
-    pub(in crate::rdm) fn unexpected_full(&self, tagged: bool) -> bool {
-        if tagged {
-            self.ux_tag.is_full()
-        } else {
-            self.ux_msg.is_full()
-        }
-    }
-
-    /// Queues a message no receive matched; gives it back when full.
-    pub(in crate::rdm) fn insert_unexpected(
-        &mut self,
-        tagged: bool,
-        src: FiAddr,
-        tag: u64,
-        msg: UxMsg,
-    ) -> core::result::Result<UxRef, UxMsg> {
-        if tagged {
-            self.ux_tag.insert(src, tag, msg).map(UxRef::Tagged)
-        } else {
-            self.ux_msg.insert(src, tag, msg).map(UxRef::Untagged)
         }
     }
 
@@ -283,6 +243,15 @@ mod tests {
         }
     }
 
+    /// Queues `m` as the receive path does (by field).
+    fn insert(q: &mut RecvQueues<VecStorage>, src: FiAddr, m: UxMsg) -> Option<UxRef> {
+        if m.tagged {
+            q.ux_tag.insert(src, m.tag, m).ok().map(UxRef::Tagged)
+        } else {
+            q.ux_msg.insert(src, m.tag, m).ok().map(UxRef::Untagged)
+        }
+    }
+
     fn queues() -> RecvQueues<VecStorage> {
         RecvQueues::new(&mut VecStorage, 2, 2, 1).unwrap()
     }
@@ -294,10 +263,10 @@ mod tests {
         q.post(false, src, 0, 0, recv(1)).unwrap();
         q.post(true, src, 9, 0, recv(2)).unwrap();
         assert_eq!((q.posted_len(), q.posted_capacity()), (2, 2));
-        assert!(q.find_posted(true, src, 8).is_none(), "other tag");
-        let t = q.find_posted(true, src, 9).unwrap();
+        assert!(q.posted_tag.find(src, 8).is_none(), "other tag");
+        let t = q.posted_tag.find(src, 9).unwrap();
         assert_eq!(q.posted_tag.get(t).map(|n| n.value().context), Some(2));
-        let u = q.find_posted(false, src, 9).unwrap();
+        let u = q.posted_msg.find(src, 0).unwrap();
         assert_eq!(q.posted_msg.get(u).map(|n| n.value().context), Some(1));
         assert_eq!(q.reserved(), 2);
         assert_eq!(q.cancel(2).map(|(t, r)| (t, r.context)), Some((true, 2)));
@@ -309,9 +278,7 @@ mod tests {
     fn unexpected_by_kind_and_by_reference() {
         let mut q = queues();
         let src = 4;
-        let r = q
-            .insert_unexpected(true, src, 9, msg(0, 1, true, true))
-            .unwrap();
+        let r = insert(&mut q, src, msg(0, 1, true, true)).unwrap();
         assert!(matches!(r, UxRef::Tagged(_)));
         assert!(q.find_unexpected(false, src, 9, 0).is_none(), "other kind");
         assert_eq!(
@@ -321,13 +288,9 @@ mod tests {
         );
         q.ux_mut(r).unwrap().total = 5;
         assert_eq!(q.ux(r).map(|m| m.total), Some(5));
-        q.insert_unexpected(true, src, 9, msg(0, 1, true, true))
-            .unwrap();
-        assert!(q.unexpected_full(true) && !q.unexpected_full(false));
-        assert!(
-            q.insert_unexpected(true, src, 9, msg(0, 1, true, true))
-                .is_err()
-        );
+        insert(&mut q, src, msg(0, 1, true, true)).unwrap();
+        assert!(q.ux_tag.is_full() && !q.ux_msg.is_full());
+        assert!(insert(&mut q, src, msg(0, 1, true, true)).is_none());
         assert_eq!(q.unexpected_len(), 2);
         assert_eq!(q.remove_ux(r).map(|m| m.total), Some(5));
         assert!(q.ux(r).is_none() && q.remove_ux(r).is_none());
@@ -336,16 +299,10 @@ mod tests {
     #[test]
     fn claim_moves_a_tagged_message_once() {
         let mut q = queues();
-        let UxRef::Tagged(a) = q
-            .insert_unexpected(true, 1, 9, msg(0, 1, true, true))
-            .unwrap()
-        else {
+        let UxRef::Tagged(a) = insert(&mut q, 1, msg(0, 1, true, true)).unwrap() else {
             panic!("tagged")
         };
-        let UxRef::Tagged(b) = q
-            .insert_unexpected(true, 1, 9, msg(0, 1, true, true))
-            .unwrap()
-        else {
+        let UxRef::Tagged(b) = insert(&mut q, 1, msg(0, 1, true, true)).unwrap() else {
             panic!("tagged")
         };
         let c = q.claim(a, 77).unwrap();
@@ -362,15 +319,10 @@ mod tests {
     #[test]
     fn messages_needing_a_session_untagged_then_tagged_then_claimed() {
         let mut q = queues();
-        q.insert_unexpected(false, 1, 0, msg(2, 5, false, true))
-            .unwrap();
+        insert(&mut q, 1, msg(2, 5, false, true)).unwrap();
         assert_eq!(q.needing_session(2, 5), None, "complete: needs nothing");
-        let t = q
-            .insert_unexpected(true, 1, 9, msg(2, 5, true, false))
-            .unwrap();
-        let u = q
-            .insert_unexpected(false, 1, 0, msg(2, 5, false, false))
-            .unwrap();
+        let t = insert(&mut q, 1, msg(2, 5, true, false)).unwrap();
+        let u = insert(&mut q, 1, msg(2, 5, false, false)).unwrap();
         assert_eq!(q.needing_session(2, 4), None, "another session");
         assert_eq!(q.needing_session(2, 5), Some(u));
         q.remove_ux(u);

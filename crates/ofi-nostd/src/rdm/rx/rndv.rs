@@ -27,7 +27,7 @@ impl<S: Storage> Rdm<S> {
             return Outcome::Blocked;
         }
         let target = loop {
-            let Some(h) = self.recv.find_posted(tagged, src, tag) else {
+            let Some(h) = self.find_posted(tagged, src, tag) else {
                 break None;
             };
             match self.take_posted(tagged, h, r.total_len, ctx) {
@@ -48,7 +48,12 @@ impl<S: Storage> Rdm<S> {
                 kind: UxKind::Rndv { rts_op: r.op_id },
                 claimed_by: 0,
             };
-            if self.recv.insert_unexpected(tagged, src, tag, msg).is_err() {
+            let q = if tagged {
+                &mut self.recv.ux_tag
+            } else {
+                &mut self.recv.ux_msg
+            };
+            if q.insert(src, tag, msg).is_err() {
                 return Outcome::Blocked;
             }
             self.stats.unexpected += 1;
