@@ -27,8 +27,8 @@
 //! - `op`: the records of operations in progress; `ctx`: what the domain lends.
 //!
 //! The code that drives them is split by feature: `tx` (the transmitter, with
-//! posting, the short path and bundles, the planner and what it builds for
-//! rendezvous, RMA and atomics, acknowledgements, timers and failure as children), `rx` (sequencing, with messages, rendezvous, RMA, atomics,
+//! posting, the short path and bundles, the planner and what rendezvous, RMA and
+//! atomic packets commit, acknowledgements, timers and failure as children), `rx` (sequencing, with messages, rendezvous, RMA, atomics,
 //! unexpected messages and posting receives as children) and `handshake`.
 //!
 //! [`Domain::progress`]: crate::domain::Domain::progress

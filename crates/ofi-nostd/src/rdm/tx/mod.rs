@@ -1,8 +1,8 @@
 //! The send side: the per-peer transmitter (handshake, acks, retransmissions, new
 //! packets under window and credit limits) and how packets are built. Posting, the
-//! short path, the planner (with what it builds for rendezvous, RMA and atomics in
-//! `rndv`, `rma` and `atomic`), acknowledgements, timers and failure live in the
-//! child modules, one per feature.
+//! short path, the planner (with what rendezvous, RMA and atomic packets commit once
+//! sent in `rndv`, `rma` and `atomic`), acknowledgements, timers and failure live in
+//! the child modules, one per feature.
 
 mod ack;
 mod atomic;
@@ -25,7 +25,6 @@ use super::*;
 
 pub(super) use fail::Keep;
 use plan::Plan;
-use rma::ReadRegion;
 
 /// Where a packet's payload comes from.
 #[derive(Clone, Copy)]

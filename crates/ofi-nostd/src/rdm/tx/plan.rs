@@ -273,22 +273,46 @@ impl<S: Storage> Rdm<S> {
             };
         }
         // READ_RESP data: its region checked once here, then read through that check
-        // as the packet is built.
+        // as the packet is built. A region that can no longer be read (deregistered
+        // while the read was answered) makes it a failure instead, never zeros; a
+        // retransmission too (the initiator takes whichever arrives: a duplicate of a
+        // sequence number is dropped whatever it carries).
         let mut rd = None;
         if let Regen::ReadData { slot, off, len } = regen {
-            match self.read_region(p, slot, off, len, retrans, ctx.mrs) {
-                ReadRegion::Gone => return Sent::Yes,
-                ReadRegion::Readable(ra, op_id) => rd = Some((ra, op_id)),
+            let Some(r) = self.resps.get_mut_by_index(slot as usize) else {
+                return Sent::Yes; // answered already or the session failed
+            };
+            let ep = u64::from(self.local.ep_id);
+            let at = r.addr.wrapping_add(off);
+            let checked = ctx.mrs.and_then(|m| {
+                m.check_remote(r.key, at, u64::from(len), Flags::REMOTE_READ, ep)
+                    .ok()
+            });
+            if let Some(ra) = checked {
+                rd = Some((ra, r.op_id));
+            } else {
+                let op_id = r.op_id;
+                let pending = r.sent < r.len;
+                r.sent = r.len; // nothing more of it leaves
+                let idle = r.unacked == 0;
+                if retrans && pending {
+                    let pm = &mut self.peers[p];
+                    pm.tx.resp_pending = pm.tx.resp_pending.saturating_sub(1);
+                }
+                if !retrans
+                    && idle
+                    && let Some((h, _)) = self.resps.get_by_index(slot as usize)
+                {
+                    self.resps.remove(h);
+                }
                 // A new packet commits as this answer (`resp_pending` drops with it);
                 // a retransmission's window entry keeps naming the data slot.
-                ReadRegion::Denied(op_id) => {
-                    regen = Regen::Resp {
-                        slot: NIL,
-                        op_id,
-                        status: status::ACCESS_DENIED,
-                        read: true,
-                    }
-                }
+                regen = Regen::Resp {
+                    slot: NIL,
+                    op_id,
+                    status: status::ACCESS_DENIED,
+                    read: true,
+                };
             }
         }
         // A new message takes its id when its first packet leaves (no gaps on cancel).
@@ -342,27 +366,101 @@ impl<S: Storage> Rdm<S> {
             let (body, payload): (Body<'_>, Payload<'_>) = match (regen, op) {
                 // Messages first: the common case.
                 (Regen::Seg { off, len, .. }, Some((o, op))) if op.rma.is_none() => {
-                    this.msg_body(o, op, off, len, msg_id)
+                    let pl = this.seg_payload(o, op, off, len);
+                    (
+                        Body::Msg(MsgRepr {
+                            ack: None,
+                            msg_id,
+                            total_len: op.len as u32,
+                            offset: off as u32,
+                            tag: op.tag,
+                            cq_data: op.data,
+                            payload: &[],
+                        }),
+                        pl,
+                    )
                 }
                 (Regen::Seg { off, len, .. }, Some((o, op))) => {
-                    this.rma_write_body(o, op, off, len)
+                    let r = op.rma.unwrap_or(RmaOp {
+                        key: 0,
+                        addr: 0,
+                        read: false,
+                        got: 0,
+                        answered: false,
+                        atomic: None,
+                    });
+                    let pl = this.seg_payload(o, op, off, len);
+                    (
+                        Body::RmaWrite(RmaWriteRepr {
+                            key: r.key,
+                            addr: r.addr,
+                            op_id: op_id(o as usize, this.op_gen(o)),
+                            total_len: op.len,
+                            offset: off,
+                            cq_data: op.data,
+                            payload: &[],
+                            ack: None,
+                        }),
+                        pl,
+                    )
                 }
                 (Regen::Rts { op: o }, Some((_, op)))
                     if op.rma.is_some_and(|r| r.atomic.is_some()) =>
                 {
-                    let Some(b) = this.atomic_req_body(o, op) else {
-                        return Sent::Yes;
+                    let (key, addr, a) = match op.rma {
+                        Some(RmaOp {
+                            key,
+                            addr,
+                            atomic: Some(a),
+                            ..
+                        }) => (key, addr, a),
+                        _ => return Sent::Yes,
                     };
-                    b
+                    (
+                        Body::AtomicReq(AtomicReqRepr {
+                            key,
+                            addr,
+                            op_id: op_id(o as usize, this.op_gen(o)),
+                            op: a.op,
+                            datatype: a.dt,
+                            count: a.count,
+                            fetch: a.fetch,
+                            cq_data: op.data,
+                            operands: this
+                                .bounce_of(o as usize, a.operand_bytes())
+                                .get(..a.operand_bytes())
+                                .unwrap_or(&[]),
+                            ack: None,
+                        }),
+                        Payload::None,
+                    )
                 }
                 (Regen::AtomicData { slot }, _) => {
-                    let Some(b) = this.atomic_data_body(slot) else {
+                    let Some((_, r)) = this.resps.get_by_index(slot as usize) else {
                         return Sent::Yes;
                     };
-                    b
+                    (
+                        Body::AtomicResp(AtomicRespRepr {
+                            op_id: r.op_id,
+                            status: status::OK,
+                            payload: r.fetched.get(..r.fetched_len as usize).unwrap_or(&[]),
+                            ack: None,
+                        }),
+                        Payload::None,
+                    )
                 }
                 (Regen::Rts { op: o }, Some((_, op))) if op.rma.is_some() => {
-                    this.read_req_body(o, op)
+                    let (key, addr) = op.rma.map_or((0, 0), |r| (r.key, r.addr));
+                    (
+                        Body::ReadReq(ReadReqRepr {
+                            key,
+                            addr,
+                            len: op.len,
+                            op_id: op_id(o as usize, this.op_gen(o)),
+                            ack: None,
+                        }),
+                        Payload::None,
+                    )
                 }
                 (
                     Regen::Resp {
@@ -372,12 +470,55 @@ impl<S: Storage> Rdm<S> {
                         ..
                     },
                     _,
-                ) => Self::resp_body(op_id, status, read),
-                (Regen::ReadData { off, len, .. }, _) => {
-                    Self::read_data_body(rd.map_or(0, |(_, id)| id), off, len, &fill)
-                }
-                (Regen::Rts { op: o }, Some((_, op))) => this.rts_body(o, op, msg_id),
-                (Regen::Data { off, len, .. }, Some((_, op))) => Self::data_body(op, off, len),
+                ) => (
+                    if read {
+                        Body::ReadResp(ReadRespRepr {
+                            op_id,
+                            status,
+                            offset: 0,
+                            payload: &[],
+                            ack: None,
+                        })
+                    } else {
+                        Body::AtomicResp(AtomicRespRepr {
+                            op_id,
+                            status,
+                            payload: &[],
+                            ack: None,
+                        })
+                    },
+                    Payload::None,
+                ),
+                (Regen::ReadData { off, len, .. }, _) => (
+                    Body::ReadResp(ReadRespRepr {
+                        op_id: rd.map_or(0, |(_, id)| id),
+                        status: status::OK,
+                        offset: off,
+                        payload: &[],
+                        ack: None,
+                    }),
+                    Payload::Fill(&fill, len as usize),
+                ),
+                (Regen::Rts { op: o }, Some((_, op))) => (
+                    Body::Rts(RtsRepr {
+                        ack: None,
+                        op_id: op_id(o as usize, this.op_gen(o)),
+                        msg_id,
+                        total_len: op.len,
+                        tag: op.tag,
+                        cq_data: op.data,
+                    }),
+                    Payload::None,
+                ),
+                (Regen::Data { off, len, .. }, Some((_, op))) => (
+                    Body::Data(DataRepr {
+                        ack: None,
+                        rx_op_id: op.rx_op,
+                        offset: off,
+                        payload: &[],
+                    }),
+                    Payload::Iov(op.context, op.iov_slice(), off, len as usize),
+                ),
                 (
                     Regen::Cts {
                         rts_op,
@@ -387,7 +528,17 @@ impl<S: Storage> Rdm<S> {
                         status,
                     },
                     _,
-                ) => Self::cts_body(rts_op, rx_op, off, len, status),
+                ) => (
+                    Body::Cts(CtsRepr {
+                        ack: None,
+                        rts_op_id: rts_op,
+                        rx_op_id: rx_op,
+                        offset: off,
+                        len,
+                        status,
+                    }),
+                    Payload::None,
+                ),
                 (Regen::Close, _) => (
                     Body::Close(CloseRepr {
                         reason: close::NORMAL,
@@ -450,31 +601,6 @@ impl<S: Storage> Rdm<S> {
             Regen::Rts { op: o } => self.request_sent(p, o, msg_id),
         }
         Sent::Yes
-    }
-
-    /// Eager message segment `off .. off + len` of send `o` (`msg_id`: the message's).
-    #[inline(always)]
-    pub(in crate::rdm) fn msg_body<'a>(
-        &'a self,
-        o: u32,
-        op: &'a TxOp,
-        off: u64,
-        len: u32,
-        msg_id: u32,
-    ) -> (Body<'static>, Payload<'a>) {
-        let pl = self.seg_payload(o, op, off, len);
-        (
-            Body::Msg(MsgRepr {
-                ack: None,
-                msg_id,
-                total_len: op.len as u32,
-                offset: off as u32,
-                tag: op.tag,
-                cq_data: op.data,
-                payload: &[],
-            }),
-            pl,
-        )
     }
 
     /// An eager or RMA_WRITE segment (or, `is_data`, rendezvous DATA) of op `o` left:

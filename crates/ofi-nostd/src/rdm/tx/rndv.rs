@@ -1,73 +1,15 @@
-//! The send side of rendezvous (spec 6.3) in the planner: a send's RTS, the DATA a
-//! CTS granted, our own CTS grants to a sender, and what each commits once it left.
-//! The planner's helpers here are inlined into `send_plan`, their one caller: the
-//! split costs no call on the per-packet path.
+//! The send side of rendezvous (spec 6.3) in the planner: what a request-only first
+//! packet (RTS, and the READ_REQ and ATOMIC_REQ that commit alike) and our own CTS
+//! grants commit once they left. DATA commits as eager segments do (`plan`).
+//!
+//! Packets are built in `send_plan` itself, one arm a packet kind: building them in
+//! helpers here, even inlined, cost 1-3 instructions a packet and checking a
+//! READ_RESP region here 3 (callgrind, the engine's unit tests of these features),
+//! so only the commits moved; these are inlined into `send_plan`, their one caller.
 
 use super::*;
 
 impl<S: Storage> Rdm<S> {
-    /// The RTS of rendezvous send `o`: the message's id, length, tag and data.
-    #[inline(always)]
-    pub(in crate::rdm) fn rts_body(
-        &self,
-        o: u32,
-        op: &TxOp,
-        msg_id: u32,
-    ) -> (Body<'static>, Payload<'static>) {
-        (
-            Body::Rts(RtsRepr {
-                ack: None,
-                op_id: op_id(o as usize, self.op_gen(o)),
-                msg_id,
-                total_len: op.len,
-                tag: op.tag,
-                cq_data: op.data,
-            }),
-            Payload::None,
-        )
-    }
-
-    /// DATA bytes `off .. off + len` of a granted rendezvous, from the send's buffers.
-    #[inline(always)]
-    pub(in crate::rdm) fn data_body<'a>(
-        op: &'a TxOp,
-        off: u64,
-        len: u32,
-    ) -> (Body<'static>, Payload<'a>) {
-        (
-            Body::Data(DataRepr {
-                ack: None,
-                rx_op_id: op.rx_op,
-                offset: off,
-                payload: &[],
-            }),
-            Payload::Iov(op.context, op.iov_slice(), off, len as usize),
-        )
-    }
-
-    /// Our CTS to a rendezvous sender: a grant, where a truncated transfer ends, or
-    /// CANCELED for a discarded one.
-    #[inline(always)]
-    pub(in crate::rdm) fn cts_body(
-        rts_op: u32,
-        rx_op: u32,
-        off: u64,
-        len: u32,
-        status: u16,
-    ) -> (Body<'static>, Payload<'static>) {
-        (
-            Body::Cts(CtsRepr {
-                ack: None,
-                rts_op_id: rts_op,
-                rx_op_id: rx_op,
-                offset: off,
-                len,
-                status,
-            }),
-            Payload::None,
-        )
-    }
-
     /// A CTS left: the receive it was for owes one fewer; a receive with everything
     /// in and nothing owed finishes.
     #[inline(always)]
