@@ -181,7 +181,7 @@ pub fn open_plane<M: PassMemory + ?Sized>(kind: PlaneKind, loss: f64) -> io::Res
 /// the link, the fault injector over it.
 ///
 /// Errors of the link are [`open_plane`]'s, and a DPDK link that did not come up
-/// within [`DpdkPort::link_up`] is [`io::ErrorKind::TimedOut`] (a DPDK port's errors
+/// within `DpdkPort::link_up` is [`io::ErrorKind::TimedOut`] (a DPDK port's errors
 /// name it); those of the capture file are [`OpenError::Capture`].
 pub fn open_plane_with<M: PassMemory + ?Sized>(
     kind: PlaneKind,
