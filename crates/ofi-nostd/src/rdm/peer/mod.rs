@@ -315,7 +315,10 @@ impl<S: Storage> Rdm<S> {
     /// queues: only a full table asks.
     fn has_unexpected_rndv(&self, i: usize) -> bool {
         let epoch = self.peers[i].session.epoch;
-        self.recv.needing_session(i, epoch).is_some()
+        let needs = |m: &UxMsg| m.peer as usize == i && m.epoch == epoch && !m.complete();
+        self.ux_msg.find_by(needs).is_some()
+            || self.ux_tag.find_by(needs).is_some()
+            || self.claimed.iter().any(|(_, m)| needs(m))
     }
 
     fn evict(&mut self, i: usize) {
