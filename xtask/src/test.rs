@@ -53,6 +53,9 @@ fn steps(ws: &Workspace, fuzz_secs: u64) -> Vec<Step<'_>> {
             build_no_std(ws, target)
         }));
     }
+    steps.push(Step::new("ofi-nostd without rma, atomic", move || {
+        core_without_features(ws)
+    }));
     steps.extend([
         Step::new("fuzz smoke", move || fuzz::run(ws, fuzz_secs, &[])),
         // Not root: skipped with a notice (the UDP tests still run with the workspace's).
@@ -116,6 +119,24 @@ fn build_no_std(ws: &Workspace, target: &str) -> Result {
         build.args(["-p", krate]);
     }
     cmd::run(build.args(["--target", target]))
+}
+
+/// The core as the DPU image builds it, without its `rma` and `atomic` features (the
+/// workspace's own steps build it with both): clippy, its unit tests (the refusals of
+/// getinfo, posts, registrations and peers' requests), and the bare-metal build.
+fn core_without_features(ws: &Workspace) -> Result {
+    let p = ["-p", "ofi-nostd", "--no-default-features"];
+    cmd::run(
+        ws.cargo(["clippy"])
+            .args(p)
+            .args(["--all-targets", "--", "-D", "warnings"]),
+    )?;
+    cmd::run(ws.cargo(["test"]).args(p).arg("--lib"))?;
+    cmd::run(
+        ws.cargo(["build"])
+            .args(p)
+            .args(["--target", crate::firmware::TARGET]),
+    )
 }
 
 /// Unit, integration and doc tests of the whole workspace, with nextest when installed

@@ -34,6 +34,7 @@ pub mod net;
 pub mod pool;
 pub mod rdm;
 pub mod ring;
+mod served;
 pub mod storage;
 pub mod time;
 pub mod tostr;

@@ -50,14 +50,30 @@ pub const MR_KEY_SIZE: usize = 8;
 /// How many counters one region can be bound to.
 pub const MAX_MR_CNTRS: usize = 2;
 
-/// The access bits a registration may ask for (fi_mr(3) "access").
+/// The access bits a registration may ask for (fi_mr(3) "access"): those of RMA and
+/// atomics (FI_READ, FI_WRITE, FI_REMOTE_READ, FI_REMOTE_WRITE) only in a build that
+/// serves them (the `rma` feature).
 pub const MR_ACCESS: Flags = Flags::SEND
     .union(Flags::RECV)
-    .union(Flags::READ)
+    .union(Flags::COLLECTIVE)
+    .union(if cfg!(feature = "rma") {
+        MR_RMA_ACCESS
+    } else {
+        Flags::empty()
+    });
+
+/// The access bits of RMA and atomic operations.
+const MR_RMA_ACCESS: Flags = Flags::READ
     .union(Flags::WRITE)
     .union(Flags::REMOTE_READ)
-    .union(Flags::REMOTE_WRITE)
-    .union(Flags::COLLECTIVE);
+    .union(Flags::REMOTE_WRITE);
+
+/// The flags `fi_mr_regattr` takes: FI_RMA_EVENT, in a build that serves RMA.
+const REG_FLAGS: Flags = if cfg!(feature = "rma") {
+    Flags::RMA_EVENT
+} else {
+    Flags::empty()
+};
 
 /// `enum fi_hmem_iface`, with the C values.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -329,13 +345,14 @@ where
     }
 
     /// `fi_mr_regattr`. Errors: -FI_EBADFLAGS for flags other than FI_RMA_EVENT
-    /// (FI_RMA_PMEM and the FI_HMEM_* flags are not supported); -FI_EINVAL for access
+    /// (FI_RMA_PMEM and the FI_HMEM_* flags are not supported; FI_RMA_EVENT neither in a
+    /// build without RMA); -FI_EINVAL for access
     /// bits outside [`MR_ACCESS`], a non-zero `offset`, no iov, more than `IOV` iovs, an
     /// empty iov or one that wraps past 2^64; -FI_ENOSYS for a non-system `iface` (with
     /// FI_HMEM) or a per-region `auth_key`; -FI_ENOKEY / -FI_EKEYREJECTED for requested
     /// keys (module docs); -FI_ENOMEM when the table is full.
     pub fn regattr(&mut self, attr: &MrAttr<'_>, flags: Flags) -> Result<MrHandle> {
-        if !Flags::RMA_EVENT.contains(flags) {
+        if !REG_FLAGS.contains(flags) {
             return Err(Errno::EBADFLAGS);
         }
         if !MR_ACCESS.contains(attr.access) || attr.offset != 0 {
@@ -837,5 +854,7 @@ where
     }
 }
 
-#[cfg(test)]
+// Registrations for remote access: a build without RMA refuses those (its own test in
+// `rdm::tests`).
+#[cfg(all(test, feature = "rma"))]
 mod tests;

@@ -1,6 +1,7 @@
 //! Atomics (fi_atomic(3)): the checks of an atomic post and its limits
 //! (`fi_atomicvalid`, `fi_query_atomic`); the operations themselves are
-//! [`crate::atomic`].
+//! [`crate::atomic`]. A build without the `atomic` feature keeps the calls, which
+//! return -FI_ENOSYS, and none of their code.
 
 use wire::packet::{AtomicDatatype, AtomicOp};
 
@@ -9,8 +10,10 @@ use crate::atomic::AtomicKind;
 use crate::ep::EpHandle;
 use crate::errno::{Errno, Result};
 use crate::flags::{FiAddr, Flags};
+#[cfg(feature = "atomic")]
 use crate::iov::IovList;
 use crate::mem::{IoVec, Memory};
+#[cfg(feature = "atomic")]
 use crate::rdm::SendReq;
 use crate::storage::Storage;
 
@@ -42,7 +45,8 @@ impl<S: Storage> Domain<S> {
     /// -FI_EOPNOTSUPP for an operation or datatype [`Domain::atomic_valid`] refuses or
     /// without FI_ATOMIC, -FI_EINVAL for a count of 0, beyond that limit, or operand
     /// buffers of another length. Completes on the target's answer (-FI_EACCES: refused
-    /// by its registration).
+    /// by its registration). -FI_ENOSYS in a build without the `atomic` feature, as
+    /// every call here.
     pub fn atomicmsg(
         &mut self,
         h: EpHandle<S>,
@@ -108,6 +112,9 @@ impl<S: Storage> Domain<S> {
         kind: AtomicKind,
     ) -> Result<usize> {
         let ep = obj(self.eps.get(h))?;
+        if !cfg!(feature = "atomic") {
+            return Err(Errno::ENOSYS);
+        }
         if !ep.caps.contains(Flags::ATOMIC) || !ep.is_rdm() {
             return Err(Errno::EOPNOTSUPP);
         }
@@ -129,6 +136,9 @@ impl<S: Storage> Domain<S> {
         datatype: AtomicDatatype,
         kind: AtomicKind,
     ) -> Result<usize> {
+        if !cfg!(feature = "atomic") {
+            return Err(Errno::ENOSYS);
+        }
         let n = crate::atomic::valid(op, datatype, kind)?;
         let per = datatype.size() * op.operand_arrays().max(1);
         match n.min(self.info.tx_attr.inject_size / per) {
@@ -137,6 +147,23 @@ impl<S: Storage> Domain<S> {
         }
     }
 
+    /// A build without atomics serves no atomic call.
+    #[cfg(not(feature = "atomic"))]
+    #[allow(clippy::too_many_arguments)]
+    fn post_atomic(
+        &mut self,
+        _: EpHandle<S>,
+        _: &impl Memory,
+        _: &AtomicArgs<'_>,
+        _: Flags,
+        _: AtomicKind,
+        _compare: IoVec,
+        _result: IoVec,
+    ) -> Result<()> {
+        Err(Errno::ENOSYS)
+    }
+
+    #[cfg(feature = "atomic")]
     #[allow(clippy::too_many_arguments)]
     fn post_atomic(
         &mut self,
@@ -185,6 +212,7 @@ impl<S: Storage> Domain<S> {
                 dt: msg.datatype,
                 count: msg.count as u16,
                 fetch: kind != AtomicKind::Write,
+                served: crate::served::Atomic::SERVED.ok_or(Errno::ENOSYS)?,
             },
             compare,
             result,

@@ -1,13 +1,17 @@
 //! RMA (fi_rma(3)): writes and reads of a peer's registered memory. Only the RDM
 //! engine carries them; the common end of an RMA or atomic post is
-//! [`Domain::submit_rdm`].
+//! [`Domain::submit_rdm`]. A build without the `rma` feature keeps the calls, which
+//! return -FI_ENOSYS (fi_provider(7): an operation the provider does not support),
+//! and none of their code.
 
 use super::{Domain, obj};
 use crate::ep::EpHandle;
 use crate::errno::{Errno, Result};
 use crate::flags::{FiAddr, Flags};
+#[cfg(feature = "rma")]
 use crate::iov::IovList;
 use crate::mem::{IoVec, Memory};
+#[cfg(feature = "rma")]
 use crate::rdm::SendReq;
 use crate::storage::Storage;
 
@@ -63,7 +67,7 @@ impl<S: Storage> Domain<S> {
     /// (and FI_WRITE, when the endpoint named directions) or on a DGRAM endpoint,
     /// -FI_EINVAL when the local and remote lengths differ, -FI_EMSGSIZE beyond
     /// `max_msg_size` (or `inject_size` with FI_INJECT), -FI_EAGAIN when the transmit
-    /// queue or CQ is full.
+    /// queue or CQ is full; -FI_ENOSYS in a build without the `rma` feature.
     pub fn writemsg(
         &mut self,
         h: EpHandle<S>,
@@ -109,6 +113,7 @@ impl<S: Storage> Domain<S> {
         self.post_rma(h, mem, msg, flags, true, false)
     }
 
+    #[cfg(feature = "rma")]
     fn post_rma(
         &mut self,
         h: EpHandle<S>,
@@ -173,10 +178,25 @@ impl<S: Storage> Domain<S> {
         )
     }
 
+    /// A build without RMA serves no RMA call.
+    #[cfg(not(feature = "rma"))]
+    fn post_rma(
+        &mut self,
+        _: EpHandle<S>,
+        _: &impl Memory,
+        _: &RmaArgs<'_>,
+        _: Flags,
+        _read: bool,
+        _no_completion: bool,
+    ) -> Result<()> {
+        Err(Errno::ENOSYS)
+    }
+
     /// The common end of an RMA or atomic post, once the call's own checks passed:
     /// resolves `dest`, reserves a transmit-CQ slot (unless `no_completion`), hands the
     /// request `build` makes (told whether a success completes and whether a slot was
     /// reserved) to the engine, and gives the slot back if the engine refused it.
+    #[cfg(feature = "rma")]
     pub(super) fn submit_rdm(
         &mut self,
         h: EpHandle<S>,

@@ -260,21 +260,32 @@ const GETINFO_FLAGS: Flags = Flags::SOURCE
 /// regions). Not advertised: FI_RMA_PMEM;
 /// FI_MULTICAST, FI_COLLECTIVE, FI_NAMED_RX_CTX (no scalable endpoints), FI_HMEM,
 /// FI_XPU, FI_TRIGGER, FI_FENCE, FI_VARIABLE_MSG, FI_SOURCE_ERR, FI_SHARED_AV,
-/// FI_AV_USER_ID; TAGGED and DIRECTED_RECV on DGRAM.
+/// FI_AV_USER_ID; TAGGED and DIRECTED_RECV on DGRAM. A build without the `rma` or
+/// `atomic` feature offers neither that capability nor, without both, the modifiers.
 const RDM_CAPS: Flags = Flags::MSG
     .union(Flags::TAGGED)
-    .union(Flags::RMA)
-    .union(Flags::ATOMIC)
-    .union(Flags::READ)
-    .union(Flags::WRITE)
-    .union(Flags::REMOTE_READ)
-    .union(Flags::REMOTE_WRITE)
-    .union(Flags::RMA_EVENT)
+    .union(RDM_RMA_CAPS)
     .union(Flags::SEND)
     .union(Flags::RECV)
     .union(Flags::DIRECTED_RECV)
     .union(Flags::MULTI_RECV)
     .union(Flags::SOURCE);
+/// What RDM endpoints of this build serve of RMA and atomics.
+const RDM_RMA_CAPS: Flags = if cfg!(feature = "rma") {
+    Flags::RMA
+        .union(if cfg!(feature = "atomic") {
+            Flags::ATOMIC
+        } else {
+            Flags::empty()
+        })
+        .union(Flags::READ)
+        .union(Flags::WRITE)
+        .union(Flags::REMOTE_READ)
+        .union(Flags::REMOTE_WRITE)
+        .union(Flags::RMA_EVENT)
+} else {
+    Flags::empty()
+};
 const DGRAM_CAPS: Flags = Flags::MSG
     .union(Flags::SEND)
     .union(Flags::RECV)

@@ -172,6 +172,9 @@ pub struct RdmStats {
     /// Packets that have no place in a session (a DGRAM datagram sent to an RDM
     /// endpoint).
     pub rx_unsupported: u64,
+    /// RMA and atomic request packets this build does not serve (without the `rma` or
+    /// `atomic` feature), answered UNSUPPORTED.
+    pub rx_unserved: u64,
     /// Handshakes refused or dropped for a missing or wrong authentication proof.
     pub auth_failures: u64,
     /// Handshake packets that were malformed for their state (wrong session, version).

@@ -22,7 +22,8 @@ pub(crate) struct Ctx<'a, S: Storage> {
     /// The domain's registrations: what remote RMA accesses are checked against.
     pub(crate) mrs: Option<&'a crate::fid::MrTableOf<S>>,
     /// The endpoint's capabilities (what peers may do to its memory, see
-    /// [`remote_access`]).
+    /// `remote_access`; unread in a build without RMA).
+    #[cfg_attr(not(feature = "rma"), allow(dead_code))]
     pub(crate) caps: Flags,
 }
 
@@ -39,6 +40,7 @@ impl<S: Storage> Ctx<'_, S> {
     /// A remote access to our memory finished: its counter, and with remote CQ data a
     /// receive-CQ entry (FI_RMA | FI_REMOTE_WRITE | FI_REMOTE_CQ_DATA; its slot reserved
     /// by the caller through [`Ctx::rx_reserve`]).
+    #[cfg(feature = "rma")]
     pub(super) fn remote_event(
         &mut self,
         cntr: Option<CntrHandle>,
@@ -66,6 +68,7 @@ impl<S: Storage> Ctx<'_, S> {
 
     /// The counters bound to region `mr` for `access` (FI_RMA_EVENT endpoints only):
     /// one more event each.
+    #[cfg(feature = "rma")]
     pub(super) fn region_event(&mut self, mr: crate::mr::MrHandle, access: Flags) {
         if !self.caps.contains(Flags::RMA_EVENT) {
             return;

@@ -64,8 +64,10 @@ use crate::time::{Duration, Instant};
 
 pub use config::{RdmConfig, RdmStats};
 pub(crate) use ctx::{Ctx, Sent, TxPort};
+#[cfg(feature = "atomic")]
+pub(crate) use op::AtomicMeta;
 use op::*;
-pub(crate) use op::{AtomicMeta, AtomicReq, RecvReq, SendReq, TxKind};
+pub(crate) use op::{AtomicReq, RecvReq, SendReq, TxKind};
 use peer::{Peer, PeerTable};
 pub use peer::{PeerInfo, PeerState, SendInfo};
 pub use prng::Prng;
@@ -84,6 +86,7 @@ const NO_SLOT: u16 = u16::MAX;
 /// (FI_RMA or FI_ATOMIC): with it, those its FI_REMOTE_READ / FI_REMOTE_WRITE name, or
 /// both when it names no direction (fi_getinfo(3)); without it none (such requests
 /// are answered UNSUPPORTED).
+#[cfg(feature = "rma")]
 pub(crate) fn remote_access(caps: Flags, primary: Flags) -> Flags {
     if !caps.contains(primary) {
         return Flags::empty();

@@ -69,12 +69,17 @@ pub(super) struct RmaOp {
     pub(super) addr: u64,
     pub(super) read: bool,
     /// Read: bytes placed so far.
+    #[cfg_attr(not(feature = "rma"), allow(dead_code))]
     pub(super) got: u64,
     /// The target answered: a write's ATOMIC_RESP, a read's last READ_RESP or its
     /// failure. Only then does the operation complete (a failure needs the answer).
     pub(super) answered: bool,
     /// An atomic operation (fi_atomic(3)): its operands wait in the op's bounce slot.
     pub(super) atomic: Option<AtomicMeta>,
+    /// Only a build that serves RMA has one: otherwise an operation's `rma` is always
+    /// `None` and the code of RMA and atomic operations drops out of the image.
+    #[allow(dead_code, reason = "never read: its type is what matters")]
+    pub(super) served: crate::served::Rma,
 }
 
 /// What an atomic operation does and where its original values go.
@@ -86,6 +91,9 @@ pub(crate) struct AtomicMeta {
     /// The original values come back (fetch and compare calls) into the op's `iov`
     /// (once the operands are copied, the op's buffer is the result buffer).
     pub(crate) fetch: bool,
+    /// Only a build that serves atomics has one (see [`RmaOp::served`]).
+    #[allow(dead_code, reason = "never read: its type is what matters")]
+    pub(crate) served: crate::served::Atomic,
 }
 
 /// An atomic post: what it does, and its compare (or MSWAP mask) and result buffers.

@@ -41,6 +41,7 @@ struct Host {
     av: AvHandle<VecStorage>,
     ip: [u8; 4],
     /// With FI_RMA_EVENT: the counter bound for FI_REMOTE_READ | FI_REMOTE_WRITE.
+    #[cfg_attr(not(feature = "atomic"), allow(dead_code))]
     remote_cntr: Option<crate::domain::CntrHandle>,
 }
 
@@ -240,7 +241,23 @@ fn session() -> (Host, Host, FiAddr, Instant, Vec<Vec<u8>>) {
     let (atx, brx) = (a.tx_cq, b.rx_cq);
     assert_eq!(a.read(atx).len(), 3);
     assert!(b.read(brx).iter().all(|e| e.is_ok()));
-    // RMA and atomic packets too (B's region: 4 KiB at 0x8000, key 7).
+    // RMA and atomic packets too, in a build that serves them.
+    if cfg!(feature = "atomic") {
+        rma_traffic(&mut a, &mut b, b_at_a, &mut now, &mut corpus);
+    }
+    (a, b, b_at_a, now, corpus)
+}
+
+/// A write, a read and a fetching atomic from A to B's region (4 KiB at 0x8000, key 7),
+/// every packet added to `corpus`.
+fn rma_traffic(
+    a: &mut Host,
+    b: &mut Host,
+    b_at_a: FiAddr,
+    now: &mut Instant,
+    corpus: &mut Vec<Vec<u8>>,
+) {
+    let atx = a.tx_cq;
     let iov = [IoVec::new(BASE + 0x8000, 0x1000)];
     let attr = crate::mr::MrAttr {
         mr_iov: &iov,
@@ -274,11 +291,10 @@ fn session() -> (Host, Host, FiAddr, Instant, Vec<Vec<u8>>) {
     a.dom
         .fetch_atomicmsg(a.ep, &mem, &add, res, Flags::empty())
         .unwrap();
-    pump(&mut a, &mut b, &mut now, 30, &mut corpus);
+    pump(a, b, now, 30, corpus);
     let done = a.read(atx);
     assert_eq!(done.len(), 3, "write, read and atomic completed");
     assert!(done.iter().all(|e| e.is_ok()));
-    (a, b, b_at_a, now, corpus)
 }
 
 #[test]
@@ -1753,9 +1769,12 @@ fn close_is_acknowledged_and_ends_the_peer_session_and_the_linger() {
 
 // ---- RMA ---------------------------------------------------------------------------------
 
+#[cfg(feature = "rma")]
 use crate::domain::{RmaArgs, RmaIov};
+#[cfg(feature = "rma")]
 use crate::mr::MrAttr;
 
+#[cfg(feature = "rma")]
 /// Two RMA-capable hosts with a session (A initiates, B is the target) and B's region
 /// of `len` bytes at `BASE + off` (key 7).
 fn rma_pair(off: u64, len: usize, access: Flags) -> (Host, Host, FiAddr, Instant, u64) {
@@ -1780,6 +1799,7 @@ fn rma_pair(off: u64, len: usize, access: Flags) -> (Host, Host, FiAddr, Instant
     (a, b, b_at_a, Instant::from_millis(1), key)
 }
 
+#[cfg(feature = "rma")]
 fn write(a: &mut Host, to: FiAddr, local: IoVec, rma: RmaIov, data: Option<u64>, ctx: u64) {
     let iov = [local];
     let mut m = RmaArgs::new(&iov, to, rma, ctx);
@@ -1792,6 +1812,7 @@ fn write(a: &mut Host, to: FiAddr, local: IoVec, rma: RmaIov, data: Option<u64>,
     a.dom.writemsg(a.ep, &mem, &m, flags).unwrap();
 }
 
+#[cfg(feature = "rma")]
 fn read(a: &mut Host, from: FiAddr, local: IoVec, rma: RmaIov, ctx: u64) {
     let iov = [local];
     let m = RmaArgs::new(&iov, from, rma, ctx);
@@ -1803,6 +1824,7 @@ fn read(a: &mut Host, from: FiAddr, local: IoVec, rma: RmaIov, ctx: u64) {
 /// `max_order_waw_size` promise: two overlapping writes and a read posted right after
 /// them, before any progress, with the first write's first packets lost once. The
 /// target applies the writes in posting order and the read sees both.
+#[cfg(feature = "rma")]
 #[test]
 fn a_read_posted_after_writes_sees_them_in_posting_order() {
     let (mut a, mut b, b_at_a, mut now, key) =
@@ -1864,6 +1886,7 @@ fn a_read_posted_after_writes_sees_them_in_posting_order() {
     assert_eq!(done.len(), 3, "{done:?}");
 }
 
+#[cfg(feature = "rma")]
 #[test]
 fn rma_writes_and_reads_land_in_the_registered_region() {
     let (mut a, mut b, b_at_a, mut now, key) =
@@ -1938,6 +1961,7 @@ fn rma_writes_and_reads_land_in_the_registered_region() {
     assert_eq!(b.read(brx).len(), 1);
 }
 
+#[cfg(feature = "rma")]
 #[test]
 fn rma_to_a_bad_key_or_outside_the_region_fails_at_the_initiator() {
     let (mut a, mut b, b_at_a, mut now, key) = rma_pair(0x8000, 0x1000, Flags::REMOTE_WRITE);
@@ -1994,6 +2018,7 @@ fn rma_to_a_bad_key_or_outside_the_region_fails_at_the_initiator() {
     assert!(b.read(brx).is_empty());
 }
 
+#[cfg(feature = "rma")]
 #[test]
 fn rma_calls_check_their_arguments() {
     let (mut a, _b, b_at_a, _now, key) = rma_pair(0, 0x100, Flags::REMOTE_WRITE);
@@ -2048,6 +2073,7 @@ fn rma_calls_check_their_arguments() {
     assert_eq!(a.dom.ep(a.ep).unwrap().rdm().unwrap().tx_in_use(), 0);
 }
 
+#[cfg(feature = "rma")]
 #[test]
 fn rma_to_an_endpoint_without_the_capability_is_refused_by_it() {
     let mut a = host_caps([10, 0, 0, 1], 1, Flags::RMA);
@@ -2093,22 +2119,28 @@ fn rma_to_an_endpoint_without_the_capability_is_refused_by_it() {
 
 // ---- atomics -----------------------------------------------------------------------------
 
+#[cfg(feature = "atomic")]
 use crate::atomic::AtomicKind;
+#[cfg(feature = "atomic")]
 use crate::domain::AtomicArgs;
+#[cfg(feature = "atomic")]
 use wire::packet::{AtomicDatatype as Dt, AtomicOp as Op};
 
+#[cfg(feature = "atomic")]
 fn u64s(m: &[u8], at: usize, n: usize) -> Vec<u64> {
     (0..n)
         .map(|i| u64::from_ne_bytes(m[at + i * 8..at + i * 8 + 8].try_into().unwrap()))
         .collect()
 }
 
+#[cfg(feature = "atomic")]
 fn put_u64s(m: &mut [u8], at: usize, v: &[u64]) {
     for (i, x) in v.iter().enumerate() {
         m[at + i * 8..at + i * 8 + 8].copy_from_slice(&x.to_ne_bytes());
     }
 }
 
+#[cfg(feature = "atomic")]
 /// One atomic from A (operands at A's offset 0, compare at 0x100, result at 0x200)
 /// to B's region at `off`; pumps and returns A's completion.
 #[allow(clippy::too_many_arguments)]
@@ -2159,6 +2191,7 @@ fn atomic(
     got.remove(0)
 }
 
+#[cfg(feature = "atomic")]
 #[test]
 fn atomics_apply_at_the_target_and_fetch_the_original_values() {
     let (mut a, mut b, to, mut now, key) =
@@ -2329,6 +2362,7 @@ fn atomics_apply_at_the_target_and_fetch_the_original_values() {
     );
 }
 
+#[cfg(feature = "atomic")]
 #[test]
 fn atomic_calls_check_their_arguments_and_the_target_its_rights() {
     let (mut a, mut b, to, mut now, key) = rma_pair(0x8000, 0x100, Flags::REMOTE_WRITE);
@@ -2418,6 +2452,7 @@ fn atomic_calls_check_their_arguments_and_the_target_its_rights() {
 /// A region deregistered while a read of it is being answered: the initiator's read
 /// fails (-FI_EACCES), on a first transmission and on a retransmission alike; it never
 /// completes with zeros in place of the data.
+#[cfg(feature = "rma")]
 #[test]
 fn a_read_of_a_region_closed_meanwhile_fails_instead_of_returning_zeros() {
     for lose_first in [false, true] {
@@ -2492,6 +2527,7 @@ fn a_read_of_a_region_closed_meanwhile_fails_instead_of_returning_zeros() {
 
 /// FI_RMA_EVENT: the target's endpoint counter (FI_REMOTE_READ | FI_REMOTE_WRITE) and
 /// a counter bound to the region count the accesses served; failed ones count nowhere.
+#[cfg(feature = "atomic")]
 #[test]
 fn rma_events_count_served_accesses_on_the_endpoint_and_the_region() {
     let mut a = host_caps([10, 0, 0, 1], 1, Flags::RMA);
@@ -2570,4 +2606,198 @@ fn rma_events_count_served_accesses_on_the_endpoint_and_the_region() {
     assert_eq!(b.dom.mrs().rma_counters(mr, Flags::REMOTE_READ).count(), 1);
     b.dom.mrs_mut().close(mr).unwrap();
     b.dom.cntr_close(reads).unwrap();
+}
+
+// ---- a build without RMA and atomics ----------------------------------------------------
+
+/// Without the `rma` and `atomic` features: every RMA and atomic call is -FI_ENOSYS
+/// (nothing is queued, no CQ slot taken), registrations for remote access are refused,
+/// and a peer's RMA and atomic requests are answered UNSUPPORTED (its operations fail;
+/// nothing waits), counted, while messages go on.
+#[cfg(not(feature = "rma"))]
+#[test]
+fn a_build_without_rma_refuses_calls_registrations_and_requests() {
+    use wire::packet::{
+        AtomicDatatype, AtomicOp, AtomicReqRepr, Body, ReadReqRepr, Repr, RmaWriteRepr, status,
+    };
+    let (mut a, mut b, b_at_a, a_at_b, mut now) = pair();
+    // Calls.
+    let rma = crate::domain::RmaIov {
+        addr: 0,
+        len: 8,
+        key: 7,
+    };
+    let local = [IoVec::new(BASE, 8)];
+    let w = crate::domain::RmaArgs::new(&local, b_at_a, rma, 5);
+    let one = [IoVec::new(BASE, 8)];
+    let add = crate::domain::AtomicArgs {
+        iov: &one,
+        addr: b_at_a,
+        rma,
+        datatype: AtomicDatatype::U64,
+        op: AtomicOp::Sum,
+        count: 1,
+        context: 6,
+        data: 0,
+    };
+    let res = IoVec::new(BASE + 0x4000, 8);
+    {
+        let mem = SliceMemory::new(BASE, &mut a.mem);
+        let d = &mut a.dom;
+        assert_eq!(
+            d.writemsg(a.ep, &mem, &w, Flags::empty()),
+            Err(Errno::ENOSYS)
+        );
+        assert_eq!(
+            d.readmsg(a.ep, &mem, &w, Flags::empty()),
+            Err(Errno::ENOSYS)
+        );
+        assert_eq!(
+            d.inject_write(a.ep, &mem, local[0], b_at_a, rma, Some(1)),
+            Err(Errno::ENOSYS)
+        );
+        assert_eq!(
+            d.atomicmsg(a.ep, &mem, &add, Flags::empty()),
+            Err(Errno::ENOSYS)
+        );
+        assert_eq!(
+            d.fetch_atomicmsg(a.ep, &mem, &add, res, Flags::empty()),
+            Err(Errno::ENOSYS)
+        );
+        assert_eq!(
+            d.compare_atomicmsg(a.ep, &mem, &add, res, res, Flags::empty()),
+            Err(Errno::ENOSYS)
+        );
+        let k = crate::atomic::AtomicKind::Write;
+        assert_eq!(
+            d.atomic_valid(a.ep, AtomicOp::Sum, AtomicDatatype::U64, k),
+            Err(Errno::ENOSYS)
+        );
+        assert_eq!(
+            d.query_atomic(AtomicOp::Sum, AtomicDatatype::U64, k),
+            Err(Errno::ENOSYS)
+        );
+    }
+    assert_eq!(a.dom.ep(a.ep).unwrap().rdm().unwrap().tx_in_use(), 0);
+    // Registrations: remote (and RMA-local) access and FI_RMA_EVENT are refused; a
+    // region for messages is still fine.
+    let iov = [IoVec::new(BASE + 0x8000, 0x1000)];
+    for access in [
+        Flags::REMOTE_READ,
+        Flags::REMOTE_WRITE,
+        Flags::READ,
+        Flags::WRITE,
+    ] {
+        let attr = crate::mr::MrAttr {
+            mr_iov: &iov,
+            access: Flags::SEND | access,
+            requested_key: 7,
+            ..crate::mr::MrAttr::default()
+        };
+        assert_eq!(
+            b.dom.mr_reg(&attr, Flags::empty()).map(|_| ()),
+            Err(Errno::EINVAL)
+        );
+    }
+    let attr = crate::mr::MrAttr {
+        mr_iov: &iov,
+        access: Flags::SEND | Flags::RECV,
+        requested_key: 7,
+        ..crate::mr::MrAttr::default()
+    };
+    assert_eq!(
+        b.dom.mr_reg(&attr, Flags::RMA_EVENT).map(|_| ()),
+        Err(Errno::EBADFLAGS)
+    );
+    b.dom.mr_reg(&attr, Flags::empty()).unwrap();
+    // A peer's requests (as a build with RMA would send them, in A's session): each is
+    // answered UNSUPPORTED, a read with READ_RESP, a write and an atomic with
+    // ATOMIC_RESP.
+    recv(&mut b, 9, 9);
+    send(&mut a, b_at_a, 9, 8, 9);
+    let mut template = None;
+    a.progress(now);
+    while let Some(p) = a.link.pop_tx(|_, d| d.to_vec()) {
+        if let Ok(r) = Repr::parse_bytes(&p)
+            && matches!(r.body, Body::Msg(_))
+        {
+            template = Some(r.header);
+        }
+        b.link.inject(&p, Some(UdpAddr::new(a.ip.into(), 7000)));
+    }
+    let mut header = template.expect("A sent its message");
+    let payload = [0u8; 16];
+    let requests = [
+        Body::ReadReq(ReadReqRepr {
+            key: 7,
+            addr: 0,
+            len: 8,
+            op_id: 0x101,
+            ack: None,
+        }),
+        Body::RmaWrite(RmaWriteRepr {
+            key: 7,
+            addr: 0,
+            op_id: 0x102,
+            total_len: 16,
+            offset: 0,
+            cq_data: None,
+            payload: &payload,
+            ack: None,
+        }),
+        Body::AtomicReq(AtomicReqRepr {
+            key: 7,
+            addr: 0,
+            op_id: 0x103,
+            op: AtomicOp::Sum,
+            datatype: AtomicDatatype::U64,
+            count: 1,
+            fetch: true,
+            cq_data: None,
+            operands: &payload[..8],
+            ack: None,
+        }),
+    ];
+    let mut answers = Vec::new();
+    for body in requests {
+        header.seq = header.seq.wrapping_add(1);
+        let mut buf = [0u8; 256];
+        let n = Repr { header, body }.emit_bytes(&mut buf).unwrap();
+        b.link
+            .inject(&buf[..n], Some(UdpAddr::new(a.ip.into(), 7000)));
+    }
+    for _ in 0..20 {
+        b.progress(now);
+        while let Some(p) = b.link.pop_tx(|_, d| d.to_vec()) {
+            if let Ok(r) = Repr::parse_bytes(&p) {
+                match r.body {
+                    Body::ReadResp(x) => answers.push((x.op_id, x.status, true)),
+                    Body::AtomicResp(x) => answers.push((x.op_id, x.status, false)),
+                    _ => {}
+                }
+            }
+        }
+        now += Duration::from_micros(100);
+    }
+    answers.sort_unstable();
+    answers.dedup();
+    assert_eq!(
+        answers,
+        [
+            (0x101, status::UNSUPPORTED, true),
+            (0x102, status::UNSUPPORTED, false),
+            (0x103, status::UNSUPPORTED, false)
+        ]
+    );
+    let sb = *b.dom.ep(b.ep).unwrap().rdm().unwrap().stats();
+    assert_eq!(sb.rx_unserved, 3);
+    assert_eq!(sb.rx_protocol_errors, 0);
+    // The message came through, and messages go on both ways.
+    let brx = b.rx_cq;
+    assert_eq!(b.read(brx).len(), 1);
+    recv(&mut a, 10, 10);
+    send(&mut b, a_at_b, 10, 8, 10);
+    pump(&mut a, &mut b, &mut now, 50, &mut Vec::new());
+    let arx = a.rx_cq;
+    assert!(a.read(arx).iter().any(|e| e.is_ok()));
 }

@@ -427,6 +427,7 @@ fn fi_info_tool_formats_match() {
     );
 }
 
+#[cfg(feature = "atomic")]
 #[test]
 fn our_own_offer_prints_like_fi_info() {
     use crate::info::{Interface, NoResolver, Provider, ProviderConfig, getinfo};

@@ -86,6 +86,7 @@ fn dest(i: &Info) -> Option<EpAddr> {
         .map(|d| EpAddr::from_sockaddr_in(d).unwrap())
 }
 
+#[cfg(feature = "atomic")]
 #[test]
 fn no_hints_lists_rdm_then_dgram_on_every_interface() {
     let r = run(None, None, Flags::empty(), None, &prov()).unwrap();
@@ -256,6 +257,7 @@ fn invalid_getinfo_flags_are_ebadflags() {
     );
 }
 
+#[cfg(feature = "atomic")]
 #[test]
 fn unsupported_primary_cap_is_enodata() {
     // RMA and atomics are RDM capabilities only.
@@ -338,6 +340,7 @@ fn requested_secondary_caps_are_honoured_or_enodata() {
 
 /// fi_getinfo(3): FI_RMA_EVENT requires FI_REMOTE_READ and/or FI_REMOTE_WRITE, which
 /// naming no RMA modifier at all implies.
+#[cfg(feature = "atomic")]
 #[test]
 fn rma_event_needs_a_remote_side() {
     let mut h = hints();
@@ -887,6 +890,7 @@ fn domain_models() {
     );
 }
 
+#[cfg(feature = "atomic")]
 #[test]
 fn mr_mode_matching() {
     let mut h = rdm_hints();
@@ -1465,5 +1469,50 @@ fn parsers() {
             &encode_addr(AddrFormat::SOCKADDR_IN, &a)
         ),
         Ok(a)
+    );
+}
+
+/// A build without RMA and atomics (the `rma` and `atomic` features off) never offers
+/// them: asked for, there is nothing to return; unasked, the offer omits them and their
+/// modifiers.
+#[cfg(not(feature = "rma"))]
+#[test]
+fn a_build_without_rma_and_atomics_never_offers_them() {
+    for cap in [
+        Flags::RMA,
+        Flags::ATOMIC,
+        Flags::MSG | Flags::RMA,
+        Flags::TAGGED | Flags::ATOMIC | Flags::READ,
+        Flags::MSG | Flags::RMA_EVENT,
+    ] {
+        let mut h = hints();
+        h.caps = cap;
+        assert_eq!(
+            run(None, None, Flags::empty(), Some(&h), &prov()),
+            Err(Errno::ENODATA),
+            "{cap:?}"
+        );
+    }
+    let all = run(None, None, Flags::empty(), None, &prov()).unwrap();
+    assert!(all.iter().any(|i| i.ep_attr.ep_type == EpType::Rdm));
+    let unserved = Flags::RMA
+        | Flags::ATOMIC
+        | Flags::READ
+        | Flags::WRITE
+        | Flags::REMOTE_READ
+        | Flags::REMOTE_WRITE
+        | Flags::RMA_EVENT;
+    for i in &all {
+        assert!(!i.caps.intersects(unserved), "{:?}", i.caps);
+        assert!(!i.tx_attr.caps.intersects(unserved));
+        assert!(!i.rx_attr.caps.intersects(unserved));
+    }
+    // Messages are still there.
+    let mut h = hints();
+    h.caps = Flags::MSG | Flags::TAGGED;
+    assert!(
+        !run(None, None, Flags::empty(), Some(&h), &prov())
+            .unwrap()
+            .is_empty()
     );
 }

@@ -3,12 +3,16 @@
 //! rendezvous, RMA and atomics targets, unexpected messages and posting receives live
 //! in the child modules, one per feature.
 
+#[cfg(feature = "atomic")]
 mod atomic;
 mod msg;
 mod post;
+#[cfg(feature = "rma")]
 mod rma;
 mod rndv;
 mod unexp;
+#[cfg(not(all(feature = "rma", feature = "atomic")))]
+mod unserved;
 
 use wire::packet::{Body, CtsRepr, DataRepr, MsgRepr, Repr, RtsRepr, close, status};
 use wire::seq::seq_diff;
@@ -19,6 +23,7 @@ use crate::iov::IovList;
 use crate::pool::Handle;
 
 use msg::Take;
+#[cfg(feature = "atomic")]
 use rma::rma_status;
 
 /// What processing an in-order packet came to.
@@ -412,6 +417,40 @@ impl<S: Storage> Rdm<S> {
                 self.arm_peer(p, now);
             }
         }
+    }
+
+    /// An answer owed to peer `p`'s operation `op_id` (RMA or atomic): its status, and
+    /// for a read the region and length to send. The caller checked there is room.
+    #[allow(clippy::too_many_arguments)]
+    pub(in crate::rdm) fn queue_resp(
+        &mut self,
+        p: usize,
+        op_id: u32,
+        status: u16,
+        read: bool,
+        key: u64,
+        addr: u64,
+        len: u64,
+    ) -> Option<usize> {
+        let resp = RmaResp {
+            peer: p as u16,
+            epoch: self.peers[p].session.epoch,
+            op_id,
+            status,
+            read,
+            key,
+            addr,
+            len,
+            sent: 0,
+            unacked: 0,
+            fetched: [0; crate::atomic::MAX_ATOMIC_BYTES],
+            fetched_len: 0,
+        };
+        // Room was checked before anything of the request was done.
+        let h = self.resps.insert(resp).ok()?;
+        self.peers[p].tx.resp_pending += 1;
+        self.tx_ready = true;
+        Some(h.index())
     }
 
     fn process<M: Memory>(

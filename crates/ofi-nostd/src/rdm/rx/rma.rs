@@ -105,38 +105,6 @@ impl<S: Storage> Rdm<S> {
         Outcome::Done
     }
 
-    #[allow(clippy::too_many_arguments)]
-    pub(in crate::rdm) fn queue_resp(
-        &mut self,
-        p: usize,
-        op_id: u32,
-        status: u16,
-        read: bool,
-        key: u64,
-        addr: u64,
-        len: u64,
-    ) -> Option<usize> {
-        let resp = RmaResp {
-            peer: p as u16,
-            epoch: self.peers[p].session.epoch,
-            op_id,
-            status,
-            read,
-            key,
-            addr,
-            len,
-            sent: 0,
-            unacked: 0,
-            fetched: [0; crate::atomic::MAX_ATOMIC_BYTES],
-            fetched_len: 0,
-        };
-        // Room was checked before anything of the request was done.
-        let h = self.resps.insert(resp).ok()?;
-        self.peers[p].tx.resp_pending += 1;
-        self.tx_ready = true;
-        Some(h.index())
-    }
-
     /// The initiator's side: data (or the failure) of one of our reads.
     #[inline(never)]
     pub(in crate::rdm) fn rx_read_resp<M: Memory>(

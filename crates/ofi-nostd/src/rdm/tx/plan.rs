@@ -385,14 +385,9 @@ impl<S: Storage> Rdm<S> {
                     )
                 }
                 (Regen::Seg { off, len, .. }, Some((o, op))) => {
-                    let r = op.rma.unwrap_or(RmaOp {
-                        key: 0,
-                        addr: 0,
-                        read: false,
-                        got: 0,
-                        answered: false,
-                        atomic: None,
-                    });
+                    let Some(r) = op.rma else {
+                        return Sent::Yes;
+                    };
                     let pl = this.seg_payload(o, op, off, len);
                     (
                         Body::RmaWrite(RmaWriteRepr {

@@ -23,6 +23,20 @@ impl<S: Storage> Rdm<S> {
         mem: &M,
         ctx: &mut Ctx<'_, S>,
     ) -> Result<()> {
+        // A build without RMA has no RMA operation (`served`): the domain refuses such
+        // posts before they get here.
+        let rma = match req.rma {
+            None => None,
+            Some((key, addr, read)) => Some(RmaOp {
+                key,
+                addr,
+                read,
+                got: 0,
+                answered: false,
+                atomic: req.atomic.map(|a| a.meta),
+                served: crate::served::Rma::SERVED.ok_or(Errno::ENOSYS)?,
+            }),
+        };
         if self.ops.is_full() {
             return Err(Errno::EAGAIN);
         }
@@ -45,14 +59,6 @@ impl<S: Storage> Rdm<S> {
         // Writes go in segments whatever their size (the target places them directly);
         // reads are a request.
         let rndv = req.rma.is_none() && req.len > self.cfg.eager_threshold;
-        let rma = req.rma.map(|(key, addr, read)| RmaOp {
-            key,
-            addr,
-            read,
-            got: 0,
-            answered: false,
-            atomic: req.atomic.map(|a| a.meta),
-        });
         let op = TxOp {
             peer: p as u16,
             epoch: self.peers[p].session.epoch,
