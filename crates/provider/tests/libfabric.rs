@@ -597,3 +597,181 @@ fn open_mpi_isend_storm_over_the_provider() {
     let mca = [&PML_CM_NOSTD[..], &["-x", "FI_NOSTD_LOSS=0.01"]].concat();
     mpi_run("mpi-storm", "mpi_storm", &mca, true);
 }
+
+/// The libfabric 2.x library the ABI tests load: `$NOSTD_LIBFABRIC2`, else the one the
+/// `mpich` wheel brings into `target/mpi-wheels/venv` (`cargo xtask provider` and
+/// `cargo xtask test` install it).
+fn libfabric2() -> PathBuf {
+    let lib = std::env::var_os("NOSTD_LIBFABRIC2").map_or_else(
+        || {
+            let exe = std::env::current_exe().expect("test executable path");
+            let target = exe
+                .ancestors()
+                .nth(3)
+                .expect("test executable lives in target/<profile>/deps");
+            target.join("mpi-wheels/venv/lib/mpich/libfabric.so.1")
+        },
+        PathBuf::from,
+    );
+    assert!(
+        lib.is_file(),
+        "no libfabric 2.x at {} (cargo xtask provider installs the mpich wheel there; or set NOSTD_LIBFABRIC2)",
+        lib.display()
+    );
+    lib
+}
+
+/// Compiles `tests/c/abi_check.c` (no libfabric linked: it `dlopen`s the one named on
+/// its command line) into `dir`.
+fn build_abi_check(dir: &Path) -> PathBuf {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/c/abi_check.c");
+    let exe = dir.join("abi_check");
+    let out = Command::new("cc")
+        .args(["-std=gnu11", "-Wall", "-Wextra", "-Werror", "-g", "-o"])
+        .arg(&exe)
+        .arg(&src)
+        .arg("-ldl")
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run cc: {e}"));
+    assert!(
+        out.status.success(),
+        "cc failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    exe
+}
+
+/// What `abi_check` printed: the core's version, the (info, dup) attribute maps of
+/// every entry, and the hints probes (`name` -> result code).
+struct AbiReport {
+    core: String,
+    entries: Vec<(BTreeMap<String, String>, BTreeMap<String, String>)>,
+    probes: BTreeMap<String, i32>,
+}
+
+/// Runs `abi_check` against `lib` (a path, or a soname the dynamic linker resolves),
+/// optionally under valgrind, and parses its report.
+fn abi_check(test: &str, lib: &Path, valgrind: bool) -> AbiReport {
+    let dir = provider_dir(test);
+    let exe = build_abi_check(&scratch(test));
+    let mut c = if valgrind {
+        let mut v = with_provider("valgrind", &dir);
+        v.args(["-q", "--error-exitcode=99", "--errors-for-leak-kinds=none"])
+            .arg(&exe);
+        v
+    } else {
+        with_provider(exe.to_str().expect("UTF-8 path"), &dir)
+    };
+    let out = run_ok(c.arg(lib));
+    let mut probes = BTreeMap::new();
+    let mut report = String::new();
+    for line in out.lines() {
+        if let Some(probe) = line.strip_prefix("hints ") {
+            let (name, rc) = probe.split_once(' ').expect("hints NAME RC");
+            probes.insert(name.to_owned(), rc.parse().expect("a result code"));
+        } else {
+            report.push_str(line);
+            report.push('\n');
+        }
+    }
+    let mut docs = report.split("--- ");
+    let core = docs
+        .next()
+        .and_then(|h| h.trim().strip_prefix("core "))
+        .unwrap_or_else(|| panic!("no core line:\n{out}"))
+        .to_owned();
+    let mut pairs = Vec::new();
+    let mut pending = None;
+    for doc in docs {
+        let (kind, body) = doc.split_once('\n').expect("a kind line");
+        let map = entries(&format!("---\n{body}")).pop().expect("one entry");
+        match kind {
+            "info" => pending = Some(map),
+            "dup" => pairs.push((pending.take().expect("info before dup"), map)),
+            other => panic!("unknown section {other}"),
+        }
+    }
+    AbiReport {
+        core,
+        entries: pairs,
+        probes,
+    }
+}
+
+/// Attributes libfabric 2.0 no longer prints or prints under another name (fi_tostr of
+/// 2.5): comp_order and total_buffered_recv are deprecated, control_progress and
+/// data_progress became `progress`, provider-specific protocols print as "Unknown"
+/// (FI_PROV_SPECIFIC left the headers), and a NULL pointer prints as "(nil)".
+const CHANGED_IN_2_0: [&str; 7] = [
+    "fi_tx_attr.comp_order",
+    "fi_rx_attr.comp_order",
+    "fi_rx_attr.total_buffered_recv",
+    "fi_domain_attr.control_progress",
+    "fi_domain_attr.data_progress",
+    "fi_ep_attr.protocol",
+    "fi_domain_attr.domain",
+];
+
+/// The provider under the libfabric 2.5.1 the `mpich` wheel bundles: it is found (the
+/// core asks API 2.5, which 1.17's declaration hid), and every attribute libfabric 2.x
+/// reads, copies (fi_dupinfo) and prints is what the provider set: the same as under
+/// Debian's 1.17 where both print it, and the fields 1.20-2.5 added hold the provider's
+/// values (garbage or a short copy if the domain attributes had 1.17's 192 bytes).
+#[test]
+fn libfabric2_reads_every_attribute_the_provider_set() {
+    let two = abi_check("abi2", &libfabric2(), false);
+    let one = abi_check("abi1", Path::new("libfabric.so.1"), false);
+    assert!(two.core.starts_with("2."), "core {}", two.core);
+    assert_eq!(one.core, "1.17");
+    assert!(!two.entries.is_empty());
+    assert_eq!(two.entries.len(), one.entries.len(), "the same offer");
+    for ((info, dup), (old, old_dup)) in two.entries.iter().zip(&one.entries) {
+        assert_eq!(info, dup, "fi_dupinfo under 2.x copies every attribute");
+        assert_eq!(old, old_dup);
+        for (k, v) in old {
+            if CHANGED_IN_2_0.contains(&k.as_str()) || k == "fi_fabric_attr.api_version" {
+                continue;
+            }
+            assert_eq!(info.get(k), Some(v), "{k} under 2.x:\n{info:#?}");
+        }
+        assert_eq!(
+            info["fi_domain_attr.progress"],
+            old["fi_domain_attr.data_progress"]
+        );
+        assert_eq!(info["fi_fabric_attr.api_version"], "2.5");
+        assert_eq!(info["fi_domain_attr.max_ep_auth_key"], "1");
+        assert_eq!(info["fi_domain_attr.max_group_id"], "0");
+        assert_eq!(info["fi_domain_attr.max_cntr_value"], u64::MAX.to_string());
+        assert_eq!(
+            info["fi_domain_attr.max_err_cntr_value"],
+            u64::MAX.to_string()
+        );
+        let new: Vec<_> = info.keys().filter(|k| !old.contains_key(*k)).collect();
+        assert_eq!(
+            new,
+            [
+                "fi_domain_attr.max_cntr_value",
+                "fi_domain_attr.max_ep_auth_key",
+                "fi_domain_attr.max_err_cntr_value",
+                "fi_domain_attr.max_group_id",
+                "fi_domain_attr.progress",
+            ],
+            "2.x prints nothing else the provider did not set"
+        );
+    }
+    // Hints in 2.x's layout: the fields past 1.17's are read and matched.
+    let enodata = -61;
+    assert_eq!(two.probes["none"], 0, "{:?}", two.probes);
+    assert_eq!(two.probes["max_ep_auth_key=1"], 0);
+    assert_eq!(two.probes["max_ep_auth_key=2"], enodata);
+    assert_eq!(two.probes["max_group_id=1"], enodata);
+}
+
+/// The same under valgrind: no invalid read or write in libfabric 2.x's fi_getinfo,
+/// fi_dupinfo, fi_tostr or fi_freeinfo of the provider's structures.
+#[test]
+fn libfabric2_valgrind_clean() {
+    let two = abi_check("abi2-valgrind", &libfabric2(), true);
+    assert!(!two.entries.is_empty());
+    assert_eq!(two.probes.len(), 4);
+}

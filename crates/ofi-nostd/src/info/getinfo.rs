@@ -444,7 +444,7 @@ fn effective_mr_mode(mr_mode: MrMode, caps: Flags) -> MrMode {
 ///
 /// `version` is `FI_VERSION(major, minor)`; `flags` takes FI_SOURCE, FI_NUMERICHOST and
 /// FI_PROV_ATTR_ONLY. Matching entries are written to `out` best first and their count
-/// returned. Errors: -FI_ENOSYS for a version newer than 1.17, -FI_EBADFLAGS for other
+/// returned. Errors: -FI_ENOSYS for a version newer than [`API_VERSION`] (2.5), -FI_EBADFLAGS for other
 /// flags, -FI_EINVAL for bad arguments (FI_SOURCE without node or service, a string node
 /// with a service, a malformed address string, a zero-length hint address),
 /// -FI_ENODATA when nothing matches, -FI_ETOOSMALL when `out` was too short (it then
