@@ -33,13 +33,13 @@ pub fn core_api() -> u32 {
 }
 
 /// The API the provider declares to a core of API `core`: the highest it implements
-/// ([`info::API_VERSION`]) that the core accepts, as libfabric requires (requested API
-/// <= provider API <= core API).
+/// ([`info::MAX_API_VERSION`]) that the core accepts, as libfabric requires (requested
+/// API <= provider API <= core API).
 pub const fn declared_api(core: u32) -> u32 {
-    if core < info::API_VERSION {
+    if core < info::MAX_API_VERSION {
         core
     } else {
-        info::API_VERSION
+        info::MAX_API_VERSION
     }
 }
 

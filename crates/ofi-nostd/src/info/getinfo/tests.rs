@@ -769,12 +769,14 @@ fn op_flags_and_ordering() {
         Err(Errno::ENODATA)
     );
 
-    // Message orderings are RDM's (all but write-after-read and DATA), DGRAM has none;
-    // the offer is the whole set, and RAW and WAW hold for data too (max_order_*_size).
+    // Message orderings are RDM's (all but write-after-read and DATA; atomics keep
+    // write-after-read too, which Intel MPI and MPICH ask), DGRAM has none; the offer is
+    // the whole set, and RAW and WAW hold for data too (max_order_*_size).
     for want in [
         Order::SAS,
         Order::SAS | Order::RAW | Order::WAW,
         Order::RMA_RAW | Order::ATOMIC_WAW | Order::WAS,
+        Order::ATOMIC_RAR | Order::ATOMIC_RAW | Order::ATOMIC_WAR | Order::ATOMIC_WAW,
         RDM_MSG_ORDER,
     ] {
         let mut h = hints();
@@ -789,7 +791,7 @@ fn op_flags_and_ordering() {
     let rdm = &run(None, None, Flags::empty(), Some(&rdm_hints()), &prov()).unwrap()[0];
     assert_eq!(rdm.ep_attr.max_order_war_size, 0);
     assert!(rdm.ep_attr.max_order_raw_size > 0 && rdm.ep_attr.max_order_waw_size > 0);
-    for no in [Order::DATA, Order::WAR, Order::RMA_WAR, Order::ATOMIC_WAR] {
+    for no in [Order::DATA, Order::WAR, Order::RMA_WAR] {
         let mut h = hints();
         h.tx_attr.msg_order = Order::SAS | no;
         assert_eq!(
