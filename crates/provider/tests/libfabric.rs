@@ -931,3 +931,90 @@ fn libfabric2_intel_mpi_runs_the_mpi_tests_under_1_17_and_2_5() {
     WheelMpi::Intel.run_tests("impi-1.17", None);
     WheelMpi::Intel.run_tests("impi-2.5", Some(&libfabric2()));
 }
+
+/// An MPI job across two hosts: two network namespaces on a bridged veth network at MTU
+/// 1500 (`netns::Hosts`), Open MPI 4.1's `mpirun` started in the first, its rsh agent
+/// (a script here) entering the namespace that owns the host address it is given.
+/// `tests/mpi/mpi_osc.c` (without Compare_and_swap, see there) on one rank per host over
+/// the provider alone (FI_PROVIDER=nostd, pml cm, btl ofi, osc rdma), on data plane
+/// `dataplane`. Root only (skipped with a notice otherwise); every namespace is removed.
+fn open_mpi_across_namespaces(test: &str, dataplane: &str, net: u8) {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        println!("{test}: skipped, needs root for network namespaces");
+        return;
+    }
+    let dir = provider_dir(test);
+    let work = scratch(&format!("{test}-build"));
+    let exe = work.join("mpi_osc");
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mpi/mpi_osc.c");
+    let cc = Command::new("mpicc")
+        .args(["-O2", "-o"])
+        .arg(&exe)
+        .arg(&src)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run mpicc: {e} (install libopenmpi-dev)"));
+    assert!(
+        cc.status.success(),
+        "{}",
+        String::from_utf8_lossy(&cc.stderr)
+    );
+    let hosts = netns::Hosts::new(&format!("nostd-{test}"), net, 2);
+    let agent = work.join("agent.sh");
+    let mut script =
+        String::from("#!/bin/sh\n# rsh agent: enter the namespace of host $1.\ncase \"$1\" in\n");
+    for (ns, addr) in &hosts.hosts {
+        script.push_str(&format!("{addr}) ns={ns} ;;\n"));
+    }
+    script.push_str("*) echo \"unknown host $1\" >&2; exit 1 ;;\nesac\nshift\nexec ip netns exec \"$ns\" sh -c \"$*\"\n");
+    std::fs::write(&agent, script).expect("write the rsh agent");
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&agent, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let host_list = hosts
+        .hosts
+        .iter()
+        .map(|(_, a)| format!("{a}:1"))
+        .collect::<Vec<_>>()
+        .join(",");
+    let mut run = with_provider("ip", &dir);
+    run.args(["netns", "exec", &hosts.hosts[0].0])
+        .args([
+            "timeout",
+            "-k",
+            "10",
+            "120",
+            "mpirun",
+            "--allow-run-as-root",
+        ])
+        .args(["--mca", "plm_rsh_agent"])
+        .arg(&agent)
+        .args(["--mca", "pml", "cm", "--mca", "mtl", "ofi"])
+        .args(["--mca", "btl", "self,ofi", "--mca", "osc", "rdma"])
+        .args(["-x", "FI_PROVIDER_PATH", "-x", "FI_PROVIDER"])
+        .args(["-x", "FI_NOSTD_DATAPLANE", "-x", "FI_NOSTD_IFACE"])
+        .args(["--host", &host_list, "-n", "2"])
+        .arg(&exe)
+        .arg("no-cas")
+        .env("FI_NOSTD_DATAPLANE", dataplane)
+        .env("FI_NOSTD_IFACE", "eth0")
+        .env_remove("FI_NOSTD_LOSS");
+    let out = run.output().expect("run mpirun");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains("mpi_osc: 2 ranks, 0 failures"),
+        "{}",
+        netns::describe(&out)
+    );
+}
+
+/// Open MPI 4.1 across two namespaces over the kernel UDP data plane.
+#[test]
+fn open_mpi_across_two_hosts_over_udp() {
+    open_mpi_across_namespaces("mh-udp", "udp", 96);
+}
+
+/// Open MPI 4.1 across two namespaces over the AF_PACKET data plane.
+#[test]
+fn open_mpi_across_two_hosts_over_af_packet() {
+    open_mpi_across_namespaces("mh-afp", "af_packet", 97);
+}
