@@ -15,6 +15,7 @@ mod pgo;
 mod prereq;
 mod provider;
 mod test;
+mod wheels;
 mod ws;
 
 use std::process::ExitCode;

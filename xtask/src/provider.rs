@@ -104,17 +104,33 @@ pub fn run(ws: &Workspace, pgo: bool) -> Result {
             dir.display()
         );
     }
+    // The libfabric 2.x the provider's ABI tests load.
+    if let Some(w) = crate::wheels::ensure(&target_dir(ws))? {
+        println!(
+            "    libfabric 2.x for the tests: {}",
+            w.libfabric2().display()
+        );
+    }
     println!("{}", dir.display());
     Ok(())
 }
 
 /// The provider step of `cargo xtask test`: the release library through the system
 /// libfabric (`fi_info` listing and parameters, the C test program of
-/// `crates/provider/tests/c`).
+/// `crates/provider/tests/c`) and through the libfabric 2.x of the MPI wheels
+/// ([`crate::wheels`]; its tests are skipped, with a line saying so, when the wheels
+/// cannot be installed).
 pub fn test(ws: &Workspace) -> Result {
     let dir = build(ws)?;
-    cmd::run(
-        ws.cargo(["test", "-p", PACKAGE, "--test", "libfabric"])
-            .env("NOSTD_PROVIDER_DIR", &dir),
-    )
+    let mut t = ws.cargo(["test", "-p", PACKAGE, "--test", "libfabric"]);
+    t.env("NOSTD_PROVIDER_DIR", &dir);
+    match crate::wheels::ensure(&target_dir(ws))? {
+        Some(w) => {
+            t.env("NOSTD_MPI_WHEELS", &w.dir);
+        }
+        None => {
+            t.args(["--", "--skip", "libfabric2_"]);
+        }
+    }
+    cmd::run(&mut t)
 }

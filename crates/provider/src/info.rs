@@ -20,8 +20,9 @@ use ofi_nostd::info::{
     TrafficClass, TxAttr,
 };
 
+use crate::abi::{DomainAbi, DomainExt};
 use crate::sys;
-use crate::util::{bytes, calloc, cstr, malloc_copy, malloc_str};
+use crate::util::{bytes, calloc, calloc_sized, cstr, malloc_copy, malloc_str};
 
 /// A name from C; `None` when it is not UTF-8 or longer than [`NAME_CAP`].
 ///
@@ -214,9 +215,27 @@ pub unsafe fn from_c(p: *const sys::fi_info) -> Option<Info> {
     Some(info)
 }
 
-/// One `fi_info` built from `info` with libc allocations; on failure everything
-/// allocated so far is released and -FI_ENOMEM returned.
-fn one_to_c(info: &Info) -> Result<*mut sys::fi_info, Errno> {
+/// The fields of `p`'s domain attributes that 1.17 lacks, read in layout `abi` (unspecified
+/// when `p` has none).
+///
+/// # Safety
+///
+/// `p` points to a valid `fi_info` whose `domain_attr` is NULL or a structure of at least
+/// `abi.size()` bytes.
+pub unsafe fn domain_ext(p: *const sys::fi_info, abi: DomainAbi) -> DomainExt {
+    // SAFETY: valid per the caller's contract.
+    let d = unsafe { (*p).domain_attr };
+    if d.is_null() {
+        return DomainExt::UNSPEC;
+    }
+    // SAFETY: of `abi.size()` bytes (contract).
+    unsafe { DomainExt::read(d, abi) }
+}
+
+/// One `fi_info` built from `info` with libc allocations, its domain attributes in
+/// layout `abi`; on failure everything allocated so far is released and -FI_ENOMEM
+/// returned.
+fn one_to_c(info: &Info, abi: DomainAbi) -> Result<*mut sys::fi_info, Errno> {
     let p = calloc::<sys::fi_info>()?;
     // The structure is zeroed, so fi_freeinfo can release a partly built one.
     let fill = || -> Result<(), Errno> {
@@ -236,7 +255,7 @@ fn one_to_c(info: &Info) -> Result<*mut sys::fi_info, Errno> {
         c.tx_attr = calloc()?;
         c.rx_attr = calloc()?;
         c.ep_attr = calloc()?;
-        c.domain_attr = calloc()?;
+        c.domain_attr = calloc_sized(abi.size())?;
         c.fabric_attr = calloc()?;
         // SAFETY: the five attribute structures were just allocated, zeroed, and are
         // owned by `c`.
@@ -336,6 +355,9 @@ fn one_to_c(info: &Info) -> Result<*mut sys::fi_info, Errno> {
         fab.name = malloc_str(&f.name)?;
         fab.prov_version = f.prov_version;
         fab.api_version = f.api_version;
+        // SAFETY: the domain attributes were allocated with `abi.size()` bytes; the
+        // fields past 1.17's (which `dom` covers) are written through the allocation.
+        unsafe { DomainExt::OFFER.write(c.domain_attr, abi) };
         Ok(())
     };
     match fill() {
@@ -349,13 +371,13 @@ fn one_to_c(info: &Info) -> Result<*mut sys::fi_info, Errno> {
     }
 }
 
-/// The `fi_info` list of `infos`, in order (NULL for none); on failure nothing is leaked
-/// and -FI_ENOMEM returned.
-pub fn to_c(infos: &[Info]) -> Result<*mut sys::fi_info, Errno> {
+/// The `fi_info` list of `infos`, in order (NULL for none), for a core whose domain
+/// attributes have layout `abi`; on failure nothing is leaked and -FI_ENOMEM returned.
+pub fn to_c(infos: &[Info], abi: DomainAbi) -> Result<*mut sys::fi_info, Errno> {
     let mut head: *mut sys::fi_info = ptr::null_mut();
     let mut tail: *mut sys::fi_info = ptr::null_mut();
     for info in infos {
-        let node = match one_to_c(info) {
+        let node = match one_to_c(info, abi) {
             Ok(n) => n,
             Err(e) => {
                 // SAFETY: `head` is NULL or a list built by `one_to_c`.
@@ -393,7 +415,7 @@ mod tests {
         info.ep_attr.auth_key = AuthKey::from_slice(b"k1").unwrap();
         info.domain_attr.auth_key = AuthKey::from_slice(b"key2").unwrap();
         info.fabric_attr.prov_name = ofi_nostd::info::name("nostd");
-        let list = to_c(&[info.clone(), info.clone()]).unwrap();
+        let list = to_c(&[info.clone(), info.clone()], DomainAbi::V1_0).unwrap();
         // SAFETY: `list` was just built by `to_c`, two valid nodes.
         unsafe {
             assert!(!(*list).next.is_null());
@@ -411,8 +433,34 @@ mod tests {
     }
 
     #[test]
+    fn domain_attributes_take_the_core_layout() {
+        let info = Info::default();
+        for abi in [
+            DomainAbi::V1_0,
+            DomainAbi::V1_20,
+            DomainAbi::V2_0,
+            DomainAbi::V2_5,
+        ] {
+            let list = to_c(std::slice::from_ref(&info), abi).unwrap();
+            // SAFETY: `list` is one valid node whose domain attributes have `abi.size()`
+            // bytes.
+            unsafe {
+                assert_eq!(from_c(list), Some(info.clone()));
+                let ext = domain_ext(list, abi);
+                match abi {
+                    DomainAbi::V1_0 => assert_eq!(ext, DomainExt::UNSPEC),
+                    DomainAbi::V1_20 => assert_eq!(ext.max_ep_auth_key, 1),
+                    DomainAbi::V2_0 => assert_eq!(ext.max_cntr_value, 0),
+                    DomainAbi::V2_5 => assert_eq!(ext, DomainExt::OFFER),
+                }
+                sys::fi_freeinfo(list);
+            }
+        }
+    }
+
+    #[test]
     fn unknown_values_have_no_match() {
-        let list = to_c(&[Info::default()]).unwrap();
+        let list = to_c(&[Info::default()], DomainAbi::V1_0).unwrap();
         // SAFETY: `list` is one valid node built by `to_c`.
         unsafe {
             assert!(from_c(list).is_some());

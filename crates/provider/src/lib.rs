@@ -1,4 +1,5 @@
-//! `libnostd-fi.so`: the `nostd` provider as an external libfabric 1.17 provider.
+//! `libnostd-fi.so`: the `nostd` provider as an external libfabric provider (API 1.17
+//! with Debian 12's libfabric, up to 2.5 with libfabric 2.x: [`abi`]).
 //!
 //! The system's libfabric loads this library from `FI_PROVIDER_PATH` (it only loads files
 //! named `*-fi.so`; `cargo xtask provider` builds and names it), calls [`fi_prov_ini`]
@@ -44,6 +45,7 @@
 //! shared contexts and collectives (their ops tables exist and refuse),
 //! FI_WAIT_MUTEX_COND, asynchronous AV inserts (FI_EVENT).
 
+pub mod abi;
 pub mod av;
 pub mod cntr;
 pub mod cq;

@@ -5,6 +5,7 @@ use std::cell::UnsafeCell;
 use std::ffi::{c_char, c_int, c_void};
 use std::ptr;
 use std::sync::Once;
+use std::sync::atomic::{AtomicU32, Ordering};
 
 use hosted::sysinfo::{HostInterface, StdResolver, host_interfaces};
 use ofi_nostd::Errno;
@@ -13,11 +14,34 @@ use ofi_nostd::info::{
     self, Info, Interface, MAX_ENTRIES_PER_INTERFACE, PROV_VERSION, Provider, ProviderConfig,
 };
 
+use crate::abi::DomainAbi;
 use crate::sys;
 use crate::util::{cstr, neg, put};
 
-/// The libfabric API the provider implements: `FI_VERSION(1, 17)`.
+/// The API declared before `fi_prov_ini` learnt the core's: `FI_VERSION(1, 17)`, what
+/// the bindings were generated from.
 pub const FI_VERSION_1_17: u32 = info::fi_version(1, 17);
+
+/// `fi_version()` of the libfabric that loaded us (1.17 until `fi_prov_ini` asks).
+static CORE_API: AtomicU32 = AtomicU32::new(FI_VERSION_1_17);
+
+/// The API of the loading core, which decides the layouts handed to it ([`abi`]).
+///
+/// [`abi`]: crate::abi
+pub fn core_api() -> u32 {
+    CORE_API.load(Ordering::Relaxed)
+}
+
+/// The API the provider declares to a core of API `core`: the highest it implements
+/// ([`info::MAX_API_VERSION`]) that the core accepts, as libfabric requires (requested
+/// API <= provider API <= core API).
+pub const fn declared_api(core: u32) -> u32 {
+    if core < info::MAX_API_VERSION {
+        core
+    } else {
+        info::MAX_API_VERSION
+    }
+}
 
 /// The provider structure libfabric keeps a pointer to. libfabric writes its own state
 /// into `context`, so it lives in an [`UnsafeCell`].
@@ -45,12 +69,22 @@ pub fn provider() -> *mut sys::fi_provider {
 }
 
 /// The entry point libfabric looks up after `dlopen`ing `lib*-fi.so` (`FI_EXT_INI`):
+/// asks the core its API (`fi_version()` resolves to the libfabric that loaded us: it
+/// is the `libfabric.so.1` already in the process), declares [`declared_api`] of it,
 /// registers the parameters once and returns the provider.
 #[unsafe(no_mangle)]
 pub extern "C" fn fi_prov_ini() -> *mut sys::fi_provider {
-    static PARAMS: Once = Once::new();
-    // SAFETY: the static provider has a valid name; defining parameters only needs it.
-    PARAMS.call_once(|| unsafe { crate::params::define(provider()) });
+    static INIT: Once = Once::new();
+    INIT.call_once(|| {
+        // SAFETY: fi_version takes nothing and reads nothing.
+        let core = unsafe { sys::fi_version() };
+        CORE_API.store(core, Ordering::Relaxed);
+        // SAFETY: libfabric calls fi_prov_ini under its initialisation lock, before it
+        // reads the provider; `Once` orders this write before any later call.
+        unsafe { (*provider()).fi_version = declared_api(core) };
+        // SAFETY: the static provider has a valid name; defining parameters only needs it.
+        unsafe { crate::params::define(provider()) };
+    });
     provider()
 }
 
@@ -131,10 +165,12 @@ pub unsafe extern "C" fn getinfo(
     let hints = if hints.is_null() {
         None
     } else {
+        // SAFETY: a non-NULL hints pointer is a valid fi_info (caller's contract), its domain attributes are in the core's layout.
+        let ext = unsafe { crate::info::domain_ext(hints, DomainAbi::of_core(core_api())) };
         // SAFETY: a non-NULL hints pointer is a valid fi_info (caller's contract).
         match unsafe { crate::info::from_c(hints) } {
-            Some(h) => Some(h),
-            None => return neg(Errno::ENODATA),
+            Some(h) if ext.fits(version) => Some(h),
+            _ => return neg(Errno::ENODATA),
         }
     };
     let infos = match core_getinfo(
@@ -147,7 +183,7 @@ pub unsafe extern "C" fn getinfo(
         Ok(v) => v,
         Err(e) => return neg(e),
     };
-    match crate::info::to_c(&infos) {
+    match crate::info::to_c(&infos, DomainAbi::of_core(core_api())) {
         Ok(list) => {
             // SAFETY: checked writable above.
             unsafe { *info = list };

@@ -125,8 +125,14 @@ pub fn malloc_str(s: &str) -> std::result::Result<*mut c_char, Errno> {
 
 /// A zeroed `malloc`ed `T` (`calloc`); `Err` when allocation fails.
 pub fn calloc<T>() -> std::result::Result<*mut T, Errno> {
+    calloc_sized(size_of::<T>())
+}
+
+/// A zeroed `T` of `size` bytes (at least `size_of::<T>()`, or a larger C structure whose
+/// prefix `T` is), released with `free(3)`; -FI_ENOMEM when calloc fails.
+pub fn calloc_sized<T>(size: usize) -> std::result::Result<*mut T, Errno> {
     // SAFETY: calloc has no preconditions; the result is checked for NULL.
-    let p = unsafe { libc::calloc(1, size_of::<T>()) }.cast::<T>();
+    let p = unsafe { libc::calloc(1, size) }.cast::<T>();
     if p.is_null() {
         Err(Errno::ENOMEM)
     } else {

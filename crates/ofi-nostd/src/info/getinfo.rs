@@ -34,8 +34,8 @@
 
 use super::{
     API_VERSION, AddrFormat, AvType, DomainAttr, EpAttr, EpType, FABRIC_NAME, FI_SHARED_CONTEXT,
-    FabricAttr, Info, PROV_NAME, PROV_VERSION, Progress, Protocol, RawAddr, ResourceMgmt, RxAttr,
-    Threading, TrafficClass, TxAttr, fi_version, name,
+    FabricAttr, Info, MAX_API_VERSION, PROV_NAME, PROV_VERSION, Progress, Protocol, RawAddr,
+    ResourceMgmt, RxAttr, Threading, TrafficClass, TxAttr, fi_version, name,
 };
 use crate::addr::EpAddr;
 use crate::errno::{Errno, Result};
@@ -171,11 +171,15 @@ pub struct ProviderConfig {
 
 /// The message ordering of RDM endpoints. Every operation to a peer (send, tagged send,
 /// RMA read and write, atomic) is linked in posting order and its first packet leaves
-/// in that order, in one sequenced stream the target processes in order. But a read's
-/// data is taken from the target's memory as it is sent (and again if resent), so a
-/// later write can show in it: `max_order_war_size` is 0, and the write-after-read
-/// bits are left out too, as applications (fabtests' getinfo test) read FI_ORDER_WAR
-/// as a promise about data; every other `FI_ORDER_*` bit but FI_ORDER_DATA holds.
+/// in that order, in one sequenced stream the target processes in order. But an RMA
+/// read's data is taken from the target's memory as it is sent (and again if resent),
+/// so a later write can show in it: `max_order_war_size` (which covers RMA reads too)
+/// is 0, and FI_ORDER_WAR / FI_ORDER_RMA_WAR are left out, as applications (fabtests'
+/// getinfo test) read them as a promise about data. An atomic fetch is different: the
+/// target executes each atomic once, in sequence order, and keeps the values it fetched
+/// with its answer (resends carry them), so FI_ORDER_ATOMIC_WAR holds (the rdm test
+/// `atomics_execute_in_posting_order_and_fetch_what_they_saw`); every other
+/// `FI_ORDER_*` bit but FI_ORDER_DATA holds.
 pub const RDM_MSG_ORDER: Order = Order::RAR
     .union(Order::RAW)
     .union(Order::RAS)
@@ -189,6 +193,7 @@ pub const RDM_MSG_ORDER: Order = Order::RAR
     .union(Order::RMA_WAW)
     .union(Order::ATOMIC_RAR)
     .union(Order::ATOMIC_RAW)
+    .union(Order::ATOMIC_WAR)
     .union(Order::ATOMIC_WAW);
 
 impl ProviderConfig {
@@ -455,7 +460,8 @@ fn effective_mr_mode(mr_mode: MrMode, caps: Flags) -> MrMode {
 ///
 /// `version` is `FI_VERSION(major, minor)`; `flags` takes FI_SOURCE, FI_NUMERICHOST and
 /// FI_PROV_ATTR_ONLY. Matching entries are written to `out` best first and their count
-/// returned. Errors: -FI_ENOSYS for a version newer than 1.17, -FI_EBADFLAGS for other
+/// returned. Errors: -FI_ENOSYS for a version newer than
+/// [`MAX_API_VERSION`] (2.5), -FI_EBADFLAGS for other
 /// flags, -FI_EINVAL for bad arguments (FI_SOURCE without node or service, a string node
 /// with a service, a malformed address string, a zero-length hint address),
 /// -FI_ENODATA when nothing matches, -FI_ETOOSMALL when `out` was too short (it then
@@ -469,7 +475,7 @@ pub fn getinfo(
     prov: &Provider<'_>,
     out: &mut [Info],
 ) -> Result<usize> {
-    if version > API_VERSION {
+    if version > MAX_API_VERSION {
         return Err(Errno::ENOSYS);
     }
     if !GETINFO_FLAGS.contains(flags) {

@@ -35,8 +35,14 @@ pub const fn fi_minor(version: u32) -> u32 {
     version & 0xFFFF
 }
 
-/// The libfabric API this core implements: `FI_VERSION(1, 17)`.
+/// The libfabric API the hosted tools and the safe API speak: `FI_VERSION(1, 17)`, as
+/// Debian 12's libfabric.
 pub const API_VERSION: u32 = fi_version(1, 17);
+
+/// The newest libfabric API [`getinfo`] answers: `FI_VERSION(2, 5)`. Its attribute
+/// values hold for every API from 1.0 on; what differs between ABIs (the layout of
+/// `fi_domain_attr`, the fields 1.20-2.5 added) is the C adapter's business.
+pub const MAX_API_VERSION: u32 = fi_version(2, 5);
 
 /// The provider's name (`fabric_attr->prov_name`).
 pub const PROV_NAME: &str = "nostd";
@@ -528,6 +534,7 @@ mod tests {
         assert_eq!(fi_version(1, 17), 0x0001_0011);
         assert_eq!(fi_major(API_VERSION), 1);
         assert_eq!(fi_minor(API_VERSION), 17);
+        assert_eq!(MAX_API_VERSION, 0x0002_0005);
         assert_eq!(EpType::Rdm.raw(), 3);
         assert_eq!(EpType::SockDgram.raw(), 5);
         assert_eq!(EpType::from_raw(2), Some(EpType::Dgram));

@@ -2362,6 +2362,107 @@ fn atomics_apply_at_the_target_and_fetch_the_original_values() {
     );
 }
 
+/// What RDM's FI_ORDER_ATOMIC_RAR/RAW/WAR/WAW promise: atomics to one target are
+/// executed there once each, in posting order, and a fetch returns the value it saw
+/// when it was executed. Posted before any progress: fetch-add 1, add 10 (no fetch),
+/// atomic read, compare-and-swap 11 -> 5; the first request is lost once and the
+/// first two answers are lost once, so both the add and the cswap were applied before
+/// the fetch-add's answer (resent) reaches A. The first fetch still shows the value
+/// before the later updates (WAR), the read shows both earlier updates (RAW), the
+/// cswap saw them too (WAW) and nothing ran twice.
+#[cfg(feature = "atomic")]
+#[test]
+fn atomics_execute_in_posting_order_and_fetch_what_they_saw() {
+    let (mut a, mut b, to, mut now, key) =
+        rma_pair(0x8000, 0x100, Flags::REMOTE_READ | Flags::REMOTE_WRITE);
+    put_u64s(&mut b.mem, 0x8000, &[0]);
+    // Operands: 1 at 0, 10 at 8, 5 at 0x10; the cswap's compare 11 at 0x100.
+    put_u64s(&mut a.mem, 0, &[1, 10, 5]);
+    put_u64s(&mut a.mem, 0x100, &[11]);
+    put_u64s(&mut a.mem, 0x200, &[!0, !0, !0]);
+    let rma = RmaIov {
+        addr: 0,
+        len: 8,
+        key,
+    };
+    fn args(iov: &[IoVec], to: FiAddr, rma: RmaIov, op: Op, context: u64) -> AtomicArgs<'_> {
+        AtomicArgs {
+            iov,
+            addr: to,
+            rma,
+            datatype: Dt::U64,
+            op,
+            count: 1,
+            context,
+            data: 0,
+        }
+    }
+    let res = |i: u64| IoVec::new(BASE + 0x200 + 8 * i, 8);
+    let (one, ten, five) = (
+        [IoVec::new(BASE, 8)],
+        [IoVec::new(BASE + 8, 8)],
+        [IoVec::new(BASE + 0x10, 8)],
+    );
+    let none = [IoVec::new(BASE, 0)];
+    {
+        let mem = SliceMemory::new(BASE, &mut a.mem);
+        let fl = Flags::empty();
+        a.dom
+            .fetch_atomicmsg(a.ep, &mem, &args(&one, to, rma, Op::Sum, 1), res(0), fl)
+            .unwrap();
+        a.dom
+            .atomicmsg(a.ep, &mem, &args(&ten, to, rma, Op::Sum, 2), fl)
+            .unwrap();
+        a.dom
+            .fetch_atomicmsg(a.ep, &mem, &args(&none, to, rma, Op::Read, 3), res(1), fl)
+            .unwrap();
+        let cmp = IoVec::new(BASE + 0x100, 8);
+        a.dom
+            .compare_atomicmsg(
+                a.ep,
+                &mem,
+                &args(&five, to, rma, Op::Cswap, 4),
+                cmp,
+                res(2),
+                fl,
+            )
+            .unwrap();
+    }
+    let atomic_req = wire::PacketType::AtomicReq as u8;
+    let atomic_resp = wire::PacketType::AtomicResp as u8;
+    let (mut lost_req, mut lost_resp) = (0, 0);
+    for _ in 0..200 {
+        a.progress(now);
+        while let Some(p) = a.link.pop_tx(|_, d| d.to_vec()) {
+            if p[3] == atomic_req && lost_req < 1 {
+                lost_req += 1;
+                continue;
+            }
+            b.link.inject(&p, Some(UdpAddr::new(a.ip.into(), 7000)));
+        }
+        b.progress(now);
+        while let Some(p) = b.link.pop_tx(|_, d| d.to_vec()) {
+            if p[3] == atomic_resp && lost_resp < 2 {
+                lost_resp += 1;
+                continue;
+            }
+            a.link.inject(&p, Some(UdpAddr::new(b.ip.into(), 7000)));
+        }
+        now += Duration::from_millis(1);
+    }
+    assert_eq!((lost_req, lost_resp), (1, 2), "the losses happened");
+    let atx = a.tx_cq;
+    let mut done: Vec<u64> = a.read(atx).iter().map(|e| e.unwrap().op_context).collect();
+    done.sort_unstable();
+    assert_eq!(done, [1, 2, 3, 4], "every atomic completed once");
+    assert_eq!(
+        u64s(&a.mem, 0x200, 3),
+        [0, 11, 11],
+        "fetch-add saw 0 (not the later add), the read and the cswap saw 1 + 10"
+    );
+    assert_eq!(u64s(&b.mem, 0x8000, 1), [5], "each applied once, in order");
+}
+
 #[cfg(feature = "atomic")]
 #[test]
 fn atomic_calls_check_their_arguments_and_the_target_its_rights() {

@@ -175,3 +175,66 @@ pub fn describe(o: &Output) -> String {
         String::from_utf8_lossy(&o.stderr)
     )
 }
+
+/// Hosts on one Ethernet: a namespace per host (`<prefix>-<pid>-h<i>`, its interface
+/// `eth0` at `10.<net>.<x>.<i>/24`, MTU 1500), their veth peers joined to a bridge in a
+/// namespace of its own (`<prefix>-<pid>-br`), so nothing is added to the caller's
+/// namespace. Every namespace (and so every device) is deleted when dropped.
+pub struct Hosts {
+    pub bridge: String,
+    /// (namespace, address) of each host.
+    pub hosts: Vec<(String, String)>,
+}
+
+impl Hosts {
+    /// `n` hosts (at most 9).
+    pub fn new(prefix: &str, net: u8, n: usize) -> Hosts {
+        let pid = std::process::id();
+        let x = (pid % 250) as u8 + 1;
+        let mut h = Hosts {
+            bridge: format!("{prefix}-{pid}-br"),
+            hosts: Vec::new(),
+        };
+        let br = h.bridge.clone();
+        ip(&["netns", "add", &br]);
+        ip(&["-n", &br, "link", "add", "br0", "type", "bridge"]);
+        ip(&["-n", &br, "link", "set", "br0", "up"]);
+        for i in 1..=n {
+            let ns = format!("{prefix}-{pid}-h{i}");
+            let addr = format!("10.{net}.{x}.{i}");
+            ip(&["netns", "add", &ns]);
+            h.hosts.push((ns.clone(), addr.clone()));
+            ip(&["-n", &ns, "link", "set", "lo", "up"]);
+            let (end, port) = (format!("h{i}"), format!("p{i}"));
+            ip(&[
+                "-n", &br, "link", "add", &end, "type", "veth", "peer", "name", &port,
+            ]);
+            ip(&["-n", &br, "link", "set", &end, "netns", &ns]);
+            ip(&["-n", &br, "link", "set", &port, "master", "br0"]);
+            ip(&["-n", &br, "link", "set", &port, "up"]);
+            ip(&["-n", &ns, "link", "set", &end, "name", "eth0"]);
+            ip(&["-n", &ns, "link", "set", "eth0", "mtu", "1500", "up"]);
+            ip(&[
+                "-n",
+                &ns,
+                "addr",
+                "add",
+                &format!("{addr}/24"),
+                "dev",
+                "eth0",
+            ]);
+        }
+        h
+    }
+}
+
+impl Drop for Hosts {
+    fn drop(&mut self) {
+        for ns in self.hosts.iter().map(|(n, _)| n).chain([&self.bridge]) {
+            let _ = Command::new("ip")
+                .args(["netns", "del", ns])
+                .stderr(Stdio::null())
+                .status();
+        }
+    }
+}
