@@ -113,6 +113,7 @@ impl Cmsg {
 
     /// The segment size of a received `UDP_GRO` message the kernel wrote `written`
     /// bytes of (0: none, or something else).
+    #[allow(clippy::unnecessary_cast, reason = "cmsg_len is not usize on every libc")]
     fn gro_size(&self, written: usize) -> u32 {
         let h = &self.hdr;
         if written < cmsg_len(4)
@@ -383,6 +384,10 @@ impl<A: Name> Slots<A> {
     /// One `recvmmsg` into every slot (one `recvmsg` into slot 0 when `single`); returns
     /// how many datagrams arrived (slots `0..count`, with lengths, names and `msg_flags`
     /// recorded).
+    #[allow(
+        clippy::unnecessary_cast,
+        reason = "msg_controllen is not usize on every libc"
+    )]
     pub(crate) fn recv(&mut self, fd: RawFd, single: bool) -> io::Result<usize> {
         let n = self.n();
         let base = self.data.as_mut_ptr() as usize;
@@ -452,6 +457,7 @@ impl<A: Name> Slots<A> {
 
     /// One `sendmmsg` of the `k` slots `slot(0..k)`, as GSO runs when `gso`; returns
     /// how many slots the kernel took.
+    #[allow(clippy::unnecessary_cast, reason = "msg_iovlen is not usize on every libc")]
     pub(crate) fn send(
         &mut self,
         fd: RawFd,
@@ -874,6 +880,32 @@ mod tests {
                 assert_eq!(wrap(i, n), want, "wrap({i}, {n})");
             }
         }
+    }
+
+    /// The control message's layout is the one libc's macros describe.
+    #[test]
+    #[allow(clippy::unnecessary_cast, reason = "cmsg_len is not usize on every libc")]
+    fn cmsg_layout_matches_the_libc_macros() {
+        for len in [2u32, 4] {
+            // SAFETY: both macros are pure arithmetic on their argument.
+            let (l, sp) = unsafe { (libc::CMSG_LEN(len), libc::CMSG_SPACE(len)) };
+            assert_eq!(cmsg_len(len as usize), l as usize);
+            assert_eq!(cmsg_space(len as usize), sp as usize);
+            assert!(std::mem::size_of::<Cmsg>() >= sp as usize);
+        }
+        let c = Cmsg::segment(1472);
+        assert_eq!(c.hdr.cmsg_len as usize, cmsg_len(2));
+        assert_eq!(c.data[..2], 1472u16.to_ne_bytes());
+        // A received UDP_GRO message reads back; anything else reads as none.
+        let mut g = Cmsg::empty();
+        g.hdr.cmsg_len = cmsg_len(4) as _;
+        g.hdr.cmsg_level = libc::SOL_UDP;
+        g.hdr.cmsg_type = libc::UDP_GRO;
+        g.data = 1200i32.to_ne_bytes();
+        assert_eq!(g.gro_size(cmsg_len(4)), 1200);
+        assert_eq!(g.gro_size(cmsg_len(4) - 1), 0, "cut short");
+        g.hdr.cmsg_type = libc::UDP_SEGMENT;
+        assert_eq!(g.gro_size(cmsg_len(4)), 0, "not GRO");
     }
 
     #[test]
