@@ -306,6 +306,34 @@ impl UdpLink {
     }
 }
 
+/// How this host reaches a destination: what the kernel's routing table says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Route {
+    /// The source address the kernel picks for it.
+    pub source: Ipv4Addr,
+    /// The MTU of the route (of the device it leaves by, or a smaller cached path
+    /// MTU): `lo`'s for an address of this host, whatever interface owns it.
+    pub mtu: usize,
+}
+
+/// The kernel's route to `dest`: a UDP socket connected to it (nothing is sent) reports
+/// its source address and `IP_MTU`. For an address of this host that is the loopback
+/// device's MTU, so two local processes need not use a real interface's small one.
+pub fn route_to(dest: Ipv4Addr) -> io::Result<Route> {
+    let s = UdpSocket::bind(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0))?;
+    s.connect(SocketAddrV4::new(dest, 9))?;
+    let source = match s.local_addr()? {
+        SocketAddr::V4(a) => *a.ip(),
+        SocketAddr::V6(_) => return Err(io::Error::other("IPv4 socket with IPv6 address")),
+    };
+    let mtu = sys::getsockopt_int(s.as_raw_fd(), libc::IPPROTO_IP, libc::IP_MTU)?;
+    Ok(Route {
+        source,
+        mtu: usize::try_from(mtu).unwrap_or(0),
+    })
+}
+
 /// The MTU of the interface owning `ip` (exact address first, then the subnet, so
 /// 127.0.0.2 finds `lo`); for `0.0.0.0` the smallest MTU of the up interfaces, other
 /// than loopback when there are others.
