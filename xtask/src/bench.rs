@@ -21,6 +21,7 @@ mod bench_provider;
 pub use bench_provider::train_provider;
 mod dpdk;
 mod pingpong;
+mod veth;
 
 /// What every section sees: where to find and put things, and how thorough to be.
 pub struct Ctx<'a> {
@@ -84,6 +85,7 @@ fn sections() -> Vec<Box<dyn Section>> {
         Box::new(Engine),
         Box::new(pingpong::PingPong),
         Box::new(dpdk::DpdkMemif),
+        Box::new(veth::Veth),
         Box::new(bench_provider::Provider),
     ]
 }
@@ -99,7 +101,11 @@ fn install_comparisons(ws: &Workspace) {
     let wanted: Vec<_> = crate::prereq::DEBIAN_PACKAGES
         .iter()
         .copied()
-        .filter(|p| p.needed_by.starts_with("test-dpdk") || p.needed_by.starts_with("provider"))
+        .filter(|p| {
+            ["test-dpdk", "provider", "bench"]
+                .iter()
+                .any(|w| p.needed_by.starts_with(w))
+        })
         .collect();
     let missing = crate::prereq::missing_packages(ws, &wanted);
     if missing.is_empty() {

@@ -379,7 +379,7 @@ fn link_names() -> Vec<String> {
 }
 
 /// The named network namespaces.
-fn netns_names() -> Vec<String> {
+pub(crate) fn netns_names() -> Vec<String> {
     let out = Command::new("ip")
         .args(["netns", "list"])
         .stderr(Stdio::null())
@@ -394,12 +394,12 @@ fn netns_names() -> Vec<String> {
 }
 
 /// `ip args`, failing with its stderr.
-fn ip(args: &[&str]) -> Result {
+pub(crate) fn ip(args: &[&str]) -> Result {
     cmd_ok(Command::new("ip").args(args))
 }
 
 /// Runs `c`, failing with its stderr.
-fn cmd_ok(c: &mut Command) -> Result {
+pub(crate) fn cmd_ok(c: &mut Command) -> Result {
     let shown = cmd::display(c);
     let out = c
         .stdin(Stdio::null())
@@ -416,7 +416,7 @@ fn cmd_ok(c: &mut Command) -> Result {
 }
 
 /// `ip args`, errors ignored (teardown of what may not exist).
-fn quiet(args: &[&str]) {
+pub(crate) fn quiet(args: &[&str]) {
     let _ = cmd::succeeds(Command::new("ip").args(args));
 }
 

@@ -113,7 +113,10 @@ impl Cmsg {
 
     /// The segment size of a received `UDP_GRO` message the kernel wrote `written`
     /// bytes of (0: none, or something else).
-    #[allow(clippy::unnecessary_cast, reason = "cmsg_len is not usize on every libc")]
+    #[allow(
+        clippy::unnecessary_cast,
+        reason = "cmsg_len is not usize on every libc"
+    )]
     fn gro_size(&self, written: usize) -> u32 {
         let h = &self.hdr;
         if written < cmsg_len(4)
@@ -342,7 +345,8 @@ impl<A: Name> Slots<A> {
                     break; // a short datagram ends its run
                 }
             }
-            if let (Some(c), Some(h)) = (self.sys.ctrl.get_mut(groups), self.sys.hdrs.get_mut(groups))
+            if let (Some(c), Some(h)) =
+                (self.sys.ctrl.get_mut(groups), self.sys.hdrs.get_mut(groups))
             {
                 *c = Cmsg::segment(u16::try_from(seg).unwrap_or(u16::MAX));
                 // Parked in `msg_len` (which the kernel overwrites) until built below.
@@ -379,7 +383,6 @@ impl<A: Name> Slots<A> {
         }
         groups
     }
-
 
     /// One `recvmmsg` into every slot (one `recvmsg` into slot 0 when `single`); returns
     /// how many datagrams arrived (slots `0..count`, with lengths, names and `msg_flags`
@@ -457,7 +460,10 @@ impl<A: Name> Slots<A> {
 
     /// One `sendmmsg` of the `k` slots `slot(0..k)`, as GSO runs when `gso`; returns
     /// how many slots the kernel took.
-    #[allow(clippy::unnecessary_cast, reason = "msg_iovlen is not usize on every libc")]
+    #[allow(
+        clippy::unnecessary_cast,
+        reason = "msg_iovlen is not usize on every libc"
+    )]
     pub(crate) fn send(
         &mut self,
         fd: RawFd,
@@ -626,7 +632,11 @@ impl<A: Name> RxRing<A> {
                     }
                 }
                 let start = self.off;
-                let end = if seg == 0 { len } else { (start + seg).min(len) };
+                let end = if seg == 0 {
+                    len
+                } else {
+                    (start + seg).min(len)
+                };
                 if end >= len {
                     self.next += 1;
                     self.off = 0;
@@ -884,7 +894,10 @@ mod tests {
 
     /// The control message's layout is the one libc's macros describe.
     #[test]
-    #[allow(clippy::unnecessary_cast, reason = "cmsg_len is not usize on every libc")]
+    #[allow(
+        clippy::unnecessary_cast,
+        reason = "cmsg_len is not usize on every libc"
+    )]
     fn cmsg_layout_matches_the_libc_macros() {
         for len in [2u32, 4] {
             // SAFETY: both macros are pure arithmetic on their argument.

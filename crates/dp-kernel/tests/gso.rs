@@ -96,7 +96,11 @@ fn a_gso_run_arrives_as_its_datagrams() {
     assert_eq!((s.tx_batches, s.tx_gso, s.tx_packets), (1, 1, 40), "{s:?}");
     assert_eq!(s.tx_bytes, 40_000);
     assert_eq!(b.stats().rx_packets, 40);
-    assert_eq!(b.stats().rx_gro, 0, "without GRO the kernel splits the buffer");
+    assert_eq!(
+        b.stats().rx_gro,
+        0,
+        "without GRO the kernel splits the buffer"
+    );
 }
 
 #[test]
@@ -202,7 +206,11 @@ fn a_refused_first_gso_send_turns_gso_off_and_delivers_everything() {
     let s = a.stats();
     assert!(!a.gso(), "refused at the first try: off for this socket");
     assert_eq!((s.tx_gso_refused, s.tx_gso), (1, 0), "{s:?}");
-    assert_eq!((s.tx_packets, s.tx_errors, s.tx_dropped), (30, 0, 0), "{s:?}");
+    assert_eq!(
+        (s.tx_packets, s.tx_errors, s.tx_dropped),
+        (30, 0, 0),
+        "{s:?}"
+    );
     assert_eq!(s.last_errno, libc::EINVAL);
     // Later flushes do not try again.
     send_and_check(&mut a, &mut b, &[900; 30]);
@@ -218,5 +226,9 @@ fn a_refusal_after_gso_worked_sends_that_run_plainly_and_keeps_gso() {
     send_and_check(&mut a, &mut b, &[700; 20]);
     let s = a.stats();
     assert!(a.gso(), "it worked on this socket before: kept");
-    assert_eq!((s.tx_gso_refused, s.tx_packets, s.tx_dropped), (1, 40, 0), "{s:?}");
+    assert_eq!(
+        (s.tx_gso_refused, s.tx_packets, s.tx_dropped),
+        (1, 40, 0),
+        "{s:?}"
+    );
 }
