@@ -85,8 +85,8 @@ fn sections() -> Vec<Box<dyn Section>> {
         Box::new(Engine),
         Box::new(pingpong::PingPong),
         Box::new(dpdk::DpdkMemif),
-        Box::new(veth::Veth),
         Box::new(bench_provider::Provider),
+        Box::new(veth::Veth),
     ]
 }
 
@@ -682,7 +682,7 @@ mod tests {
         };
         assert_eq!(
             keys(&[]),
-            ["matching", "engine", "udp", "memif", "provider"]
+            ["matching", "engine", "udp", "memif", "provider", "veth"]
         );
         // Report order, whatever the order asked in.
         assert_eq!(keys(&["provider", "memif"]), ["memif", "provider"]);
