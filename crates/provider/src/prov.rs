@@ -110,10 +110,10 @@ fn for_destination(
                 .map(Into::into)
         })
     });
-    if let Some(d) = dest
-        && hosted::runtime::route::is_local(d, &host)
-        && host.iter().any(|i| i.loopback)
-    {
+    use hosted::runtime::route;
+    let best =
+        dest.and_then(|d| route::best_interface(d, &host, route::route(d).map(|r| r.source)));
+    if best.and_then(|b| host.get(b)).is_some_and(|i| i.loopback) {
         host.retain(|i| i.loopback);
     }
     host
