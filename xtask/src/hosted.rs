@@ -133,17 +133,7 @@ impl Topology {
         }
         ip(&["link", "set", br, "up"])?;
         for ns in &self.netns {
-            ip(&["netns", "add", ns])?;
-            // Devices moved in take the namespace's defaults.
-            cmd_ok(
-                Command::new("ip")
-                    .args(["netns", "exec", ns, "sh", "-c"])
-                    .arg(
-                        "[ -d /proc/sys/net/ipv6 ] || exit 0; \
-                 echo 1 > /proc/sys/net/ipv6/conf/default/disable_ipv6 && \
-                 echo 1 > /proc/sys/net/ipv6/conf/all/disable_ipv6",
-                    ),
-            )?;
+            add_netns(ns)?;
         }
         let [va, vb] = &self.veths;
         ip(&["link", "add", va, "type", "veth", "peer", "name", vb])?;
@@ -398,8 +388,23 @@ pub(crate) fn ip(args: &[&str]) -> Result {
     cmd_ok(Command::new("ip").args(args))
 }
 
+/// Adds network namespace `ns` with IPv6 off (devices moved in take the namespace's
+/// defaults), so no router or neighbour solicitation crosses what is measured or tested.
+pub(crate) fn add_netns(ns: &str) -> Result {
+    ip(&["netns", "add", ns])?;
+    cmd_ok(
+        Command::new("ip")
+            .args(["netns", "exec", ns, "sh", "-c"])
+            .arg(
+                "[ -d /proc/sys/net/ipv6 ] || exit 0; \
+                 echo 1 > /proc/sys/net/ipv6/conf/default/disable_ipv6 && \
+                 echo 1 > /proc/sys/net/ipv6/conf/all/disable_ipv6",
+            ),
+    )
+}
+
 /// Runs `c`, failing with its stderr.
-pub(crate) fn cmd_ok(c: &mut Command) -> Result {
+fn cmd_ok(c: &mut Command) -> Result {
     let shown = cmd::display(c);
     let out = c
         .stdin(Stdio::null())

@@ -339,7 +339,8 @@ fn train(gen_dir: &Path) -> Result {
     Ok(())
 }
 
-fn human(size: usize) -> String {
+/// `size` in B, KiB or MiB, as the tables head their columns.
+pub(super) fn human(size: usize) -> String {
     match size {
         s if s >= 1 << 20 && s % (1 << 20) == 0 => format!("{} MiB", s >> 20),
         s if s >= 1 << 10 && s % (1 << 10) == 0 => format!("{} KiB", s >> 10),
@@ -488,7 +489,7 @@ fn render(tools: &[Tool], results: &[Vec<Option<Measured>>], quick: bool) -> Out
 }
 
 /// A child process that is killed and reaped when dropped.
-struct Killed(Child);
+pub(super) struct Killed(pub(super) Child);
 
 impl Drop for Killed {
     fn drop(&mut self) {

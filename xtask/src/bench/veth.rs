@@ -21,14 +21,14 @@
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use super::pingpong::{self, Measured, Place, Tool};
+use super::pingpong::{self, Killed, Measured, Place, Tool, human};
 use super::{Ctx, Outcome, Plot, Section, Series};
 use crate::cmd::{self, Result};
-use crate::hosted::{cmd_ok, ip, netns_names, quiet};
+use crate::hosted::{add_netns, ip, netns_names, quiet};
 
 /// The prefix of every namespace this section creates.
 const PREFIX: &str = "obv";
@@ -267,18 +267,6 @@ fn in_ns(ns: &str, cpu: usize, prog: &Path, args: &[&str]) -> Command {
     c
 }
 
-/// A child process killed and reaped when dropped.
-struct Killed(Child);
-
-impl Drop for Killed {
-    fn drop(&mut self) {
-        if let Ok(None) = self.0.try_wait() {
-            let _ = self.0.kill();
-        }
-        let _ = self.0.wait();
-    }
-}
-
 /// Runs a server (started first, given a moment to bind) and a client to completion,
 /// within [`STREAM_LIMIT`]; returns the stdout of each.
 fn pair(mut server: Command, mut client: Command) -> Result<(String, String)> {
@@ -394,16 +382,8 @@ impl Topology {
 
     fn setup(&self, mtu: u32) -> Result {
         for ns in &self.netns {
-            ip(&["netns", "add", ns])?;
+            add_netns(ns)?;
             ip(&["-n", ns, "link", "set", "lo", "up"])?;
-            cmd_ok(
-                Command::new("ip")
-                    .args(["netns", "exec", ns, "sh", "-c"])
-                    .arg(
-                        "[ -d /proc/sys/net/ipv6 ] || exit 0; \
-                         echo 1 > /proc/sys/net/ipv6/conf/default/disable_ipv6",
-                    ),
-            )?;
         }
         let [va, vb] = &self.veths;
         let mtu = mtu.to_string();
@@ -480,14 +460,6 @@ fn skipped(why: &str) -> Outcome {
         markdown: format!("Skipped: {why}.\n"),
         summary: vec![format!("veth: skipped, {why}")],
         plots: Vec::new(),
-    }
-}
-
-fn human(size: usize) -> String {
-    match size {
-        s if s >= 1 << 20 && s % (1 << 20) == 0 => format!("{} MiB", s >> 20),
-        s if s >= 1 << 10 && s % (1 << 10) == 0 => format!("{} KiB", s >> 10),
-        s => format!("{s} B"),
     }
 }
 
