@@ -21,6 +21,7 @@ mod bench_provider;
 pub use bench_provider::train_provider;
 mod dpdk;
 mod pingpong;
+mod veth;
 
 /// What every section sees: where to find and put things, and how thorough to be.
 pub struct Ctx<'a> {
@@ -85,6 +86,7 @@ fn sections() -> Vec<Box<dyn Section>> {
         Box::new(pingpong::PingPong),
         Box::new(dpdk::DpdkMemif),
         Box::new(bench_provider::Provider),
+        Box::new(veth::Veth),
     ]
 }
 
@@ -99,7 +101,11 @@ fn install_comparisons(ws: &Workspace) {
     let wanted: Vec<_> = crate::prereq::DEBIAN_PACKAGES
         .iter()
         .copied()
-        .filter(|p| p.needed_by.starts_with("test-dpdk") || p.needed_by.starts_with("provider"))
+        .filter(|p| {
+            ["test-dpdk", "provider", "bench"]
+                .iter()
+                .any(|w| p.needed_by.starts_with(w))
+        })
         .collect();
     let missing = crate::prereq::missing_packages(ws, &wanted);
     if missing.is_empty() {
@@ -676,7 +682,7 @@ mod tests {
         };
         assert_eq!(
             keys(&[]),
-            ["matching", "engine", "udp", "memif", "provider"]
+            ["matching", "engine", "udp", "memif", "provider", "veth"]
         );
         // Report order, whatever the order asked in.
         assert_eq!(keys(&["provider", "memif"]), ["memif", "provider"]);

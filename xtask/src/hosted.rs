@@ -133,17 +133,7 @@ impl Topology {
         }
         ip(&["link", "set", br, "up"])?;
         for ns in &self.netns {
-            ip(&["netns", "add", ns])?;
-            // Devices moved in take the namespace's defaults.
-            cmd_ok(
-                Command::new("ip")
-                    .args(["netns", "exec", ns, "sh", "-c"])
-                    .arg(
-                        "[ -d /proc/sys/net/ipv6 ] || exit 0; \
-                 echo 1 > /proc/sys/net/ipv6/conf/default/disable_ipv6 && \
-                 echo 1 > /proc/sys/net/ipv6/conf/all/disable_ipv6",
-                    ),
-            )?;
+            add_netns(ns)?;
         }
         let [va, vb] = &self.veths;
         ip(&["link", "add", va, "type", "veth", "peer", "name", vb])?;
@@ -379,7 +369,7 @@ fn link_names() -> Vec<String> {
 }
 
 /// The named network namespaces.
-fn netns_names() -> Vec<String> {
+pub(crate) fn netns_names() -> Vec<String> {
     let out = Command::new("ip")
         .args(["netns", "list"])
         .stderr(Stdio::null())
@@ -394,8 +384,23 @@ fn netns_names() -> Vec<String> {
 }
 
 /// `ip args`, failing with its stderr.
-fn ip(args: &[&str]) -> Result {
+pub(crate) fn ip(args: &[&str]) -> Result {
     cmd_ok(Command::new("ip").args(args))
+}
+
+/// Adds network namespace `ns` with IPv6 off (devices moved in take the namespace's
+/// defaults), so no router or neighbour solicitation crosses what is measured or tested.
+pub(crate) fn add_netns(ns: &str) -> Result {
+    ip(&["netns", "add", ns])?;
+    cmd_ok(
+        Command::new("ip")
+            .args(["netns", "exec", ns, "sh", "-c"])
+            .arg(
+                "[ -d /proc/sys/net/ipv6 ] || exit 0; \
+                 echo 1 > /proc/sys/net/ipv6/conf/default/disable_ipv6 && \
+                 echo 1 > /proc/sys/net/ipv6/conf/all/disable_ipv6",
+            ),
+    )
 }
 
 /// Runs `c`, failing with its stderr.
@@ -416,7 +421,7 @@ fn cmd_ok(c: &mut Command) -> Result {
 }
 
 /// `ip args`, errors ignored (teardown of what may not exist).
-fn quiet(args: &[&str]) {
+pub(crate) fn quiet(args: &[&str]) {
     let _ = cmd::succeeds(Command::new("ip").args(args));
 }
 

@@ -114,6 +114,12 @@ pub const DEBIAN_PACKAGES: &[DebianPackage] = &[
         needed: Workspace::has_provider,
     },
     DebianPackage {
+        probe: Probe::Command("iperf3"),
+        package: "iperf3",
+        needed_by: "bench (veth: the TCP stream beside ours)",
+        needed: |_| true,
+    },
+    DebianPackage {
         probe: Probe::Command("qemu-system-aarch64"),
         package: "qemu-system-arm",
         needed_by: "firmware tests (boots the image on QEMU virt)",

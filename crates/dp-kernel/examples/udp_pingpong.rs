@@ -1,16 +1,18 @@
 //! The floor under every ping-pong benchmark: a raw UDP-socket ping-pong with no protocol
 //! at all (no headers, no acks, no retransmissions), busy-polling a non-blocking socket,
 //! one `send`/`recv` system call per datagram. Messages larger than one datagram go as
-//! back-to-back datagrams of at most 8972 bytes (loopback's jumbo payload, as `UdpLink`);
-//! a lost datagram makes the run fail by timeout rather than hide in the numbers.
+//! back-to-back datagrams of at most 8972 bytes (loopback's jumbo payload, as `UdpLink`;
+//! `-C` sets another, e.g. 1472 on a 1500-byte Ethernet MTU); a lost datagram makes the
+//! run fail by timeout rather than hide in the numbers. The server listens on every
+//! address (a veth pair between namespaces as well as loopback).
 //!
 //! Output is `fi_pingpong`'s table (one header line, one row per size) so the same parser
 //! reads all ping-pong tools; `MB/sec` counts both directions, `usec/xfer` is half a
 //! round trip.
 //!
 //! ```text
-//! udp_pingpong [-S SIZE] [-I ITERS] [-W WARMUP] [-B PORT]         # server (prints its port)
-//! udp_pingpong [-S SIZE] [-I ITERS] [-W WARMUP] -P PORT 127.0.0.1 # client
+//! udp_pingpong [-S SIZE] [-I ITERS] [-W WARMUP] [-C CHUNK] [-B PORT]         # server (prints its port)
+//! udp_pingpong [-S SIZE] [-I ITERS] [-W WARMUP] [-C CHUNK] -P PORT 127.0.0.1 # client
 //! ```
 
 use std::io::ErrorKind;
@@ -18,7 +20,8 @@ use std::net::{Ipv4Addr, SocketAddr, UdpSocket};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-/// Largest datagram payload (a 9000-byte MTU less IPv4 and UDP headers).
+/// Largest datagram payload unless `-C` says otherwise (a 9000-byte MTU less IPv4 and
+/// UDP headers).
 const CHUNK: usize = 8972;
 /// Longest silence before a run is declared failed.
 const TIMEOUT: Duration = Duration::from_secs(10);
@@ -27,6 +30,7 @@ struct Opts {
     size: usize,
     iters: usize,
     warmup: usize,
+    chunk: usize,
     port: u16,
     server: Option<Ipv4Addr>,
 }
@@ -36,6 +40,7 @@ fn parse() -> Result<Opts, String> {
         size: 64,
         iters: 10_000,
         warmup: 100,
+        chunk: CHUNK,
         port: 0,
         server: None,
     };
@@ -50,6 +55,7 @@ fn parse() -> Result<Opts, String> {
             "-S" => o.size = val("-S")?,
             "-I" => o.iters = val("-I")?.max(1),
             "-W" => o.warmup = val("-W")?,
+            "-C" => o.chunk = val("-C")?.clamp(1, 65507),
             "-B" | "-P" => {
                 o.port = u16::try_from(val(&a)?).map_err(|e| format!("{a}: {e}"))?;
             }
@@ -62,9 +68,9 @@ fn parse() -> Result<Opts, String> {
     Ok(o)
 }
 
-/// Sends `n` bytes from `buf` to `to` as datagrams of at most [`CHUNK`] bytes.
-fn send_msg(sock: &UdpSocket, buf: &[u8], to: SocketAddr) -> std::io::Result<()> {
-    let mut chunks = buf.chunks(CHUNK).peekable();
+/// Sends `n` bytes from `buf` to `to` as datagrams of at most `chunk` bytes.
+fn send_msg(sock: &UdpSocket, buf: &[u8], chunk: usize, to: SocketAddr) -> std::io::Result<()> {
+    let mut chunks = buf.chunks(chunk).peekable();
     if chunks.peek().is_none() {
         sock.send_to(&[], to)?;
     }
@@ -81,11 +87,16 @@ fn send_msg(sock: &UdpSocket, buf: &[u8], to: SocketAddr) -> std::io::Result<()>
 }
 
 /// Busy-polls until `n` bytes (at least one datagram) arrived; returns the sender.
-fn recv_msg(sock: &UdpSocket, buf: &mut [u8], n: usize) -> std::io::Result<SocketAddr> {
+fn recv_msg(
+    sock: &UdpSocket,
+    buf: &mut [u8],
+    chunk: usize,
+    n: usize,
+) -> std::io::Result<SocketAddr> {
     let mut got = 0;
     let mut last = Instant::now();
     loop {
-        let at = got.min(buf.len().saturating_sub(CHUNK));
+        let at = got.min(buf.len().saturating_sub(chunk));
         match sock.recv_from(&mut buf[at..]) {
             Ok((k, from)) => {
                 got += k;
@@ -107,21 +118,21 @@ fn recv_msg(sock: &UdpSocket, buf: &mut [u8], n: usize) -> std::io::Result<Socke
 
 fn run(o: &Opts) -> std::io::Result<()> {
     let bind = match o.server {
-        Some(_) => SocketAddr::from((Ipv4Addr::LOCALHOST, 0)),
-        None => SocketAddr::from((Ipv4Addr::LOCALHOST, o.port)),
+        Some(_) => SocketAddr::from((Ipv4Addr::UNSPECIFIED, 0)),
+        None => SocketAddr::from((Ipv4Addr::UNSPECIFIED, o.port)),
     };
     let sock = UdpSocket::bind(bind)?;
     sock.set_nonblocking(true)?;
     set_rcvbuf(&sock);
-    let mut buf = vec![0u8; o.size.max(1) + CHUNK];
+    let mut buf = vec![0u8; o.size.max(1) + o.chunk];
     let msg = vec![0xA5u8; o.size];
     let total = o.warmup + o.iters;
     match o.server {
         None => {
             eprintln!("udp_pingpong: server listening on {}", sock.local_addr()?);
             for _ in 0..total {
-                let from = recv_msg(&sock, &mut buf, o.size)?;
-                send_msg(&sock, &msg, from)?;
+                let from = recv_msg(&sock, &mut buf, o.chunk, o.size)?;
+                send_msg(&sock, &msg, o.chunk, from)?;
             }
         }
         Some(ip) => {
@@ -131,8 +142,8 @@ fn run(o: &Opts) -> std::io::Result<()> {
                 if i == o.warmup {
                     start = Instant::now();
                 }
-                send_msg(&sock, &msg, to)?;
-                recv_msg(&sock, &mut buf, o.size)?;
+                send_msg(&sock, &msg, o.chunk, to)?;
+                recv_msg(&sock, &mut buf, o.chunk, o.size)?;
             }
             let secs = start.elapsed().as_secs_f64();
             let bytes = 2.0 * o.size as f64 * o.iters as f64;

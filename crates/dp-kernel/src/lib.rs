@@ -76,6 +76,9 @@ pub struct Stats {
     pub rx_filtered: u64,
     /// Receive system calls that failed with something else than "would block".
     pub rx_errors: u64,
+    /// Coalesced GRO buffers received (each lent as the datagrams it holds, which
+    /// `rx_packets` counts one by one).
+    pub rx_gro: u64,
     /// Datagrams or frames the kernel accepted for transmission.
     pub tx_packets: u64,
     /// Bytes in those.
@@ -88,6 +91,12 @@ pub struct Stats {
     /// Transmit system calls that failed with an error (`ECONNREFUSED`, `EMSGSIZE`,
     /// `ENETUNREACH`, ...).
     pub tx_errors: u64,
+    /// GSO sends: runs of equal-size datagrams handed over as one buffer (their
+    /// datagrams count in `tx_packets` one by one).
+    pub tx_gso: u64,
+    /// GSO runs the kernel or the device refused; each was sent again as plain
+    /// datagrams (and GSO turned off for the socket if it had never worked).
+    pub tx_gso_refused: u64,
     /// Buffers given up after the kernel refused them twice in a row (or, on TAP, once).
     pub tx_dropped: u64,
     /// Transmit tokens the stack filled with an unusable length (larger than the lent

@@ -292,7 +292,7 @@ impl Link for AfPacketLink {
             self.flush();
         }
         let fd = self.fd.as_raw_fd();
-        let i = self.rx.next(fd, &mut self.stats, |sll| {
+        let (i, _) = self.rx.next(fd, &mut self.stats, |sll| {
             sll.sll_pkttype != libc::PACKET_OUTGOING
         })?;
         let (frame, _, _) = self.rx.slots.get(i);

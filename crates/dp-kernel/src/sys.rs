@@ -408,7 +408,8 @@ pub(crate) unsafe fn recvmmsg(fd: RawFd, hdrs: &mut [libc::mmsghdr]) -> io::Resu
 /// header would (`msg_len`, `msg_namelen` and `MSG_TRUNC` in `msg_flags` set);
 /// `Ok(0)` when `hdrs` is empty. It is a `recvfrom` (`MSG_TRUNC` reports the real
 /// length): the kernel skips copying in and checking a `msghdr` and its iovec array,
-/// which is most of an empty poll's cost after the system call itself.
+/// which is most of an empty poll's cost after the system call itself. A header with a
+/// control buffer (GRO: the segment size comes in it) is received with `recvmsg`.
 ///
 /// # Safety
 ///
@@ -420,6 +421,16 @@ pub(crate) unsafe fn recv_single(fd: RawFd, hdrs: &mut [libc::mmsghdr]) -> io::R
     let m = &mut h.msg_hdr;
     if m.msg_iov.is_null() || m.msg_iovlen < 1 {
         return Ok(0);
+    }
+    if !m.msg_control.is_null() {
+        // SAFETY: the caller guarantees everything the header names (name, iovecs,
+        // control buffer) is writable and unaliased; `m` is a live exclusive header.
+        let r = unsafe { libc::recvmsg(fd, m, libc::MSG_DONTWAIT) };
+        if r < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        h.msg_len = r as libc::c_uint;
+        return Ok(1);
     }
     // SAFETY: the caller guarantees the header's first iovec is valid and names a
     // writable, unaliased buffer.

@@ -50,7 +50,7 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
 
 use wire::link::{Capabilities, Link, Medium, RxMeta, RxToken, TxMeta, TxToken, UdpAddr};
 
-use crate::mmsg::{MAX_RING, RxRing, TxRing};
+use crate::mmsg::{Gso, MAX_RING, RxRing, TxRing};
 use crate::{KernelLink, Stats, sys};
 
 /// Slots in each ring unless configured otherwise: a batch of 64 datagrams per system
@@ -101,11 +101,22 @@ pub struct UdpConfig {
     /// lower latency. Silently skipped when not permitted (`EPERM`) or not built into
     /// the kernel; see [`UdpLink::busy_poll`].
     pub busy_poll_us: Option<u32>,
+    /// Send runs of equal-size datagrams to one peer with UDP generic segmentation
+    /// offload (`UDP_SEGMENT`): one buffer per run, cut into datagrams by the kernel or
+    /// the NIC. Skipped where the kernel lacks it, turned off for the socket when the
+    /// first try is refused; see [`UdpLink::gso`].
+    pub gso: bool,
+    /// Receive coalesced datagrams (`UDP_GRO`) and split them by the segment size the
+    /// kernel reports: one receive slot for a whole run. Costs a receive ring of 64 KiB
+    /// slots (memory the kernel fills only as far as it is used); skipped where the
+    /// kernel lacks it; see [`UdpLink::gro`].
+    pub gro: bool,
 }
 
 impl UdpConfig {
     /// Defaults: [`DEFAULT_RING`] slots, [`DEFAULT_MAX_PAYLOAD`],
-    /// [`DEFAULT_RECV_BUFFER`], the kernel's send buffer, no busy polling.
+    /// [`DEFAULT_RECV_BUFFER`], the kernel's send buffer, no busy polling, GSO and GRO
+    /// where the kernel has them.
     pub fn new(bind: SocketAddrV4) -> Self {
         UdpConfig {
             bind,
@@ -115,6 +126,8 @@ impl UdpConfig {
             recv_buffer: Some(DEFAULT_RECV_BUFFER),
             send_buffer: None,
             busy_poll_us: None,
+            gso: true,
+            gro: true,
         }
     }
 }
@@ -130,6 +143,7 @@ pub struct UdpLink {
     tx: TxRing<libc::sockaddr_in>,
     stats: Stats,
     busy_poll: bool,
+    gro: bool,
 }
 
 fn invalid(msg: String) -> io::Error {
@@ -208,14 +222,27 @@ impl UdpLink {
         }
         let mut caps = Capabilities::new(Medium::Udp, mtu);
         caps.max_burst = cfg.ring;
+        // Both options exist since Linux 4.18/5.0; where they do not (ENOPROTOOPT) the
+        // link just sends and receives one datagram per buffer.
+        let gso = cfg.gso && sys::getsockopt_int(fd, libc::SOL_UDP, libc::UDP_SEGMENT).is_ok();
+        let gro = cfg.gro && sys::setsockopt(fd, libc::SOL_UDP, libc::UDP_GRO, &1).is_ok();
+        let mut tx = TxRing::new(cfg.ring, mtu)?;
+        if gso {
+            tx.enable_gso();
+        }
         Ok(UdpLink {
-            rx: RxRing::new(cfg.ring, mtu)?,
-            tx: TxRing::new(cfg.ring, mtu)?,
+            rx: if gro {
+                RxRing::with_gro(cfg.ring, mtu)?
+            } else {
+                RxRing::new(cfg.ring, mtu)?
+            },
+            tx,
             sock,
             local,
             caps,
             stats: Stats::default(),
             busy_poll,
+            gro,
         })
     }
 
@@ -265,6 +292,46 @@ impl UdpLink {
     pub fn busy_poll(&self) -> bool {
         self.busy_poll
     }
+
+    /// Whether runs of equal-size datagrams go out as GSO sends: asked for, supported
+    /// by the kernel, and not refused by it at the first try (then
+    /// [`Stats::tx_gso_refused`] says so).
+    pub fn gso(&self) -> bool {
+        self.tx.gso() != Gso::Off
+    }
+
+    /// Whether the socket receives coalesced (GRO) buffers, which the link splits.
+    pub fn gro(&self) -> bool {
+        self.gro
+    }
+}
+
+/// How this host reaches a destination: what the kernel's routing table says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Route {
+    /// The source address the kernel picks for it.
+    pub source: Ipv4Addr,
+    /// The MTU of the route (of the device it leaves by, or a smaller cached path
+    /// MTU): `lo`'s for an address of this host, whatever interface owns it.
+    pub mtu: usize,
+}
+
+/// The kernel's route to `dest`: a UDP socket connected to it (nothing is sent) reports
+/// its source address and `IP_MTU`. For an address of this host that is the loopback
+/// device's MTU, so two local processes need not use a real interface's small one.
+pub fn route_to(dest: Ipv4Addr) -> io::Result<Route> {
+    let s = UdpSocket::bind(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0))?;
+    s.connect(SocketAddrV4::new(dest, 9))?;
+    let source = match s.local_addr()? {
+        SocketAddr::V4(a) => *a.ip(),
+        SocketAddr::V6(_) => return Err(io::Error::other("IPv4 socket with IPv6 address")),
+    };
+    let mtu = sys::getsockopt_int(s.as_raw_fd(), libc::IPPROTO_IP, libc::IP_MTU)?;
+    Ok(Route {
+        source,
+        mtu: usize::try_from(mtu).unwrap_or(0),
+    })
 }
 
 /// The MTU of the interface owning `ip` (exact address first, then the subnet, so
@@ -400,8 +467,9 @@ impl Link for UdpLink {
             self.flush();
         }
         let fd = self.sock.as_raw_fd();
-        let i = self.rx.next(fd, &mut self.stats, |_| true)?;
-        let (data, name, _) = self.rx.slots.get(i);
+        let (i, r) = self.rx.next(fd, &mut self.stats, |_| true)?;
+        let (_, name, _) = self.rx.slots.get(i);
+        let data = self.rx.slots.range(i, r);
         let mut meta = RxMeta::default();
         meta.src = from_sockaddr(&name);
         if !self.local.ip().is_unspecified() {

@@ -26,7 +26,7 @@ pub const PARAMS: &[Param] = &[
     Param {
         name: c"iface",
         kind: sys::fi_param_type_FI_PARAM_STRING,
-        help: c"Only offer this interface as a domain (default: every IPv4 interface that is up)",
+        help: c"Only offer this interface (name or IPv4 address) as a domain; its MTU sizes the datagrams. Default: every IPv4 interface that is up, and for a peer on this host the loopback domain (the kernel carries local traffic through lo, 64 KiB datagrams)",
     },
     Param {
         name: c"eager_threshold",

@@ -107,8 +107,48 @@ pub fn config() -> ProviderConfig {
 /// the one named (or addressed) by `FI_NOSTD_IFACE`.
 pub fn interfaces() -> Vec<HostInterface> {
     let mut host = host_interfaces().unwrap_or_default();
-    if let Some(want) = crate::params::get_str(c"iface").filter(|s| !s.is_empty()) {
+    if let Some(want) = chosen_iface() {
         host.retain(|i| i.name == want || i.ip.to_string() == want);
+    }
+    host
+}
+
+/// `FI_NOSTD_IFACE`, when set and not empty.
+fn chosen_iface() -> Option<String> {
+    crate::params::get_str(c"iface").filter(|s| !s.is_empty())
+}
+
+/// The interfaces getinfo offers for a destination `node` (an active endpoint's peer,
+/// neither `FI_SOURCE` nor a source address in the hints, nor `FI_NOSTD_IFACE`): for a
+/// peer on this host only the loopback domain, since the kernel carries the traffic
+/// through `lo` whatever address the peer has (the interface owning that address would
+/// cut every message into its smaller MTU). Otherwise `host` as it is.
+fn for_destination(
+    mut host: Vec<HostInterface>,
+    node: Option<&str>,
+    flags: Flags,
+    hints: Option<&Info>,
+) -> Vec<HostInterface> {
+    if flags.contains(Flags::SOURCE)
+        || hints.is_some_and(|h| h.src_addr.is_some())
+        || chosen_iface().is_some()
+    {
+        return host;
+    }
+    let dest = node.and_then(|n| {
+        use ofi_nostd::info::Resolver as _;
+        n.parse::<std::net::Ipv4Addr>().ok().or_else(|| {
+            (!n.contains("://"))
+                .then(|| StdResolver.resolve(n))
+                .flatten()
+                .map(Into::into)
+        })
+    });
+    use hosted::runtime::route;
+    let best =
+        dest.and_then(|d| route::best_interface(d, &host, route::route(d).map(|r| r.source)));
+    if best.and_then(|b| host.get(b)).is_some_and(|i| i.loopback) {
+        host.retain(|i| i.loopback);
     }
     host
 }
@@ -121,7 +161,7 @@ fn core_getinfo(
     flags: Flags,
     hints: Option<&Info>,
 ) -> Result<Vec<Info>, Errno> {
-    let host = interfaces();
+    let host = for_destination(interfaces(), node, flags, hints);
     let ifaces: Vec<Interface<'_>> = host.iter().map(HostInterface::as_interface).collect();
     let prov = Provider {
         cfg: config(),

@@ -172,6 +172,35 @@ fn iface_parameter_restricts_domains() {
     assert_eq!(domains, ["lo", "lo"], "{out}");
 }
 
+/// For a destination on this host (an address of a real interface included) getinfo
+/// offers the loopback domain, which the kernel carries the traffic through; with
+/// `FI_NOSTD_IFACE` the named interface still.
+#[test]
+fn a_local_destination_gets_the_loopback_domain() {
+    let dir = provider_dir("local");
+    let domains = |node: &str, iface: Option<&str>| -> Vec<String> {
+        let mut c = with_provider("fi_info", &dir);
+        if let Some(i) = iface {
+            c.env("FI_NOSTD_IFACE", i);
+        }
+        let out = run_ok(c.args(["-p", "nostd", "-n", node]));
+        out.lines()
+            .filter_map(|l| l.trim().strip_prefix("domain: "))
+            .map(str::to_owned)
+            .collect()
+    };
+    assert_eq!(domains("127.0.0.1", None), ["lo", "lo"]);
+    let host = hosted::sysinfo::host_interfaces().unwrap();
+    if let Some(real) = host.iter().find(|i| !i.loopback) {
+        let ip = real.ip.to_string();
+        assert_eq!(domains(&ip, None), ["lo", "lo"], "{ip} is on this host");
+        assert_eq!(
+            domains(&ip, Some(&real.name)),
+            [real.name.clone(), real.name.clone()]
+        );
+    }
+}
+
 #[test]
 fn fi_info_e_shows_the_parameters() {
     let dir = provider_dir("params");
@@ -194,6 +223,10 @@ fn fi_info_e_shows_the_parameters() {
     }
     assert!(
         out.contains("# nostd: Data plane that moves frames: udp"),
+        "{out}"
+    );
+    assert!(
+        out.contains("for a peer on this host the loopback domain"),
         "{out}"
     );
     // libfabric 1.17's fi_info prints the value between NUL bytes ("NAME=\04096\0": its

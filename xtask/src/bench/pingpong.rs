@@ -50,8 +50,81 @@ pub struct Tool {
     /// Legend label.
     pub label: String,
     kind: Kind,
-    /// More arguments for both sides (`ofi-pingpong` only; the training's modes).
+    /// More arguments for both sides (`ofi-pingpong`: the training's modes;
+    /// `udp_pingpong`: its datagram size).
     extra: Vec<&'static str>,
+    /// Environment of both sides (`fi_pingpong -p nostd`: where the provider is).
+    env: Vec<(&'static str, String)>,
+}
+
+impl Tool {
+    /// `udp_pingpong` (raw sockets) at `bin`, with `extra` arguments on both sides.
+    pub fn raw(label: String, bin: PathBuf, extra: Vec<&'static str>) -> Self {
+        Tool {
+            label,
+            kind: Kind::Raw(bin),
+            extra,
+            env: Vec::new(),
+        }
+    }
+
+    /// `ofi-pingpong` at `bin`.
+    pub fn ofi(label: String, bin: PathBuf) -> Self {
+        Tool {
+            label,
+            kind: Kind::Ofi(bin),
+            extra: Vec::new(),
+            env: Vec::new(),
+        }
+    }
+
+    /// `fi_pingpong -p <provider> -e rdm`, both sides with `env`.
+    pub fn fi(label: String, provider: &'static str, env: Vec<(&'static str, String)>) -> Self {
+        Tool {
+            label,
+            kind: Kind::Fi(provider),
+            extra: Vec::new(),
+            env,
+        }
+    }
+}
+
+/// Where a pair runs: both sides on loopback in our namespace (the default), or the
+/// server in one network namespace and the client in another, reaching it at `server`.
+#[derive(Debug, Clone)]
+pub struct Place {
+    /// The namespaces of the server and the client (`ip netns exec`).
+    pub netns: Option<[String; 2]>,
+    /// The address the client sends to (the server listens on it too).
+    pub server: String,
+}
+
+impl Place {
+    /// Loopback in our own namespace.
+    pub fn loopback() -> Self {
+        Place {
+            netns: None,
+            server: "127.0.0.1".into(),
+        }
+    }
+
+    /// `c` run inside side `i`'s namespace (0: server, 1: client), if any.
+    fn wrap(&self, i: usize, c: Command) -> Command {
+        let Some(ns) = self.netns.as_ref().and_then(|n| n.get(i)) else {
+            return c;
+        };
+        let mut w = Command::new("ip");
+        w.args(["netns", "exec", ns])
+            .arg(c.get_program())
+            .args(c.get_args());
+        for (k, v) in c.get_envs() {
+            match v {
+                Some(v) => w.env(k, v),
+                None => w.env_remove(k),
+            };
+        }
+        w
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -76,7 +149,9 @@ pub struct Measured {
 /// Ping-pong against message size, all tools in one run.
 pub struct PingPong;
 
-fn iterations(size: usize, quick: bool) -> usize {
+/// Round trips of one run at `size`: 64 MiB each way, 64..20,000 (a tenth in quick
+/// mode).
+pub fn iterations(size: usize, quick: bool) -> usize {
     let n = ((64 << 20) / size).clamp(64, 20_000);
     if quick { (n / 10).max(20) } else { n }
 }
@@ -109,6 +184,7 @@ impl Section for PingPong {
             label: "raw UDP sockets".into(),
             kind: Kind::Raw(rel.join("examples").join("udp_pingpong")),
             extra: Vec::new(),
+            env: Vec::new(),
         }];
         // The measured build is profile-guided (see `pgo`), with the plain release
         // build beside it, so the report shows what the profile is worth.
@@ -126,11 +202,13 @@ impl Section for PingPong {
                         label: "ofi-pingpong (ofi-nostd RDM, PGO)".into(),
                         kind: Kind::Ofi(dir.join("release").join("ofi-pingpong")),
                         extra: Vec::new(),
+                        env: Vec::new(),
                     });
                     tools.push(Tool {
                         label: "ofi-pingpong (plain release build)".into(),
                         kind: Kind::Ofi(plain.clone()),
                         extra: Vec::new(),
+                        env: Vec::new(),
                     });
                     pgo_note = "ofi-nostd's row is the profile-guided build (trained by \
                                 ofi-pingpong over loopback UDP: RDM msg and tagged, DGRAM and \
@@ -151,6 +229,7 @@ impl Section for PingPong {
                 label: "ofi-pingpong (ofi-nostd RDM)".into(),
                 kind: Kind::Ofi(plain),
                 extra: Vec::new(),
+                env: Vec::new(),
             });
         }
         if let Some(b) = std::env::var_os("BENCH_PINGPONG_BASELINE") {
@@ -158,6 +237,7 @@ impl Section for PingPong {
                 label: "ofi-pingpong (baseline)".into(),
                 kind: Kind::Ofi(PathBuf::from(b)),
                 extra: Vec::new(),
+                env: Vec::new(),
             });
         }
         let have_fi = cmd::on_path("fi_pingpong");
@@ -167,6 +247,7 @@ impl Section for PingPong {
                     label: format!("fi_pingpong {p}"),
                     kind: Kind::Fi(p),
                     extra: Vec::new(),
+                    env: Vec::new(),
                 });
             }
         }
@@ -240,6 +321,7 @@ fn train(gen_dir: &Path) -> Result {
         label: format!("ofi-pingpong {} (training)", extra.join(" ")),
         kind: Kind::Ofi(bin.clone()),
         extra: extra.to_vec(),
+        env: Vec::new(),
     };
     let runs: [(&[&'static str], usize, usize); 8] = [
         (&[], 64, 20_000),
@@ -257,7 +339,8 @@ fn train(gen_dir: &Path) -> Result {
     Ok(())
 }
 
-fn human(size: usize) -> String {
+/// `size` in B, KiB or MiB, as the tables head their columns.
+pub(super) fn human(size: usize) -> String {
     match size {
         s if s >= 1 << 20 && s % (1 << 20) == 0 => format!("{} MiB", s >> 20),
         s if s >= 1 << 10 && s % (1 << 10) == 0 => format!("{} KiB", s >> 10),
@@ -406,7 +489,7 @@ fn render(tools: &[Tool], results: &[Vec<Option<Measured>>], quick: bool) -> Out
 }
 
 /// A child process that is killed and reaped when dropped.
-struct Killed(Child);
+pub(super) struct Killed(pub(super) Child);
 
 impl Drop for Killed {
     fn drop(&mut self) {
@@ -444,26 +527,28 @@ fn free_port() -> Result<u16> {
     Ok(l.local_addr().map_err(|e| e.to_string())?.port())
 }
 
-/// Runs one server/client pair of `tool` for `size` and returns the client's row.
+/// Runs one server/client pair of `tool` for `size` on loopback and returns the client's
+/// row.
 pub fn measure(tool: &Tool, size: usize, iters: usize) -> Result<Measured> {
+    measure_at(tool, size, iters, &Place::loopback())
+}
+
+/// [`measure`] at `place`.
+pub fn measure_at(tool: &Tool, size: usize, iters: usize, place: &Place) -> Result<Measured> {
     let deadline = Instant::now() + RUN_LIMIT;
     let (s, i) = (size.to_string(), iters.to_string());
     let warm = (iters / 10).clamp(10, 1000).to_string();
     let (mut server, mut client_args): (Command, Vec<String>) = match &tool.kind {
         Kind::Raw(bin) => {
             let mut c = pinned(CPUS.0, bin.as_os_str());
-            c.args(["-S", &s, "-I", &i, "-W", &warm, "-B", "0"]);
-            (
-                c,
-                vec![
-                    "-S".into(),
-                    s.clone(),
-                    "-I".into(),
-                    i.clone(),
-                    "-W".into(),
-                    warm,
-                ],
-            )
+            c.args(["-S", &s, "-I", &i, "-W", &warm, "-B", "0"])
+                .args(&tool.extra);
+            let mut a: Vec<String> = ["-S", &s, "-I", &i, "-W", &warm]
+                .iter()
+                .map(|x| x.to_string())
+                .collect();
+            a.extend(tool.extra.iter().map(|x| x.to_string()));
+            (c, a)
         }
         Kind::Ofi(bin) => {
             let mut c = Command::new(bin);
@@ -474,6 +559,9 @@ pub fn measure(tool: &Tool, size: usize, iters: usize) -> Result<Measured> {
             common.extend(&tool.extra);
             c.args(["-B", "0", "--cpu", &CPUS.0.to_string()])
                 .args(&common);
+            if place.netns.is_some() {
+                c.args(["-s", &place.server]);
+            }
             let mut a: Vec<String> = common.iter().map(|x| x.to_string()).collect();
             a.extend(["--cpu".into(), CPUS.1.to_string()]);
             (c, a)
@@ -488,6 +576,8 @@ pub fn measure(tool: &Tool, size: usize, iters: usize) -> Result<Measured> {
             (c, a)
         }
     };
+    server.envs(tool.env.iter().map(|(k, v)| (k, v)));
+    let mut server = place.wrap(0, server);
     let mut server = Killed(
         server
             .stdin(Stdio::null())
@@ -514,7 +604,7 @@ pub fn measure(tool: &Tool, size: usize, iters: usize) -> Result<Measured> {
         }
         Kind::Fi(_) => std::thread::sleep(Duration::from_millis(300)),
     }
-    client_args.push("127.0.0.1".into());
+    client_args.push(place.server.clone());
     let mut tries = 0;
     loop {
         tries += 1;
@@ -523,7 +613,10 @@ pub fn measure(tool: &Tool, size: usize, iters: usize) -> Result<Measured> {
             Kind::Ofi(bin) => Command::new(bin),
             Kind::Fi(_) => pinned(CPUS.1, "fi_pingpong".as_ref()),
         };
-        client.args(&client_args);
+        client
+            .args(&client_args)
+            .envs(tool.env.iter().map(|(k, v)| (k, v)));
+        let mut client = place.wrap(1, client);
         let shown = cmd::display(&client);
         let mut child = Killed(
             client
@@ -610,6 +703,7 @@ mod tests {
             label: label.into(),
             kind: Kind::Fi("x"),
             extra: Vec::new(),
+            env: Vec::new(),
         };
         let tools = [
             mk("raw UDP sockets"),

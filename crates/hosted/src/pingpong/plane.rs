@@ -9,7 +9,7 @@
 //! memif client: until it connected to the server's socket); the server does not wait,
 //! so it can announce itself before any client exists.
 
-use std::net::{Ipv4Addr, SocketAddrV4, UdpSocket};
+use std::net::{Ipv4Addr, SocketAddrV4};
 
 use dp_kernel::UdpConfig;
 use ofi_nostd::info::ProviderConfig;
@@ -21,7 +21,9 @@ use super::{Args, Dataplane, Failure};
 use crate::api::{Domain, Fabric};
 use crate::fault::{FaultConfig, FaultSpec};
 use crate::pcap::Flush;
-use crate::runtime::{Capture, Ethernet, OpenError, PlaneKind, PlaneOptions, open_plane_with};
+use crate::runtime::{
+    Capture, Ethernet, OpenError, PlaneKind, PlaneOptions, open_plane_with, route,
+};
 
 /// What the tool needs to know about the link it opened.
 #[derive(Debug, Clone, Copy)]
@@ -33,15 +35,17 @@ pub(crate) struct LinkInfo {
 }
 
 /// Opens the domain on the data plane `args` names, `local_ip` being our address on UDP
-/// (the Ethernet planes take theirs from `--ip`) and `port` our UDP port.
+/// (the Ethernet planes take theirs from `--ip`), `port` our UDP port and `peer` the
+/// server's address (a client's).
 pub(crate) fn open(
     fabric: &Fabric,
     args: &Args,
     local_ip: Ipv4Addr,
     port: u16,
+    peer: Option<Ipv4Addr>,
 ) -> Result<(Domain<u64>, LinkInfo), Failure> {
     let cfg = ProviderConfig::DEFAULT;
-    let (kind, what) = plane_kind(args, local_ip, port)?;
+    let (kind, what) = plane_kind(args, local_ip, port, peer)?;
     let plane = open_plane_with::<dyn Memory>(kind, options(args)).map_err(|e| match e {
         OpenError::Link(e) => Failure::new(match &what {
             Some(what) => format!("{what}: {e}"),
@@ -72,10 +76,15 @@ fn plane_kind(
     args: &Args,
     local_ip: Ipv4Addr,
     port: u16,
+    peer: Option<Ipv4Addr>,
 ) -> Result<(PlaneKind, Option<String>), Failure> {
     match args.dataplane {
         Dataplane::Udp => {
-            let cfg = UdpConfig::new(SocketAddrV4::new(local_ip, port));
+            let mut cfg = UdpConfig::new(SocketAddrV4::new(local_ip, port));
+            // The MTU of the route to the peer, not of the interface owning our address:
+            // a server on this host is reached through `lo` (64 KiB) whichever address
+            // it has.
+            cfg.path_mtu = peer.and_then(route::route).map(|r| r.mtu);
             let what = format!("UDP socket on {local_ip}:{port}");
             Ok((PlaneKind::Udp(cfg), Some(what)))
         }
@@ -178,12 +187,7 @@ fn dgram_max(caps: &Capabilities, wire_header_len: usize) -> usize {
 /// The address this host would send from to reach `dest` (the kernel's route choice):
 /// the client's default source address.
 pub(crate) fn route_source(dest: Ipv4Addr) -> Option<Ipv4Addr> {
-    let s = UdpSocket::bind(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0)).ok()?;
-    s.connect(SocketAddrV4::new(dest, 9)).ok()?;
-    match s.local_addr().ok()? {
-        std::net::SocketAddr::V4(a) => Some(*a.ip()),
-        std::net::SocketAddr::V6(_) => None,
-    }
+    route::route(dest).map(|r| r.source)
 }
 
 #[cfg(test)]
@@ -206,19 +210,19 @@ mod tests {
     #[test]
     fn ethernet_planes_need_an_address_and_a_fixed_port() {
         let a = args(&["--dataplane", "tap", "--iface", "t0"]);
-        let e = plane_kind(&a, Ipv4Addr::LOCALHOST, 7).unwrap_err();
+        let e = plane_kind(&a, Ipv4Addr::LOCALHOST, 7, None).unwrap_err();
         assert_eq!(
             e.to_string(),
             "--dataplane tap|af_packet needs --ip A.B.C.D/PREFIX"
         );
         let a = args(&["--dataplane", "af_packet", "--ip", "10.0.0.1/24"]);
-        let e = plane_kind(&a, Ipv4Addr::LOCALHOST, 7).unwrap_err();
+        let e = plane_kind(&a, Ipv4Addr::LOCALHOST, 7, None).unwrap_err();
         assert_eq!(
             e.to_string(),
             "--dataplane tap|af_packet needs --iface NAME"
         );
         let a = args(&["--dataplane", "dpdk", "--ip", "10.0.0.1/24"]);
-        let e = plane_kind(&a, Ipv4Addr::LOCALHOST, 0).unwrap_err();
+        let e = plane_kind(&a, Ipv4Addr::LOCALHOST, 0, None).unwrap_err();
         assert!(e.to_string().contains("fixed UDP port"), "{e}");
         let a = args(&[
             "--dataplane",
@@ -228,7 +232,7 @@ mod tests {
             "--ip",
             "10.0.0.1/24",
         ]);
-        match plane_kind(&a, Ipv4Addr::LOCALHOST, 7).unwrap() {
+        match plane_kind(&a, Ipv4Addr::LOCALHOST, 7, None).unwrap() {
             (PlaneKind::AfPacket(i, eth), Some(what)) => {
                 assert_eq!(i, "e0");
                 assert_eq!(
@@ -237,6 +241,22 @@ mod tests {
                 );
                 assert_eq!(what, "AF_PACKET socket on e0");
             }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    /// A client's UDP plane takes the MTU of its route to the server (a local server:
+    /// `lo`'s); a server, whose peers are unknown, its interface's.
+    #[test]
+    fn a_client_sizes_its_udp_plane_by_the_route_to_the_server() {
+        let a = args(&["127.0.0.1"]);
+        let lo = route::route(Ipv4Addr::LOCALHOST).unwrap().mtu;
+        match plane_kind(&a, Ipv4Addr::LOCALHOST, 0, Some(Ipv4Addr::LOCALHOST)).unwrap() {
+            (PlaneKind::Udp(cfg), _) => assert_eq!(cfg.path_mtu, Some(lo)),
+            other => panic!("{other:?}"),
+        }
+        match plane_kind(&a, Ipv4Addr::LOCALHOST, 0, None).unwrap() {
+            (PlaneKind::Udp(cfg), _) => assert_eq!(cfg.path_mtu, None),
             other => panic!("{other:?}"),
         }
     }

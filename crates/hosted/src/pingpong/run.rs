@@ -90,10 +90,11 @@ impl Common<'_> {
         fabric: &Fabric,
         ip: Ipv4Addr,
         port: u16,
+        peer: Option<Ipv4Addr>,
         out: &'a mut dyn Write,
         err: &'a mut dyn Write,
     ) -> Result<Common<'a>, Failure> {
-        let (domain, link) = plane::open(fabric, args, ip, port)?;
+        let (domain, link) = plane::open(fabric, args, ip, port, peer)?;
         let ep_type = match args.ep {
             EpKind::Rdm => EpType::Rdm,
             EpKind::Dgram => EpType::Dgram,
@@ -323,7 +324,7 @@ fn client(
             args.src_port.unwrap_or_else(|| dynamic_port(0)),
         ),
     };
-    let mut c = Common::open(args, fabric, ip, port, out, err)?;
+    let mut c = Common::open(args, fabric, ip, port, Some(*dest.ip()), out, err)?;
     c.s.set_peer(EpAddr::new(dest.ip().octets(), dest.port(), 0))?;
     let sizes = args.size_list(c.max_msg)?;
     let mut cl = Client {
@@ -639,7 +640,7 @@ fn server(
 ) -> Result<(), Failure> {
     let ip = args.src_addr.unwrap_or(Ipv4Addr::LOCALHOST);
     let port = args.src_port.unwrap_or(DEFAULT_PORT);
-    let c = Common::open(args, fabric, ip, port, out, err)?;
+    let c = Common::open(args, fabric, ip, port, None, out, err)?;
     let mut sv = Server { c, last: None };
     let me = sv.c.s.addr();
     let _ = writeln!(

@@ -10,6 +10,7 @@
 //! | the wake-up registry | [`wake`]: [`Wakeups`] |
 //! | the progress thread, its policy a parameter | [`thread`]: [`ProgressThread`], [`Policy`] |
 //! | blocking primitives | [`wait`]: [`WaitSet`] |
+//! | the interface that reaches a peer best (`lo` for a local one) | [`route`]: [`route::best_interface`] |
 //! | the host's RDM defaults and the CRC rule | [`host_rdm_config`] |
 //!
 //! The owner keeps the [`Runtime`] under its own domain lock (the safe API a mutex,
@@ -25,6 +26,7 @@ pub mod clock;
 pub mod open;
 mod pass;
 pub mod plane;
+pub mod route;
 pub mod thread;
 pub mod wait;
 pub mod wake;
