@@ -214,6 +214,7 @@ impl<A: AsRef<[ArpEntry]> + AsMut<[ArpEntry]>, B: AsRef<[u8]> + AsMut<[u8]>> Net
     ///
     /// ARP requests for our IP are answered through a queue: call
     /// [`poll_tx`](Net::poll_tx) after a receive batch.
+    #[inline]
     pub fn rx<'b>(&mut self, now: Instant, meta: RxMeta, buf: &'b [u8]) -> RxOutcome<'b> {
         let r = match self.cfg.medium {
             Medium::Udp => framing::rx_udp(&self.cfg, meta, buf),
