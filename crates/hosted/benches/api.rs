@@ -103,9 +103,10 @@ impl Node {
 
 /// How much longer the engine's timers are in a count under valgrind: a round trip
 /// there takes ~40 times as long as natively, and a loaded machine deschedules the
-/// process for milliseconds; at 100 a few timers still expired per thousand round
-/// trips.
-const VALGRIND_SLOWDOWN: u64 = 1000;
+/// process for milliseconds at a time (at 100 a few timers still expired per thousand
+/// round trips, at 1,000 the counts of two runs still differed by 0.2% when the load
+/// was 7 per core; at 10,000 they agree to 0.002% at a load of 9 per core).
+const VALGRIND_SLOWDOWN: u64 = 10_000;
 
 /// The domain's own RDM tuning with every timer `k` times as long: what a count under
 /// callgrind runs with. Natively a round trip takes a few microseconds and the 25 µs
