@@ -6,9 +6,10 @@ use wire::link::{Link, UdpAddr};
 use wire::packet::{Body, Header, Repr};
 
 use super::Domain;
+use super::resource::Resources;
 use crate::addr::EpAddr;
 use crate::dgram::TxCompletions;
-use crate::ep::{Engine, EpState};
+use crate::ep::{Engine, EpObj, EpState};
 use crate::errno::{Errno, Result};
 use crate::flags::Flags;
 use crate::info::EpType;
@@ -179,16 +180,30 @@ impl<S: Storage> Domain<S> {
         t
     }
 
+    /// Every pass asks each endpoint whether it has copies or blocked packets to retry
+    /// (rarely): the question is inline in the pass, the work out of line (out of line
+    /// together, the call and its frame cost 15% of a pass; callgrind, safe API).
+    #[inline]
     fn rdm_prepare<M: Memory>(&mut self, now: Instant, mem: &mut M) {
         for (_, ep) in self.eps.iter_mut() {
-            if ep.state != EpState::Enabled || !ep.rdm().is_some_and(|r| r.prepare_due()) {
-                continue;
+            if ep.state == EpState::Enabled && ep.rdm().is_some_and(|r| r.prepare_due()) {
+                Self::rdm_prepare_ep(&mut self.res, ep, now, mem);
             }
-            let (mut ctx, rdm) = self.res.rdm_ctx(ep);
-            if let Some(r) = rdm {
-                r.flush_copies(mem, &mut ctx);
-                r.retry_blocked(now, mem, &mut ctx);
-            }
+        }
+    }
+
+    /// The work of [`Domain::rdm_prepare`] for endpoint `ep`.
+    #[inline(never)]
+    fn rdm_prepare_ep<M: Memory>(
+        res: &mut Resources<S>,
+        ep: &mut EpObj<S>,
+        now: Instant,
+        mem: &mut M,
+    ) {
+        let (mut ctx, rdm) = res.rdm_ctx(ep);
+        if let Some(r) = rdm {
+            r.flush_copies(mem, &mut ctx);
+            r.retry_blocked(now, mem, &mut ctx);
         }
     }
 
