@@ -21,15 +21,19 @@
 //! - `window`: the send windows (`SendWindow`, one regeneration record per packet
 //!   in flight); `reorder`: held out-of-order packets; `segs`: the bytes of
 //!   unexpected messages; `queues`: the copy, control-reply and posted-peer queues;
+//! - `recv_queues`: the matching state (`RecvQueues`: posted and unexpected queues of
+//!   untagged and tagged receives, claimed messages, multi-recv buffers);
+//!   `active`: the receives being filled (`ActiveRecvs`, with their copy queue);
 //! - `op`: the records of operations in progress; `ctx`: what the domain lends.
 //!
 //! The code that drives them is split by feature: `tx` (the transmitter, with
-//! posting, the short path and bundles, the planner, acknowledgements, timers and
-//! failure as children), `rx` (sequencing, with messages, rendezvous, RMA, atomics,
+//! posting, the short path and bundles, the planner and what rendezvous, RMA and
+//! atomic packets commit, acknowledgements, timers and failure as children), `rx` (sequencing, with messages, rendezvous, RMA, atomics,
 //! unexpected messages and posting receives as children) and `handshake`.
 //!
 //! [`Domain::progress`]: crate::domain::Domain::progress
 
+mod active;
 mod auth;
 mod config;
 mod ctx;
@@ -38,6 +42,7 @@ mod op;
 mod peer;
 mod prng;
 mod queues;
+mod recv_queues;
 mod reorder;
 mod rx;
 mod segs;
@@ -62,6 +67,7 @@ use crate::pool::{Pool, Slot};
 use crate::storage::Storage;
 use crate::time::{Duration, Instant};
 
+use active::ActiveRecvs;
 pub use config::{RdmConfig, RdmStats};
 pub(crate) use ctx::{Ctx, Sent, TxPort};
 #[cfg(feature = "atomic")]
@@ -73,6 +79,7 @@ pub use peer::{PeerInfo, PeerState, SendInfo};
 pub use prng::Prng;
 use queues::{CopyQueue, CtlQueue, PostedPeers};
 pub(crate) use queues::{CtlKind, CtlReply};
+use recv_queues::RecvQueues;
 use reorder::ReorderBuf;
 use segs::SegPool;
 use window::{Regen, SendWindow};
@@ -101,13 +108,6 @@ pub(crate) fn remote_access(caps: Flags, primary: Flags) -> Flags {
 
 /// Pool type over storage `S`.
 pub(crate) type PoolOf<S, T> = Pool<T, <S as Storage>::Slice<Slot<T>>>;
-type Posted<S> = PostedQueue<
-    PostedRecv,
-    <S as Storage>::Slice<Slot<Node<PostedRecv>>>,
-    <S as Storage>::Slice<Bucket>,
->;
-type Unexpected<S> =
-    UnexpectedQueue<UxMsg, <S as Storage>::Slice<Slot<Node<UxMsg>>>, <S as Storage>::Slice<Bucket>>;
 
 /// The reliability engine of one RDM endpoint.
 pub struct Rdm<S: Storage> {
@@ -129,13 +129,10 @@ pub struct Rdm<S: Storage> {
     segs: SegPool<S>,
     ops: PoolOf<S, TxOp>,
     bounce: S::Slice<u8>,
-    posted_msg: Posted<S>,
-    posted_tag: Posted<S>,
-    ux_msg: Unexpected<S>,
-    ux_tag: Unexpected<S>,
-    claimed: PoolOf<S, UxMsg>,
-    active: PoolOf<S, RxActive>,
-    multis: PoolOf<S, MultiBuf>,
+    /// Posted and unexpected receives, claimed messages, multi-recv buffers.
+    recv: RecvQueues<S>,
+    /// Receives being filled, and which wait for buffered data to be copied.
+    active: ActiveRecvs<S>,
     /// Answers owed to RMA initiators (full: the request waits, unacknowledged).
     resps: PoolOf<S, RmaResp>,
     /// Peers with a refused head packet waiting for receive resources.
@@ -151,11 +148,6 @@ pub struct Rdm<S: Storage> {
     /// `deadline`, lowered whenever a timer is armed): until then, and unless
     /// `tx_ready`, the transmitter has nothing to scan the peers for.
     next_scan: Instant,
-    /// Receives matched to buffered unexpected data wait for a progress call (which has
-    /// the application's memory) to copy it.
-    copies_pending: u32,
-    /// Their slots in `active`, in the order they were matched.
-    copies: CopyQueue<S>,
     last_reset: Option<Instant>,
     /// Where the transmitter starts its round over the peers.
     rr: usize,
@@ -214,51 +206,8 @@ impl<S: Storage> Rdm<S> {
                 .slice(sizes.tx_size, || Slot::VACANT)
                 .ok_or(Errno::ENOMEM)?,
         );
-        let queue_buckets = |store: &mut S, n: usize| {
-            store
-                .slice(n.next_power_of_two() * 2, || Bucket::EMPTY)
-                .ok_or(Errno::ENOMEM)
-        };
-        let posted_msg = PostedQueue::new(
-            store
-                .slice(sizes.rx_size, || Slot::VACANT)
-                .ok_or(Errno::ENOMEM)?,
-            queue_buckets(store, sizes.rx_size)?,
-        );
-        let posted_tag = PostedQueue::new(
-            store
-                .slice(sizes.rx_size, || Slot::VACANT)
-                .ok_or(Errno::ENOMEM)?,
-            queue_buckets(store, sizes.rx_size)?,
-        );
-        let ux_msg = UnexpectedQueue::new(
-            store
-                .slice(cfg.unexp_msgs, || Slot::VACANT)
-                .ok_or(Errno::ENOMEM)?,
-            queue_buckets(store, cfg.unexp_msgs)?,
-        );
-        let ux_tag = UnexpectedQueue::new(
-            store
-                .slice(cfg.unexp_msgs, || Slot::VACANT)
-                .ok_or(Errno::ENOMEM)?,
-            queue_buckets(store, cfg.unexp_msgs)?,
-        );
-        let claimed = Pool::new(
-            store
-                .slice(cfg.claimed_msgs, || Slot::VACANT)
-                .ok_or(Errno::ENOMEM)?,
-        );
-        let active = Pool::new(
-            store
-                .slice(sizes.rx_size + np, || Slot::VACANT)
-                .ok_or(Errno::ENOMEM)?,
-        );
-        let copies = CopyQueue::new(store, sizes.rx_size + np)?;
-        let multis = Pool::new(
-            store
-                .slice(sizes.rx_size, || Slot::VACANT)
-                .ok_or(Errno::ENOMEM)?,
-        );
+        let recv = RecvQueues::new(store, sizes.rx_size, cfg.unexp_msgs, cfg.claimed_msgs)?;
+        let active = ActiveRecvs::new(store, sizes.rx_size + np)?;
         let resps = Pool::new(
             store
                 .slice(sizes.rx_size.max(1), || Slot::VACANT)
@@ -279,21 +228,14 @@ impl<S: Storage> Rdm<S> {
             segs,
             ops,
             bounce,
-            posted_msg,
-            posted_tag,
-            ux_msg,
-            ux_tag,
-            claimed,
+            recv,
             active,
-            multis,
             resps,
             blocked: 0,
             acks_held: 0,
             tx_ready: false,
             posted: PostedPeers::new(),
             next_scan: Instant::ZERO,
-            copies_pending: 0,
-            copies,
             last_reset: None,
             rr: 0,
             closing: false,
@@ -329,17 +271,17 @@ impl<S: Storage> Rdm<S> {
 
     /// Posted receives (both queues).
     pub fn rx_in_use(&self) -> usize {
-        self.posted_msg.len() + self.posted_tag.len()
+        self.recv.posted_len()
     }
 
     /// Capacity of one receive queue.
     pub fn rx_capacity(&self) -> usize {
-        self.posted_msg.capacity()
+        self.recv.posted_capacity()
     }
 
     /// Unexpected messages queued (both queues, claimed ones included).
     pub fn unexpected_len(&self) -> usize {
-        self.ux_msg.len() + self.ux_tag.len() + self.claimed.len()
+        self.recv.unexpected_len()
     }
 
     /// Out-of-order packets held right now.
@@ -410,7 +352,7 @@ impl<S: Storage> Rdm<S> {
     /// Whether `flush_copies` or `retry_blocked` has work (a progress pass skips
     /// building their context otherwise).
     pub(crate) fn prepare_due(&self) -> bool {
-        self.copies_pending > 0 || self.blocked > 0
+        self.active.copies_pending() || self.blocked > 0
     }
 
     /// The earliest time the engine needs `progress` even without traffic: at once for
@@ -436,15 +378,7 @@ impl<S: Storage> Rdm<S> {
             .iter()
             .filter(|(_, o)| o.reserved && !o.completed)
             .count();
-        let posted = |r: &PostedRecv| r.reserved && r.multi.is_none();
-        let mut rx = self.posted_msg.iter_values().filter(|r| posted(r)).count()
-            + self.posted_tag.iter_values().filter(|r| posted(r)).count();
-        rx += self.multis.iter().filter(|(_, m)| m.reserved).count();
-        rx += self
-            .active
-            .iter()
-            .filter(|(_, a)| a.reserved && !a.discard)
-            .count();
+        let rx = self.recv.reserved() + self.active.reserved();
         (tx, rx)
     }
 

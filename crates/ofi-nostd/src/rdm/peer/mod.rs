@@ -315,10 +315,7 @@ impl<S: Storage> Rdm<S> {
     /// queues: only a full table asks.
     fn has_unexpected_rndv(&self, i: usize) -> bool {
         let epoch = self.peers[i].session.epoch;
-        let needs = |m: &UxMsg| m.peer as usize == i && m.epoch == epoch && !m.complete();
-        self.ux_msg.find_by(needs).is_some()
-            || self.ux_tag.find_by(needs).is_some()
-            || self.claimed.iter().any(|(_, m)| needs(m))
+        self.recv.needing_session(i, epoch).is_some()
     }
 
     fn evict(&mut self, i: usize) {

@@ -25,13 +25,7 @@ impl<S: Storage> Rdm<S> {
         if f.contains(Flags::MULTI_RECV) {
             return self.post_multi(req, ctx);
         }
-        let q = if tagged { &self.ux_tag } else { &self.ux_msg };
-        if let Some(h) = q.find(req.src, tag, ignore) {
-            let r = if tagged {
-                UxRef::Tagged(h)
-            } else {
-                UxRef::Untagged(h)
-            };
+        if let Some(r) = self.recv.find_unexpected(tagged, req.src, tag, ignore) {
             let t = Target {
                 iov: req.iov,
                 context: req.context,
@@ -49,12 +43,8 @@ impl<S: Storage> Rdm<S> {
             completion: req.completion,
             multi: None,
         };
-        let q = if tagged {
-            &mut self.posted_tag
-        } else {
-            &mut self.posted_msg
-        };
-        q.post(req.src, tag, ignore, recv)
+        self.recv
+            .post(tagged, req.src, tag, ignore, recv)
             .map_err(|_| Errno::EAGAIN)?;
         if self.blocked > 0 {
             self.tx_ready = true;
@@ -68,7 +58,7 @@ impl<S: Storage> Rdm<S> {
         let Some(buf) = req.iov.as_slice().first().copied() else {
             return Err(Errno::EINVAL);
         };
-        if self.posted_msg.is_full() {
+        if self.recv.posted_msg.is_full() {
             return Err(Errno::EAGAIN);
         }
         let mb = MultiBuf {
@@ -81,7 +71,7 @@ impl<S: Storage> Rdm<S> {
             reserved: req.reserved,
             posted: None,
         };
-        let mh = self.multis.insert(mb).map_err(|_| Errno::EAGAIN)?;
+        let mh = self.recv.multis.insert(mb).map_err(|_| Errno::EAGAIN)?;
         let recv = PostedRecv {
             iov: req.iov,
             context: req.context,
@@ -89,22 +79,22 @@ impl<S: Storage> Rdm<S> {
             completion: req.completion,
             multi: Some(mh),
         };
-        let ph = match self.posted_msg.post(req.src, 0, 0, recv) {
+        let ph = match self.recv.posted_msg.post(req.src, 0, 0, recv) {
             Ok(h) => h,
             Err(_) => {
-                self.multis.remove(mh);
+                self.recv.multis.remove(mh);
                 return Err(Errno::EAGAIN);
             }
         };
-        if let Some(m) = self.multis.get_mut(mh) {
+        if let Some(m) = self.recv.multis.get_mut(mh) {
             m.posted = Some(ph);
         }
         // Unexpected messages waiting for it, oldest first.
-        while self.multis.get(mh).is_some_and(|m| !m.released) && !self.active.is_full() {
-            let Some(h) = self.ux_msg.find(req.src, 0, 0) else {
+        while self.recv.multis.get(mh).is_some_and(|m| !m.released) && !self.active.is_full() {
+            let Some(h) = self.recv.ux_msg.find(req.src, 0, 0) else {
                 break;
             };
-            let Some(m) = self.ux_msg.get(h).map(|n| *n.value()) else {
+            let Some(m) = self.recv.ux_msg.get(h).map(|n| *n.value()) else {
                 break;
             };
             let Take::Got(t) = self.take_posted(false, ph, m.total, ctx) else {
@@ -119,7 +109,7 @@ impl<S: Storage> Rdm<S> {
     /// segments are copied by the next progress call (and later segments go straight
     /// into the buffer).
     pub(in crate::rdm) fn deliver_ux(&mut self, r: UxRef, t: &Target, ctx: &mut Ctx<'_, S>) {
-        let Some(m) = self.ux_remove(r) else {
+        let Some(m) = self.recv.remove_ux(r) else {
             return;
         };
         match m.kind {
@@ -166,8 +156,7 @@ impl<S: Storage> Rdm<S> {
                                 return;
                             }
                         } else {
-                            self.copies_pending += 1;
-                            self.copies.push(h.index() as u32);
+                            self.active.queue_copy(h);
                             self.tx_ready = true;
                         }
                         self.retarget_asm(&m, r, AsmTarget::Active(h));
@@ -195,32 +184,20 @@ impl<S: Storage> Rdm<S> {
     /// Copies buffered unexpected data into the receives matched to it since the last
     /// progress call, and completes those whose message is whole.
     pub(crate) fn flush_copies<M: Memory>(&mut self, mem: &mut M, ctx: &mut Ctx<'_, S>) {
-        if self.copies_pending == 0 {
-            self.copies.clear(); // whatever is queued was finished otherwise
+        if !self.active.copies_pending() {
+            self.active.copies_done(); // whatever is queued was finished otherwise
             return;
         }
         // In the order the receives were matched.
-        while let Some(idx) = self.copies.pop() {
-            // The slot may have been freed (and even taken again) since: its data, if
-            // any is still waiting, is copied now all the same.
-            if let Some((h, a)) = self.active.get_by_index(idx as usize)
-                && a.chain != NIL
-            {
+        while let Some(h) = self.active.next_copy() {
+            self.copy_into(h, mem, ctx);
+        }
+        if self.active.copies_lost() {
+            while let Some(h) = self.active.chained() {
                 self.copy_into(h, mem, ctx);
             }
         }
-        if self.copies.take_lost() {
-            loop {
-                let found = self
-                    .active
-                    .iter()
-                    .find(|(_, a)| a.chain != NIL)
-                    .map(|(h, _)| h);
-                let Some(h) = found else { break };
-                self.copy_into(h, mem, ctx);
-            }
-        }
-        self.copies_pending = 0;
+        self.active.copies_done();
     }
 
     /// Copies the buffered data of active receive `h` into its buffer, and completes it
@@ -239,7 +216,7 @@ impl<S: Storage> Rdm<S> {
             .segs
             .copy_out(a.chain, len, a.context, a.iov.as_slice(), mem);
         self.segs.free_chain(a.chain);
-        self.copies_pending = self.copies_pending.saturating_sub(1);
+        self.active.copy_settled();
         let done = {
             let Some(am) = self.active.get_mut(h) else {
                 return;
@@ -280,27 +257,16 @@ impl<S: Storage> Rdm<S> {
             e
         };
         if peek {
-            let Some(h) = self.ux_tag.find(req.src, tag, ignore) else {
+            let Some(h) = self.recv.ux_tag.find(req.src, tag, ignore) else {
                 let e = CqEntry::new(req.context, comp::recv(true, false, false));
                 ctx.rx_done(&e, Some(Errno::ENOMSG), 0, true, req.reserved);
                 return Ok(());
             };
-            let Some(m) = self.ux_tag.get(h).map(|n| *n.value()) else {
+            let Some(m) = self.recv.ux_tag.get(h).map(|n| *n.value()) else {
                 return Err(Errno::EINVAL);
             };
             if claim {
-                if self.claimed.is_full() {
-                    return Err(Errno::EAGAIN);
-                }
-                let Some(node) = self.ux_tag.remove(h) else {
-                    return Err(Errno::EINVAL);
-                };
-                let mut cm = *node.value();
-                cm.claimed_by = req.context;
-                let ch = match self.claimed.insert(cm) {
-                    Ok(ch) => ch,
-                    Err(_) => return Err(Errno::EAGAIN),
-                };
+                let ch = self.recv.claim(h, req.context)?;
                 self.retarget_asm(
                     &m,
                     UxRef::Tagged(h),
@@ -320,15 +286,10 @@ impl<S: Storage> Rdm<S> {
             return Ok(());
         }
         // FI_CLAIM alone: the message claimed with this context.
-        let Some(ch) = self
-            .claimed
-            .iter()
-            .find(|(_, m)| m.claimed_by == req.context)
-            .map(|(h, _)| h)
-        else {
+        let Some(ch) = self.recv.claimed_by(req.context) else {
             return Err(Errno::ENOMSG);
         };
-        let Some(m) = self.claimed.get(ch).copied() else {
+        let Some(m) = self.recv.claimed.get(ch).copied() else {
             return Err(Errno::EINVAL);
         };
         if discard {
@@ -346,10 +307,10 @@ impl<S: Storage> Rdm<S> {
 
     /// FI_DISCARD: drops the message; a rendezvous sender is told with a CANCELED CTS.
     pub(in crate::rdm) fn discard_ux(&mut self, r: UxRef, t: &Target, ctx: &mut Ctx<'_, S>) {
-        let Some(m) = self.ux_get(r) else { return };
+        let Some(m) = self.recv.ux(r) else { return };
         match m.kind {
             UxKind::Rndv { .. } if !self.active.is_full() => {
-                let _ = self.ux_remove(r);
+                let _ = self.recv.remove_ux(r);
                 self.start_rndv(&m, t, true, ctx);
             }
             _ => self.drop_ux(r),
@@ -358,47 +319,34 @@ impl<S: Storage> Rdm<S> {
 
     /// fi_cancel of a posted receive (either queue): FI_ECANCELED error entry.
     pub(crate) fn cancel_recv(&mut self, context: u64, ctx: &mut Ctx<'_, S>) -> bool {
-        for tagged in [false, true] {
-            let q = if tagged {
-                &mut self.posted_tag
-            } else {
-                &mut self.posted_msg
-            };
-            let Some(h) = q.find_by(|r| r.context == context) else {
-                continue;
-            };
-            let Some(node) = q.remove(h) else {
-                continue;
-            };
-            let r = *node.value();
-            let mut reserved = r.reserved;
-            if let Some(mh) = r.multi
-                && let Some(mb) = self.multis.get_mut(mh)
-            {
-                mb.posted = None;
-                mb.released = true;
-                if mb.outstanding > 0 {
-                    // Messages still arriving into it: the last reports the release.
-                    return true;
-                }
-                reserved = mb.reserved;
-                self.multis.remove(mh);
+        let Some((tagged, r)) = self.recv.cancel(context) else {
+            return false;
+        };
+        let mut reserved = r.reserved;
+        if let Some(mh) = r.multi
+            && let Some(mb) = self.recv.multis.get_mut(mh)
+        {
+            mb.posted = None;
+            mb.released = true;
+            if mb.outstanding > 0 {
+                // Messages still arriving into it: the last reports the release.
+                return true;
             }
-            let mut e =
-                CqErrEntry::new(context, comp::recv(tagged, false, false), Errno::ECANCELED);
-            e.buf = r.iov.as_slice().first().map_or(0, |v| v.addr);
-            if let Some(c) = ctx.cntr.recv.and_then(|c| ctx.cntrs.get_mut(c)) {
-                c.inc_err();
-            }
-            if let Some(cq) = ctx.rx_cq.as_ref().and_then(|b| ctx.cqs.get_mut(b.cq)) {
-                let _ = if ctx.rm && reserved {
-                    cq.write_err_reserved(&e)
-                } else {
-                    cq.write_err(&e)
-                };
-            }
-            return true;
+            reserved = mb.reserved;
+            self.recv.multis.remove(mh);
         }
-        false
+        let mut e = CqErrEntry::new(context, comp::recv(tagged, false, false), Errno::ECANCELED);
+        e.buf = r.iov.as_slice().first().map_or(0, |v| v.addr);
+        if let Some(c) = ctx.cntr.recv.and_then(|c| ctx.cntrs.get_mut(c)) {
+            c.inc_err();
+        }
+        if let Some(cq) = ctx.rx_cq.as_ref().and_then(|b| ctx.cqs.get_mut(b.cq)) {
+            let _ = if ctx.rm && reserved {
+                cq.write_err_reserved(&e)
+            } else {
+                cq.write_err(&e)
+            };
+        }
+        true
     }
 }

@@ -49,9 +49,9 @@ impl<S: Storage> Rdm<S> {
                 claimed_by: 0,
             };
             let q = if tagged {
-                &mut self.ux_tag
+                &mut self.recv.ux_tag
             } else {
-                &mut self.ux_msg
+                &mut self.recv.ux_msg
             };
             if q.insert(src, tag, msg).is_err() {
                 return Outcome::Blocked;
@@ -158,7 +158,7 @@ impl<S: Storage> Rdm<S> {
         ctx: &mut Ctx<'_, S>,
     ) {
         let epoch = self.peers[p].session.epoch;
-        let Some(h) = self.active_by_id(d.rx_op_id) else {
+        let Some(h) = self.active.by_id(d.rx_op_id) else {
             self.stats.rx_protocol_errors += 1;
             return;
         };

@@ -81,28 +81,12 @@ impl<S: Storage> Rdm<S> {
             self.resps.remove(h);
         }
         // Receives matched to messages of this session.
-        let victims = |a: &RxActive| a.peer as usize == p && a.epoch == epoch;
-        loop {
-            let found = self.active.iter().find(|(_, a)| victims(a)).map(|(h, _)| h);
-            let Some(h) = found else { break };
+        while let Some(h) = self.active.of_session(p, epoch) {
             self.finish_active(h, Some(err), ctx);
         }
         // Unexpected messages of this session that can no longer complete.
-        let partial = |m: &UxMsg| m.peer as usize == p && m.epoch == epoch && !m.complete();
-        while let Some(h) = self.ux_msg.find_by(partial) {
-            self.drop_ux(UxRef::Untagged(h));
-        }
-        while let Some(h) = self.ux_tag.find_by(partial) {
-            self.drop_ux(UxRef::Tagged(h));
-        }
-        loop {
-            let found = self
-                .claimed
-                .iter()
-                .find(|(_, m)| partial(m))
-                .map(|(h, _)| h);
-            let Some(h) = found else { break };
-            self.drop_ux(UxRef::Claimed(h));
+        while let Some(r) = self.recv.needing_session(p, epoch) {
+            self.drop_ux(r);
         }
         if peer.state == PeerState::Established {
             self.established = self.established.saturating_sub(1);

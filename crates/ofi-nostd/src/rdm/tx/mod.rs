@@ -1,13 +1,17 @@
 //! The send side: the per-peer transmitter (handshake, acks, retransmissions, new
 //! packets under window and credit limits) and how packets are built. Posting, the
-//! short path, the planner, acknowledgements, timers and failure live in the child
-//! modules, one per feature.
+//! short path, the planner (with what rendezvous, RMA and atomic packets commit once
+//! sent in `rndv`, `rma` and `atomic`), acknowledgements, timers and failure live in
+//! the child modules, one per feature.
 
 mod ack;
+mod atomic;
 mod express;
 mod fail;
 mod plan;
 mod post;
+mod rma;
+mod rndv;
 mod timer;
 
 use wire::packet::{
@@ -458,13 +462,6 @@ impl<S: Storage> Rdm<S> {
         let idx = (id & 0xFFFF) as usize;
         let (h, _) = self.ops.get_by_index(idx)?;
         (gen16(h) == id >> 16).then_some(idx)
-    }
-
-    /// The active receive a packed id names, if it is live.
-    pub(super) fn active_by_id(&self, id: u32) -> Option<crate::pool::Handle<RxActive>> {
-        let idx = (id & 0xFFFF) as usize;
-        let (h, _) = self.active.get_by_index(idx)?;
-        (gen16(h) == id >> 16).then_some(h)
     }
 }
 

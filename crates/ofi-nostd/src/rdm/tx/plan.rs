@@ -93,11 +93,7 @@ impl<S: Storage> Rdm<S> {
             return None; // nothing follows our CLOSE
         }
         if peer.tx.cts_pending > 0 {
-            let found = self.active.iter().find(|(_, a)| {
-                a.peer as usize == p
-                    && a.epoch == peer.session.epoch
-                    && (a.cts_pending || a.end_pending)
-            });
+            let found = self.active.cts_owed(p, peer.session.epoch);
             if let Some((h, a)) = found {
                 let (off, len, status) = if a.discard {
                     (0, 0, status::CANCELED)
@@ -589,115 +585,66 @@ impl<S: Storage> Rdm<S> {
                 self.peers[p].session.close_seq = Some(seq);
                 self.stats.closes_sent += 1;
             }
-            Regen::Resp { slot, .. } => {
-                // Everything a retransmission needs is in the window entry.
-                if let Some((h, _)) = self.resps.get_by_index(slot as usize) {
-                    self.resps.remove(h);
-                }
-                let pm = &mut self.peers[p];
-                pm.tx.resp_pending = pm.tx.resp_pending.saturating_sub(1);
-            }
-            Regen::AtomicData { slot } => {
-                if let Some(r) = self.resps.get_mut_by_index(slot as usize) {
-                    r.sent = 1;
-                    r.unacked += 1;
-                }
-                let pm = &mut self.peers[p];
-                pm.tx.resp_pending = pm.tx.resp_pending.saturating_sub(1);
-            }
-            Regen::ReadData { slot, len, .. } => {
-                let mut finished = false;
-                if let Some(r) = self.resps.get_mut_by_index(slot as usize) {
-                    r.sent += len as u64;
-                    r.unacked += 1;
-                    finished = r.sent >= r.len;
-                }
-                if finished {
-                    let pm = &mut self.peers[p];
-                    pm.tx.resp_pending = pm.tx.resp_pending.saturating_sub(1);
-                }
-            }
-            Regen::Cts { rx_op, len, .. } => {
-                let mut finished = None;
-                let mut none_left = true;
-                if let Some(h) = self.active_by_id(rx_op)
-                    && let Some(a) = self.active.get_mut(h)
-                {
-                    if len > 0 {
-                        a.cts_pending = false;
-                    } else {
-                        a.end_pending = false;
-                    }
-                    none_left = !a.cts_pending && !a.end_pending;
-                    if none_left && (a.discard || a.got >= a.want) && a.chain == NIL {
-                        finished = Some(h);
-                    }
-                }
-                if none_left {
-                    let pm = &mut self.peers[p];
-                    pm.tx.cts_pending = pm.tx.cts_pending.saturating_sub(1);
-                }
-                if let Some(h) = finished {
-                    self.finish_active(h, None, ctx);
-                }
-            }
+            Regen::Resp { slot, .. } => self.resp_sent(p, slot),
+            Regen::AtomicData { slot } => self.atomic_data_sent(p, slot),
+            Regen::ReadData { slot, len, .. } => self.read_data_sent(p, slot, len),
+            Regen::Cts { rx_op, len, .. } => self.cts_sent(p, rx_op, len, ctx),
             Regen::Seg { op: o, len, .. } | Regen::Data { op: o, len, .. } => {
                 let is_data = matches!(regen, Regen::Data { .. });
-                let mut first = false;
-                let mut done_initial = false;
-                let mut data_exhausted = false;
-                let mut message = false;
-                if let Some(op) = self.ops.get_mut_by_index(o as usize) {
-                    message = op.rma.is_none();
-                    if !op.started {
-                        op.started = true;
-                        op.msg_id = msg_id;
-                        first = true;
-                    }
-                    let had = op.has_data_to_send();
-                    op.sent += len as u64;
-                    op.unacked += 1;
-                    op.undelivered += 1;
-                    if !is_data && op.sent >= op.len {
-                        op.initial_done = true;
-                        done_initial = true;
-                    }
-                    data_exhausted = is_data && had && !op.has_data_to_send();
-                }
-                let pm = &mut self.peers[p];
-                if first && message {
-                    pm.tx.next_msg_id = pm.tx.next_msg_id.wrapping_add(1);
-                }
-                if done_initial {
-                    pm.tx.cursor = self
-                        .ops
-                        .get_by_index(o as usize)
-                        .map_or(NIL, |(_, op)| op.next);
-                }
-                if data_exhausted {
-                    pm.tx.rndv_ready = pm.tx.rndv_ready.saturating_sub(1);
-                }
+                self.segment_sent(p, o, len, msg_id, is_data);
             }
-            Regen::Rts { op: o } => {
-                if let Some(op) = self.ops.get_mut_by_index(o as usize) {
-                    op.started = true;
-                    op.msg_id = msg_id;
-                    op.initial_done = true;
-                    op.unacked += 1;
-                    op.undelivered += 1;
-                }
-                let (next, message) = self
-                    .ops
-                    .get_by_index(o as usize)
-                    .map_or((NIL, false), |(_, op)| (op.next, op.rma.is_none()));
-                let pm = &mut self.peers[p];
-                if message {
-                    pm.tx.next_msg_id = pm.tx.next_msg_id.wrapping_add(1);
-                }
-                pm.tx.cursor = next;
-            }
+            Regen::Rts { op: o } => self.request_sent(p, o, msg_id),
         }
         Sent::Yes
+    }
+
+    /// An eager or RMA_WRITE segment (or, `is_data`, rendezvous DATA) of op `o` left:
+    /// the op starts with its first (a message taking `msg_id`), counts it unacked and
+    /// undelivered, and the cursor moves on past its last segment; DATA that used up
+    /// the grant leaves the peer's ready count.
+    #[inline(always)]
+    pub(in crate::rdm) fn segment_sent(
+        &mut self,
+        p: usize,
+        o: u32,
+        len: u32,
+        msg_id: u32,
+        is_data: bool,
+    ) {
+        let mut first = false;
+        let mut done_initial = false;
+        let mut data_exhausted = false;
+        let mut message = false;
+        if let Some(op) = self.ops.get_mut_by_index(o as usize) {
+            message = op.rma.is_none();
+            if !op.started {
+                op.started = true;
+                op.msg_id = msg_id;
+                first = true;
+            }
+            let had = op.has_data_to_send();
+            op.sent += len as u64;
+            op.unacked += 1;
+            op.undelivered += 1;
+            if !is_data && op.sent >= op.len {
+                op.initial_done = true;
+                done_initial = true;
+            }
+            data_exhausted = is_data && had && !op.has_data_to_send();
+        }
+        let pm = &mut self.peers[p];
+        if first && message {
+            pm.tx.next_msg_id = pm.tx.next_msg_id.wrapping_add(1);
+        }
+        if done_initial {
+            pm.tx.cursor = self
+                .ops
+                .get_by_index(o as usize)
+                .map_or(NIL, |(_, op)| op.next);
+        }
+        if data_exhausted {
+            pm.tx.rndv_ready = pm.tx.rndv_ready.saturating_sub(1);
+        }
     }
 
     /// Where segment `off .. off + len` of op `o` comes from: its inject copy, or the
