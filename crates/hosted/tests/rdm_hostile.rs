@@ -306,3 +306,79 @@ fn older_initiators_connect_but_take_at_most_half_the_table() {
     assert_eq!(stats(&c, 0).closes_sent, 1);
     assert_eq!(stats(&c, 1).closes_received, 1);
 }
+
+/// Node 0 streams `n` tagged messages of `len` bytes to node 1 while `spike` holds the
+/// one-way delay at `spike_delay` from 200 µs into the stream; returns both nodes'
+/// counters once everything arrived intact.
+fn stream_through_a_delay_spike(
+    n: usize,
+    len: usize,
+    spike_delay: Duration,
+    spike: Duration,
+) -> (RdmStats, RdmStats) {
+    // 1 Gbit/s: the stream takes about 2 ms, so the spike meets a full window.
+    let base = Faults {
+        rate_bps: 1_000_000_000,
+        ..Faults::default()
+    };
+    let mut c =
+        Cluster::new(NetSim::new(32, base.clone()), 2, &NodeConfig::default()).expect("cluster");
+    // The session is up and its RTT measured before the stream.
+    message_during(&mut c, 0, 1, 1, Duration::from_millis(100), &mut |_| ());
+    for k in 0..n {
+        let tag = 1000 + k as u64;
+        let off = 16384 + (k * len) as u64;
+        c.nodes[1]
+            .op(|d, ep, _| d.trecv(ep, IoVec::new(B + off, len), FI_ADDR_UNSPEC, tag, 0, tag))
+            .unwrap();
+    }
+    let data: Vec<u8> = (0..n * len).map(|k| (k * 7 + k / 251) as u8).collect();
+    let a = c.nodes[0].put(16384, &data);
+    for k in 0..n {
+        let tag = 1000 + k as u64;
+        let at = a + (k * len) as u64;
+        c.nodes[0]
+            .op(|d, ep, m| d.tsend(ep, m, IoVec::new(at, len), 1, tag, tag))
+            .unwrap();
+    }
+    c.run_for(Duration::from_micros(200));
+    c.sim.set_faults(Faults {
+        delay: spike_delay,
+        ..base.clone()
+    });
+    c.run_for(spike);
+    c.sim.set_faults(base);
+    let got = c
+        .wait_cq(1, true, n, Duration::from_secs(5))
+        .expect("all arrive");
+    assert!(
+        got.iter().all(|m| m.err.is_none() && m.len == len),
+        "{got:?}"
+    );
+    assert_eq!(c.nodes[1].get(16384, n * len), &data[..]);
+    c.wait_cq(0, false, n, Duration::from_secs(1))
+        .expect("all complete");
+    (stats(&c, 0), stats(&c, 1))
+}
+
+#[test]
+fn a_delay_spike_fires_no_burst_of_retransmissions_and_is_found_spurious() {
+    // 48 messages of 4 KiB: the window is full when the acknowledgements start taking
+    // 3 ms instead of 5 µs, for 5 ms. Each timeout resends one packet, not the window,
+    // and the acknowledgement that ends the series shows the packets were only late.
+    let (tx, rx) =
+        stream_through_a_delay_spike(48, 4096, Duration::from_millis(3), Duration::from_millis(5));
+    assert!(tx.rto_expirations >= 1, "{tx:?}");
+    assert!(tx.spurious_timeouts >= 1, "{tx:?}");
+    // A timeout without loss evidence resends one packet (the code before: 192 here).
+    assert!(
+        tx.tx_timeout_retransmits <= tx.rto_expirations,
+        "no burst: {tx:?}"
+    );
+    assert!(rx.rx_duplicates <= tx.rto_expirations + 2, "{rx:?}");
+    assert_eq!(tx.peer_failures, 0);
+    eprintln!(
+        "spike: {} timeouts, {} timeout retransmissions, {} spurious, {} duplicates",
+        tx.rto_expirations, tx.tx_timeout_retransmits, tx.spurious_timeouts, rx.rx_duplicates
+    );
+}

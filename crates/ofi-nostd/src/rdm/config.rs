@@ -174,6 +174,10 @@ pub struct RdmStats {
     pub rx_unsupported: u64,
     /// Handshakes refused or dropped for a missing or wrong authentication proof.
     pub auth_failures: u64,
+    /// Retransmission timeouts found spurious: an acknowledgement showed that packets
+    /// sent once before the timeout arrived (or came sooner after the retransmission
+    /// than any round trip), so they were late, not lost; the backoff was undone.
+    pub spurious_timeouts: u64,
     /// Handshake packets that were malformed for their state (wrong session, version).
     pub rx_bad_handshake: u64,
     /// HELLOs echoing a cookie we did not make for them (forged, or for another

@@ -9,7 +9,7 @@ mod session;
 mod table;
 
 pub(super) use recv::RecvHalf;
-pub(super) use send::{Rtt, SendHalf};
+pub(super) use send::{RtoRecovery, Rtt, SendHalf};
 pub(super) use session::{Cand, Params, Session};
 pub(super) use table::{PeerTable, Place};
 
