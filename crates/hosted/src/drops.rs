@@ -36,7 +36,7 @@ impl Layer {
 
 /// One nonzero drop counter.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Drop {
+pub struct DropCount {
     /// Where it was counted.
     pub layer: Layer,
     /// Why (the counter's name).
@@ -48,7 +48,7 @@ pub struct Drop {
 /// The drop counters of a domain and its RDM endpoints, nonzero ones only.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct DropReport {
-    drops: Vec<Drop>,
+    drops: Vec<DropCount>,
 }
 
 impl DropReport {
@@ -109,7 +109,7 @@ impl DropReport {
             .find(|d| d.layer == layer && d.reason == reason)
         {
             Some(d) => d.count += count,
-            None => self.drops.push(Drop {
+            None => self.drops.push(DropCount {
                 layer,
                 reason,
                 count,
@@ -118,7 +118,7 @@ impl DropReport {
     }
 
     /// The nonzero counters, net layer first.
-    pub fn drops(&self) -> &[Drop] {
+    pub fn drops(&self) -> &[DropCount] {
         &self.drops
     }
 

@@ -104,6 +104,16 @@ fn message_during(
     panic!("{from} -> {to} took longer than {within:?}: {txs:?} {rxs:?}");
 }
 
+/// `n` nodes with the default configuration on a fault-free network seeded `seed`.
+fn cluster(seed: u64, n: usize) -> Cluster {
+    Cluster::new(
+        NetSim::new(seed, Faults::default()),
+        n,
+        &NodeConfig::default(),
+    )
+    .expect("cluster")
+}
+
 fn attacker(c: &mut Cluster) -> (PortId, SocketAddrV4) {
     let addr = SocketAddrV4::new(Ipv4Addr::new(10, 0, 0, 99), SIM_UDP_PORT);
     (c.sim.add_port(addr), addr)
@@ -116,12 +126,7 @@ fn node_addr(c: &Cluster, i: usize) -> SocketAddrV4 {
 
 #[test]
 fn a_spoofed_hello_flood_keeps_no_state_and_delays_no_one() {
-    let mut c = Cluster::new(
-        NetSim::new(29, Faults::default()),
-        3,
-        &NodeConfig::default(),
-    )
-    .expect("cluster");
+    let mut c = cluster(29, 3);
     // Node 1's session with node 0 is up before the flood.
     let t = message_during(&mut c, 1, 0, 1, Duration::from_millis(100), &mut |_| ());
     assert!(t < Duration::from_millis(5), "{t:?}");
@@ -194,12 +199,7 @@ fn a_spoofed_hello_flood_keeps_no_state_and_delays_no_one() {
 
 #[test]
 fn forged_and_expired_cookies_are_refused_and_counted() {
-    let mut c = Cluster::new(
-        NetSim::new(30, Faults::default()),
-        1,
-        &NodeConfig::default(),
-    )
-    .expect("cluster");
+    let mut c = cluster(30, 1);
     let (port, from) = attacker(&mut c);
     let to = node_addr(&c, 0);
     let dst_ep = c.nodes[0].addr().ep_id;
@@ -261,12 +261,7 @@ fn forged_and_expired_cookies_are_refused_and_counted() {
 
 #[test]
 fn older_initiators_connect_but_take_at_most_half_the_table() {
-    let mut c = Cluster::new(
-        NetSim::new(31, Faults::default()),
-        2,
-        &NodeConfig::default(),
-    )
-    .expect("cluster");
+    let mut c = cluster(31, 2);
     let (port, _) = attacker(&mut c);
     let to = node_addr(&c, 0);
     let dst_ep = c.nodes[0].addr().ep_id;
