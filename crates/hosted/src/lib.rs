@@ -15,6 +15,7 @@
 pub mod api;
 #[cfg(feature = "dpdk")]
 pub mod dpdk;
+pub mod drops;
 pub mod fault;
 #[allow(unsafe_code)]
 pub mod mem;

@@ -130,6 +130,15 @@ impl Proc {
 /// Starts a server (ephemeral port) with `server_args`, then a client with
 /// `client_args` against it; returns both outcomes.
 fn pair(server_args: &[&str], client_args: &[&str]) -> (Outcome, Outcome) {
+    pair_with(server_args, client_args, |_| ())
+}
+
+/// [`pair`], running `before_client` with the server's port before the client starts.
+fn pair_with(
+    server_args: &[&str],
+    client_args: &[&str],
+    before_client: impl FnOnce(&str),
+) -> (Outcome, Outcome) {
     let deadline = Instant::now() + RUN_LIMIT;
     let mut sargs = vec!["-B", "0"];
     sargs.extend_from_slice(server_args);
@@ -150,6 +159,7 @@ fn pair(server_args: &[&str], client_args: &[&str]) -> (Outcome, Outcome) {
             }
         }
     };
+    before_client(&port);
     let mut cargs = vec!["-P", port.as_str()];
     cargs.extend_from_slice(client_args);
     cargs.push("127.0.0.1");
@@ -477,6 +487,29 @@ fn mismatched_options_are_refused_on_both_sides() {
     );
     assert!(s.stderr.contains("ofi-pingpong: error: refused a client"));
     assert!(t.elapsed() < Duration::from_secs(10));
+}
+
+#[test]
+fn junk_frames_are_counted_by_reason_in_verbose_stats() {
+    let _g = serial();
+    let (s, c) = pair_with(&["-v", "-e", "rdm"], &["-e", "rdm", "-S", "64"], |port| {
+        let sock = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        let to = format!("127.0.0.1:{port}");
+        for _ in 0..5 {
+            sock.send_to(b"garbage that is not a packet", &to).unwrap();
+        }
+        for _ in 0..3 {
+            sock.send_to(&[0x4f, 0x4e], &to).unwrap();
+        }
+    });
+    assert!(s.ok() && c.ok(), "{s:?} {c:?}");
+    let line = s
+        .stderr
+        .lines()
+        .find(|l| l.contains(" dropped "))
+        .unwrap_or_else(|| panic!("no drop counters in {s:?}"));
+    assert!(line.contains("wire.bad_magic 5"), "{line}");
+    assert!(line.contains("wire.truncated 3"), "{line}");
 }
 
 #[test]

@@ -424,6 +424,16 @@ pub unsafe extern "C" fn open(
     ret(unsafe { put(dom, obj.cast::<sys::fid_domain>()) })
 }
 
+/// The frames a closing domain dropped, on stderr when `FI_LOG_LEVEL` asks for info
+/// or more (libfabric's logging variable; this provider has no other log).
+fn log_drops(r: &hosted::drops::DropReport) {
+    let verbose = std::env::var("FI_LOG_LEVEL")
+        .is_ok_and(|l| matches!(l.to_ascii_lowercase().as_str(), "info" | "debug" | "trace"));
+    if verbose {
+        eprintln!("libfabric:nostd:domain: closed, {r}");
+    }
+}
+
 /// `fi_close(domain)`: -FI_EBUSY while anything is open on it.
 unsafe extern "C" fn close(fid: *mut sys::fid) -> c_int {
     let shut = |d: &DomainFid| {
@@ -434,6 +444,10 @@ unsafe extern "C" fn close(fid: *mut sys::fid) -> c_int {
             let fab = unsafe { &*d.fabric };
             let mut f = fab.inner.lock();
             let core = st.rt.take_core().ok_or(Errno::EINVAL)?;
+            log_drops(&hosted::drops::DropReport::new(
+                core.net_stats(),
+                core.stats(),
+            ));
             if let Err((core, e)) = core.close(&mut f) {
                 st.rt.restore_core(core);
                 return Err(e);

@@ -35,8 +35,15 @@ const HELLO: HelloRepr = HelloRepr {
     credits: 128,
     caps: caps::MSG | caps::TAGGED | caps::RMA | caps::ATOMIC | caps::CQ_DATA | caps::RNDV,
     nonce: 0x0102_0304_0506_0708,
+    cookie: None,
     mac: None,
 };
+
+/// The cookie of the RETRY examples: what the core computes for the spec's example
+/// (section 4.9; `ofi-nostd`'s test `spec_cookie_example` checks it).
+const COOKIE: [u8; COOKIE_LEN] = [
+    0x00, 0x00, 0x03, 0xe8, 0xa8, 0x69, 0x16, 0x46, 0x3a, 0x49, 0x5a, 0xf8, 0x54, 0x69, 0x2c, 0x5f,
+];
 
 static PAYLOAD: [u8; 8] = *b"ofi-nost";
 static OPERANDS: [u8; 16] = [0, 0, 0, 0, 0, 0, 0, 5, 0, 0, 0, 0, 0, 0, 0, 9];
@@ -383,6 +390,24 @@ fn examples() -> Vec<(&'static str, Repr<'static>)> {
                         short: true,
                     }),
                     payload: &PAYLOAD,
+                }),
+            },
+        ),
+        (
+            "retry",
+            Repr {
+                header: h(3, 7, 0x1122_3344, 0),
+                body: Body::Retry(RetryRepr { cookie: COOKIE }),
+            },
+        ),
+        (
+            "hello-cookie",
+            Repr {
+                header: h(7, 3, 0, 0x0000_1000),
+                body: Body::Hello(HelloRepr {
+                    caps: HELLO.caps | caps::COOKIE,
+                    cookie: Some(COOKIE),
+                    ..HELLO
                 }),
             },
         ),
@@ -860,7 +885,7 @@ fn short_ack_rules() {
     assert_eq!(Repr::parse_bytes(&m), Err(Error::Truncated));
 }
 
-/// Build a valid representation of type `kind % 18` from arbitrary numbers.
+/// Build a valid representation of type `kind % 19` from arbitrary numbers.
 fn build<'a>(kind: u8, hd: Header, n: &[u64; 8], payload: &'a [u8]) -> Repr<'a> {
     let opt = |bit: u64, v: u64| if n[7] & bit != 0 { Some(v) } else { None };
     let mut header = hd;
@@ -874,13 +899,14 @@ fn build<'a>(kind: u8, hd: Header, n: &[u64; 8], payload: &'a [u8]) -> Repr<'a> 
         credits: n[5] as u32,
         caps: n[6],
         nonce: n[7],
+        cookie: (!ack && n[0] & 0x200 != 0).then_some([n[2] as u8; COOKIE_LEN]),
         mac: if n[0] & 0x100 != 0 {
             Some([n[1] as u8; MAC_LEN])
         } else {
             None
         },
     };
-    let body = match kind % 18 {
+    let body = match kind % 19 {
         0 => {
             header.session = 0;
             Body::Hello(hello(false))
@@ -923,7 +949,7 @@ fn build<'a>(kind: u8, hd: Header, n: &[u64; 8], payload: &'a [u8]) -> Repr<'a> 
                 msg_id: n[2] as u32,
                 total_len: total,
                 offset,
-                tag: if kind % 18 == 8 { Some(n[3]) } else { None },
+                tag: if kind % 19 == 8 { Some(n[3]) } else { None },
                 cq_data: opt(1, n[4]),
                 payload,
             })
@@ -1013,6 +1039,12 @@ fn build<'a>(kind: u8, hd: Header, n: &[u64; 8], payload: &'a [u8]) -> Repr<'a> 
                 payload: if status == 0 { payload } else { &[] },
             })
         }
+        17 => {
+            header.session = header.session.max(1);
+            Body::Retry(RetryRepr {
+                cookie: [n[3] as u8; COOKIE_LEN],
+            })
+        }
         _ => {
             header.session = 0;
             Body::Dgram(DgramRepr {
@@ -1065,7 +1097,7 @@ proptest! {
 
     #[test]
     fn round_trip_every_type(
-        kind in 0u8..18,
+        kind in 0u8..19,
         hd in arb_header(),
         n in any::<[u64; 8]>(),
         payload in proptest::collection::vec(any::<u8>(), 0..80),
@@ -1243,7 +1275,7 @@ proptest! {
 
     #[test]
     fn mutated_packets_never_panic(
-        kind in 0u8..18,
+        kind in 0u8..19,
         hd in arb_header(),
         n in any::<[u64; 8]>(),
         payload in proptest::collection::vec(any::<u8>(), 0..40),

@@ -368,12 +368,14 @@ impl Session {
     pub(crate) fn stats(&self) -> String {
         let d = self.domain.stats();
         let n = self.domain.net_stats();
-        let rdm = self
-            .ep
-            .rdm_stats()
-            .map_or(String::new(), |r| format!("; rdm: {r:?}"));
+        let mut drops = crate::drops::DropReport::new(&n, &d);
+        let rdm_stats = self.ep.rdm_stats();
+        if let Some(r) = &rdm_stats {
+            drops.add_rdm(r);
+        }
+        let rdm = rdm_stats.map_or(String::new(), |r| format!("; rdm: {r:?}"));
         format!(
-            "{} stale messages discarded, {} polls waiting for a send buffer, {} empty completion reads, {} packets sent, {} received; link: {n:?}{rdm}",
+            "{} stale messages discarded, {} polls waiting for a send buffer, {} empty completion reads, {} packets sent, {} received, {drops}; link: {n:?}{rdm}",
             self.stale, self.tx_waits, self.empty_polls, d.tx_packets, d.rx_packets
         )
     }

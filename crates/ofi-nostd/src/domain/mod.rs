@@ -112,6 +112,9 @@ pub struct DomainStats {
     pub rx_no_endpoint: u64,
     /// A packet type the destination endpoint does not speak.
     pub rx_wrong_type: u64,
+    /// DGRAM datagrams for an endpoint without an address vector or receive CQ bound
+    /// (nowhere to report them).
+    pub rx_unbound: u64,
     /// Packets handed to the link.
     pub tx_packets: u64,
     /// Packets received and parsed.

@@ -395,9 +395,11 @@ impl<S: Storage> Domain<S> {
         }
         let (Some(av), Some(bind)) = (ep.av.and_then(|a| self.res.avs.get(a)), ep.rx_cq.as_ref())
         else {
+            self.stats.rx_unbound += 1;
             return;
         };
         let Some(cq) = self.res.cqs.get_mut(bind.cq) else {
+            self.stats.rx_unbound += 1;
             return;
         };
         let (src_fi, report_src) = av.message_source(&from, ep.caps.contains(Flags::SOURCE));

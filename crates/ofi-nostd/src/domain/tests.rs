@@ -1104,3 +1104,62 @@ fn aliases_carry_their_own_flags_and_pin_the_endpoint() {
     assert_eq!(ep.alias_close(), Err(Errno::EINVAL));
     a.dom.ep_close(a.ep).unwrap();
 }
+
+#[test]
+fn each_kind_of_bad_datagram_has_its_own_counter() {
+    let (_a, mut b, _, _) = pair(CqFormat::Msg);
+    let dst_ep = b.dom.ep_addr(b.ep).unwrap().ep_id;
+    let src = Some(UdpAddr::new([10, 0, 0, 1].into(), 7000));
+    let mut good = [0u8; 64];
+    let r = Repr {
+        header: Header {
+            src_ep: 0,
+            dst_ep,
+            session: 0,
+            seq: 0,
+            crc: true,
+            ack_req: false,
+        },
+        body: Body::Dgram(DgramRepr {
+            cq_data: None,
+            payload: b"abcd",
+        }),
+    };
+    let n = r.emit(&mut Packet::new_unchecked(&mut good[..])).unwrap();
+    let good = &good[..n];
+    let bad = |at: usize, val: u8| {
+        let mut p = good.to_vec();
+        p[at] = val;
+        p
+    };
+    type Field = fn(&DomainStats) -> u64;
+    let cases: [(Vec<u8>, Field); 8] = [
+        (bad(0, 0x00), |s| s.rx_bad_magic),
+        (bad(2, 9), |s| s.rx_bad_version),
+        (bad(3, 0x30), |s| s.rx_unknown_type),
+        (good[..20].to_vec(), |s| s.rx_truncated),
+        (bad(7, 10), |s| s.rx_bad_length),
+        (bad(n - 1, b'x'), |s| s.rx_bad_checksum),
+        (bad(5, 0x81), |s| s.rx_bad_flags),
+        (
+            {
+                let mut p = bad(11, dst_ep.wrapping_add(5) as u8);
+                Packet::new_unchecked(&mut p[..]).fill_checksum();
+                p
+            },
+            |s| s.rx_no_endpoint,
+        ),
+    ];
+    for (i, (pkt, field)) in cases.iter().enumerate() {
+        let before = *b.dom.stats();
+        assert!(b.link.inject(pkt, src));
+        b.progress();
+        let after = *b.dom.stats();
+        assert_eq!(field(&after) - field(&before), 1, "case {i}: {after:?}");
+        assert_eq!(b.dom.ep(b.ep).unwrap().stats().rx_msgs, 0, "case {i}");
+    }
+    // The untouched datagram is delivered to the endpoint (no receive posted: counted).
+    assert!(b.link.inject(good, src));
+    b.progress();
+    assert_eq!(b.dom.ep(b.ep).unwrap().stats().rx_no_buffer, 1);
+}

@@ -177,8 +177,25 @@ pub struct RdmStats {
     pub rx_unserved: u64,
     /// Handshakes refused or dropped for a missing or wrong authentication proof.
     pub auth_failures: u64,
+    /// Retransmission timeouts found spurious: an acknowledgement showed that packets
+    /// sent once before the timeout arrived (or came sooner after the retransmission
+    /// than any round trip), so they were late, not lost; the backoff was undone.
+    pub spurious_timeouts: u64,
     /// Handshake packets that were malformed for their state (wrong session, version).
     pub rx_bad_handshake: u64,
+    /// HELLOs echoing a cookie we did not make for them (forged, or for another
+    /// initiator or HELLO): dropped.
+    pub rx_bad_cookie: u64,
+    /// HELLOs echoing an expired cookie (answered with a fresh RETRY).
+    pub rx_stale_cookie: u64,
+    /// RETRYs sent: HELLOs from addresses without a session answered with a cookie,
+    /// no state kept (spec 4.2).
+    pub retries_sent: u64,
+    /// RETRYs received and answered by repeating our HELLO with the cookie.
+    pub retries_received: u64,
+    /// HELLOs of older initiators (no COOKIE capability) refused with
+    /// REJECT(NO_RESOURCES) because half the peer table was in use.
+    pub legacy_hellos_refused: u64,
     /// HELLOs sent (retries included).
     pub hellos_sent: u64,
     /// Sessions established (as initiator or responder).

@@ -3,9 +3,11 @@
 //! self session of an endpoint that sends to its own address.
 
 use wire::packet::{
-    Body, CloseRepr, Header, HelloRepr, MAC_LEN, RejectRepr, Repr, VERSION, caps as wcaps, close,
-    reject,
+    Body, CloseRepr, Header, HelloRepr, MAC_LEN, RejectRepr, Repr, RetryRepr, VERSION,
+    caps as wcaps, close, reject,
 };
+
+use super::cookie::Refused;
 
 use super::peer::{Cand, Params};
 use super::tx::Keep;
@@ -20,7 +22,8 @@ fn our_caps(crc: bool) -> u64 {
         | wcaps::RNDV
         | wcaps::ORDERED
         | wcaps::BUNDLE
-        | wcaps::SHORT_ACK;
+        | wcaps::SHORT_ACK
+        | wcaps::COOKIE;
     if crc {
         c |= wcaps::CRC_RX;
     }
@@ -97,6 +100,7 @@ impl<S: Storage> Rdm<S> {
                     ver_max: VERSION,
                 }),
                 CtlKind::Reset(reason) => Body::Reset(CloseRepr { reason, ack: None }),
+                CtlKind::Retry(cookie) => Body::Retry(RetryRepr { cookie }),
             };
             match self.send_ctl(&c.to, &Repr { header, body }, port) {
                 Sent::LinkFull => return false,
@@ -106,6 +110,7 @@ impl<S: Storage> Rdm<S> {
                     match c.kind {
                         CtlKind::Reject(_) => self.stats.rejects_sent += 1,
                         CtlKind::Reset(_) => self.stats.resets_sent += 1,
+                        CtlKind::Retry(_) => self.stats.retries_sent += 1,
                     }
                 }
             }
@@ -140,6 +145,7 @@ impl<S: Storage> Rdm<S> {
                 credits,
                 caps: our_caps(self.cfg.crc),
                 nonce,
+                cookie: if ack { None } else { peer.session.cookie },
                 mac: (!self.auth.is_empty()).then_some([0; MAC_LEN]),
             },
         )
@@ -265,15 +271,21 @@ impl<S: Storage> Rdm<S> {
         if from == self.local {
             return self.on_own_hello(h, params, now);
         }
-        let p = match self.peers.find(&from) {
-            Some(p) => p,
-            None => match self.peer_slot(&from, now) {
-                Ok(p) => p,
-                Err(_) => {
-                    self.queue_ctl(from, h.rx_session, CtlKind::Reject(reject::NO_RESOURCES));
+        let (p, confirmed) = match self.peers.find(&from) {
+            Some(p) => (p, false),
+            None => {
+                // Nothing of this address yet: no state until it proves it receives.
+                let Some(confirmed) = self.admit(from, h, now) else {
                     return;
+                };
+                match self.peer_slot(&from, now) {
+                    Ok(p) => (p, confirmed),
+                    Err(_) => {
+                        self.queue_ctl(from, h.rx_session, CtlKind::Reject(reject::NO_RESOURCES));
+                        return;
+                    }
                 }
-            },
+            }
         };
         let peer = self.peers[p];
         match peer.state {
@@ -337,9 +349,67 @@ impl<S: Storage> Rdm<S> {
                 pm.session.their_nonce = h.nonce;
                 pm.session.init_credits = credits;
                 pm.session.send_hello_ack = true;
+                pm.session.confirmed |= confirmed;
                 let _ = ctx;
             }
         }
+    }
+
+    /// Whether a HELLO from `from`, which has no peer slot, may have one (spec 4.2):
+    /// `Some(true)` when it echoes a valid cookie of ours (the initiator receives at
+    /// its address), `Some(false)` for an older initiator without capability COOKIE
+    /// while at least half the table is free (served as before, its session
+    /// unconfirmed until its first packet). Otherwise `None`, and the answer is
+    /// stateless: a RETRY with a fresh cookie, REJECT(NO_RESOURCES) to an older
+    /// initiator, nothing to a forged cookie. Costs one HMAC and keeps nothing.
+    fn admit(&mut self, from: EpAddr, h: &HelloRepr, now: Instant) -> Option<bool> {
+        if h.caps & wcaps::COOKIE == 0 {
+            if self.peers.len() * 2 < self.peers.capacity() {
+                return Some(false);
+            }
+            self.stats.legacy_hellos_refused += 1;
+            self.queue_ctl(from, h.rx_session, CtlKind::Reject(reject::NO_RESOURCES));
+            return None;
+        }
+        let local_ep = self.local.ep_id;
+        if let Some(c) = &h.cookie {
+            match self.cookie_key.check(now, c, &from, local_ep, h) {
+                Ok(()) => return Some(true),
+                Err(Refused::Expired) => self.stats.rx_stale_cookie += 1,
+                Err(Refused::Forged) => {
+                    self.stats.rx_bad_cookie += 1;
+                    return None;
+                }
+            }
+        }
+        let c = self.cookie_key.make(now, &from, local_ep, h);
+        self.queue_ctl(from, h.rx_session, CtlKind::Retry(c));
+        None
+    }
+
+    /// A RETRY: the responder wants our HELLO again with its cookie. Accepted for our
+    /// pending HELLO (its `session` is our `rx_session`); the HELLO goes at once,
+    /// within the same retry budget (a RETRY does not reset it).
+    #[cold]
+    pub(super) fn on_retry(&mut self, from: EpAddr, header: &Header, r: &RetryRepr, now: Instant) {
+        let Some(p) = self.peers.find(&from).filter(|_| from != self.local) else {
+            self.stats.rx_bad_handshake += 1;
+            return;
+        };
+        let pm = &mut self.peers[p];
+        if pm.state != PeerState::HelloSent
+            || header.session != pm.session.rx_session
+            || pm.session.cookie == Some(r.cookie)
+        {
+            // Stray, or a duplicate of the RETRY we answered already.
+            self.stats.rx_bad_handshake += 1;
+            return;
+        }
+        pm.session.cookie = Some(r.cookie);
+        pm.session.hello_at = now;
+        self.stats.retries_received += 1;
+        self.tx_ready = true;
+        self.arm(now);
     }
 
     /// A HELLO from our own address: we send to ourselves (spec 4.2, self session).
@@ -570,5 +640,6 @@ impl super::peer::Peer {
         self.tx.live_at = None;
         self.last_active = now;
         self.session.busy_until = None;
+        self.session.confirmed = true;
     }
 }

@@ -36,6 +36,7 @@
 mod active;
 mod auth;
 mod config;
+mod cookie;
 mod ctx;
 mod handshake;
 mod op;
@@ -117,6 +118,8 @@ pub struct Rdm<S: Storage> {
     max_pkt: usize,
     inject_size: usize,
     auth: AuthKey,
+    /// The secret of our stateless-handshake cookies.
+    cookie_key: cookie::CookieKey,
     rng: Prng,
     epoch: u32,
     peers: PeerTable<S>,
@@ -219,6 +222,7 @@ impl<S: Storage> Rdm<S> {
             max_pkt,
             inject_size: sizes.inject_size,
             auth,
+            cookie_key: cookie::CookieKey::from_seed(seed),
             rng: Prng::new(seed),
             epoch: 0,
             peers,
@@ -305,7 +309,8 @@ impl<S: Storage> Rdm<S> {
         self.closing = true;
         let mut rto = None;
         for p in self.peers.active_mut() {
-            if p.used && p.state == peer::PeerState::Established {
+            // No CLOSE to an address that never proved it receives (spec 4.2).
+            if p.used && p.state == peer::PeerState::Established && p.session.confirmed {
                 if p.rx.owes_ack() {
                     p.rx.ack_now = true;
                     p.rx.ack_at = None;

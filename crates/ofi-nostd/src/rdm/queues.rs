@@ -65,7 +65,7 @@ impl<S: Storage> CopyQueue<S> {
     }
 }
 
-/// An unsessioned reply (REJECT, RESET, KEEPALIVE echo) waiting for the link.
+/// An unsessioned reply (REJECT, RESET, RETRY) waiting for the link.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct CtlReply {
     /// Where it goes.
@@ -83,6 +83,8 @@ pub(crate) enum CtlKind {
     Reject(u16),
     /// RESET with this reason.
     Reset(u16),
+    /// RETRY with this cookie (stateless answer to a HELLO, spec 4.2).
+    Retry([u8; wire::packet::COOKIE_LEN]),
 }
 
 /// Unsessioned replies waiting for the link; full means dropped (they are

@@ -1,6 +1,7 @@
-//! Handshake bodies: the input is placed behind a valid HELLO / HELLO_ACK / REJECT base
-//! header (first byte picks the type and CRC flag), so the fuzzer spends its time in
-//! the handshake parsers instead of the base-header checks.
+//! Handshake bodies: the input is placed behind a valid HELLO / HELLO_ACK / REJECT /
+//! RETRY base header (first byte picks the type and CRC flag), so the fuzzer spends its
+//! time in the handshake parsers (HELLO's cookie and MAC, RETRY's cookie) instead of
+//! the base-header checks.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
@@ -11,10 +12,11 @@ fuzz_target!(|data: &[u8]| {
     let Some((&sel, body)) = data.split_first() else {
         return;
     };
-    let ptype = match sel % 3 {
+    let ptype = match sel % 4 {
         0 => PacketType::Hello,
         1 => PacketType::HelloAck,
-        _ => PacketType::Reject,
+        2 => PacketType::Reject,
+        _ => PacketType::Retry,
     };
     let len = 24 + body.len();
     if len > 65535 {

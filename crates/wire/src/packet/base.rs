@@ -74,6 +74,8 @@ pub enum PacketType {
     KeepAlive = 0x06,
     /// Cumulative + selective ack, credits.
     Ack = 0x07,
+    /// Handshake: repeat the HELLO with this cookie (stateless responder).
+    Retry = 0x08,
     /// Eager untagged message (segment).
     Msg = 0x10,
     /// Eager tagged message (segment).
@@ -126,6 +128,7 @@ impl PacketType {
             0x05 => Reset,
             0x06 => KeepAlive,
             0x07 => Ack,
+            0x08 => Retry,
             0x10 => Msg,
             0x11 => Tagged,
             0x12 => Rts,
@@ -154,6 +157,7 @@ impl PacketType {
                 | PacketType::Reset
                 | PacketType::KeepAlive
                 | PacketType::Ack
+                | PacketType::Retry
                 | PacketType::Dgram
         )
     }

@@ -1,6 +1,8 @@
 //! Session set-up and tear-down: HELLO / HELLO_ACK (versions, session ids, window,
 //! capabilities, auth proof), REJECT, and CLOSE / RESET with their reason codes.
 
+use core::mem::size_of;
+
 use zerocopy::network_endian::{U16, U32, U64};
 
 use super::codec::{Reader, Writer, ensure};
@@ -15,6 +17,10 @@ pub const MAC_LEN: usize = 32;
 pub const AUTH_NONE: u8 = 0;
 /// Auth algorithm id for HMAC-SHA-256 over the handshake transcript (see the spec).
 pub const AUTH_HMAC_SHA256: u8 = 1;
+/// Length of a stateless-handshake cookie (RETRY, and a HELLO echoing it).
+pub const COOKIE_LEN: usize = 16;
+/// HELLO `hflags` bit: a [`COOKIE_LEN`]-byte cookie follows the HELLO header.
+pub const HELLO_COOKIE: u8 = 0x01;
 
 /// Capability bits exchanged in hello / hello-ack. A session uses the intersection;
 /// unknown bits are ignored (capabilities are negotiation, not format).
@@ -39,6 +45,9 @@ pub mod caps {
     pub const BUNDLE: u64 = 1 << 8;
     /// The receiver takes ACK bodies in their short form (flag `SHORT_ACK`).
     pub const SHORT_ACK: u64 = 1 << 9;
+    /// The sender of this HELLO understands RETRY: a responder may answer it with a
+    /// cookie instead of a session (stateless handshake, spec 4.2).
+    pub const COOKIE: u64 = 1 << 10;
 }
 
 /// Reject reason codes (REJECT `reason`). Unknown values are accepted and reported.
@@ -80,8 +89,8 @@ wire_struct!(
         ver_max: u8,
         /// [`AUTH_NONE`] or [`AUTH_HMAC_SHA256`]; selects the MAC length.
         auth_alg: u8,
-        /// Zero.
-        reserved: u8,
+        /// [`HELLO_COOKIE`] or zero (always zero in HELLO_ACK).
+        hflags: u8,
         /// Session id the sender wants in the `session` field of packets it receives.
         rx_session: U32,
         /// Sequence number of the sender's first sequenced packet.
@@ -108,6 +117,14 @@ wire_struct!(
         ver_min: u8,
         /// Rejecter's highest version.
         ver_max: u8,
+    }
+);
+
+wire_struct!(
+    /// RETRY body.
+    RetryHeader {
+        /// The cookie the initiator echoes in its next HELLO.
+        cookie: [u8; COOKIE_LEN],
     }
 );
 
@@ -142,6 +159,9 @@ pub struct HelloRepr {
     pub caps: u64,
     /// Nonce for the auth proof.
     pub nonce: u64,
+    /// The responder's cookie echoed from its RETRY (HELLO only; flag [`HELLO_COOKIE`]),
+    /// between the header and the MAC.
+    pub cookie: Option<[u8; COOKIE_LEN]>,
     /// HMAC-SHA-256 proof of the domain's auth key ([`AUTH_HMAC_SHA256`]) or none.
     pub mac: Option<[u8; MAC_LEN]>,
 }
@@ -152,9 +172,11 @@ impl HelloRepr {
     #[inline]
     pub(super) fn parse(mut r: Reader<'_>) -> Result<HelloRepr> {
         let h = *r.take::<HelloHeader>()?;
-        if h.reserved != 0 {
-            return Err(Error::Malformed);
-        }
+        let cookie = match h.hflags {
+            0 => None,
+            HELLO_COOKIE => Some(r.bytes::<COOKIE_LEN>()?),
+            _ => return Err(Error::Malformed),
+        };
         let mac = match h.auth_alg {
             AUTH_NONE => None,
             AUTH_HMAC_SHA256 => Some(r.bytes::<MAC_LEN>()?),
@@ -171,6 +193,7 @@ impl HelloRepr {
             credits: h.credits.get(),
             caps: h.caps.get(),
             nonce: h.nonce.get(),
+            cookie,
             mac,
         })
     }
@@ -186,7 +209,11 @@ impl HelloRepr {
             } else {
                 AUTH_NONE
             },
-            reserved: 0,
+            hflags: if self.cookie.is_some() {
+                HELLO_COOKIE
+            } else {
+                0
+            },
             rx_session: self.rx_session.into(),
             isn: self.isn.into(),
             window: self.window.into(),
@@ -195,15 +222,26 @@ impl HelloRepr {
             caps: self.caps.into(),
             nonce: self.nonce.into(),
         })?;
+        if let Some(c) = &self.cookie {
+            w.put(c)?;
+        }
         if let Some(mac) = &self.mac {
             w.put(mac)?;
         }
         Ok(())
     }
 
+    /// Length of the body: header, cookie and MAC.
+    pub const fn wire_len(&self) -> usize {
+        size_of::<HelloHeader>()
+            + if self.cookie.is_some() { COOKIE_LEN } else { 0 }
+            + if self.mac.is_some() { MAC_LEN } else { 0 }
+    }
+
     /// The rules of a HELLO (`hello`) or HELLO_ACK in a packet with base header
     /// fields `header`: versions in order (one chosen in HELLO_ACK), nonzero session id
-    /// and window, `max_pkt` at least [`MIN_MAX_PKT`], `session` 0 only in HELLO.
+    /// and window, `max_pkt` at least [`MIN_MAX_PKT`], `session` 0 only in HELLO, a
+    /// cookie only in HELLO.
     pub(super) fn check(&self, hello: bool, header: &Header) -> Result<()> {
         ensure(
             self.ver_min >= 1
@@ -213,7 +251,8 @@ impl HelloRepr {
                 && self.window != 0
                 && self.max_pkt >= MIN_MAX_PKT
                 && (!hello || header.session == 0)
-                && (hello || header.session != 0),
+                && (hello || header.session != 0)
+                && (hello || self.cookie.is_none()),
         )
     }
 }
@@ -255,6 +294,32 @@ impl RejectRepr {
     /// The rejecter's version range is in order.
     pub(super) fn check(&self) -> Result<()> {
         ensure(self.ver_min <= self.ver_max)
+    }
+}
+
+/// RETRY: the responder's stateless answer to a HELLO (spec 4.2): repeat the HELLO
+/// with this cookie.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct RetryRepr {
+    /// Opaque to the initiator; the responder's keyed, time-stamped proof.
+    pub cookie: [u8; COOKIE_LEN],
+}
+
+impl RetryRepr {
+    /// The body; nothing may follow it.
+    #[inline]
+    pub(super) fn parse(mut r: Reader<'_>) -> Result<RetryRepr> {
+        let h = r.take::<RetryHeader>()?;
+        r.end()?;
+        Ok(RetryRepr { cookie: h.cookie })
+    }
+
+    /// Appends the body after the base header (as [`Repr::emit`](super::Repr::emit) does).
+    #[inline]
+    pub(super) fn emit(&self, w: &mut Writer<'_>) -> Result<()> {
+        w.put_hdr(&RetryHeader {
+            cookie: self.cookie,
+        })
     }
 }
 

@@ -75,8 +75,9 @@ pub use self::bundle::{
 };
 pub use self::dgram::{DgramRepr, max_dgram_payload};
 pub use self::handshake::{
-    AUTH_HMAC_SHA256, AUTH_NONE, CloseHeader, CloseRepr, HelloHeader, HelloRepr, MAC_LEN,
-    MIN_MAX_PKT, RejectHeader, RejectRepr, caps, close, reject,
+    AUTH_HMAC_SHA256, AUTH_NONE, COOKIE_LEN, CloseHeader, CloseRepr, HELLO_COOKIE, HelloHeader,
+    HelloRepr, MAC_LEN, MIN_MAX_PKT, RejectHeader, RejectRepr, RetryHeader, RetryRepr, caps, close,
+    reject,
 };
 pub use self::keepalive::{KeepAliveHeader, KeepAliveRepr};
 pub use self::msg::{MsgHeader, MsgRepr, emit_msg_header, max_msg_payload};
@@ -97,6 +98,8 @@ pub mod hdr_len {
     pub const HELLO: usize = size_of::<HelloHeader>();
     /// REJECT.
     pub const REJECT: usize = size_of::<RejectHeader>();
+    /// RETRY.
+    pub const RETRY: usize = size_of::<RetryHeader>();
     /// CLOSE / RESET.
     pub const CLOSE: usize = size_of::<CloseHeader>();
     /// KEEPALIVE.
@@ -157,6 +160,7 @@ pub enum Body<'a> {
     Hello(HelloRepr),
     HelloAck(HelloRepr),
     Reject(RejectRepr),
+    Retry(RetryRepr),
     Close(CloseRepr),
     Reset(CloseRepr),
     KeepAlive(KeepAliveRepr),
@@ -193,6 +197,7 @@ impl<'a> Body<'a> {
             Body::Hello(_) => PacketType::Hello,
             Body::HelloAck(_) => PacketType::HelloAck,
             Body::Reject(_) => PacketType::Reject,
+            Body::Retry(_) => PacketType::Retry,
             Body::Close(_) => PacketType::Close,
             Body::Reset(_) => PacketType::Reset,
             Body::KeepAlive(_) => PacketType::KeepAlive,
@@ -252,6 +257,7 @@ impl<'a> Body<'a> {
             Body::Hello(_)
             | Body::HelloAck(_)
             | Body::Reject(_)
+            | Body::Retry(_)
             | Body::KeepAlive(_)
             | Body::Ack(_)
             | Body::Dgram(_) => None,
@@ -291,10 +297,9 @@ impl<'a> Body<'a> {
             None => 0,
         };
         ack + match self {
-            Body::Hello(h) | Body::HelloAck(h) => {
-                hdr_len::HELLO + if h.mac.is_some() { MAC_LEN } else { 0 }
-            }
+            Body::Hello(h) | Body::HelloAck(h) => h.wire_len(),
             Body::Reject(_) => hdr_len::REJECT,
+            Body::Retry(_) => hdr_len::RETRY,
             Body::Close(_) | Body::Reset(_) => hdr_len::CLOSE,
             Body::KeepAlive(_) => hdr_len::KEEPALIVE,
             Body::Ack(a) => a.wire_len(),
@@ -341,6 +346,8 @@ impl<'a> Body<'a> {
             Body::Hello(h) => h.check(true, header),
             Body::HelloAck(h) => h.check(false, header),
             Body::Reject(r) => r.check(),
+            // RETRY answers one HELLO: it names its `rx_session`.
+            Body::Retry(_) => codec::ensure(header.session != 0),
             Body::Close(_) | Body::Reset(_) | Body::KeepAlive(_) | Body::Ack(_) => Ok(()),
             Body::Msg(m) => m.check(),
             Body::Rts(_) => Ok(()),
@@ -424,6 +431,7 @@ impl<'a> Repr<'a> {
             PacketType::Hello => Body::Hello(HelloRepr::parse(r)?),
             PacketType::HelloAck => Body::HelloAck(HelloRepr::parse(r)?),
             PacketType::Reject => Body::Reject(RejectRepr::parse(r)?),
+            PacketType::Retry => Body::Retry(RetryRepr::parse(r)?),
             PacketType::Close => Body::Close(CloseRepr::parse(r, ack)?),
             PacketType::Reset => Body::Reset(CloseRepr::parse(r, ack)?),
             PacketType::KeepAlive => Body::KeepAlive(KeepAliveRepr::parse(r)?),
@@ -483,6 +491,7 @@ impl<'a> Repr<'a> {
         match &self.body {
             Body::Hello(x) | Body::HelloAck(x) => x.emit(&mut w)?,
             Body::Reject(x) => x.emit(&mut w)?,
+            Body::Retry(x) => x.emit(&mut w)?,
             Body::Close(x) | Body::Reset(x) => x.emit(&mut w)?,
             Body::KeepAlive(x) => x.emit(&mut w)?,
             Body::Ack(x) => w.ack(x)?,

@@ -9,7 +9,7 @@ mod session;
 mod table;
 
 pub(super) use recv::RecvHalf;
-pub(super) use send::{Rtt, SendHalf};
+pub(super) use send::{RtoRecovery, Rtt, SendHalf};
 pub(super) use session::{Cand, Params, Session};
 pub(super) use table::{PeerTable, Place};
 
@@ -367,6 +367,7 @@ impl<S: Storage> Rdm<S> {
         peer.session.hello_tries = 0;
         peer.session.hello_rto = rto;
         peer.session.send_hello_ack = false;
+        peer.session.cookie = None;
         self.tx_ready = true;
         // Ops already queued belong to the new session.
         let head = peer.tx.op_head;

@@ -14,6 +14,9 @@ pub(in crate::rdm) struct Rtt {
     pub(in crate::rdm) rto: u64,
     /// A sample was taken (else `rto` is the initial one).
     pub(in crate::rdm) sampled: bool,
+    /// The smallest sample seen (µs; `u64::MAX` before the first): no answer to a
+    /// retransmission can come sooner.
+    pub(in crate::rdm) min: u64,
 }
 
 impl Rtt {
@@ -23,6 +26,7 @@ impl Rtt {
             rttvar: 0,
             rto: cfg.rto_initial.total_micros(),
             sampled: false,
+            min: u64::MAX,
         }
     }
 
@@ -37,6 +41,7 @@ impl Rtt {
                 .total_micros()
                 .max(cfg.rto_min.total_micros())
         };
+        self.min = self.min.min(r.max(1));
         let r = r.clamp(1, cap);
         if self.sampled {
             let d = self.srtt.abs_diff(r);
@@ -58,6 +63,23 @@ impl Rtt {
             .min(cfg.rto_max.total_micros())
             .max(cfg.rto_min.total_micros());
     }
+}
+
+/// A series of retransmission timeouts not yet resolved by an acknowledgement: each
+/// timeout resends only the oldest packet; the first acknowledgement that moves the
+/// cumulative ack tells whether the packets were lost (then the rest goes again) or
+/// only late (a spurious timeout: the backoff is undone), as F-RTO (RFC 5682) does.
+#[derive(Debug, Clone, Copy)]
+pub(in crate::rdm) struct RtoRecovery {
+    /// When the first timeout of the series fired.
+    pub(in crate::rdm) at: Instant,
+    /// The RTO before it.
+    pub(in crate::rdm) rto: u64,
+    /// The consecutive-timeout count before it.
+    pub(in crate::rdm) timeouts: u32,
+    /// Nothing in flight was selectively acknowledged when it fired (no evidence of
+    /// loss): only then are its timeouts limited and tested for being spurious.
+    pub(in crate::rdm) silent: bool,
 }
 
 /// What we send to a peer: sequence and credit state, the RTT estimator and
@@ -104,6 +126,8 @@ pub(in crate::rdm) struct SendHalf {
     /// time, for the next transmit half (`Rdm::take_held_ack`): a ping-pong's reply
     /// leaves before the completions it releases are written.
     pub(in crate::rdm) ack_held: Option<(wire::packet::AckRepr, Instant)>,
+    /// Timeouts waiting for the acknowledgement that says whether they were spurious.
+    pub(in crate::rdm) rto_recovery: Option<RtoRecovery>,
 }
 
 impl SendHalf {
@@ -118,6 +142,7 @@ impl SendHalf {
             rttvar: 0,
             rto: 0,
             sampled: false,
+            min: u64::MAX,
         },
         rto_at: None,
         timeouts: 0,
@@ -133,6 +158,7 @@ impl SendHalf {
         live_at: None,
         ka_probe: false,
         ack_held: None,
+        rto_recovery: None,
     };
 }
 
@@ -157,6 +183,7 @@ impl SendHalf {
         self.rtx_pending = 0;
         self.live_at = None;
         self.ka_probe = false;
+        self.rto_recovery = None;
         self.cursor = self.op_head;
     }
 
@@ -186,6 +213,7 @@ impl SendHalf {
         self.ka_probe = false;
         self.live_at = None;
         self.timeouts = 0;
+        self.rto_recovery = None;
         self.cursor = self.op_head;
         self.rtt = rtt;
     }

@@ -89,6 +89,12 @@ pub(in crate::rdm) struct Session {
     pub(in crate::rdm) close_seq: Option<u32>,
     /// The peer's CLOSE was processed: fail the session once its ACK has left.
     pub(in crate::rdm) closed_by_peer: bool,
+    /// The responder's cookie from its RETRY, echoed in our next HELLOs.
+    pub(in crate::rdm) cookie: Option<[u8; wire::packet::COOKIE_LEN]>,
+    /// The peer proved it receives at its address (it echoed our cookie, answered our
+    /// HELLO, or sent a packet of the session): only then does it get a CLOSE. A
+    /// session an older initiator's HELLO opened is unconfirmed until its first packet.
+    pub(in crate::rdm) confirmed: bool,
 }
 
 impl Session {
@@ -118,6 +124,8 @@ impl Session {
         close_pending: false,
         close_seq: None,
         closed_by_peer: false,
+        cookie: None,
+        confirmed: false,
     };
 }
 

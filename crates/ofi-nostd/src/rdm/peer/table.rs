@@ -29,6 +29,8 @@ pub(in crate::rdm) struct PeerTable<S: Storage> {
     /// One past the highest slot ever used: the per-pass scans (timers, transmission,
     /// deadlines) stop there instead of walking the whole table.
     high: usize,
+    /// Slots in use.
+    len: usize,
 }
 
 impl<S: Storage> PeerTable<S> {
@@ -41,7 +43,18 @@ impl<S: Storage> PeerTable<S> {
             index,
             last: core::cell::Cell::new(0),
             high: 0,
+            len: 0,
         })
+    }
+
+    /// Slots in use.
+    pub(in crate::rdm) fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Slots in all.
+    pub(in crate::rdm) fn capacity(&self) -> usize {
+        self.slots.as_ref().len()
     }
 
     /// One past the highest slot ever used.
@@ -128,6 +141,9 @@ impl<S: Storage> PeerTable<S> {
         self.index
             .insert(addr_key(&peer.addr), i as u32)
             .map_err(|_| Errno::EAGAIN)?;
+        if peer.used && !self.slots.as_ref()[i].used {
+            self.len += 1;
+        }
         self.slots.as_mut()[i] = peer;
         self.high = self.high.max(i + 1);
         Ok(())
@@ -143,6 +159,9 @@ impl<S: Storage> PeerTable<S> {
                 .get(j as usize)
                 .map_or(0, |p| addr_key(&p.addr))
         });
+        if self.slots.as_ref()[i].used {
+            self.len = self.len.saturating_sub(1);
+        }
         self.slots.as_mut()[i] = Peer::EMPTY;
     }
 }

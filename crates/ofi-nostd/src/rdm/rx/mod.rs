@@ -101,6 +101,10 @@ impl<S: Storage> Rdm<S> {
                 self.on_reject(from, h, x, now, ctx);
                 true
             }
+            Body::Retry(x) => {
+                self.on_retry(from, h, x, now);
+                true
+            }
             Body::Reset(x) => {
                 self.on_reset(from, h, x, now, ctx);
                 true

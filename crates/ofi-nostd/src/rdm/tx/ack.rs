@@ -160,6 +160,69 @@ impl<S: Storage> Rdm<S> {
         r
     }
 
+    /// The first acknowledgement to move the cumulative ack (from `una` to `cum`) after
+    /// retransmission timeouts of peer `p`, before it is processed: spurious when it
+    /// covers a packet sent once before the first timeout (that packet was late, not
+    /// lost: F-RTO's test) or comes sooner after the retransmission than the smallest
+    /// round trip seen (the original was acknowledged). Then the backoff is undone;
+    /// otherwise the packets were lost and every other one older than the RTO goes
+    /// again.
+    #[cold]
+    #[inline(never)]
+    pub(in crate::rdm) fn rto_ack(&mut self, p: usize, una: u32, cum: u32, now: Instant) {
+        let Some(rec) = self.peers[p].tx.rto_recovery.take() else {
+            return;
+        };
+        if !rec.silent {
+            // Timeouts with loss evidence resent everything old already.
+            return;
+        }
+        let mut late = false;
+        let mut fast = false;
+        let min = self.peers[p].tx.rtt.min;
+        let mut s = una;
+        while seq_lt(s, cum) {
+            let e = self.win.get(p, s);
+            let age = now.saturating_duration_since(e.sent_at).total_micros();
+            if e.live && !e.sacked {
+                if e.retx == 0 && e.sent_at < rec.at {
+                    late = true;
+                } else if e.retx > 0 && min != u64::MAX && age < min * 3 / 4 {
+                    fast = true;
+                }
+            }
+            s = s.wrapping_add(1);
+        }
+        if late || fast {
+            // Not RFC 4015's response (the estimate set to the late packet's delay):
+            // a packet the receiver held behind a lost one whose selective acks were
+            // lost looks late too, and the inflated RTO cost rendezvous goodput 35% at
+            // 20% loss in the goodput test. Undoing the backoff is safe either way.
+            self.stats.spurious_timeouts += 1;
+            let tx = &mut self.peers[p].tx;
+            tx.timeouts = rec.timeouts;
+            tx.rtt.rto = rec.rto;
+            return;
+        }
+        let next = self.peers[p].tx.next_seq;
+        let rto = Duration::from_micros(rec.rto);
+        let mut marked = 0u32;
+        let mut s = cum;
+        while seq_lt(s, next) {
+            let e = self.win.get_mut(p, s);
+            if e.live && !e.sacked && !e.rtx && e.sent_at + rto <= now {
+                e.rtx = true;
+                marked += 1;
+            }
+            s = s.wrapping_add(1);
+        }
+        self.peers[p].tx.rtx_pending += marked;
+        self.stats.tx_timeout_retransmits += u64::from(marked);
+        if marked > 0 {
+            self.tx_ready = true;
+        }
+    }
+
     /// An ACK from peer `p`: cumulative and selective acks, credits, RTT, fast
     /// retransmit, completions.
     /// A READ_RESP data packet was acknowledged (first time): its answer is freed once
@@ -223,6 +286,9 @@ impl<S: Storage> Rdm<S> {
         }
         let stale = seq_lt(a.cum_ack, peer.snd_una)
             || (a.cum_ack == peer.snd_una && seq_lt(a.ts, peer.last_ack_ts));
+        if self.peers[p].tx.rto_recovery.is_some() && seq_lt(peer.snd_una, a.cum_ack) {
+            self.rto_ack(p, peer.snd_una, a.cum_ack, now);
+        }
         let mut sample: Option<u64> = None;
         let mut advanced = false;
         // Cumulative part. Packets after a retransmitted one waited at the receiver

@@ -123,8 +123,14 @@ impl<S: Storage> Rdm<S> {
         }
     }
 
-    /// The retransmission timer of peer `p` expired: retransmit every unacknowledged
-    /// packet older than one RTO (selectively acked ones are not resent), back off.
+    /// The retransmission timer of peer `p` expired: back off and retransmit. With
+    /// evidence of loss (the peer selectively acknowledged a packet in flight: it is
+    /// alive and the path delivers), every unacknowledged packet older than one RTO
+    /// goes again. Without (the acknowledgements just stopped: a lost burst, or a delay
+    /// spike of a loaded host), only the oldest goes, as TCP does, and the
+    /// acknowledgement that resolves the series (`Rdm::rto_ack`) tells whether the
+    /// rest was late or lost; a spike no longer resends the whole window on every
+    /// timeout.
     pub(in crate::rdm) fn on_rto(&mut self, p: usize, now: Instant, ctx: &mut Ctx<'_, S>) {
         self.stats.rto_expirations += 1;
         let cfg = self.cfg;
@@ -134,11 +140,18 @@ impl<S: Storage> Rdm<S> {
             self.fail_peer(p, Errno::ETIMEDOUT, Keep::Nothing, now, ctx);
             return;
         }
+        let rec = peer.tx.rto_recovery.unwrap_or(super::peer::RtoRecovery {
+            at: now,
+            rto: peer.tx.rtt.rto,
+            timeouts: peer.tx.timeouts,
+            silent: !self.win.any_sacked(p, peer.tx.snd_una, peer.tx.next_seq),
+        });
+        let allowance = if rec.silent { 1 } else { u32::MAX };
         let rto = Duration::from_micros(peer.tx.rtt.rto);
         let mut s = peer.tx.snd_una;
         let mut marked = 0u32;
         let mut first = true;
-        while seq_lt(s, peer.tx.next_seq) {
+        while seq_lt(s, peer.tx.next_seq) && marked < allowance {
             let e = self.win.get_mut(p, s);
             if e.live && !e.sacked && !e.rtx && (first || e.sent_at + rto <= now) {
                 e.rtx = true;
@@ -150,6 +163,7 @@ impl<S: Storage> Rdm<S> {
             s = s.wrapping_add(1);
         }
         let pm = &mut self.peers[p];
+        pm.tx.rto_recovery = Some(rec);
         pm.tx.rtx_pending += marked;
         if pm.tx.rtx_pending == 0 && pm.tx.in_flight() > 0 {
             // The peer holds every packet in flight (all selectively acknowledged: a
