@@ -14,7 +14,7 @@
 //! structure, so wildcard and exact receives keep their posting order. All storage is
 //! the caller's; nothing allocates.
 
-use crate::flags::{FI_ADDR_UNSPEC, FiAddr};
+use crate::flags::{FI_ADDR_NOTAVAIL, FI_ADDR_UNSPEC, FiAddr};
 use crate::pool::{Handle, Pool, Slot};
 
 const NIL: u32 = u32::MAX;
@@ -480,6 +480,34 @@ where
             None => t.first(ORDERED, None, hit),
         }
         .map(|(h, _)| h)
+    }
+
+    /// As [`UnexpectedQueue::find`], but a directed receive (`src` not
+    /// `FI_ADDR_UNSPEC`) also takes a message queued with no source
+    /// (`FI_ADDR_NOTAVAIL`: its sender was not in the AV when it arrived) that
+    /// `now_from` says comes from `src` (the application inserted the sender's address
+    /// since, as Open MPI does when a peer first makes contact), in arrival order.
+    pub fn find_resolving(
+        &self,
+        src: FiAddr,
+        tag: u64,
+        ignore: u64,
+        now_from: impl Fn(&T) -> bool,
+    ) -> Option<EntryHandle<T>> {
+        let t = &self.t;
+        if src == FI_ADDR_UNSPEC || t.nodes.is_empty() {
+            return self.find(src, tag, ignore);
+        }
+        let tag_ok = |n: &Node<T>| (n.tag & !ignore) == (tag & !ignore);
+        let unknown = |n: &Node<T>| n.src == FI_ADDR_NOTAVAIL && tag_ok(n) && now_from(&n.value);
+        if ignore != 0 || t.per_table == 0 {
+            // One pass over the arrival order serves both kinds.
+            let hit = |n: &Node<T>| (n.src == src && tag_ok(n)) || unknown(n);
+            return t.first(ORDERED, None, hit).map(|(h, _)| h);
+        }
+        let known = t.search(BY_TAG_SRC, src, tag, |n| n.src == src && n.tag == tag);
+        let unknown = t.search(BY_TAG_SRC, FI_ADDR_NOTAVAIL, tag, unknown);
+        earliest(known, unknown).map(|(h, _)| h)
     }
 
     common_api!();

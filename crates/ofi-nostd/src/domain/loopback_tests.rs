@@ -424,3 +424,50 @@ fn rdm_to_a_host_that_never_answers_arp_fails_as_unreachable() {
     assert_eq!(n.leaked as u64, s.arp_requests_sent);
     assert!(s.arp_requests_sent <= 30, "{s:?}");
 }
+
+/// Messages that arrive before the application inserted their sender's address (Open
+/// MPI adds a peer to its AV when the peer first makes contact, through an any-source
+/// receive) are queued with no source; a directed receive (and a directed FI_PEEK)
+/// posted after the insert still takes them, in order, and reports the source the AV
+/// names now. (Before, they matched only any-source receives: an MPI job across two
+/// hosts hung in the MPI_Barrier after its any-source receives.)
+#[test]
+fn a_directed_receive_takes_messages_that_came_before_the_av_insert() {
+    let mut n = Node::new(DEFAULT_LOOPBACK_SLOTS);
+    let (av_a, av_b) = (n.av(), n.av());
+    let a = n.ep(EpType::Rdm, av_a);
+    let b = n.ep(EpType::Rdm, av_b);
+    let to_a = n.insert(av_b, &[&a])[0];
+    for op in 0..3 {
+        n.fill(op, 100 + op, op as u8);
+        n.send(&b, op, 100 + op, to_a, Some(5 + op as u64));
+    }
+    n.run(&[(b.tx_cq, 3)], 5000);
+    // The first by any-source receive, as MPI_Recv(MPI_ANY_SOURCE) takes it.
+    n.recv(&a, 0, Some(5));
+    assert_eq!(sorted_ctx(&n.run(&[(a.rx_cq, 1)], 100)[0]), vec![100]);
+    let from_b = n.insert(av_a, &[&b])[0];
+    // A directed peek sees the next one; a directed receive takes it, then the last.
+    let peek = TaggedArgs::new(&[], from_b, 6, 7);
+    n.dom.trecvmsg(a.h, &peek, Flags::PEEK).unwrap();
+    let got = n.run(&[(a.rx_cq, 1)], 100);
+    assert_eq!(got[0][0].0, 7, "directed peek: {got:?}");
+    assert_eq!(got[0][0].1, Ok(()), "directed peek: {got:?}");
+    for op in 1..3 {
+        n.dom
+            .trecv(
+                a.h,
+                Node::dst(op),
+                from_b,
+                5 + op as u64,
+                0,
+                100 + op as u64,
+            )
+            .unwrap();
+    }
+    let got = n.run(&[(a.rx_cq, 2)], 100);
+    assert_eq!(sorted_ctx(&got[0]), vec![101, 102]);
+    for op in 0..3 {
+        n.check(op, 100 + op);
+    }
+}

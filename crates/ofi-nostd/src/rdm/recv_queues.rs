@@ -115,7 +115,8 @@ impl<S: Storage> RecvQueues<S> {
     }
 
     /// The earliest-arrived unexpected message of the kind a receive is (`tagged`) that
-    /// it matches.
+    /// it matches; a directed receive also takes one queued with no source that
+    /// `now_from` says comes from `src` (see `UnexpectedQueue::find_resolving`).
     #[inline]
     pub(in crate::rdm) fn find_unexpected(
         &self,
@@ -123,11 +124,16 @@ impl<S: Storage> RecvQueues<S> {
         src: FiAddr,
         tag: u64,
         ignore: u64,
+        now_from: impl Fn(&UxMsg) -> bool,
     ) -> Option<UxRef> {
         if tagged {
-            self.ux_tag.find(src, tag, ignore).map(UxRef::Tagged)
+            self.ux_tag
+                .find_resolving(src, tag, ignore, now_from)
+                .map(UxRef::Tagged)
         } else {
-            self.ux_msg.find(src, tag, ignore).map(UxRef::Untagged)
+            self.ux_msg
+                .find_resolving(src, tag, ignore, now_from)
+                .map(UxRef::Untagged)
         }
     }
 
@@ -280,9 +286,12 @@ mod tests {
         let src = 4;
         let r = insert(&mut q, src, msg(0, 1, true, true)).unwrap();
         assert!(matches!(r, UxRef::Tagged(_)));
-        assert!(q.find_unexpected(false, src, 9, 0).is_none(), "other kind");
+        assert!(
+            q.find_unexpected(false, src, 9, 0, |_| false).is_none(),
+            "other kind"
+        );
         assert_eq!(
-            q.find_unexpected(true, src, 0, !0),
+            q.find_unexpected(true, src, 0, !0, |_| false),
             Some(r),
             "ignored tag bits"
         );

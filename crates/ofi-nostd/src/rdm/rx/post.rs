@@ -25,7 +25,7 @@ impl<S: Storage> Rdm<S> {
         if f.contains(Flags::MULTI_RECV) {
             return self.post_multi(req, ctx);
         }
-        if let Some(r) = self.recv.find_unexpected(tagged, req.src, tag, ignore) {
+        if let Some(r) = self.ux_find(tagged, req.src, tag, ignore, ctx) {
             let t = Target {
                 iov: req.iov,
                 context: req.context,
@@ -91,7 +91,7 @@ impl<S: Storage> Rdm<S> {
         }
         // Unexpected messages waiting for it, oldest first.
         while self.recv.multis.get(mh).is_some_and(|m| !m.released) && !self.active.is_full() {
-            let Some(h) = self.recv.ux_msg.find(req.src, 0, 0) else {
+            let Some(UxRef::Untagged(h)) = self.ux_find(false, req.src, 0, 0, ctx) else {
                 break;
             };
             let Some(m) = self.recv.ux_msg.get(h).map(|n| *n.value()) else {
@@ -257,7 +257,7 @@ impl<S: Storage> Rdm<S> {
             e
         };
         if peek {
-            let Some(h) = self.recv.ux_tag.find(req.src, tag, ignore) else {
+            let Some(UxRef::Tagged(h)) = self.ux_find(true, req.src, tag, ignore, ctx) else {
                 let e = CqEntry::new(req.context, comp::recv(true, false, false));
                 ctx.rx_done(&e, Some(Errno::ENOMSG), 0, true, req.reserved);
                 return Ok(());
