@@ -723,4 +723,30 @@ mod tests {
         assert!(found.is_some());
         assert_eq!(n, 100);
     }
+
+    /// A directed `find_resolving` takes a message queued with no source when the
+    /// caller says it now comes from that source, oldest first among those and the
+    /// ones queued with the source, with and without buckets and ignore bits; other
+    /// sources and any-source receives are unchanged.
+    #[test]
+    fn find_resolving_takes_sourceless_messages_in_arrival_order() {
+        for buckets in [0, 16] {
+            let mut q = unexp(8, buckets);
+            // Payload: the sender (what the AV names it now).
+            let old = q.insert(FI_ADDR_NOTAVAIL, 5, 2).unwrap();
+            let other = q.insert(FI_ADDR_NOTAVAIL, 5, 3).unwrap();
+            let new = q.insert(2, 5, 2).unwrap();
+            let from = |src: FiAddr| move |v: &u32| u64::from(*v) == src;
+            for ignore in [0, 0xf0] {
+                assert_eq!(q.find_resolving(2, 5, ignore, from(2)), Some(old));
+                assert_eq!(q.find_resolving(3, 5, ignore, from(3)), Some(other));
+                assert_eq!(q.find_resolving(4, 5, ignore, from(4)), None);
+                assert_eq!(q.find_resolving(2, 6, ignore, from(2)), None);
+                assert_eq!(q.find_resolving(ANY, 5, ignore, from(9)), Some(old));
+            }
+            q.remove(old);
+            assert_eq!(q.find_resolving(2, 5, 0, from(2)), Some(new));
+            assert_eq!(q.find(2, 5, 0), Some(new));
+        }
+    }
 }

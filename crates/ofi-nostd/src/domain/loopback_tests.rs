@@ -428,8 +428,7 @@ fn rdm_to_a_host_that_never_answers_arp_fails_as_unreachable() {
 /// Messages that arrive before the application inserted their sender's address (Open
 /// MPI adds a peer to its AV when the peer first makes contact, through an any-source
 /// receive) are queued with no source; a directed receive (and a directed FI_PEEK)
-/// posted after the insert still takes them, in order, and reports the source the AV
-/// names now. (Before, they matched only any-source receives: an MPI job across two
+/// posted after the insert still takes them, in order. (Before, they matched only any-source receives: an MPI job across two
 /// hosts hung in the MPI_Barrier after its any-source receives.)
 #[test]
 fn a_directed_receive_takes_messages_that_came_before_the_av_insert() {
