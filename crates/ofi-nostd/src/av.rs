@@ -255,6 +255,9 @@ pub struct Av<S, I> {
     gen_mask: u32,
     eq: Option<u64>,
     refs: u32,
+    /// Addresses added so far (wraps): an engine holding messages whose sender was not
+    /// in the AV when they arrived looks them up again only when this moved.
+    inserted: u32,
 }
 
 impl<S, I> Av<S, I>
@@ -303,7 +306,14 @@ where
             gen_mask: u32::MAX >> rx_ctx_bits,
             eq: None,
             refs: 0,
+            inserted: 0,
         })
+    }
+
+    /// How many addresses were added so far (wrapping): changes whenever an address
+    /// becomes known, so a cached "not in the AV" can be trusted until it does.
+    pub fn inserted(&self) -> u32 {
+        self.inserted
     }
 
     /// The AV's type (never FI_AV_UNSPEC).
@@ -526,6 +536,7 @@ where
             user_id,
         });
         self.len += 1;
+        self.inserted = self.inserted.wrapping_add(1);
         Ok(self.encode(slot as u32))
     }
 

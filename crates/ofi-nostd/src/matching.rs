@@ -223,6 +223,44 @@ where
         self.head_mut(which, bucket).tail = idx;
     }
 
+    /// Links `idx` into a list of kind `which` at its place by sequence number (the
+    /// lists are in sequence order; a node re-keyed later goes back where it arrived).
+    fn link_in_order(&mut self, idx: u32, which: usize, bucket: Option<usize>) {
+        let Some(seq) = self.nodes.get_by_index(idx as usize).map(|(_, n)| n.seq) else {
+            return;
+        };
+        // Walk back from the tail past every later entry.
+        let mut after = self.head(which, bucket).tail;
+        while after != NIL {
+            match self.nodes.get_by_index(after as usize) {
+                Some((_, n)) if n.seq > seq => after = n.links[which].prev,
+                _ => break,
+            }
+        }
+        if after == self.head(which, bucket).tail {
+            return self.push_back(idx, which, bucket);
+        }
+        let next = match after {
+            NIL => self.head(which, bucket).head,
+            a => self
+                .nodes
+                .get_by_index(a as usize)
+                .map_or(NIL, |(_, n)| n.links[which].next),
+        };
+        if let Some(n) = self.nodes.get_mut_by_index(idx as usize) {
+            n.links[which] = Link { prev: after, next };
+            n.linked[which] = true;
+            self.linked[which] += 1;
+        }
+        match self.nodes.get_mut_by_index(after as usize) {
+            Some(a) if after != NIL => a.links[which].next = idx,
+            _ => self.head_mut(which, bucket).head = idx,
+        }
+        if let Some(nx) = self.nodes.get_mut_by_index(next as usize) {
+            nx.links[which].prev = idx;
+        }
+    }
+
     fn unlink(&mut self, idx: u32, which: usize, bucket: Option<usize>) {
         let Some(n) = self.nodes.get_mut_by_index(idx as usize) else {
             return;
@@ -345,11 +383,6 @@ macro_rules! common_api {
             self.t.nodes.get_mut(h)
         }
 
-        /// Removes the entry `h` names and returns it.
-        pub fn remove(&mut self, h: EntryHandle<T>) -> Option<Node<T>> {
-            self.t.remove(h)
-        }
-
         /// The earliest queued entry whose payload satisfies `pred` (for fi_cancel, which
         /// identifies an operation by its context). Linear in the queue length.
         pub fn find_by(&self, pred: impl Fn(&T) -> bool) -> Option<EntryHandle<T>> {
@@ -424,6 +457,11 @@ where
         earliest(earliest(exact, any_src), wild).map(|(h, _)| h)
     }
 
+    /// Removes the receive `h` names and returns it.
+    pub fn remove(&mut self, h: EntryHandle<T>) -> Option<Node<T>> {
+        self.t.remove(h)
+    }
+
     common_api!();
 }
 
@@ -434,6 +472,9 @@ where
     B: AsRef<[Bucket]> + AsMut<[Bucket]>,
 {
     t: Table<T, S, B>,
+    /// Messages queued with no source (`FI_ADDR_NOTAVAIL`): what [`Self::rekey`] may
+    /// still have to name.
+    sourceless: u32,
 }
 
 impl<T, S, B> UnexpectedQueue<T, S, B>
@@ -446,6 +487,7 @@ where
     pub fn new(nodes: S, buckets: B) -> Self {
         UnexpectedQueue {
             t: Table::new(nodes, buckets),
+            sourceless: 0,
         }
     }
 
@@ -456,7 +498,62 @@ where
         let lists = [(BY_TAG_SRC, b0), (BY_TAG, b1), (ORDERED, None)];
         let n = if b0.is_none() { 1 } else { 0 };
         // Without buckets, only the ordered list is used.
-        self.t.insert(src, tag, 0, value, &lists[n * 2..])
+        let h = self.t.insert(src, tag, 0, value, &lists[n * 2..])?;
+        if src == FI_ADDR_NOTAVAIL {
+            self.sourceless += 1;
+        }
+        Ok(h)
+    }
+
+    /// Removes the message `h` names and returns it.
+    pub fn remove(&mut self, h: EntryHandle<T>) -> Option<Node<T>> {
+        let n = self.t.remove(h)?;
+        if n.src == FI_ADDR_NOTAVAIL {
+            self.sourceless -= 1;
+        }
+        Some(n)
+    }
+
+    /// How many messages are queued with no source (`FI_ADDR_NOTAVAIL`).
+    #[inline]
+    pub fn sourceless(&self) -> u32 {
+        self.sourceless
+    }
+
+    /// Gives messages queued with no source the source `name` says they have now (the
+    /// application inserted their sender into the AV since they arrived; `name` may
+    /// also update the payload), keeping their place in arrival order: from then on
+    /// they match directed receives like any other message from that source. `None`
+    /// leaves a message sourceless. Returns how many got a source. Linear in the queue
+    /// length: run it when the AV changed, not per receive.
+    pub fn rekey(&mut self, mut name: impl FnMut(&mut T) -> Option<FiAddr>) -> usize {
+        if self.sourceless == 0 {
+            return 0;
+        }
+        let mut named = 0;
+        let mut i = self.t.ordered.head;
+        while i != NIL {
+            let Some(n) = self.t.nodes.get_mut_by_index(i as usize) else {
+                break;
+            };
+            let next = n.links[ORDERED].next;
+            if n.src == FI_ADDR_NOTAVAIL
+                && let Some(src) = name(&mut n.value).filter(|s| *s != FI_ADDR_NOTAVAIL)
+            {
+                let (tag, hashed) = (n.tag, n.linked[BY_TAG_SRC]);
+                n.src = src;
+                if hashed {
+                    let old = self.t.bucket_of(BY_TAG_SRC, FI_ADDR_NOTAVAIL, tag);
+                    self.t.unlink(i, BY_TAG_SRC, old);
+                    let new = self.t.bucket_of(BY_TAG_SRC, src, tag);
+                    self.t.link_in_order(i, BY_TAG_SRC, new);
+                }
+                self.sourceless -= 1;
+                named += 1;
+            }
+            i = next;
+        }
+        named
     }
 
     /// The earliest-arrived message that a receive for `src` (`FI_ADDR_UNSPEC`: any),
@@ -480,34 +577,6 @@ where
             None => t.first(ORDERED, None, hit),
         }
         .map(|(h, _)| h)
-    }
-
-    /// As [`UnexpectedQueue::find`], but a directed receive (`src` not
-    /// `FI_ADDR_UNSPEC`) also takes a message queued with no source
-    /// (`FI_ADDR_NOTAVAIL`: its sender was not in the AV when it arrived) that
-    /// `now_from` says comes from `src` (the application inserted the sender's address
-    /// since, as Open MPI does when a peer first makes contact), in arrival order.
-    pub fn find_resolving(
-        &self,
-        src: FiAddr,
-        tag: u64,
-        ignore: u64,
-        now_from: impl Fn(&T) -> bool,
-    ) -> Option<EntryHandle<T>> {
-        let t = &self.t;
-        if src == FI_ADDR_UNSPEC || t.nodes.is_empty() {
-            return self.find(src, tag, ignore);
-        }
-        let tag_ok = |n: &Node<T>| (n.tag & !ignore) == (tag & !ignore);
-        let unknown = |n: &Node<T>| n.src == FI_ADDR_NOTAVAIL && tag_ok(n) && now_from(&n.value);
-        if ignore != 0 || t.per_table == 0 {
-            // One pass over the arrival order serves both kinds.
-            let hit = |n: &Node<T>| (n.src == src && tag_ok(n)) || unknown(n);
-            return t.first(ORDERED, None, hit).map(|(h, _)| h);
-        }
-        let known = t.search(BY_TAG_SRC, src, tag, |n| n.src == src && n.tag == tag);
-        let unknown = t.search(BY_TAG_SRC, FI_ADDR_NOTAVAIL, tag, unknown);
-        earliest(known, unknown).map(|(h, _)| h)
     }
 
     common_api!();
@@ -724,29 +793,63 @@ mod tests {
         assert_eq!(n, 100);
     }
 
-    /// A directed `find_resolving` takes a message queued with no source when the
-    /// caller says it now comes from that source, oldest first among those and the
-    /// ones queued with the source, with and without buckets and ignore bits; other
-    /// sources and any-source receives are unchanged.
+    /// `rekey` names sourceless messages in place: afterwards directed receives find
+    /// them under their source in arrival order among that source's other messages
+    /// (hashed and not, with and without ignore bits); messages it does not name stay
+    /// sourceless; removal and the count stay right.
     #[test]
-    fn find_resolving_takes_sourceless_messages_in_arrival_order() {
-        for buckets in [0, 16] {
+    fn rekey_names_sourceless_messages_in_arrival_order() {
+        for buckets in [0, 2, 16] {
             let mut q = unexp(8, buckets);
-            // Payload: the sender (what the AV names it now).
+            // Payload: the sender's fi_addr once the AV knows it (0: still unknown).
+            let first = q.insert(2, 5, 2).unwrap();
             let old = q.insert(FI_ADDR_NOTAVAIL, 5, 2).unwrap();
             let other = q.insert(FI_ADDR_NOTAVAIL, 5, 3).unwrap();
+            let unknown = q.insert(FI_ADDR_NOTAVAIL, 5, 0).unwrap();
             let new = q.insert(2, 5, 2).unwrap();
-            let from = |src: FiAddr| move |v: &u32| u64::from(*v) == src;
+            assert_eq!(q.sourceless(), 3);
+            assert_eq!(q.find(2, 5, 0), Some(first));
+            q.remove(first);
+            assert_eq!(q.find(2, 5, 0), Some(new), "{buckets}: not yet named");
+            let named = q.rekey(|v| {
+                *v += 100;
+                (*v != 100).then(|| u64::from(*v - 100))
+            });
+            assert_eq!((named, q.sourceless()), (2, 1));
             for ignore in [0, 0xf0] {
-                assert_eq!(q.find_resolving(2, 5, ignore, from(2)), Some(old));
-                assert_eq!(q.find_resolving(3, 5, ignore, from(3)), Some(other));
-                assert_eq!(q.find_resolving(4, 5, ignore, from(4)), None);
-                assert_eq!(q.find_resolving(2, 6, ignore, from(2)), None);
-                assert_eq!(q.find_resolving(ANY, 5, ignore, from(9)), Some(old));
+                assert_eq!(q.find(2, 5, ignore), Some(old), "{buckets}/{ignore:#x}");
+                assert_eq!(q.find(3, 5, ignore), Some(other));
+                assert_eq!(q.find(4, 5, ignore), None);
+                assert_eq!(q.find(ANY, 5, ignore), Some(old));
             }
+            assert_eq!(q.get(old).map(|n| (n.src(), *n.value())), Some((2, 102)));
             q.remove(old);
-            assert_eq!(q.find_resolving(2, 5, 0, from(2)), Some(new));
             assert_eq!(q.find(2, 5, 0), Some(new));
+            assert_eq!(q.rekey(|_| Some(9)), 1, "the unknown one, later");
+            assert_eq!(q.find(9, 5, 0), Some(unknown));
+            assert_eq!(q.find(2, 5, 0), Some(new), "9's message is not 2's");
+            q.remove(unknown);
+            q.remove(other);
+            q.remove(new);
+            assert!(q.is_empty() && q.sourceless() == 0);
+            assert_eq!(q.rekey(|_| Some(1)), 0);
         }
+    }
+
+    /// Re-keyed entries land between later and earlier ones of their new bucket.
+    #[test]
+    fn rekey_keeps_arrival_order_inside_the_new_bucket() {
+        let mut q = unexp(8, 16);
+        let a = q.insert(7, 1, 0).unwrap();
+        let b = q.insert(FI_ADDR_NOTAVAIL, 1, 0).unwrap();
+        let c = q.insert(7, 1, 0).unwrap();
+        let d = q.insert(FI_ADDR_NOTAVAIL, 1, 0).unwrap();
+        let e = q.insert(7, 1, 0).unwrap();
+        assert_eq!(q.rekey(|_| Some(7)), 2);
+        for want in [a, b, c, d, e] {
+            assert_eq!(q.find(7, 1, 0), Some(want));
+            q.remove(want);
+        }
+        assert!(q.is_empty());
     }
 }

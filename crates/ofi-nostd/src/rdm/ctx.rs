@@ -37,6 +37,12 @@ impl<S: Storage> Ctx<'_, S> {
         av.message_source(addr, self.source)
     }
 
+    /// The endpoint's AV's insert count (`Av::inserted`), if it has one.
+    #[inline]
+    pub(super) fn av_inserted(&self) -> Option<u32> {
+        Some(self.avs.get(self.av?)?.inserted())
+    }
+
     /// A remote access to our memory finished: its counter, and with remote CQ data a
     /// receive-CQ entry (FI_RMA | FI_REMOTE_WRITE | FI_REMOTE_CQ_DATA; its slot reserved
     /// by the caller through [`Ctx::rx_reserve`]).

@@ -32,6 +32,9 @@ pub(in crate::rdm) struct RecvQueues<S: Storage> {
     /// Multi-recv buffers: posted in `posted_msg`, and kept until every message carved
     /// from them has arrived.
     pub(in crate::rdm) multis: PoolOf<S, MultiBuf>,
+    /// The AV's insert count (`Av::inserted`) when messages queued with no source were
+    /// last looked up again: until it moves, the AV cannot name them.
+    av_seen: u32,
 }
 
 impl<S: Storage> RecvQueues<S> {
@@ -58,6 +61,7 @@ impl<S: Storage> RecvQueues<S> {
             ux_tag: UnexpectedQueue::new(nodes(store, unexp_msgs)?, buckets(store, unexp_msgs)?),
             claimed: Pool::new(nodes(store, claimed_msgs)?),
             multis: Pool::new(nodes(store, rx_size)?),
+            av_seen: 0,
         })
     }
 
@@ -115,8 +119,7 @@ impl<S: Storage> RecvQueues<S> {
     }
 
     /// The earliest-arrived unexpected message of the kind a receive is (`tagged`) that
-    /// it matches; a directed receive also takes one queued with no source that
-    /// `now_from` says comes from `src` (see `UnexpectedQueue::find_resolving`).
+    /// it matches.
     #[inline]
     pub(in crate::rdm) fn find_unexpected(
         &self,
@@ -124,17 +127,35 @@ impl<S: Storage> RecvQueues<S> {
         src: FiAddr,
         tag: u64,
         ignore: u64,
-        now_from: impl Fn(&UxMsg) -> bool,
     ) -> Option<UxRef> {
         if tagged {
-            self.ux_tag
-                .find_resolving(src, tag, ignore, now_from)
-                .map(UxRef::Tagged)
+            self.ux_tag.find(src, tag, ignore).map(UxRef::Tagged)
         } else {
-            self.ux_msg
-                .find_resolving(src, tag, ignore, now_from)
-                .map(UxRef::Untagged)
+            self.ux_msg.find(src, tag, ignore).map(UxRef::Untagged)
         }
+    }
+
+    /// Whether messages are queued with no source.
+    #[inline]
+    pub(in crate::rdm) fn has_sourceless(&self) -> bool {
+        (self.ux_msg.sourceless() | self.ux_tag.sourceless()) != 0
+    }
+
+    /// Names the messages queued with no source that `name` now finds a source for,
+    /// keeping their arrival order (`UnexpectedQueue::rekey`), with the AV at insert
+    /// count `av_inserted`. Returns how many got one.
+    #[cold]
+    pub(in crate::rdm) fn rekey(
+        &mut self,
+        av_inserted: u32,
+        mut name: impl FnMut(&mut UxMsg) -> Option<FiAddr>,
+    ) -> usize {
+        if av_inserted == self.av_seen {
+            // The AV has not changed since they were last looked up.
+            return 0;
+        }
+        self.av_seen = av_inserted;
+        self.ux_msg.rekey(&mut name) + self.ux_tag.rekey(&mut name)
     }
 
     /// The unexpected message `r`, wherever it lives.
@@ -286,12 +307,9 @@ mod tests {
         let src = 4;
         let r = insert(&mut q, src, msg(0, 1, true, true)).unwrap();
         assert!(matches!(r, UxRef::Tagged(_)));
-        assert!(
-            q.find_unexpected(false, src, 9, 0, |_| false).is_none(),
-            "other kind"
-        );
+        assert!(q.find_unexpected(false, src, 9, 0).is_none(), "other kind");
         assert_eq!(
-            q.find_unexpected(true, src, 0, !0, |_| false),
+            q.find_unexpected(true, src, 0, !0),
             Some(r),
             "ignored tag bits"
         );
@@ -303,6 +321,28 @@ mod tests {
         assert_eq!(q.unexpected_len(), 2);
         assert_eq!(q.remove_ux(r).map(|m| m.total), Some(5));
         assert!(q.ux(r).is_none() && q.remove_ux(r).is_none());
+    }
+
+    /// Sourceless messages of both kinds are named once the AV moved, and only then.
+    #[test]
+    fn rekey_names_both_kinds_once_per_av_change() {
+        let mut q = queues();
+        let t = insert(&mut q, FI_ADDR_NOTAVAIL, msg(1, 1, true, true)).unwrap();
+        let u = insert(&mut q, FI_ADDR_NOTAVAIL, msg(1, 1, false, true)).unwrap();
+        assert!(q.has_sourceless());
+        let name = |m: &mut UxMsg| {
+            m.report_src = 6;
+            Some(6)
+        };
+        assert_eq!(q.rekey(0, name), 0, "the AV did not change");
+        assert_eq!(q.find_unexpected(true, 6, 9, 0), None);
+        assert_eq!(q.rekey(1, |_| None), 0, "the AV does not know them");
+        assert_eq!(q.rekey(1, name), 0, "looked up at this AV state already");
+        assert_eq!(q.rekey(2, name), 2);
+        assert!(!q.has_sourceless());
+        assert_eq!(q.find_unexpected(true, 6, 9, 0), Some(t));
+        assert_eq!(q.find_unexpected(false, 6, 9, 0), Some(u));
+        assert_eq!(q.ux(t).map(|m| m.report_src), Some(6));
     }
 
     #[test]

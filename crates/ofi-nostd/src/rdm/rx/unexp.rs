@@ -2,13 +2,13 @@
 //! the queues that hold them until a receive matches.
 
 use super::*;
-use crate::flags::FI_ADDR_UNSPEC;
 
 impl<S: Storage> Rdm<S> {
     /// The unexpected message a receive for `src`, `tag` and `ignore` takes, oldest
-    /// first. A directed receive also takes one that arrived before the application
-    /// inserted its sender's address (queued with no source), and that message then
-    /// reports the source the AV names now.
+    /// first. Messages that arrived before the application inserted their sender's
+    /// address (queued with no source, as Open MPI's late inserts cause) are first
+    /// given the source the AV names now, if it changed since they were last looked
+    /// up: once per AV change, not per receive.
     #[inline]
     pub(in crate::rdm) fn ux_find(
         &mut self,
@@ -18,39 +18,30 @@ impl<S: Storage> Rdm<S> {
         ignore: u64,
         ctx: &Ctx<'_, S>,
     ) -> Option<UxRef> {
-        let r = self
-            .recv
-            .find_unexpected(tagged, src, tag, ignore, |m| self.ux_now_from(m, src, ctx))?;
-        if src != FI_ADDR_UNSPEC {
-            self.ux_resolved(r, ctx);
+        if self.recv.has_sourceless() {
+            self.ux_rekey(ctx);
         }
-        Some(r)
+        self.recv.find_unexpected(tagged, src, tag, ignore)
     }
 
-    /// Whether unexpected message `m`, queued with no source, comes from `src` by the
-    /// AV as it is now.
+    /// Gives messages queued with no source the source the AV names for their sender
+    /// now, and the source they report (FI_SOURCE), if the AV changed since last time.
     #[cold]
-    fn ux_now_from(&self, m: &UxMsg, src: FiAddr, ctx: &Ctx<'_, S>) -> bool {
-        self.peers
-            .get(m.peer as usize)
-            .filter(|p| p.session.epoch == m.epoch)
-            .is_some_and(|p| ctx.src_of(&p.addr).0 == src)
-    }
-
-    /// A directed receive matched `r`: if it was queued with no source, the source it
-    /// reports (FI_SOURCE) is the one the AV names now.
-    #[cold]
-    fn ux_resolved(&mut self, r: UxRef, ctx: &Ctx<'_, S>) {
-        let node = match r {
-            UxRef::Tagged(h) => self.recv.ux_tag.get_mut(h),
-            UxRef::Untagged(h) => self.recv.ux_msg.get_mut(h),
-            UxRef::Claimed(_) => None,
+    fn ux_rekey(&mut self, ctx: &Ctx<'_, S>) {
+        let Some(n) = ctx.av_inserted() else {
+            return;
         };
-        if let Some(n) = node.filter(|n| n.src() == FI_ADDR_NOTAVAIL)
-            && let Some(p) = self.peers.get(n.value().peer as usize)
-        {
-            n.value_mut().report_src = ctx.src_of(&p.addr).1;
-        }
+        let peers = &self.peers;
+        self.recv.rekey(n, |m| {
+            let p = peers
+                .get(m.peer as usize)
+                .filter(|p| p.session.epoch == m.epoch)?;
+            let (src, report) = ctx.src_of(&p.addr);
+            (src != FI_ADDR_NOTAVAIL).then(|| {
+                m.report_src = report;
+                src
+            })
+        });
     }
 
     /// Points a peer's in-progress message that was `from` at `to`.
