@@ -227,7 +227,7 @@ static DOMAIN_OPS: sys::fi_ops_domain = sys::fi_ops_domain {
     endpoint: Some(endpoint),
     scalable_ep: Some(scalable_ep),
     cntr_open: Some(crate::cntr::open),
-    poll_open: Some(poll_open),
+    poll_open: Some(crate::poll::open),
     stx_ctx: Some(stx_ctx),
     srx_ctx: Some(srx_ctx),
     query_atomic: Some(query_atomic),
@@ -502,15 +502,6 @@ unsafe extern "C" fn endpoint2(
     }
     // SAFETY: forwarded contract.
     unsafe { endpoint(domain, info, ep, context) }
-}
-
-/// `fi_poll_open`: no poll sets yet.
-unsafe extern "C" fn poll_open(
-    _domain: *mut sys::fid_domain,
-    _attr: *mut sys::fi_poll_attr,
-    _pollset: *mut *mut sys::fid_poll,
-) -> c_int {
-    neg(Errno::ENOSYS)
 }
 
 /// `fi_stx_context`: shared contexts are not offered.

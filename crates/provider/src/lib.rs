@@ -59,6 +59,7 @@ pub mod lock;
 pub mod mr;
 pub mod params;
 pub mod plane;
+pub mod poll;
 pub mod prov;
 mod stubs;
 mod util;

@@ -238,12 +238,17 @@ fn fi_info_e_shows_the_parameters() {
     assert_eq!(value, Some("4096"), "{out}");
 }
 
-/// Compiles `tests/c/provider_test.c` into `dir` (with AddressSanitizer, which also
-/// checks that `fi_freeinfo` frees exactly what getinfo allocated, when the compiler
-/// supports it).
+/// Compiles `tests/c/provider_test.c` into `dir`: [`build_c`].
 fn build_c_test(dir: &Path) -> PathBuf {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/c/provider_test.c");
-    let exe = dir.join("provider_test");
+    build_c("provider_test", dir)
+}
+
+/// Compiles `tests/c/<name>.c` into `dir` (with AddressSanitizer, which also checks
+/// that `fi_freeinfo` frees exactly what getinfo allocated, when the compiler supports
+/// it).
+fn build_c(name: &str, dir: &Path) -> PathBuf {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/c/{name}.c"));
+    let exe = dir.join(name);
     let cc = |extra: &[&str]| {
         Command::new("cc")
             .args(["-std=gnu11", "-Wall", "-Wextra", "-Werror", "-g"])
@@ -272,6 +277,17 @@ fn c_program_through_libfabric() {
     let dir = provider_dir("c");
     let work = scratch("c-build");
     let exe = build_c_test(&work);
+    let out = run_ok(&mut with_provider(exe.to_str().expect("UTF-8 path"), &dir));
+    assert!(out.contains(" checks, 0 failed"), "{out}");
+    println!("{out}");
+}
+
+/// Poll sets and wait sets (fi_poll(3)) through libfabric: `tests/c/poll_test.c`.
+#[test]
+fn c_poll_and_wait_sets_through_libfabric() {
+    let dir = provider_dir("poll");
+    let work = scratch("poll-build");
+    let exe = build_c("poll_test", &work);
     let out = run_ok(&mut with_provider(exe.to_str().expect("UTF-8 path"), &dir));
     assert!(out.contains(" checks, 0 failed"), "{out}");
     println!("{out}");

@@ -1,0 +1,242 @@
+/*
+ * Poll sets and wait sets of the nostd provider (fi_poll(3)) through the system
+ * libfabric: an RDM endpoint sending to itself, its transmit and receive CQs and a
+ * send counter in a poll set (each named when it has an event, none when idle), the
+ * same objects in wait sets of every kind (fi_wait, FI_GETWAIT, fi_trywait), and the
+ * refusals (-FI_EBUSY, -FI_EINVAL, -FI_EALREADY).
+ *
+ * Run with FI_PROVIDER_PATH=<dir holding libnostd-fi.so> FI_PROVIDER=nostd.
+ * Prints one line per failed check; exits 0 when every check passed.
+ */
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <rdma/fabric.h>
+#include <rdma/fi_cm.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_eq.h>
+#include <rdma/fi_errno.h>
+
+static int failures;
+static int checks;
+
+#define EXPECT(expr, want)                                                      \
+	do {                                                                    \
+		long long got_ = (long long)(expr);                             \
+		long long want_ = (long long)(want);                            \
+		checks++;                                                       \
+		if (got_ != want_) {                                            \
+			failures++;                                             \
+			printf("FAIL %s:%d: %s = %lld, want %lld (%s)\n",       \
+			       __FILE__, __LINE__, #expr, got_, want_,          \
+			       got_ < 0 ? fi_strerror((int)-got_) : "");        \
+		}                                                               \
+	} while (0)
+
+#define EXPECT_TRUE(cond) EXPECT(!!(cond), 1)
+
+static long ms_since(const struct timespec *t0)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (t.tv_sec - t0->tv_sec) * 1000 + (t.tv_nsec - t0->tv_nsec) / 1000000;
+}
+
+/* An RDM endpoint that sends to itself, with its objects. */
+struct rig {
+	struct fid_domain *domain;
+	struct fid_cq *txcq, *rxcq;
+	struct fid_cntr *cntr;
+	struct fid_av *av;
+	struct fid_ep *ep;
+	fi_addr_t self;
+	char tx[64], rx[64];
+};
+
+/* Opens the rig's objects; CQs and counter with `wait` (a wait set when `set`). */
+static int open_rig(struct fid_fabric *fabric, struct fi_info *info, struct rig *r,
+		    enum fi_wait_obj wait, struct fid_wait *set)
+{
+	struct fi_cq_attr cq_attr = { .format = FI_CQ_FORMAT_CONTEXT, .wait_obj = wait,
+				      .wait_set = set };
+	struct fi_cntr_attr cntr_attr = { .events = FI_CNTR_EVENTS_COMP, .wait_obj = wait,
+					  .wait_set = set };
+	struct fi_av_attr av_attr = { .type = FI_AV_TABLE };
+	char name[64];
+	size_t len = sizeof name;
+
+	memset(r, 0, sizeof *r);
+	EXPECT(fi_domain(fabric, info, &r->domain, NULL), 0);
+	if (!r->domain)
+		return -1;
+	EXPECT(fi_cq_open(r->domain, &cq_attr, &r->txcq, &r->txcq), 0);
+	EXPECT(fi_cq_open(r->domain, &cq_attr, &r->rxcq, &r->rxcq), 0);
+	EXPECT(fi_cntr_open(r->domain, &cntr_attr, &r->cntr, &r->cntr), 0);
+	EXPECT(fi_av_open(r->domain, &av_attr, &r->av, NULL), 0);
+	EXPECT(fi_endpoint(r->domain, info, &r->ep, NULL), 0);
+	if (!r->txcq || !r->rxcq || !r->cntr || !r->av || !r->ep)
+		return -1;
+	EXPECT(fi_ep_bind(r->ep, &r->txcq->fid, FI_TRANSMIT), 0);
+	EXPECT(fi_ep_bind(r->ep, &r->rxcq->fid, FI_RECV), 0);
+	EXPECT(fi_ep_bind(r->ep, &r->cntr->fid, FI_SEND), 0);
+	EXPECT(fi_ep_bind(r->ep, &r->av->fid, 0), 0);
+	EXPECT(fi_enable(r->ep), 0);
+	EXPECT(fi_getname(&r->ep->fid, name, &len), 0);
+	EXPECT(fi_av_insert(r->av, name, 1, &r->self, 0, NULL), 1);
+	return 0;
+}
+
+static void close_rig(struct rig *r)
+{
+	if (r->ep)
+		EXPECT(fi_close(&r->ep->fid), 0);
+	if (r->av)
+		EXPECT(fi_close(&r->av->fid), 0);
+	if (r->cntr)
+		EXPECT(fi_close(&r->cntr->fid), 0);
+	if (r->rxcq)
+		EXPECT(fi_close(&r->rxcq->fid), 0);
+	if (r->txcq)
+		EXPECT(fi_close(&r->txcq->fid), 0);
+	if (r->domain)
+		EXPECT(fi_close(&r->domain->fid), 0);
+}
+
+/* A receive, then a send to itself. */
+static void post_pair(struct rig *r)
+{
+	strcpy(r->tx, "poll set");
+	memset(r->rx, 0, sizeof r->rx);
+	EXPECT(fi_recv(r->ep, r->rx, sizeof r->rx, NULL, FI_ADDR_UNSPEC, r->rx), 0);
+	EXPECT(fi_send(r->ep, r->tx, 9, NULL, r->self, r->tx), 0);
+}
+
+/* fi_poll until `want` distinct members were named or 3 s passed; `seen` gets 1 for
+ * txcq, 2 for rxcq, 4 for the counter. */
+static int poll_for(struct fid_poll *ps, struct rig *r, int want)
+{
+	struct timespec t0;
+	void *ctx[8];
+	int seen = 0, n, i;
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	while ((seen & want) != want && ms_since(&t0) < 3000) {
+		n = fi_poll(ps, ctx, 8);
+		EXPECT_TRUE(n >= 0);
+		for (i = 0; i < n; i++) {
+			if (ctx[i] == &r->txcq)
+				seen |= 1;
+			else if (ctx[i] == &r->rxcq)
+				seen |= 2;
+			else if (ctx[i] == &r->cntr)
+				seen |= 4;
+			else
+				EXPECT_TRUE(!"unknown context");
+		}
+	}
+	return seen;
+}
+
+static void test_poll_set(struct fid_fabric *fabric, struct fi_info *info)
+{
+	struct fi_poll_attr attr = { .flags = 0 }, bad = { .flags = 1 };
+	struct fid_poll *ps = NULL;
+	struct fi_cq_entry e;
+	struct rig r;
+	void *ctx[8];
+	int i, idle = 0;
+
+	if (open_rig(fabric, info, &r, FI_WAIT_NONE, NULL) == 0) {
+		EXPECT(fi_poll_open(r.domain, &bad, &ps), -FI_EINVAL);
+		EXPECT(fi_poll_open(r.domain, &attr, NULL), -FI_EINVAL);
+		EXPECT(fi_poll_open(r.domain, &attr, &ps), 0);
+	}
+	if (!ps) {
+		close_rig(&r);
+		return;
+	}
+	EXPECT_TRUE(ps->fid.fclass == FI_CLASS_POLL);
+	EXPECT(fi_poll_add(ps, &r.txcq->fid, 0), 0);
+	EXPECT(fi_poll_add(ps, &r.rxcq->fid, 0), 0);
+	EXPECT(fi_poll_add(ps, &r.cntr->fid, 0), 0);
+	EXPECT(fi_poll_add(ps, &r.txcq->fid, 0), -FI_EALREADY);
+	EXPECT(fi_poll_add(ps, &r.domain->fid, 0), -FI_EINVAL);
+	EXPECT(fi_poll_add(ps, NULL, 0), -FI_EINVAL);
+	EXPECT(fi_poll_add(ps, &r.av->fid, 0), -FI_EINVAL);
+	EXPECT(fi_poll(ps, NULL, 1), -FI_EINVAL);
+	EXPECT(fi_poll(ps, ctx, -1), -FI_EINVAL);
+
+	/* Idle: nothing, however often it is asked. */
+	for (i = 0; i < 100; i++)
+		idle += fi_poll(ps, ctx, 8);
+	EXPECT(idle, 0);
+
+	/* A message to itself: both CQs and the send counter are named. */
+	post_pair(&r);
+	EXPECT(poll_for(ps, &r, 7), 7);
+	/* The CQs stay named until read; the counter was reported once. */
+	EXPECT(fi_poll(ps, ctx, 8), 2);
+	EXPECT(fi_poll(ps, ctx, 1), 1);
+	EXPECT(fi_cq_read(r.txcq, &e, 1), 1);
+	EXPECT_TRUE(e.op_context == r.tx);
+	EXPECT(fi_poll(ps, ctx, 8), 1);
+	EXPECT_TRUE(ctx[0] == &r.rxcq);
+	EXPECT(fi_cq_read(r.rxcq, &e, 1), 1);
+	EXPECT_TRUE(e.op_context == r.rx);
+	EXPECT(strcmp(r.rx, "poll set"), 0);
+	EXPECT(fi_poll(ps, ctx, 8), 0);
+	EXPECT(fi_cntr_read(r.cntr), 1);
+	/* fi_cntr_add changes the counter: news again, once. */
+	EXPECT(fi_cntr_add(r.cntr, 1), 0);
+	EXPECT(fi_poll(ps, ctx, 8), 1);
+	EXPECT_TRUE(ctx[0] == &r.cntr);
+	EXPECT(fi_poll(ps, ctx, 8), 0);
+
+	/* Members cannot be closed; the set cannot be closed with members. */
+	EXPECT(fi_close(&r.txcq->fid), -FI_EBUSY);
+	EXPECT(fi_close(&ps->fid), -FI_EBUSY);
+	EXPECT(fi_poll_del(ps, &r.txcq->fid, 0), 0);
+	EXPECT(fi_poll_del(ps, &r.txcq->fid, 0), -FI_EINVAL);
+	EXPECT(fi_poll_del(ps, &r.rxcq->fid, 1), -FI_EINVAL);
+	EXPECT(fi_poll_del(ps, &r.rxcq->fid, 0), 0);
+	/* Only the counter is left: a send names it alone. */
+	post_pair(&r);
+	EXPECT(poll_for(ps, &r, 4), 4);
+	EXPECT(fi_poll_del(ps, &r.cntr->fid, 0), 0);
+	EXPECT(fi_close(&ps->fid), 0);
+	/* The second pair's completions (the counter came with the send's). */
+	EXPECT(fi_cq_read(r.txcq, &e, 1), 1);
+	for (i = 0; i < 1000 && fi_cq_read(r.rxcq, &e, 1) == -FI_EAGAIN; i++)
+		usleep(1000);
+	EXPECT_TRUE(e.op_context == r.rx);
+	close_rig(&r);
+}
+
+int main(void)
+{
+	struct fi_info *hints = fi_allocinfo(), *info = NULL;
+	struct fid_fabric *fabric = NULL;
+
+	hints->fabric_attr->prov_name = strdup("nostd");
+	hints->ep_attr->type = FI_EP_RDM;
+	hints->caps = FI_MSG;
+	EXPECT(fi_getinfo(FI_VERSION(1, 17), NULL, NULL, 0, hints, &info), 0);
+	fi_freeinfo(hints);
+	if (!info)
+		return 1;
+	EXPECT(fi_fabric(info->fabric_attr, &fabric, NULL), 0);
+	if (!fabric)
+		return 1;
+	test_poll_set(fabric, info);
+	EXPECT(fi_close(&fabric->fid), 0);
+	fi_freeinfo(info);
+	printf("%d checks, %d failed\n", checks, failures);
+	return failures ? 1 : 0;
+}
