@@ -107,7 +107,7 @@ pub unsafe extern "C" fn open(
             flags: a.flags,
         };
         attr.validate()?;
-        let wait = Waiter::new(attr.wait_obj, Some(d.link_fd))?;
+        let wait = Waiter::new(attr.wait_obj, Some(d.link_fd), attr.wait_set)?;
         let handle = d.control(|st| {
             let h = st.core.cntr_open(&attr, context as u64)?;
             if let Some(w) = wait.fd() {
@@ -124,8 +124,8 @@ pub unsafe extern "C" fn open(
             wait,
         })
     };
-    // SAFETY: NULL or writable (application's contract).
-    unsafe { open_into(cntr, make) }
+    // SAFETY: NULL or writable (application's contract); a wait set's member joins it.
+    unsafe { crate::wait::join::<CntrFid, _>(cntr, open_into(cntr, make)) }
 }
 
 /// `fi_close(cntr)`: -FI_EBUSY while bound.

@@ -137,7 +137,7 @@ pub unsafe extern "C" fn open(
             size: min_cq_size(a.size),
             ..a
         };
-        let wait = Waiter::new(a.wait_obj, Some(d.link_fd))?;
+        let wait = Waiter::new(a.wait_obj, Some(d.link_fd), a.wait_set)?;
         let handle = d.control(|st| {
             let h = st.core.cq_open(&a, context as u64)?;
             if let Some(w) = wait.fd() {
@@ -159,8 +159,8 @@ pub unsafe extern "C" fn open(
             wait,
         })
     };
-    // SAFETY: NULL or writable (application's contract).
-    unsafe { open_into(cq, make) }
+    // SAFETY: NULL or writable (application's contract); a wait set's member joins it.
+    unsafe { crate::wait::join::<CqFid, _>(cq, open_into(cq, make)) }
 }
 
 /// `fi_close(cq)`: -FI_EBUSY while an endpoint is bound to it.

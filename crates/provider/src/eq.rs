@@ -120,7 +120,7 @@ pub unsafe extern "C" fn open(
             wait_set: a.wait_set as u64,
         };
         attr.validate()?;
-        let wait = Waiter::new(attr.wait_obj, None)?;
+        let wait = Waiter::new(attr.wait_obj, None, attr.wait_set)?;
         Ok(EqFid {
             c: sys::fid_eq {
                 fid: EqFid::header(context),
@@ -131,8 +131,8 @@ pub unsafe extern "C" fn open(
             wait,
         })
     };
-    // SAFETY: NULL or writable (application's contract).
-    unsafe { open_into(eq, make) }
+    // SAFETY: NULL or writable (application's contract); a wait set's member joins it.
+    unsafe { crate::wait::join::<EqFid, _>(eq, open_into(eq, make)) }
 }
 
 /// `fi_close(eq)`: -FI_EBUSY while bound.

@@ -29,7 +29,7 @@ static FABRIC_OPS: sys::fi_ops_fabric = sys::fi_ops_fabric {
     domain: Some(crate::domain::open),
     passive_ep: Some(passive_ep),
     eq_open: Some(crate::eq::open),
-    wait_open: Some(wait_open),
+    wait_open: Some(crate::waitset::open),
     trywait: Some(trywait),
     domain2: Some(domain2),
 };
@@ -113,15 +113,6 @@ unsafe extern "C" fn passive_ep(
     neg(Errno::ENOSYS)
 }
 
-/// `fi_wait_open`: no wait sets yet.
-unsafe extern "C" fn wait_open(
-    _fabric: *mut sys::fid_fabric,
-    _attr: *mut sys::fi_wait_attr,
-    _waitset: *mut *mut sys::fid_wait,
-) -> c_int {
-    neg(Errno::ENOSYS)
-}
-
 /// `fi_domain2`: `flags` 0 is `fi_domain`; FI_PEER and other flags are not supported.
 unsafe extern "C" fn domain2(
     fabric: *mut sys::fid_fabric,
@@ -137,7 +128,7 @@ unsafe extern "C" fn domain2(
     unsafe { crate::domain::open(fabric, info, dom, context) }
 }
 
-/// `fi_trywait`: asks each CQ, EQ and counter whether blocking is safe (-FI_EAGAIN: read
+/// `fi_trywait`: asks each CQ, EQ, counter and wait set whether blocking is safe (-FI_EAGAIN: read
 /// first). Other fids are -FI_EINVAL.
 unsafe extern "C" fn trywait(
     fabric: *mut sys::fid_fabric,
@@ -157,16 +148,9 @@ unsafe extern "C" fn trywait(
     for i in 0..count {
         // SAFETY: `fids` holds `count` pointers (application's contract).
         let f = unsafe { fids.add(i).read() };
-        // SAFETY: each is NULL or a fid; the class decides which object it is.
-        let r = unsafe {
-            crate::cq::trywait(f)
-                .or_else(|_| crate::eq::trywait(f))
-                .or_else(|_| crate::cntr::trywait(f))
-        };
-        match r {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => return neg(e),
-            Err(e) => return neg(e),
+        // SAFETY: NULL or a fid (application's contract).
+        if let Err(e) = unsafe { crate::wait::trywait(f) } {
+            return neg(e);
         }
     }
     0

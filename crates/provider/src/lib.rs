@@ -64,6 +64,7 @@ pub mod prov;
 mod stubs;
 mod util;
 pub mod wait;
+pub mod waitset;
 
 pub use prov::fi_prov_ini;
 

@@ -21,6 +21,7 @@
 
 use std::ffi::{c_int, c_void};
 use std::os::fd::{AsRawFd, BorrowedFd, RawFd};
+use std::sync::atomic::{AtomicPtr, Ordering};
 use std::time::Duration;
 
 use hosted::runtime::WaitObject;
@@ -30,6 +31,7 @@ use ofi_nostd::eq::WaitObj;
 use crate::fid::{FidObject, object, poll_until};
 use crate::sys;
 use crate::util::{neg, put, ret};
+use crate::waitset::WaitSetFid;
 
 /// The epoll set of one waitable object.
 pub type WaitFd = WaitObject;
@@ -81,23 +83,63 @@ pub unsafe fn put_fd(arg: *mut libc::c_void, fd: RawFd) -> Result<(), Errno> {
 const MIN_TIMER: Duration = Duration::from_micros(50);
 
 /// The wait object of a CQ, counter or EQ: the kind the application asked for and, for
-/// FI_WAIT_FD and FI_WAIT_UNSPEC, the native fd set that serves it.
+/// FI_WAIT_FD, FI_WAIT_UNSPEC and FI_WAIT_SET, the native fd set that serves it; with
+/// FI_WAIT_SET, the wait set it joins once published ([`join`]) and leaves when it
+/// closes (drops).
 pub struct Waiter {
     obj: WaitObj,
     fd: Option<WaitFd>,
+    set: Option<*const WaitSetFid>,
+    /// The fid that joined `set` (NULL until [`join`]).
+    joined: AtomicPtr<sys::fid>,
+}
+
+impl Drop for Waiter {
+    fn drop(&mut self) {
+        let f = *self.joined.get_mut();
+        if let Some(set) = self.set
+            && !f.is_null()
+        {
+            // SAFETY: a wait set outlives its members (its fi_close is refused while
+            // one is in it).
+            unsafe { (*set).leave(f) };
+        }
+    }
 }
 
 impl Waiter {
     /// The wait object of an object opened with `obj`, over the data plane's descriptor
-    /// `link` (CQs and counters; see [`open`]). Wait sets and mutex/cond pairs are
-    /// -FI_ENOSYS; FI_WAIT_YIELD polls and FI_WAIT_NONE cannot block.
-    pub fn new(obj: WaitObj, link: Option<RawFd>) -> Result<Waiter, Errno> {
+    /// `link` (CQs and counters; see [`open`]), in the wait set `wait_set` (the
+    /// attribute's pointer) with FI_WAIT_SET (-FI_EINVAL unless it is one of ours).
+    /// Mutex/cond pairs are -FI_ENOSYS; FI_WAIT_YIELD polls and FI_WAIT_NONE cannot
+    /// block.
+    pub fn new(obj: WaitObj, link: Option<RawFd>, wait_set: u64) -> Result<Waiter, Errno> {
+        let mut set = None;
         let fd = match obj {
             WaitObj::None | WaitObj::Yield => None,
             WaitObj::Unspec | WaitObj::Fd => Some(open(link)?),
+            WaitObj::Set => {
+                // SAFETY: the attribute's wait_set is NULL or a fid (application's
+                // contract); `object` checks it is a wait set of ours.
+                set = Some(std::ptr::from_ref(unsafe {
+                    WaitSetFid::from_attr(wait_set)
+                }?));
+                Some(open(link)?)
+            }
             _ => return Err(Errno::ENOSYS),
         };
-        Ok(Waiter { obj, fd })
+        Ok(Waiter {
+            obj,
+            fd,
+            set,
+            joined: AtomicPtr::new(std::ptr::null_mut()),
+        })
+    }
+
+    /// The wait set this object is in, if any.
+    fn set(&self) -> Option<&WaitSetFid> {
+        // SAFETY: a wait set outlives its members (see `Drop`).
+        self.set.map(|s| unsafe { &*s })
     }
 
     /// The native fd set, if there is one.
@@ -168,6 +210,12 @@ impl Waiter {
     /// `arg` is NULL or points to an `int` (FI_GETWAIT) / `enum fi_wait_obj`
     /// (FI_GETWAITOBJ).
     pub unsafe fn control(&self, cmd: c_int, arg: *mut c_void) -> Result<(), Errno> {
+        if let Some(set) = self.set() {
+            // A member's wait object is its set's (libfabric's util objects forward
+            // there too).
+            // SAFETY: forwarded contract (the same commands and arguments).
+            return unsafe { crate::waitset::control_set(set, cmd, arg) };
+        }
         let obj = arg.cast::<sys::fi_wait_obj>();
         match (u32::try_from(cmd), &self.fd) {
             // SAFETY: forwarded contract.
@@ -181,6 +229,59 @@ impl Waiter {
             _ => Err(Errno::ENOSYS),
         }
     }
+}
+
+/// The end of a waitable object's open call: a member of a wait set joins it once its
+/// fid is published at `*out`; if it cannot, the object is closed again and the call
+/// fails.
+///
+/// # Safety
+///
+/// `rc` is what `open_into(out, ..)` returned for an object of class `T`.
+pub unsafe fn join<T: Waitable, C>(out: *mut *mut C, rc: c_int) -> c_int {
+    if rc != 0 {
+        return rc;
+    }
+    // SAFETY: open_into wrote the published object's pointer.
+    let f = unsafe { out.read() }.cast::<sys::fid>();
+    // SAFETY: just published, of class T.
+    let Ok(o) = (unsafe { object::<T>(f) }) else {
+        return neg(Errno::EINVAL);
+    };
+    let w = o.waiter();
+    let (Some(set), Some(fd)) = (w.set(), &w.fd) else {
+        return 0;
+    };
+    match set.join(f, fd.fd()) {
+        Ok(()) => {
+            w.joined.store(f, Ordering::Release);
+            0
+        }
+        Err(e) => {
+            // SAFETY: our fid, never handed to the application.
+            let _ = unsafe { (*(*f).ops).close.map(|c| c(f)) };
+            // SAFETY: `out` is writable (open_into's contract).
+            unsafe { out.write(std::ptr::null_mut()) };
+            neg(e)
+        }
+    }
+}
+
+/// fi_trywait of one fid: a CQ, EQ, counter or wait set of ours (-FI_EINVAL for any
+/// other fid); -FI_EAGAIN when it has something to read first.
+///
+/// # Safety
+///
+/// `f` is NULL or a fid.
+pub unsafe fn trywait(f: *mut sys::fid) -> Result<(), Errno> {
+    // SAFETY: each is NULL or a fid; the class decides which object it is.
+    let r = unsafe {
+        crate::cq::trywait(f)
+            .or_else(|_| crate::eq::trywait(f))
+            .or_else(|_| crate::cntr::trywait(f))
+            .or_else(|_| object::<WaitSetFid>(f).map(WaitSetFid::trywait))
+    };
+    r.and_then(|inner| inner)
 }
 
 /// A fid with a [`Waiter`]: CQs, counters and EQs.

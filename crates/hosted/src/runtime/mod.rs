@@ -41,7 +41,7 @@ pub use open::{
 pub use pass::{Core, ReadBudget, Runtime, Turn};
 pub use plane::{Clocked, DataPlane, Driver, PassMemory, PollMode, WithFd};
 pub use thread::{AutoProgress, Policy, ProgressThread};
-pub use wait::{Sleeper, WaitObject, WaitSet};
+pub use wait::{EpollSet, Sleeper, WaitObject, WaitSet};
 pub use wake::{Signal, Wake, Wakeups};
 
 /// The core domain of a host runtime.

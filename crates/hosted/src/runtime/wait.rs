@@ -255,6 +255,52 @@ impl WaitObject {
     }
 }
 
+/// The epoll set of a C provider's wait set (fi_wait_open): the descriptors of its
+/// members (each the epoll set of a [`WaitObject`]; epoll sets nest) come and go as
+/// CQs, counters and EQs that name the wait set open and close.
+#[derive(Debug)]
+pub struct EpollSet {
+    epoll: OwnedFd,
+}
+
+impl EpollSet {
+    /// An empty set.
+    pub fn new() -> std::io::Result<EpollSet> {
+        Ok(EpollSet {
+            epoll: epoll::create(epoll::CreateFlags::CLOEXEC)?,
+        })
+    }
+
+    /// The descriptor the application polls (FI_GETWAIT).
+    pub fn fd(&self) -> BorrowedFd<'_> {
+        self.epoll.as_fd()
+    }
+
+    /// Watches `fd` for readability.
+    pub fn add(&self, fd: BorrowedFd<'_>) -> std::io::Result<()> {
+        let data = epoll::EventData::new_u64(0);
+        Ok(epoll::add(&self.epoll, fd, data, epoll::EventFlags::IN)?)
+    }
+
+    /// Stops watching `fd`.
+    pub fn remove(&self, fd: BorrowedFd<'_>) -> std::io::Result<()> {
+        Ok(epoll::delete(&self.epoll, fd)?)
+    }
+
+    /// Sleeps until a member is readable or `timeout` (rounded up to whole
+    /// milliseconds) passes; true when one is. Interrupted waits count as spurious
+    /// wake-ups.
+    pub fn wait(&self, timeout: Duration) -> bool {
+        let ms = timeout.as_micros().div_ceil(1000).min(u64::MAX as u128) as u64;
+        let mut ev = [epoll::Event {
+            flags: epoll::EventFlags::empty(),
+            data: epoll::EventData::new_u64(0),
+        }; 4];
+        let t = timespec(Duration::from_millis(ms));
+        matches!(epoll::wait(&self.epoll, &mut ev[..], Some(&t)), Ok(n) if n > 0)
+    }
+}
+
 /// A non-blocking monotonic timerfd.
 pub(crate) fn timerfd() -> rustix::io::Result<OwnedFd> {
     use rustix::time::{TimerfdClockId, TimerfdFlags};
@@ -336,6 +382,26 @@ mod tests {
         let mut b = [0u8; 4];
         link.recv(&mut b).unwrap();
         assert!(!readable(set.fd()));
+    }
+
+    #[test]
+    fn an_epoll_set_is_readable_while_a_nested_wait_object_is() {
+        let set = EpollSet::new().unwrap();
+        let (a, b) = (
+            WaitObject::new(None).unwrap(),
+            WaitObject::new(None).unwrap(),
+        );
+        set.add(a.fd()).unwrap();
+        set.add(b.fd()).unwrap();
+        assert!(!set.wait(Duration::ZERO) && !readable(set.fd()));
+        b.signal();
+        assert!(set.wait(Duration::from_secs(5)) && readable(set.fd()));
+        b.drain();
+        assert!(!readable(set.fd()));
+        set.remove(a.fd()).unwrap();
+        a.signal();
+        assert!(!set.wait(Duration::from_millis(1)), "a left the set");
+        assert!(set.add(b.fd()).is_err(), "already a member");
     }
 
     #[test]

@@ -219,6 +219,159 @@ static void test_poll_set(struct fid_fabric *fabric, struct fi_info *info)
 	close_rig(&r);
 }
 
+/* Reads a completion from `cq` into `e`, fi_wait-ing on `ws` between tries (at most
+ * 20 waits of up to a second); returns what the last read returned. */
+static ssize_t wait_read(struct fid_wait *ws, struct fid_cq *cq, struct fi_cq_entry *e)
+{
+	ssize_t k = -FI_EAGAIN;
+	int i, w;
+
+	for (i = 0; i < 20 && k == -FI_EAGAIN; i++) {
+		k = fi_cq_read(cq, e, 1);
+		if (k == -FI_EAGAIN) {
+			w = fi_wait(ws, 1000);
+			EXPECT_TRUE(w == 0 || w == -FI_ETIMEDOUT);
+		}
+	}
+	return k;
+}
+
+/* A wait set of `kind` over the rig's CQs and counter and an EQ. */
+static void test_wait_set(struct fid_fabric *fabric, struct fi_info *info, enum fi_wait_obj kind)
+{
+	struct fi_wait_attr attr = { .wait_obj = kind };
+	struct fi_eq_attr eq_attr = { .flags = FI_WRITE, .wait_obj = FI_WAIT_SET };
+	struct fi_cq_attr cq_attr = { .wait_obj = FI_WAIT_SET };
+	struct fid_wait *ws = NULL;
+	struct fid_eq *eq = NULL;
+	struct fid_cq *cq = NULL;
+	struct fid *fids[1];
+	struct fi_cq_entry e;
+	struct fi_wait_pollfd pfds = { 0 };
+	struct pollfd fds[8];
+	enum fi_wait_obj got = FI_WAIT_NONE;
+	struct timespec t0;
+	struct rig r;
+	uint32_t event;
+	char buf[64];
+	int fd = -1, i, n;
+
+	printf("wait set of kind %d\n", kind);
+	EXPECT(fi_wait_open(fabric, &attr, &ws), 0);
+	if (!ws)
+		return;
+	EXPECT_TRUE(ws->fid.fclass == FI_CLASS_WAIT);
+	EXPECT(fi_control(&ws->fid, FI_GETWAITOBJ, &got), 0);
+	EXPECT(got, kind);
+	eq_attr.wait_set = ws;
+	EXPECT(fi_eq_open(fabric, &eq_attr, &eq, &eq), 0);
+	if (open_rig(fabric, info, &r, FI_WAIT_SET, ws) != 0 || !eq)
+		goto out;
+	/* FI_WAIT_SET needs one of our wait sets. */
+	EXPECT(fi_cq_open(r.domain, &cq_attr, &cq, NULL), -FI_EINVAL);
+	cq_attr.wait_set = (struct fid_wait *)r.domain;
+	EXPECT(fi_cq_open(r.domain, &cq_attr, &cq, NULL), -FI_EINVAL);
+	/* Members wait through the set only. */
+	EXPECT(fi_cq_sread(r.txcq, &e, 1, NULL, 0), -FI_ENOSYS);
+	EXPECT(fi_cntr_wait(r.cntr, 1, 0), -FI_ENOSYS);
+	EXPECT(fi_control(&r.txcq->fid, FI_GETWAITOBJ, &got), 0);
+	EXPECT(got, kind);
+	EXPECT(fi_close(&ws->fid), -FI_EBUSY);
+
+	/* Idle: fi_wait times out, fi_trywait says blocking is safe. */
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	EXPECT(fi_wait(ws, 20), -FI_ETIMEDOUT);
+	EXPECT_TRUE(ms_since(&t0) >= 19);
+	fids[0] = &ws->fid;
+	EXPECT(fi_trywait(fabric, fids, 1), 0);
+
+	if (kind == FI_WAIT_FD || kind == FI_WAIT_UNSPEC) {
+		EXPECT(fi_control(&ws->fid, FI_GETWAIT, &fd), 0);
+		EXPECT(fi_control(&r.rxcq->fid, FI_GETWAIT, &n), 0);
+		EXPECT(n, fd);
+		fds[0] = (struct pollfd){ .fd = fd, .events = POLLIN };
+		EXPECT(poll(fds, 1, 0), 0);
+		n = epoll_create1(0);
+		{
+			struct epoll_event ev = { .events = EPOLLIN }, out;
+
+			EXPECT(epoll_ctl(n, EPOLL_CTL_ADD, fd, &ev), 0);
+			/* The set's fd wakes an epoll of the application's on an event. */
+			EXPECT(fi_eq_write(eq, FI_NOTIFY, buf, 8, 0), 8);
+			EXPECT(epoll_wait(n, &out, 1, 3000), 1);
+		}
+		close(n);
+		EXPECT(fi_trywait(fabric, fids, 1), -FI_EAGAIN);
+		EXPECT(fi_eq_read(eq, &event, buf, sizeof buf, 0), 8);
+		EXPECT(event, FI_NOTIFY);
+		EXPECT(fi_trywait(fabric, fids, 1), 0);
+		EXPECT(poll(fds, 1, 0), 0);
+		/* Frames and completions wake it too. */
+		post_pair(&r);
+		EXPECT(poll(fds, 1, 3000), 1);
+	} else if (kind == FI_WAIT_POLLFD) {
+		EXPECT(fi_control(&ws->fid, FI_GETWAIT, &pfds), -FI_ETOOSMALL);
+		EXPECT(pfds.nfds, 4); /* the EQ, two CQs, the counter */
+		pfds.fd = fds;
+		EXPECT(fi_control(&ws->fid, FI_GETWAIT, &pfds), 0);
+		EXPECT(pfds.nfds, 4);
+		EXPECT(poll(fds, 4, 0), 0);
+		post_pair(&r);
+		EXPECT_TRUE(poll(fds, 4, 3000) >= 1);
+	} else {
+		EXPECT(fi_control(&ws->fid, FI_GETWAIT, &fd), -FI_ENODATA);
+		post_pair(&r);
+	}
+	EXPECT(fi_eq_write(eq, FI_NOTIFY, buf, 8, 0), 8);
+	EXPECT(fi_wait(ws, 3000), 0);
+	EXPECT(fi_eq_read(eq, &event, buf, sizeof buf, 0), 8);
+	EXPECT(wait_read(ws, r.txcq, &e), 1);
+	EXPECT_TRUE(e.op_context == r.tx);
+	EXPECT(wait_read(ws, r.rxcq, &e), 1);
+	EXPECT_TRUE(e.op_context == r.rx);
+	EXPECT(strcmp(r.rx, "poll set"), 0);
+	EXPECT(fi_cntr_read(r.cntr), 1);
+	/* Everything read: idle again. */
+	EXPECT(fi_wait(ws, 10), -FI_ETIMEDOUT);
+	if (kind == FI_WAIT_POLLFD) {
+		i = (int)pfds.change_index;
+		EXPECT(fi_control(&ws->fid, FI_GETWAIT, &pfds), 0);
+		EXPECT(pfds.change_index, i);
+	}
+out:
+	close_rig(&r);
+	if (eq)
+		EXPECT(fi_close(&eq->fid), 0);
+	if (kind == FI_WAIT_POLLFD) {
+		i = (int)pfds.change_index;
+		pfds.nfds = 0;
+		EXPECT(fi_control(&ws->fid, FI_GETWAIT, &pfds), 0);
+		EXPECT(pfds.nfds, 0);
+		EXPECT_TRUE(pfds.change_index > (uint64_t)i);
+	}
+	EXPECT(fi_close(&ws->fid), 0);
+}
+
+static void test_wait_open(struct fid_fabric *fabric)
+{
+	struct fi_wait_attr attr = { .wait_obj = FI_WAIT_FD, .flags = 1 };
+	struct fid_wait *ws = NULL;
+
+	EXPECT(fi_wait_open(fabric, NULL, &ws), -FI_EINVAL);
+	EXPECT(fi_wait_open(fabric, &attr, &ws), -FI_EINVAL);
+	attr.flags = 0;
+	EXPECT(fi_wait_open(fabric, &attr, NULL), -FI_EINVAL);
+	attr.wait_obj = FI_WAIT_MUTEX_COND;
+	EXPECT(fi_wait_open(fabric, &attr, &ws), -FI_ENOSYS);
+	attr.wait_obj = FI_WAIT_NONE;
+	EXPECT(fi_wait_open(fabric, &attr, &ws), -FI_EINVAL);
+	attr.wait_obj = FI_WAIT_SET;
+	EXPECT(fi_wait_open(fabric, &attr, &ws), -FI_EINVAL);
+	attr.wait_obj = 99;
+	EXPECT(fi_wait_open(fabric, &attr, &ws), -FI_EINVAL);
+	EXPECT_TRUE(ws == NULL);
+}
+
 int main(void)
 {
 	struct fi_info *hints = fi_allocinfo(), *info = NULL;
@@ -235,6 +388,11 @@ int main(void)
 	if (!fabric)
 		return 1;
 	test_poll_set(fabric, info);
+	test_wait_open(fabric);
+	test_wait_set(fabric, info, FI_WAIT_FD);
+	test_wait_set(fabric, info, FI_WAIT_UNSPEC);
+	test_wait_set(fabric, info, FI_WAIT_POLLFD);
+	test_wait_set(fabric, info, FI_WAIT_YIELD);
 	EXPECT(fi_close(&fabric->fid), 0);
 	fi_freeinfo(info);
 	printf("%d checks, %d failed\n", checks, failures);

@@ -1154,7 +1154,7 @@ int main(void)
 	EXPECT(fi_endpoint(domain, info, NULL, NULL), -FI_EINVAL);
 	EXPECT(fi_endpoint(domain, NULL, &ep, NULL), -FI_EINVAL);
 	EXPECT(fi_passive_ep(fabric, info, NULL, NULL), -FI_ENOSYS);
-	EXPECT(fi_wait_open(fabric, NULL, NULL), -FI_ENOSYS);
+	EXPECT(fi_wait_open(fabric, NULL, NULL), -FI_EINVAL);
 
 	test_eq(fabric, &eq);
 	test_cq(domain, &cq);
