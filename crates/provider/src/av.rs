@@ -4,6 +4,7 @@
 //! (FI_SOCKADDR_IN, the native one) or, for an FI_ADDR_STR domain, `char *` strings.
 
 use std::ffi::{c_char, c_int, c_void};
+use std::sync::atomic::{AtomicPtr, Ordering};
 
 use ofi_nostd::Errno;
 use ofi_nostd::addr::{self, ADDR_LEN, EpAddr};
@@ -13,7 +14,8 @@ use ofi_nostd::flags::{FiAddr, Flags};
 use ofi_nostd::info::AddrFormat;
 
 use crate::domain::{DomainFid, InDomain};
-use crate::fid::{FidObject, fi_ops, object, open_into};
+use crate::eq::EqFid;
+use crate::fid::{FidObject, no_control, no_ops_open, no_ops_set, no_tostr, object, open_into};
 use crate::sys;
 use crate::util::{arg, bytes, cstr, neg, ret};
 use hosted::storage::Heap;
@@ -30,9 +32,21 @@ pub struct AvFid {
     c: sys::fid_av,
     /// The domain it was opened on, and its core handle there.
     pub(crate) at: InDomain<AvHandle<Heap>>,
+    /// Opened with FI_EVENT: inserts complete through the bound EQ.
+    event: bool,
+    /// The EQ bound with fi_av_bind (NULL: none).
+    eq: AtomicPtr<EqFid>,
 }
 
-static AV_FI_OPS: sys::fi_ops = fi_ops(close);
+static AV_FI_OPS: sys::fi_ops = sys::fi_ops {
+    size: size_of::<sys::fi_ops>(),
+    close: Some(close),
+    bind: Some(bind),
+    control: Some(no_control),
+    ops_open: Some(no_ops_open),
+    tostr: Some(no_tostr),
+    ops_set: Some(no_ops_set),
+};
 
 static AV_OPS: sys::fi_ops_av = sys::fi_ops_av {
     size: size_of::<sys::fi_ops_av>(),
@@ -75,7 +89,8 @@ unsafe fn av<'a>(p: *const sys::fid_av) -> Result<&'a AvFid, Errno> {
     unsafe { object::<AvFid>(p.cast()) }
 }
 
-/// `fi_av_open`. Named (shared) AVs and FI_EVENT (asynchronous inserts) are -FI_ENOSYS.
+/// `fi_av_open`. Named (shared) AVs are -FI_ENOSYS; with FI_EVENT, inserts complete
+/// through the EQ bound with fi_av_bind.
 ///
 /// # Safety
 ///
@@ -105,9 +120,7 @@ pub unsafe extern "C" fn open(
             map_addr: a.map_addr as u64,
             flags: Flags::from_bits_retain(a.flags),
         };
-        if attr.flags.contains(FI_EVENT) {
-            return Err(Errno::ENOSYS);
-        }
+        let event = attr.flags.contains(FI_EVENT);
         let handle = d.with(|core| core.av_open(&mut attr, context as u64))?;
         Ok(AvFid {
             c: sys::fid_av {
@@ -115,6 +128,8 @@ pub unsafe extern "C" fn open(
                 ops: (&raw const AV_OPS).cast_mut(),
             },
             at: InDomain::new(d, handle),
+            event,
+            eq: AtomicPtr::new(std::ptr::null_mut()),
         })
     };
     // SAFETY: NULL or writable (application's contract).
@@ -123,11 +138,71 @@ pub unsafe extern "C" fn open(
 
 /// `fi_close(av)`: -FI_EBUSY while an endpoint is bound to it.
 unsafe extern "C" fn close(fid: *mut sys::fid) -> c_int {
+    let shut = |a: &AvFid| {
+        a.at.domain().with(|d| d.av_close(a.at.handle))?;
+        let eq = a.eq.load(Ordering::Acquire);
+        if !eq.is_null() {
+            // SAFETY: a bound EQ cannot close while bound (its fi_close is refused).
+            unsafe { &*eq }.bind_ref(false);
+        }
+        Ok(())
+    };
     // SAFETY: forwarded contract.
-    unsafe { crate::fid::close::<AvFid>(fid, |a| a.at.domain().with(|d| d.av_close(a.at.handle))) }
+    unsafe { crate::fid::close::<AvFid>(fid, shut) }
 }
 
-/// The shared tail of the insert calls: out-arrays from C, then `f` on the core AV.
+/// `fi_av_bind`: an EQ of the same fabric (`flags` 0), once; -FI_EINVAL otherwise.
+unsafe extern "C" fn bind(fid: *mut sys::fid, bfid: *mut sys::fid, flags: u64) -> c_int {
+    // SAFETY: NULL or a fid (contract).
+    let a = arg!(unsafe { object::<AvFid>(fid) });
+    // SAFETY: NULL or a fid (contract).
+    let q = arg!(unsafe { object::<EqFid>(bfid) });
+    if !std::ptr::eq(q.fabric_ptr(), a.at.domain().fabric_ptr()) {
+        return neg(Errno::EINVAL);
+    }
+    let token = std::ptr::from_ref(q) as u64;
+    let flags = Flags::from_bits_retain(flags);
+    arg!(a.with(|core| core.bind_eq(token, flags)));
+    q.bind_ref(true);
+    a.eq.store(std::ptr::from_ref(q).cast_mut(), Ordering::Release);
+    0
+}
+
+/// The end of an FI_EVENT insert: one FI_AV_COMPLETE error entry per failed address
+/// (`data` its index), then one FI_AV_COMPLETE entry with `data` = `inserted`, all with
+/// the insert's `context`, on the bound EQ.
+fn complete_async(
+    a: &AvFid,
+    context: *mut c_void,
+    inserted: usize,
+    failed: &[(usize, Errno)],
+) -> Result<(), Errno> {
+    use ofi_nostd::eq::{EqEntry, EqErrEntry, EqEvent, EqPayload};
+    let eq = a.eq.load(Ordering::Acquire);
+    if eq.is_null() {
+        return Err(Errno::ENOEQ);
+    }
+    let fid = std::ptr::from_ref(a) as u64;
+    let context = context as u64;
+    // SAFETY: a bound EQ cannot close while bound.
+    unsafe { &*eq }.post(|q| {
+        for &(i, err) in failed {
+            q.post_err(&EqErrEntry {
+                data: i as u64,
+                ..EqErrEntry::new(fid, context, err)
+            })?;
+        }
+        let done = EqEntry {
+            fid,
+            context,
+            data: inserted as u64,
+        };
+        q.post(EqEvent::AV_COMPLETE, EqPayload::Entry(done))
+    })
+}
+
+/// The shared tail of the insert calls: out-arrays from C, then the insert of `addrs`
+/// into the core AV; with FI_EVENT, its completion events and 0.
 ///
 /// # Safety
 ///
@@ -139,13 +214,9 @@ unsafe fn insert_with(
     fi_addr: *mut FiAddr,
     flags: u64,
     context: *mut c_void,
-    f: impl FnOnce(
-        &mut AvObj<Heap>,
-        Option<&mut [FiAddr]>,
-        Flags,
-        Option<&mut [i32]>,
-    ) -> Result<usize, Errno>,
+    addrs: Result<AvAddrs<'_>, Errno>,
 ) -> c_int {
+    let list = arg!(addrs);
     let flags = Flags::from_bits_retain(flags);
     let mut addrs = Vec::new();
     if !fi_addr.is_null() {
@@ -164,13 +235,14 @@ unsafe fn insert_with(
         }
         errs.resize(count, 0i32);
     }
+    let mut failed = Vec::new();
+    let out = (!fi_addr.is_null()).then_some(&mut addrs[..]);
     let r = a.with(|q| {
-        f(
-            q,
-            (!fi_addr.is_null()).then_some(&mut addrs[..]),
-            flags,
-            sync.then_some(&mut errs[..]),
-        )
+        if a.event {
+            q.insert_with(list, out, flags, |i, e| failed.push((i, e)))
+        } else {
+            q.insert(list, out, flags, sync.then_some(&mut errs[..]))
+        }
     });
     if !fi_addr.is_null() {
         for (i, v) in addrs.iter().enumerate() {
@@ -186,6 +258,7 @@ unsafe fn insert_with(
         }
     }
     match r {
+        Ok(n) if a.event => ret(complete_async(a, context, n, &failed)),
         Ok(n) => c_int::try_from(n).unwrap_or(c_int::MAX),
         Err(e) => neg(e),
     }
@@ -219,11 +292,7 @@ unsafe extern "C" fn insert(
             }
         }
         // SAFETY: out-arrays as the application passed them.
-        return unsafe {
-            insert_with(a, count, fi_addr, flags, context, |q, out, fl, errs| {
-                q.insert(AvAddrs::Str(&strs), out, fl, errs)
-            })
-        };
+        return unsafe { insert_with(a, count, fi_addr, flags, context, Ok(AvAddrs::Str(&strs))) };
     }
     let Some(len) = count.checked_mul(ADDR_LEN) else {
         return neg(Errno::EINVAL);
@@ -235,9 +304,14 @@ unsafe extern "C" fn insert(
 
     // SAFETY: out-arrays as the application passed them.
     unsafe {
-        insert_with(a, count, fi_addr, flags, context, |q, out, fl, errs| {
-            q.insert(AvAddrs::SockaddrIn(raw), out, fl, errs)
-        })
+        insert_with(
+            a,
+            count,
+            fi_addr,
+            flags,
+            context,
+            Ok(AvAddrs::SockaddrIn(raw)),
+        )
     }
 }
 
@@ -276,12 +350,9 @@ unsafe extern "C" fn insertsym(
     let Some(count) = nodecnt.checked_mul(svccnt) else {
         return neg(Errno::EINVAL);
     };
+    let addrs = AvAddrs::sym(node, nodecnt, service, svccnt);
     // SAFETY: out-arrays as the application passed them.
-    unsafe {
-        insert_with(a, count, fi_addr, flags, context, |q, out, fl, errs| {
-            q.insertsym(node, nodecnt, service, svccnt, out, fl, errs)
-        })
-    }
+    unsafe { insert_with(a, count, fi_addr, flags, context, addrs) }
 }
 
 /// `fi_av_remove`.

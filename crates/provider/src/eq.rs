@@ -74,6 +74,23 @@ impl EqFid {
         });
     }
 
+    /// Queues provider events with `f` (an asynchronous operation's completion), then
+    /// wakes a waiter armed on the EQ.
+    pub(crate) fn post(
+        &self,
+        f: impl FnOnce(&mut EqObj<Heap>) -> Result<(), Errno>,
+    ) -> Result<(), Errno> {
+        self.with(|q| {
+            let r = f(q);
+            if q.take_wakeup()
+                && let Some(w) = self.wait.fd()
+            {
+                w.signal();
+            }
+            r
+        })
+    }
+
     fn fabric(&self) -> &FabricFid {
         // SAFETY: a fabric outlives its EQs (its fi_close is refused while one is open).
         unsafe { &*self.fabric }

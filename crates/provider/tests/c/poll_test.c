@@ -3,11 +3,14 @@
  * libfabric: an RDM endpoint sending to itself, its transmit and receive CQs and a
  * send counter in a poll set (each named when it has an event, none when idle), the
  * same objects in wait sets of every kind (fi_wait, FI_GETWAIT, fi_trywait), and the
- * refusals (-FI_EBUSY, -FI_EINVAL, -FI_EALREADY).
+ * refusals (-FI_EBUSY, -FI_EINVAL, -FI_EALREADY); and asynchronous AV inserts (FI_EVENT),
+ * whose completions come to an EQ in a wait set.
  *
  * Run with FI_PROVIDER_PATH=<dir holding libnostd-fi.so> FI_PROVIDER=nostd.
  * Prints one line per failed check; exits 0 when every check passed.
  */
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -372,6 +375,79 @@ static void test_wait_open(struct fid_fabric *fabric)
 	EXPECT_TRUE(ws == NULL);
 }
 
+/* FI_EVENT (fi_av(3)): inserts return 0 and complete on the bound EQ, one error entry
+ * per failed address, then FI_AV_COMPLETE with the count; the EQ's wait set wakes. */
+static void test_av_event(struct fid_fabric *fabric, struct fi_info *info)
+{
+	struct fi_wait_attr wattr = { .wait_obj = FI_WAIT_FD };
+	struct fi_eq_attr eq_attr = { .wait_obj = FI_WAIT_SET };
+	struct fi_av_attr av_attr = { .type = FI_AV_TABLE, .flags = FI_EVENT };
+	struct fid_domain *domain = NULL;
+	struct fid_wait *ws = NULL;
+	struct fid_eq *eq = NULL;
+	struct fid_av *av = NULL;
+	struct sockaddr_in addrs[3];
+	fi_addr_t fa[3];
+	struct fi_eq_entry entry;
+	struct fi_eq_err_entry err;
+	uint32_t event;
+	int ctx, fd = -1;
+	struct pollfd pfd;
+
+	EXPECT(fi_wait_open(fabric, &wattr, &ws), 0);
+	EXPECT(fi_domain(fabric, info, &domain, NULL), 0);
+	if (!ws || !domain)
+		return;
+	eq_attr.wait_set = ws;
+	EXPECT(fi_eq_open(fabric, &eq_attr, &eq, NULL), 0);
+	EXPECT(fi_av_open(domain, &av_attr, &av, NULL), 0);
+	if (!eq || !av)
+		goto out;
+	memset(addrs, 0, sizeof addrs);
+	addrs[0].sin_family = AF_INET;
+	addrs[0].sin_port = htons(4711);
+	addrs[0].sin_addr.s_addr = htonl(0x7f000001);
+	addrs[1].sin_family = 12345; /* not an address */
+	addrs[2] = addrs[0];
+	addrs[2].sin_port = htons(4712);
+	EXPECT(fi_av_insert(av, addrs, 3, fa, 0, &ctx), -FI_ENOEQ);
+	EXPECT(fi_av_bind(av, &domain->fid, 0), -FI_EINVAL);
+	EXPECT(fi_av_bind(av, &eq->fid, 0), 0);
+	EXPECT(fi_close(&eq->fid), -FI_EBUSY);
+	EXPECT(fi_av_insert(av, addrs, 3, fa, FI_SYNC_ERR, &ctx), -FI_EINVAL);
+	EXPECT(fi_control(&ws->fid, FI_GETWAIT, &fd), 0);
+	pfd = (struct pollfd){ .fd = fd, .events = POLLIN };
+	EXPECT(fi_wait(ws, 0), -FI_ETIMEDOUT); /* arms the EQ */
+	EXPECT(fi_av_insert(av, addrs, 3, fa, 0, &ctx), 0);
+	EXPECT(poll(&pfd, 1, 1000), 1);
+	EXPECT(fi_eq_read(eq, &event, &entry, sizeof entry, 0), -FI_EAVAIL);
+	EXPECT(fi_eq_readerr(eq, &err, 0), sizeof err);
+	EXPECT_TRUE(err.fid == &av->fid);
+	EXPECT_TRUE(err.context == &ctx);
+	EXPECT(err.data, 1);
+	EXPECT_TRUE(err.err > 0);
+	EXPECT(fi_eq_read(eq, &event, &entry, sizeof entry, 0), sizeof entry);
+	EXPECT(event, FI_AV_COMPLETE);
+	EXPECT_TRUE(entry.fid == &av->fid);
+	EXPECT_TRUE(entry.context == &ctx);
+	EXPECT(entry.data, 2);
+	EXPECT_TRUE(fa[0] != FI_ADDR_NOTAVAIL && fa[2] != FI_ADDR_NOTAVAIL);
+	EXPECT(fa[1], FI_ADDR_NOTAVAIL);
+	/* An insert of nothing completes too. */
+	EXPECT(fi_av_insert(av, addrs, 0, fa, 0, &ctx), 0);
+	EXPECT(fi_eq_read(eq, &event, &entry, sizeof entry, 0), sizeof entry);
+	EXPECT(event, FI_AV_COMPLETE);
+	EXPECT(entry.data, 0);
+	EXPECT(fi_eq_read(eq, &event, &entry, sizeof entry, 0), -FI_EAGAIN);
+out:
+	if (av)
+		EXPECT(fi_close(&av->fid), 0);
+	if (eq)
+		EXPECT(fi_close(&eq->fid), 0);
+	EXPECT(fi_close(&domain->fid), 0);
+	EXPECT(fi_close(&ws->fid), 0);
+}
+
 int main(void)
 {
 	struct fi_info *hints = fi_allocinfo(), *info = NULL;
@@ -393,6 +469,7 @@ int main(void)
 	test_wait_set(fabric, info, FI_WAIT_UNSPEC);
 	test_wait_set(fabric, info, FI_WAIT_POLLFD);
 	test_wait_set(fabric, info, FI_WAIT_YIELD);
+	test_av_event(fabric, info);
 	EXPECT(fi_close(&fabric->fid), 0);
 	fi_freeinfo(info);
 	printf("%d checks, %d failed\n", checks, failures);
