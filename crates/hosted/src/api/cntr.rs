@@ -152,6 +152,20 @@ impl<C: Send + 'static> Counter<C> {
         Ok(())
     }
 
+    /// What fi_poll asks of a counter: runs a progress pass when progress is manual,
+    /// then [`Counter::trywait`]: true when a value changed since the last read, false
+    /// when the counter is armed (its fd wakes on the next change).
+    pub fn ready(&self) -> Result<bool> {
+        if self.shared.manual() {
+            self.shared.lock().progress()?;
+        }
+        match self.trywait() {
+            Ok(()) => Ok(false),
+            Err(e) if e.errno() == Errno::EAGAIN => Ok(true),
+            Err(e) => Err(e),
+        }
+    }
+
     /// The pollable descriptor (FI_WAIT_FD): call [`Counter::trywait`] first (with
     /// manual progress the link's frames make it readable only from then on), then
     /// epoll it for readability. `None` without a wait object.

@@ -262,6 +262,20 @@ impl<C: Send + 'static> Cq<C> {
         Ok(())
     }
 
+    /// What fi_poll asks of a CQ: runs a progress pass when progress is manual, then
+    /// [`Cq::trywait`]: true when entries are there to read, false when the CQ is armed
+    /// (its fd wakes on the next one).
+    pub fn ready(&self) -> Result<bool> {
+        if self.shared.manual() {
+            self.shared.lock().progress()?;
+        }
+        match self.trywait() {
+            Ok(()) => Ok(false),
+            Err(e) if e.errno() == Errno::EAGAIN => Ok(true),
+            Err(e) => Err(e),
+        }
+    }
+
     /// `fi_cq_signal`: wakes a thread blocked in [`Cq::sread`] (it returns -FI_EAGAIN).
     pub fn signal(&self) -> Result<()> {
         let mut g = self.shared.lock();
