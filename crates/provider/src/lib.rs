@@ -36,14 +36,16 @@
 //!
 //! Wait objects ([`wait`]): FI_WAIT_FD and FI_WAIT_UNSPEC CQs, counters and EQs get an
 //! epoll descriptor (eventfd, data plane, timer) for FI_GETWAIT / fi_trywait; blocking
-//! reads sleep on it. FI_WAIT_YIELD polls.
+//! reads sleep on it. FI_WAIT_YIELD polls. Wait sets ([`waitset`]): FI_WAIT_SET objects
+//! keep that descriptor and join their set's epoll descriptor (fi_wait, FI_GETWAIT as
+//! an fd or FI_WAIT_POLLFD). Poll sets ([`poll`]): fi_poll progresses the members'
+//! domains and names the CQs and counters with news.
 //!
 //! Endpoints ([`ep`]) serve messages, tagged messages, RMA and atomics, one file per
 //! operation family.
 //!
-//! Not offered (-FI_ENOSYS): passive, scalable and MSG endpoints, wait sets, poll sets,
-//! shared contexts and collectives (their ops tables exist and refuse),
-//! FI_WAIT_MUTEX_COND, asynchronous AV inserts (FI_EVENT).
+//! Not offered (-FI_ENOSYS): passive, scalable and MSG endpoints, shared contexts and
+//! collectives (their ops tables exist and refuse), FI_WAIT_MUTEX_COND.
 
 pub mod abi;
 pub mod av;
