@@ -283,3 +283,6 @@ unsafe extern "C" fn control(fid: *mut sys::fid, cmd: c_int, arg: *mut c_void) -
     // SAFETY: forwarded contract.
     ret(unsafe { control_set(w, cmd, arg) })
 }
+
+#[cfg(test)]
+mod tests;
