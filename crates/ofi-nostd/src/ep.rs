@@ -157,6 +157,15 @@ impl<S: Storage> Endpoint<S> {
         }
     }
 
+    /// An RDM endpoint's session failures that failed no operation (see
+    /// [`crate::rdm::EpFault`]), taken for its EQ; `None` for DGRAM endpoints.
+    pub fn take_fault(&mut self) -> Option<crate::rdm::EpFault> {
+        match &mut self.engine {
+            Engine::Rdm(r) => r.take_fault(),
+            Engine::Dgram(_) => None,
+        }
+    }
+
     /// The bound event queue's token, if any.
     pub fn eq(&self) -> Option<u64> {
         self.eq

@@ -28,6 +28,8 @@ pub struct EqFid {
     /// The wait object (natively, FI_WAIT_FD and FI_WAIT_UNSPEC: an eventfd signalled
     /// when an armed EQ receives an event).
     wait: Waiter,
+    /// The endpoints bound to it, whose critical errors it reports.
+    pub(crate) eps: crate::critical::BoundEps,
 }
 
 static EQ_FI_OPS: sys::fi_ops = fi_ops_control(close, control::<EqFid>);
@@ -146,6 +148,7 @@ pub unsafe extern "C" fn open(
             fabric: std::ptr::from_ref(f),
             handle: f.inner.lock().eq_open(&attr, context as u64)?,
             wait,
+            eps: Default::default(),
         })
     };
     // SAFETY: NULL or writable (application's contract); a wait set's member joins it.
@@ -199,6 +202,7 @@ unsafe extern "C" fn read(
     if event.is_null() || (buf.is_null() && len > 0) {
         return ret_len(Err(Errno::EINVAL));
     }
+    e.eps.collect(e);
     // SAFETY: pointers checked or the application's (contract).
     ret_len(e.with(|q| unsafe { read_locked(q, event, buf, len, flags) }))
 }
@@ -220,6 +224,7 @@ unsafe extern "C" fn readerr(
     // SAFETY: `buf` is the application's entry; err_data exists from API 1.5 on.
     let user = new_layout.then(|| unsafe { ((*buf).err_data, (*buf).err_data_size) });
     let mut err_data = ErrDataBuf::new(user);
+    e.eps.collect(e);
     let r = e.with(|q| {
         let out = q.readerr(Flags::from_bits_retain(flags), api, err_data.scratch())?;
         // SAFETY: the application's err_data holds its err_data_size bytes.
@@ -289,6 +294,7 @@ unsafe extern "C" fn sread(
         return ret_len(Err(err));
     }
     let r = poll_until(timeout, || {
+        e.eps.collect(e);
         // SAFETY: pointers checked or the application's (contract).
         match e.with(|q| unsafe { read_locked(q, event, buf, len, flags) }) {
             Err(Errno::EAGAIN) => None,
@@ -318,6 +324,7 @@ unsafe extern "C" fn strerror(
 pub unsafe fn trywait(f: *mut sys::fid) -> Result<Result<(), Errno>, Errno> {
     // SAFETY: forwarded contract.
     let e = unsafe { object::<EqFid>(f) }?;
+    e.eps.collect(e);
     Ok(e.with(|q| {
         e.wait.drain();
         q.trywait()

@@ -51,6 +51,7 @@ pub mod abi;
 pub mod av;
 pub mod cntr;
 pub mod cq;
+pub mod critical;
 pub mod domain;
 pub mod ep;
 pub mod eq;

@@ -113,6 +113,17 @@ impl Default for RdmConfig {
     }
 }
 
+/// Session failures that failed no operation, not yet reported: fi_endpoint(3)'s
+/// asynchronous endpoint errors (a peer that restarted or reset its session while
+/// nothing was in flight to it), which the adapter writes to the endpoint's EQ.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EpFault {
+    /// The reason of the last one.
+    pub err: crate::errno::Errno,
+    /// How many since the last report.
+    pub count: u32,
+}
+
 /// What an RDM endpoint counted: traffic, recovery, and every packet it refused, by
 /// reason. Nothing here is ever a reason to panic.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

@@ -69,7 +69,7 @@ use crate::storage::Storage;
 use crate::time::{Duration, Instant};
 
 use active::ActiveRecvs;
-pub use config::{RdmConfig, RdmStats};
+pub use config::{EpFault, RdmConfig, RdmStats};
 pub(crate) use ctx::{Ctx, Sent, TxPort};
 #[cfg(feature = "atomic")]
 pub(crate) use op::AtomicMeta;
@@ -160,6 +160,8 @@ pub struct Rdm<S: Storage> {
     /// Unsessioned replies (REJECT, RESET) waiting for the link.
     ctl: CtlQueue,
     stats: RdmStats,
+    /// Failures nothing else reported (see [`EpFault`]).
+    fault: Option<EpFault>,
 }
 
 /// `next_scan` when no peer has a timer armed.
@@ -245,12 +247,19 @@ impl<S: Storage> Rdm<S> {
             closing: false,
             ctl: CtlQueue::new(),
             stats: RdmStats::default(),
+            fault: None,
         })
     }
 
     /// What the engine counted.
     pub fn stats(&self) -> &RdmStats {
         &self.stats
+    }
+
+    /// The session failures since the last call that failed no operation (and were no
+    /// peer's graceful close), for the endpoint's EQ.
+    pub fn take_fault(&mut self) -> Option<EpFault> {
+        self.fault.take()
     }
 
     /// The engine's configuration.

@@ -58,6 +58,18 @@ pub struct EpFid {
     eq: AtomicPtr<EqFid>,
 }
 
+impl EpFid {
+    /// The fid's address as EQ entries carry it.
+    pub(crate) fn fid_addr(&self) -> u64 {
+        std::ptr::from_ref(&self.c.fid) as u64
+    }
+
+    /// The context the application opened the endpoint with.
+    pub(crate) fn context_addr(&self) -> u64 {
+        self.c.fid.context as u64
+    }
+}
+
 static EP_FI_OPS: sys::fi_ops = sys::fi_ops {
     size: size_of::<sys::fi_ops>(),
     close: Some(close),
@@ -220,7 +232,9 @@ unsafe extern "C" fn close(fid: *mut sys::fid) -> c_int {
         let eq = e.eq.load(Ordering::Acquire);
         if !eq.is_null() {
             // SAFETY: a bound EQ cannot close while bound (its fi_close is refused).
-            unsafe { &*eq }.bind_ref(false);
+            let q = unsafe { &*eq };
+            q.eps.remove(e);
+            q.bind_ref(false);
         }
         Ok(())
     };
@@ -281,6 +295,7 @@ unsafe extern "C" fn bind(fid: *mut sys::fid, bfid: *mut sys::fid, flags: u64) -
                 e.at.domain()
                     .with(|d| d.ep_bind(e.at.handle, BindTarget::Eq(token), flags))?;
                 q.bind_ref(true);
+                q.eps.add(e);
                 e.eq.store(std::ptr::from_ref(q).cast_mut(), Ordering::Release);
                 Ok(())
             }

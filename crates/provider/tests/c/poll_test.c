@@ -4,7 +4,9 @@
  * send counter in a poll set (each named when it has an event, none when idle), the
  * same objects in wait sets of every kind (fi_wait, FI_GETWAIT, fi_trywait), and the
  * refusals (-FI_EBUSY, -FI_EINVAL, -FI_EALREADY); and asynchronous AV inserts (FI_EVENT),
- * whose completions come to an EQ in a wait set.
+ * whose completions come to an EQ in a wait set; and a critical endpoint error on the
+ * EQ: a peer process killed and restarted on the same address while nothing was in
+ * flight to it.
  *
  * Run with FI_PROVIDER_PATH=<dir holding libnostd-fi.so> FI_PROVIDER=nostd.
  * Prints one line per failed check; exits 0 when every check passed.
@@ -15,7 +17,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/epoll.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -448,11 +452,171 @@ out:
 	EXPECT(fi_close(&ws->fid), 0);
 }
 
-int main(void)
+/* An RDM endpoint on the loopback domain at `port` (0: any). */
+static struct fi_info *loopback_info(const char *port)
+{
+	struct fi_info *hints = fi_allocinfo(), *info = NULL;
+
+	hints->fabric_attr->prov_name = strdup("nostd");
+	hints->ep_attr->type = FI_EP_RDM;
+	hints->caps = FI_MSG;
+	EXPECT(fi_getinfo(FI_VERSION(1, 17), "127.0.0.1", port, FI_SOURCE, hints, &info), 0);
+	fi_freeinfo(hints);
+	return info;
+}
+
+/* The peer process: an endpoint at `port` sends one message to the address in hex
+ * `peer` and, once it completed (the session is established), waits to be killed. */
+static int child(const char *port, const char *peer)
+{
+	struct fi_info *info = loopback_info(port);
+	struct fi_cq_attr cq_attr = { .format = FI_CQ_FORMAT_CONTEXT, .wait_obj = FI_WAIT_UNSPEC };
+	struct fi_av_attr av_attr = { .type = FI_AV_TABLE };
+	struct fid_fabric *fabric = NULL;
+	struct fid_domain *domain = NULL;
+	struct fid_cq *cq = NULL;
+	struct fid_av *av = NULL;
+	struct fid_ep *ep = NULL;
+	unsigned char addr[64];
+	struct fi_cq_entry e;
+	fi_addr_t to;
+	size_t i, n = strlen(peer) / 2;
+	unsigned x;
+	char msg[] = "restart";
+
+	if (!info || n > sizeof addr)
+		return 2;
+	for (i = 0; i < n; i++) {
+		sscanf(peer + 2 * i, "%2x", &x);
+		addr[i] = (unsigned char)x;
+	}
+	if (fi_fabric(info->fabric_attr, &fabric, NULL) || fi_domain(fabric, info, &domain, NULL) ||
+	    fi_cq_open(domain, &cq_attr, &cq, NULL) || fi_av_open(domain, &av_attr, &av, NULL) ||
+	    fi_endpoint(domain, info, &ep, NULL) ||
+	    fi_ep_bind(ep, &cq->fid, FI_TRANSMIT | FI_RECV) || fi_ep_bind(ep, &av->fid, 0) ||
+	    fi_enable(ep) || fi_av_insert(av, addr, 1, &to, 0, NULL) != 1 ||
+	    fi_send(ep, msg, sizeof msg, NULL, to, msg) ||
+	    fi_cq_sread(cq, &e, 1, NULL, 5000) != 1)
+		return 3;
+	printf("child: sent\n");
+	fflush(stdout);
+	for (i = 0; i < 600; i++) { /* killed long before */
+		fi_cq_read(cq, &e, 0);
+		usleep(10000);
+	}
+	return 4;
+}
+
+/* Runs this program as the peer at `port`, sending to `name`. */
+static pid_t spawn_child(const char *port, const unsigned char *name, size_t len)
+{
+	char hex[130];
+	size_t i;
+	pid_t pid;
+
+	for (i = 0; i < len && i < 64; i++)
+		sprintf(hex + 2 * i, "%02x", name[i]);
+	pid = fork();
+	if (pid == 0) {
+		execl("/proc/self/exe", "poll_test", "child", port, hex, (char *)NULL);
+		_exit(5);
+	}
+	return pid;
+}
+
+/* A critical error (fi_endpoint(3)): the peer process dies without closing and starts
+ * again on the same address; nothing was in flight to it, so only the EQ bound to our
+ * endpoint reports the reset session: fi_eq_readerr gives the endpoint and
+ * FI_ECONNRESET. */
+static void test_critical(void)
+{
+	struct fi_info *info = loopback_info(NULL);
+	struct fi_cq_attr cq_attr = { .format = FI_CQ_FORMAT_CONTEXT, .wait_obj = FI_WAIT_UNSPEC };
+	struct fi_av_attr av_attr = { .type = FI_AV_TABLE };
+	struct fi_eq_attr eq_attr = { .wait_obj = FI_WAIT_UNSPEC };
+	struct fid_fabric *fabric = NULL;
+	struct fid_domain *domain = NULL;
+	struct fid_eq *eq = NULL;
+	struct fid_cq *cq = NULL;
+	struct fid_av *av = NULL;
+	struct fid_ep *ep = NULL;
+	struct fi_eq_err_entry err;
+	struct fi_cq_entry e;
+	struct timespec t0;
+	unsigned char name[64];
+	char rx[64], port[16];
+	size_t len = sizeof name;
+	uint32_t event;
+	pid_t pid;
+	int round, status;
+	ssize_t k = -FI_EAGAIN;
+
+	if (!info)
+		return;
+	snprintf(port, sizeof port, "%d", 20000 + (int)(getpid() % 20000));
+	EXPECT(fi_fabric(info->fabric_attr, &fabric, NULL), 0);
+	if (!fabric)
+		return;
+	EXPECT(fi_eq_open(fabric, &eq_attr, &eq, NULL), 0);
+	EXPECT(fi_domain(fabric, info, &domain, NULL), 0);
+	if (!eq || !domain)
+		return;
+	EXPECT(fi_cq_open(domain, &cq_attr, &cq, NULL), 0);
+	EXPECT(fi_av_open(domain, &av_attr, &av, NULL), 0);
+	EXPECT(fi_endpoint(domain, info, &ep, (void *)0xe7), 0);
+	if (!cq || !av || !ep)
+		return;
+	EXPECT(fi_ep_bind(ep, &cq->fid, FI_TRANSMIT | FI_RECV), 0);
+	EXPECT(fi_ep_bind(ep, &av->fid, 0), 0);
+	EXPECT(fi_ep_bind(ep, &eq->fid, 0), 0);
+	EXPECT(fi_enable(ep), 0);
+	EXPECT(fi_getname(&ep->fid, name, &len), 0);
+	for (round = 0; round < 2; round++) {
+		memset(rx, 0, sizeof rx);
+		EXPECT(fi_recv(ep, rx, sizeof rx, NULL, FI_ADDR_UNSPEC, rx), 0);
+		pid = spawn_child(port, name, len);
+		EXPECT_TRUE(pid > 0);
+		EXPECT(fi_cq_sread(cq, &e, 1, NULL, 5000), 1);
+		EXPECT(strcmp(rx, "restart"), 0);
+		if (round == 0) {
+			/* A healthy session: no error on the EQ. */
+			EXPECT(fi_eq_read(eq, &event, NULL, 0, 0), -FI_EAGAIN);
+		} else {
+			clock_gettime(CLOCK_MONOTONIC, &t0);
+			do {
+				k = fi_eq_readerr(eq, &err, 0);
+			} while (k == -FI_EAGAIN && ms_since(&t0) < 5000 && !usleep(1000));
+			EXPECT(k, sizeof err);
+			EXPECT_TRUE(err.fid == &ep->fid);
+			EXPECT_TRUE(err.context == (void *)0xe7);
+			EXPECT(err.err, FI_ECONNRESET);
+			EXPECT(err.data, 1);
+			EXPECT(fi_eq_readerr(eq, &err, 0), -FI_EAGAIN);
+		}
+		/* Dies without closing anything. */
+		if (pid > 0) {
+			kill(pid, SIGKILL);
+			waitpid(pid, &status, 0);
+		}
+	}
+	EXPECT(fi_close(&ep->fid), 0);
+	EXPECT(fi_close(&av->fid), 0);
+	EXPECT(fi_close(&cq->fid), 0);
+	EXPECT(fi_close(&domain->fid), 0);
+	EXPECT(fi_close(&eq->fid), 0);
+	EXPECT(fi_close(&fabric->fid), 0);
+	fi_freeinfo(info);
+}
+
+int main(int argc, char **argv)
 {
 	struct fi_info *hints = fi_allocinfo(), *info = NULL;
 	struct fid_fabric *fabric = NULL;
 
+	if (argc == 4 && !strcmp(argv[1], "child")) {
+		fi_freeinfo(hints);
+		return child(argv[2], argv[3]);
+	}
 	hints->fabric_attr->prov_name = strdup("nostd");
 	hints->ep_attr->type = FI_EP_RDM;
 	hints->caps = FI_MSG;
@@ -472,6 +636,7 @@ int main(void)
 	test_av_event(fabric, info);
 	EXPECT(fi_close(&fabric->fid), 0);
 	fi_freeinfo(info);
+	test_critical();
 	printf("%d checks, %d failed\n", checks, failures);
 	return failures ? 1 : 0;
 }

@@ -20,6 +20,9 @@ impl<S: Storage> Rdm<S> {
         let peer = self.peers[p];
         let epoch = peer.session.epoch;
         self.stats.peer_failures += 1;
+        // Operations this failure completes in error: with none, and unless the peer
+        // closed gracefully, only the endpoint's EQ can tell the application.
+        let mut failed = 0u32;
         // Sends.
         let mut o = peer.tx.op_head;
         while o != NIL {
@@ -35,6 +38,7 @@ impl<S: Storage> Rdm<S> {
             if !kept {
                 self.unlink_op(o as usize);
                 if !op.completed {
+                    failed += 1;
                     ctx.tx_done(op.context, op.kind(), Err(err), true, op.reserved);
                 }
             } else if let Some(op) = self.ops.get_mut_by_index(o as usize) {
@@ -82,7 +86,12 @@ impl<S: Storage> Rdm<S> {
         }
         // Receives matched to messages of this session.
         while let Some(h) = self.active.of_session(p, epoch) {
+            failed += 1;
             self.finish_active(h, Some(err), ctx);
+        }
+        if failed == 0 && !peer.session.closed_by_peer {
+            let count = self.fault.map_or(0, |f| f.count).saturating_add(1);
+            self.fault = Some(EpFault { err, count });
         }
         // Unexpected messages of this session that can no longer complete.
         while let Some(r) = self.recv.needing_session(p, epoch) {
