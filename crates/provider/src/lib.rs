@@ -39,7 +39,8 @@
 //! reads sleep on it. FI_WAIT_YIELD polls. Wait sets ([`waitset`]): FI_WAIT_SET objects
 //! keep that descriptor and join their set's epoll descriptor (fi_wait, FI_GETWAIT as
 //! an fd or FI_WAIT_POLLFD). Poll sets ([`poll`]): fi_poll progresses the members'
-//! domains and names the CQs and counters with news.
+//! domains and names the CQs and counters with news. EQs report their endpoints'
+//! critical errors ([`critical`]).
 //!
 //! Endpoints ([`ep`]) serve messages, tagged messages, RMA and atomics, one file per
 //! operation family.
