@@ -19,7 +19,7 @@
 use crate::errno::{Errno, Result};
 
 /// The endpoint-id bit where a context index starts (wire protocol 3.9).
-pub const CTX_SHIFT: u32 = 10;
+pub const CTX_SHIFT: u32 = wire::packet::EP_CTX_SHIFT;
 
 /// Endpoint ids below this are base ids (pool slots); a domain opens no more
 /// endpoints than this.

@@ -411,6 +411,35 @@ fn examples() -> Vec<(&'static str, Repr<'static>)> {
                 }),
             },
         ),
+        (
+            // Spec 3.9: A's transmit context 2 (endpoint 7) to B's receive context 1
+            // (endpoint 3): the context indices ride in the endpoint ids' top bits.
+            "hello-context",
+            Repr {
+                header: h(7 | 2 << EP_CTX_SHIFT, 3 | 1 << EP_CTX_SHIFT, 0, 0x0000_1000),
+                body: Body::Hello(HELLO),
+            },
+        ),
+        (
+            "msg-context",
+            Repr {
+                header: h(
+                    7 | 2 << EP_CTX_SHIFT,
+                    3 | 1 << EP_CTX_SHIFT,
+                    0xA1B2_C3D4,
+                    0x0000_1000,
+                ),
+                body: Body::Msg(MsgRepr {
+                    ack: None,
+                    msg_id: 1,
+                    total_len: 8,
+                    offset: 0,
+                    tag: None,
+                    cq_data: None,
+                    payload: &PAYLOAD,
+                }),
+            },
+        ),
     ]
 }
 
