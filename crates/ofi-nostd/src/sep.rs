@@ -103,6 +103,11 @@ impl Contexts {
         (self.tx_cnt as usize, self.rx_cnt as usize)
     }
 
+    /// How many contexts (of both sides) are open.
+    pub fn open_count(&self) -> u32 {
+        self.tx_open.count_ones() + self.rx_open.count_ones()
+    }
+
     /// The pool slot of engine `index`, if it exists.
     #[inline]
     pub(crate) fn slot(&self, index: usize) -> Option<u16> {

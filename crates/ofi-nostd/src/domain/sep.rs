@@ -254,9 +254,10 @@ impl<S: Storage> Domain<S> {
     }
 
     /// `fi_close` of context `index` of `side`: what it had queued is canceled
-    /// (receives of a receive context, sends of a transmit context complete with
-    /// -FI_ECANCELED on its CQ), its CQ and counters stay bound until the endpoint
-    /// closes. Other contexts are untouched.
+    /// (receives of a receive context, sends not yet on the wire of a transmit context
+    /// complete with -FI_ECANCELED on its CQ), then its CQ and counters are released,
+    /// so they can close (sends already on the wire finish without a completion).
+    /// Other contexts are untouched.
     pub fn sep_ctx_close(&mut self, sep: EpHandle<S>, side: CtxSide, index: usize) -> Result<()> {
         let h = self.sep_engine(sep, index)?;
         obj(self.eps.get_mut(sep))?
@@ -264,19 +265,44 @@ impl<S: Storage> Domain<S> {
             .as_mut()
             .ok_or(Errno::EINVAL)?
             .close(side, index)?;
+        let rm = self.res.rm_enabled;
         let ep = obj(self.eps.get_mut(h))?;
-        match side {
-            CtxSide::Rx => {
-                let (mut ctx, rdm) = self.res.rdm_ctx(ep);
-                if let Some(r) = rdm {
-                    r.cancel_all_recvs(&mut ctx);
-                }
+        {
+            let (mut ctx, rdm) = self.res.rdm_ctx(ep);
+            if let Some(r) = rdm {
+                match side {
+                    CtxSide::Rx => r.cancel_all_recvs(&mut ctx),
+                    CtxSide::Tx => r.cancel_all_sends(&mut ctx),
+                };
             }
-            CtxSide::Tx => {
-                let (mut ctx, rdm) = self.res.rdm_ctx(ep);
-                if let Some(r) = rdm {
-                    r.cancel_all_sends(&mut ctx);
-                }
+        }
+        let (tx_left, rx_left) = match &ep.engine {
+            crate::ep::Engine::Rdm(r) => r.reservations(),
+            crate::ep::Engine::Dgram(d) => (d.tx.len(), d.rx.len()),
+        };
+        let (binding, left, cntrs) = match side {
+            CtxSide::Tx => (
+                ep.tx_cq.take(),
+                tx_left,
+                [Flags::SEND, Flags::WRITE, Flags::READ],
+            ),
+            CtxSide::Rx => (
+                ep.rx_cq.take(),
+                if rm { rx_left } else { 0 },
+                [Flags::RECV, Flags::REMOTE_READ, Flags::REMOTE_WRITE],
+            ),
+        };
+        if let Some(b) = binding
+            && let Some(cq) = self.res.cqs.get_mut(b.cq)
+        {
+            (0..left).for_each(|_| cq.release());
+            cq.unbind_ref();
+        }
+        for f in cntrs {
+            if let Some(c) = ep.cntrs.slot_mut(f).take()
+                && let Some(c) = self.res.cntrs.get_mut(c)
+            {
+                c.unbind_ref();
             }
         }
         Ok(())

@@ -40,6 +40,7 @@ pub mod atomic;
 pub mod cm;
 pub mod msg;
 pub mod rma;
+pub mod sep;
 pub mod tagged;
 
 /// An open endpoint, or an alias of one.
@@ -56,6 +57,8 @@ pub struct EpFid {
     alias_rx: AtomicU64,
     /// The bound event queue (released on close).
     eq: AtomicPtr<EqFid>,
+    /// Endpoint, scalable endpoint or one of its contexts ([`sep`]).
+    role: sep::Role,
 }
 
 static EP_FI_OPS: sys::fi_ops = sys::fi_ops {
@@ -73,8 +76,8 @@ static EP_OPS: sys::fi_ops_ep = sys::fi_ops_ep {
     cancel: Some(cancel),
     getopt: Some(getopt),
     setopt: Some(setopt),
-    tx_ctx: Some(tx_ctx),
-    rx_ctx: Some(rx_ctx),
+    tx_ctx: Some(sep::tx_ctx),
+    rx_ctx: Some(sep::rx_ctx),
     rx_size_left: Some(rx_size_left),
     tx_size_left: Some(tx_size_left),
 };
@@ -112,6 +115,7 @@ impl EpFid {
             alias_tx: AtomicU64::new(flags.0.bits()),
             alias_rx: AtomicU64::new(flags.1.bits()),
             eq: AtomicPtr::new(std::ptr::null_mut()),
+            role: sep::Role::Ep,
         }
     }
 
@@ -201,6 +205,9 @@ pub unsafe extern "C" fn open(
 /// open. Closing an alias releases only the alias.
 unsafe extern "C" fn close(fid: *mut sys::fid) -> c_int {
     let shut = |e: &EpFid| {
+        if let Some(r) = sep::close(e) {
+            return r;
+        }
         e.at.domain().control(|st| {
             if e.is_alias() {
                 st.core.ep_mut(e.at.handle)?.alias_close()
@@ -249,6 +256,22 @@ unsafe extern "C" fn bind(fid: *mut sys::fid, bfid: *mut sys::fid, flags: u64) -
         }
     };
     let r = (|| -> Result<(), Errno> {
+        if e.role != sep::Role::Ep && class != sys::FI_CLASS_EQ {
+            let target = match class {
+                // SAFETY: a fid (contract).
+                sys::FI_CLASS_CQ => unsafe { object::<CqFid>(bfid) }
+                    .and_then(|c| same(c.at.domain_ptr()).map(|()| BindTarget::Cq(c.at.handle)))?,
+                // SAFETY: a fid (contract).
+                sys::FI_CLASS_CNTR => unsafe { object::<CntrFid>(bfid) }.and_then(|c| {
+                    same(c.at.domain_ptr()).map(|()| BindTarget::Cntr(c.at.handle))
+                })?,
+                // SAFETY: a fid (contract).
+                sys::FI_CLASS_AV => unsafe { object::<AvFid>(bfid) }
+                    .and_then(|a| same(a.at.domain_ptr()).map(|()| BindTarget::Av(a.at.handle)))?,
+                _ => return Err(Errno::EINVAL),
+            };
+            return sep::bind(e, target, flags).unwrap_or(Err(Errno::EINVAL));
+        }
         match class {
             sys::FI_CLASS_CQ => {
                 // SAFETY: a fid (contract).
@@ -303,6 +326,8 @@ unsafe extern "C" fn control(fid: *mut sys::fid, cmd: c_int, arg: *mut c_void) -
         sys::FI_ENABLE => {
             if e.is_alias() {
                 Err(Errno::EINVAL)
+            } else if let Some(r) = sep::enable(e) {
+                r
             } else {
                 e.at.domain().with(|d| d.ep_enable(e.at.handle))
             }
@@ -451,28 +476,6 @@ unsafe extern "C" fn setopt(
         e.at.domain()
             .with(|d| d.ep_mut(e.at.handle)?.setopt(level, opt, v))
     }))
-}
-
-/// `fi_tx_context`: scalable endpoints are not offered.
-unsafe extern "C" fn tx_ctx(
-    _sep: *mut sys::fid_ep,
-    _index: c_int,
-    _attr: *mut sys::fi_tx_attr,
-    _tx: *mut *mut sys::fid_ep,
-    _context: *mut c_void,
-) -> c_int {
-    neg(Errno::ENOSYS)
-}
-
-/// `fi_rx_context`: scalable endpoints are not offered.
-unsafe extern "C" fn rx_ctx(
-    _sep: *mut sys::fid_ep,
-    _index: c_int,
-    _attr: *mut sys::fi_rx_attr,
-    _rx: *mut *mut sys::fid_ep,
-    _context: *mut c_void,
-) -> c_int {
-    neg(Errno::ENOSYS)
 }
 
 /// `fi_rx_size_left`.
