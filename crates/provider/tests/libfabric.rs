@@ -238,12 +238,12 @@ fn fi_info_e_shows_the_parameters() {
     assert_eq!(value, Some("4096"), "{out}");
 }
 
-/// Compiles `tests/c/provider_test.c` into `dir` (with AddressSanitizer, which also
+/// Compiles `tests/c/<name>.c` into `dir` (with AddressSanitizer, which also
 /// checks that `fi_freeinfo` frees exactly what getinfo allocated, when the compiler
 /// supports it).
-fn build_c_test(dir: &Path) -> PathBuf {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/c/provider_test.c");
-    let exe = dir.join("provider_test");
+fn build_c_test(dir: &Path, name: &str) -> PathBuf {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/c/{name}.c"));
+    let exe = dir.join(name);
     let cc = |extra: &[&str]| {
         Command::new("cc")
             .args(["-std=gnu11", "-Wall", "-Wextra", "-Werror", "-g"])
@@ -271,7 +271,19 @@ fn build_c_test(dir: &Path) -> PathBuf {
 fn c_program_through_libfabric() {
     let dir = provider_dir("c");
     let work = scratch("c-build");
-    let exe = build_c_test(&work);
+    let exe = build_c_test(&work, "provider_test");
+    let out = run_ok(&mut with_provider(exe.to_str().expect("UTF-8 path"), &dir));
+    assert!(out.contains(" checks, 0 failed"), "{out}");
+    println!("{out}");
+}
+
+/// Scalable endpoints through libfabric (`tests/c/sep_test.c`): contexts, fi_rx_addr,
+/// a peer naming no context, closing a context with receives queued.
+#[test]
+fn c_scalable_endpoints_through_libfabric() {
+    let dir = provider_dir("c-sep");
+    let work = scratch("c-sep-build");
+    let exe = build_c_test(&work, "sep_test");
     let out = run_ok(&mut with_provider(exe.to_str().expect("UTF-8 path"), &dir));
     assert!(out.contains(" checks, 0 failed"), "{out}");
     println!("{out}");
