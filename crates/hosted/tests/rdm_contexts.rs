@@ -174,7 +174,7 @@ fn every_message_reaches_once_the_context_it_names() {
     for s in 0..PER {
         for t in 0..N {
             let k = (t + N - 1) % N;
-            let off = 1 << 20 | ((t * PER + s) * 64);
+            let off = (1 << 20) | ((t * PER + s) * 64);
             let data = payload(t, s);
             let buf = c.nodes[0].put(off, &data);
             let dest = fi_rx_addr(b_fi, k as i32, BITS);
@@ -304,7 +304,7 @@ fn closing_a_context_cancels_its_receives_and_spares_the_others() {
     // The other contexts still take every message meant for them.
     for k in [0, 2, 3] {
         for s in 0..3 {
-            let buf = c.nodes[0].put(1 << 20 | (k * 3 + s) * 64, &payload(k, s));
+            let buf = c.nodes[0].put((1 << 20) | ((k * 3 + s) * 64), &payload(k, s));
             let h = a.tx[k];
             let dest = fi_rx_addr(b_fi, k as i32, BITS);
             c.nodes[0]

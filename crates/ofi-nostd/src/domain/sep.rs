@@ -82,7 +82,7 @@ impl<S: Storage> Domain<S> {
             }
         }
         obj(self.eps.get_mut(handles[0].ok_or(Errno::EINVAL)?))?.sep = Some(ctxs);
-        Ok(handles[0].ok_or(Errno::EINVAL)?)
+        handles[0].ok_or(Errno::EINVAL)
     }
 
     fn sep_discard(&mut self, handles: &[Option<EpHandle<S>>]) {
