@@ -1,7 +1,7 @@
 //! Scalable endpoints (`fi_scalable_ep`) and their transmit and receive contexts
 //! (`fi_tx_context`, `fi_rx_context`) over the core's [`ofi_nostd::sep`].
 //!
-//! The scalable endpoint and each context are [`EpFid`]s with a [`Role`]: a context
+//! The scalable endpoint and each context are [`EpFid`]s with a `Role`: a context
 //! names the core engine that carries it, so every data operation of fi_msg(3),
 //! fi_tagged(3), fi_rma(3) and fi_atomic(3) runs through the same code as on an
 //! endpoint; what differs (bind, enable, close, opening contexts) dispatches here.
