@@ -96,6 +96,7 @@ mod cq;
 mod ep;
 mod error;
 mod mr;
+mod sep;
 mod shared;
 mod table;
 
@@ -107,6 +108,7 @@ pub use cq::{Cq, CqBatch};
 pub use ep::{AtomicDatatype, AtomicOp, Endpoint, Peek, RemoteRegion};
 pub use error::{Error, PostError, Result};
 pub use mr::Mr;
+pub use sep::{RxContext, ScalableEndpoint, TxContext};
 pub use table::OpId;
 // The host runtime's parts the API's users name (their old paths).
 pub use crate::runtime::{
