@@ -54,8 +54,12 @@ struct Sep {
 }
 
 fn open_sep(node: &mut Node, n: usize) -> Sep {
+    open_sep_of(node, n, EpType::Rdm)
+}
+
+fn open_sep_of(node: &mut Node, n: usize, ep_type: EpType) -> Sep {
     let d = &mut node.dom;
-    let mut info = default_info(EpType::Rdm, None, &cfg().provider);
+    let mut info = default_info(ep_type, None, &cfg().provider);
     info.ep_attr.tx_ctx_cnt = n;
     info.ep_attr.rx_ctx_cnt = n;
     let h = d.sep_open(&info, 0x5E).unwrap();
@@ -135,6 +139,19 @@ fn collect(c: &mut Cluster, i: usize, cqs: &[CqHandle<S>], want: usize) -> Vec<V
     let lens: Vec<usize> = got.iter().map(|g| g.len()).collect();
     assert!(r.is_ok(), "stalled ({r:?}) with {lens:?} of {want}");
     got
+}
+
+/// Posts `per` receives on each receive context of `b`: context `k`'s receive `s`
+/// lands at offset `(k * per + s) * 64` with context `k * 10 + s`.
+fn post_recvs(node: &mut Node, b: &Sep, per: usize) {
+    for (k, &r) in b.rx.iter().enumerate() {
+        for s in 0..per {
+            let at = Node::BASE + ((k * per + s) * 64) as u64;
+            let ctx = (k * 10 + s) as u64;
+            node.op(|d, _, _| d.recv(r, IoVec::new(at, 64), FI_ADDR_UNSPEC, ctx))
+                .unwrap();
+        }
+    }
 }
 
 fn payload(tx: usize, seq: usize) -> Vec<u8> {
@@ -273,22 +290,7 @@ fn closing_a_context_cancels_its_receives_and_spares_the_others() {
     let b = open_sep(&mut c.nodes[1], N);
     let b_addr = c.nodes[1].dom.ep_addr(b.h).unwrap();
     let b_fi = insert(&mut c.nodes[0], a.av, b_addr);
-    for k in 0..N {
-        for s in 0..3 {
-            let r = b.rx[k];
-            let off = (k * 3 + s) * 64;
-            c.nodes[1]
-                .op(|d, _, _| {
-                    d.recv(
-                        r,
-                        IoVec::new(Node::BASE + off as u64, 64),
-                        FI_ADDR_UNSPEC,
-                        (k * 10 + s) as u64,
-                    )
-                })
-                .unwrap();
-        }
-    }
+    post_recvs(&mut c.nodes[1], &b, 3);
     c.nodes[1].dom.sep_ctx_close(b.h, CtxSide::Rx, 1).unwrap();
     assert_eq!(
         c.nodes[1].dom.sep_ctx_close(b.h, CtxSide::Rx, 1),
@@ -331,4 +333,39 @@ fn closing_a_context_cancels_its_receives_and_spares_the_others() {
     assert_eq!(c.nodes[1].dom.ep_close(b.rx[2]), Err(Errno::EINVAL));
     c.nodes[1].dom.sep_close(b.h).unwrap();
     assert!(c.nodes[1].dom.ep(b.rx[2]).is_err());
+}
+
+#[test]
+fn dgram_contexts_take_the_datagrams_sent_to_them() {
+    // DGRAM is unreliable: a clean network, so every datagram arrives.
+    let mut c = Cluster::new(NetSim::new(34, Faults::default()), 2, &cfg()).unwrap();
+    let a = open_sep_of(&mut c.nodes[0], N, EpType::Dgram);
+    let b = open_sep_of(&mut c.nodes[1], N, EpType::Dgram);
+    let b_addr = c.nodes[1].dom.ep_addr(b.h).unwrap();
+    let b_fi = insert(&mut c.nodes[0], a.av, b_addr);
+    let a_addr = c.nodes[0].dom.ep_addr(a.h).unwrap();
+    insert(&mut c.nodes[1], b.av, a_addr);
+    post_recvs(&mut c.nodes[1], &b, 2);
+    for s in 0..2 {
+        for t in 0..N {
+            let k = N - 1 - t;
+            let buf = c.nodes[0].put((1 << 20) | ((t * 2 + s) * 64), &payload(t, s));
+            let h = a.tx[t];
+            let dest = fi_rx_addr(b_fi, k as i32, BITS);
+            c.nodes[0]
+                .op(|d, _, m| d.send(h, m, IoVec::new(buf, MSG), dest, s as u64))
+                .unwrap();
+        }
+    }
+    let sent = collect(&mut c, 0, &a.tx_cq, 2);
+    assert!(sent.iter().flatten().all(|x| x.err.is_none()), "{sent:?}");
+    let got = collect(&mut c, 1, &b.rx_cq, 2);
+    for (k, comps) in got.iter().enumerate() {
+        let t = N - 1 - k;
+        assert_eq!(comps.len(), 2, "context {k}");
+        for (s, x) in comps.iter().enumerate() {
+            assert_eq!((x.err, x.len, x.context), (None, MSG, (k * 10 + s) as u64));
+            assert_eq!(c.nodes[1].get((k * 2 + s) * 64, MSG), &payload(t, s)[..]);
+        }
+    }
 }

@@ -62,6 +62,18 @@ fn examples() -> Vec<(&'static str, Repr<'static>)> {
     ackreq.ack_req = true;
     let mut dgram_crc = h(7, 3, 0, 6);
     dgram_crc.crc = true;
+    let msg_example = Repr {
+        header: h(7, 3, 0xA1B2_C3D4, 0x0000_1000),
+        body: Body::Msg(MsgRepr {
+            ack: None,
+            msg_id: 1,
+            total_len: 8,
+            offset: 0,
+            tag: None,
+            cq_data: None,
+            payload: &PAYLOAD,
+        }),
+    };
     vec![
         (
             "hello",
@@ -147,21 +159,7 @@ fn examples() -> Vec<(&'static str, Repr<'static>)> {
                 }),
             },
         ),
-        (
-            "msg",
-            Repr {
-                header: h(7, 3, 0xA1B2_C3D4, 0x0000_1000),
-                body: Body::Msg(MsgRepr {
-                    ack: None,
-                    msg_id: 1,
-                    total_len: 8,
-                    offset: 0,
-                    tag: None,
-                    cq_data: None,
-                    payload: &PAYLOAD,
-                }),
-            },
-        ),
+        ("msg", msg_example),
         (
             "msg-crc-cq",
             Repr {
@@ -429,15 +427,7 @@ fn examples() -> Vec<(&'static str, Repr<'static>)> {
                     0xA1B2_C3D4,
                     0x0000_1000,
                 ),
-                body: Body::Msg(MsgRepr {
-                    ack: None,
-                    msg_id: 1,
-                    total_len: 8,
-                    offset: 0,
-                    tag: None,
-                    cq_data: None,
-                    payload: &PAYLOAD,
-                }),
+                ..msg_example
             },
         ),
     ]

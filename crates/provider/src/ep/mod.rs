@@ -185,6 +185,33 @@ pub unsafe extern "C" fn open(
     ep_out: *mut *mut sys::fid_ep,
     context: *mut c_void,
 ) -> c_int {
+    // SAFETY: forwarded contract.
+    unsafe {
+        open_as(
+            domain,
+            info,
+            ep_out,
+            context,
+            sep::Role::Ep,
+            Domain::ep_open,
+        )
+    }
+}
+
+/// Opens an endpoint fid of `role` with the core call `open` (`fi_endpoint`,
+/// `fi_scalable_ep`).
+///
+/// # Safety
+///
+/// As [`open`].
+unsafe fn open_as(
+    domain: *mut sys::fid_domain,
+    info: *mut sys::fi_info,
+    ep_out: *mut *mut sys::fid_ep,
+    context: *mut c_void,
+    role: sep::Role,
+    open: fn(&mut Domain<Heap>, &ofi_nostd::info::Info, u64) -> Result<EpHandle<Heap>, Errno>,
+) -> c_int {
     let make = || {
         // SAFETY: forwarded contract.
         let d = unsafe { DomainFid::from_c(domain) }?;
@@ -193,9 +220,11 @@ pub unsafe extern "C" fn open(
         }
         // SAFETY: a non-NULL info of the application is a valid fi_info.
         let info = unsafe { crate::info::from_c(info) }.ok_or(Errno::EINVAL)?;
-        let h = d.with(|core| core.ep_open(&info, ctx(context)))?;
+        let h = d.with(|core| open(core, &info, ctx(context)))?;
         let flags = (Flags::empty(), Flags::empty());
-        Ok(EpFid::new(d, h, std::ptr::null(), flags, context))
+        let mut e = EpFid::new(d, h, std::ptr::null(), flags, context);
+        e.role = role;
+        Ok(e)
     };
     // SAFETY: NULL or writable (application's contract).
     unsafe { open_into(ep_out, make) }

@@ -12,13 +12,11 @@ use std::ffi::{c_int, c_void};
 
 use hosted::storage::Heap;
 use ofi_nostd::Errno;
-use ofi_nostd::domain::{BindTarget, EpHandle};
+use ofi_nostd::domain::{BindTarget, Domain, EpHandle};
 use ofi_nostd::flags::Flags;
 use ofi_nostd::sep::CtxSide;
 
-use super::args::ctx;
 use super::{EpFid, ep};
-use crate::domain::DomainFid;
 use crate::fid::open_into;
 use crate::sys;
 
@@ -52,22 +50,8 @@ pub unsafe extern "C" fn open(
     sep_out: *mut *mut sys::fid_ep,
     context: *mut c_void,
 ) -> c_int {
-    let make = || {
-        // SAFETY: forwarded contract.
-        let d = unsafe { DomainFid::from_c(domain) }?;
-        if info.is_null() {
-            return Err(Errno::EINVAL);
-        }
-        // SAFETY: a non-NULL info of the application is a valid fi_info.
-        let info = unsafe { crate::info::from_c(info) }.ok_or(Errno::EINVAL)?;
-        let h = d.with(|core| core.sep_open(&info, ctx(context)))?;
-        let flags = (Flags::empty(), Flags::empty());
-        let mut e = EpFid::new(d, h, std::ptr::null(), flags, context);
-        e.role = Role::Sep;
-        Ok(e)
-    };
-    // SAFETY: NULL or writable (application's contract).
-    unsafe { open_into(sep_out, make) }
+    // SAFETY: forwarded contract.
+    unsafe { super::open_as(domain, info, sep_out, context, Role::Sep, Domain::sep_open) }
 }
 
 /// `fi_tx_context` / `fi_rx_context` of a scalable endpoint: context `index` with
