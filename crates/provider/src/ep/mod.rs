@@ -198,6 +198,9 @@ pub unsafe extern "C" fn open(
     }
 }
 
+/// The core call that opens an endpoint or a scalable endpoint.
+type CoreOpen = fn(&mut Domain<Heap>, &ofi_nostd::info::Info, u64) -> Result<EpHandle<Heap>, Errno>;
+
 /// Opens an endpoint fid of `role` with the core call `open` (`fi_endpoint`,
 /// `fi_scalable_ep`).
 ///
@@ -210,7 +213,7 @@ unsafe fn open_as(
     ep_out: *mut *mut sys::fid_ep,
     context: *mut c_void,
     role: sep::Role,
-    open: fn(&mut Domain<Heap>, &ofi_nostd::info::Info, u64) -> Result<EpHandle<Heap>, Errno>,
+    open: CoreOpen,
 ) -> c_int {
     let make = || {
         // SAFETY: forwarded contract.
