@@ -679,6 +679,37 @@ where
         Ok((self.lookup_addr(base)?, rx))
     }
 
+    /// For a send: the address of the peer's receive context an fi_addr names, its
+    /// index carried in the endpoint id's context bits (wire protocol 3.9;
+    /// [`crate::sep`]). -FI_ENOENT if the address part is not in the AV, -FI_EINVAL for
+    /// an index the endpoint id cannot carry.
+    #[inline]
+    pub fn resolve_ep(&self, fi_addr: FiAddr) -> Result<EpAddr> {
+        let (mut a, rx) = self.resolve(fi_addr)?;
+        if rx != 0 {
+            if rx as usize >= crate::sep::CTX_WIRE_MAX || a.ep_id >> crate::sep::CTX_SHIFT != 0 {
+                return Err(Errno::EINVAL);
+            }
+            a.ep_id = crate::sep::ctx_ep_id(a.ep_id, rx as usize);
+        }
+        Ok(a)
+    }
+
+    /// The slot of a message's source: its exact address, else, for an endpoint id
+    /// with context bits, the scalable endpoint's base address.
+    #[inline]
+    fn find_source_slot(&self, addr: &EpAddr) -> Option<u32> {
+        let found = self.find_slot(addr);
+        if found.is_some() || addr.ep_id >> crate::sep::CTX_SHIFT == 0 {
+            return found;
+        }
+        let base = EpAddr {
+            ep_id: crate::sep::split_ep_id(addr.ep_id).0,
+            ..*addr
+        };
+        self.find_slot(&base)
+    }
+
     /// Splits an fi_addr into its AV value and its receive-context index.
     pub fn split_rx(&self, fi_addr: FiAddr) -> (FiAddr, u32) {
         match self.rx_ctx_bits {
@@ -705,8 +736,10 @@ where
     /// with ([`Av::reverse_lookup`]), and, when `report` (FI_SOURCE), the source its
     /// completion reports ([`Av::source_addr`]); FI_ADDR_NOTAVAIL for what is unknown
     /// or not asked for.
+    /// A message from a context of a scalable endpoint (context bits in its endpoint
+    /// id) comes from the endpoint's address, as the AV holds it.
     pub fn message_source(&self, addr: &EpAddr, report: bool) -> (FiAddr, FiAddr) {
-        match self.find_slot(addr) {
+        match self.find_source_slot(addr) {
             Some(s) => {
                 let fi = self.encode(s);
                 let user = self.slots.as_ref()[s as usize]
@@ -729,7 +762,7 @@ where
     /// FI_AV_USER_ID given at insert if any, else its fi_addr, else FI_ADDR_NOTAVAIL
     /// (the engine then applies FI_SOURCE_ERR rules).
     pub fn source_addr(&self, addr: &EpAddr) -> FiAddr {
-        match self.find_slot(addr) {
+        match self.find_source_slot(addr) {
             Some(s) => match self.slots.as_ref()[s as usize]
                 .entry
                 .and_then(|e| e.user_id)

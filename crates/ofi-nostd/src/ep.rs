@@ -97,6 +97,10 @@ pub struct Endpoint<S: Storage> {
     pub(crate) tx_iov_limit: usize,
     pub(crate) rx_iov_limit: usize,
     pub(crate) aliases: u32,
+    /// On engine 0 of a scalable endpoint: its contexts and their routing table.
+    pub(crate) sep: Option<crate::sep::Contexts>,
+    /// A context engine of a scalable endpoint (closed only with it).
+    pub(crate) in_sep: bool,
     /// What moves the endpoint's data: one engine per endpoint type.
     pub(crate) engine: Engine<S>,
 }

@@ -34,6 +34,7 @@ pub mod net;
 pub mod pool;
 pub mod rdm;
 pub mod ring;
+pub mod sep;
 mod served;
 pub mod storage;
 pub mod time;

@@ -475,18 +475,15 @@ unsafe extern "C" fn endpoint(
     unsafe { crate::ep::open(domain, info, ep, context) }
 }
 
-/// `fi_scalable_ep`: scalable endpoints are not offered.
+/// `fi_scalable_ep`: see [`crate::ep::sep::open`].
 unsafe extern "C" fn scalable_ep(
     domain: *mut sys::fid_domain,
-    _info: *mut sys::fi_info,
-    _ep: *mut *mut sys::fid_ep,
-    _context: *mut c_void,
+    info: *mut sys::fi_info,
+    ep: *mut *mut sys::fid_ep,
+    context: *mut c_void,
 ) -> c_int {
     // SAFETY: forwarded contract.
-    match unsafe { DomainFid::from_c(domain) } {
-        Ok(_) => neg(Errno::ENOSYS),
-        Err(e) => neg(e),
-    }
+    unsafe { crate::ep::sep::open(domain, info, ep, context) }
 }
 
 /// `fi_endpoint2`: as `fi_endpoint`.

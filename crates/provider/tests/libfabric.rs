@@ -282,6 +282,18 @@ fn c_program_through_libfabric() {
     println!("{out}");
 }
 
+/// Scalable endpoints through libfabric (`tests/c/sep_test.c`): contexts, fi_rx_addr,
+/// a peer naming no context, closing a context with receives queued.
+#[test]
+fn c_scalable_endpoints_through_libfabric() {
+    let dir = provider_dir("c-sep");
+    let work = scratch("c-sep-build");
+    let exe = build_c("sep_test", &work);
+    let out = run_ok(&mut with_provider(exe.to_str().expect("UTF-8 path"), &dir));
+    assert!(out.contains(" checks, 0 failed"), "{out}");
+    println!("{out}");
+}
+
 /// Poll sets and wait sets (fi_poll(3)) through libfabric: `tests/c/poll_test.c`.
 #[test]
 fn c_poll_and_wait_sets_through_libfabric() {

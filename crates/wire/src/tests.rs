@@ -62,6 +62,18 @@ fn examples() -> Vec<(&'static str, Repr<'static>)> {
     ackreq.ack_req = true;
     let mut dgram_crc = h(7, 3, 0, 6);
     dgram_crc.crc = true;
+    let msg_example = Repr {
+        header: h(7, 3, 0xA1B2_C3D4, 0x0000_1000),
+        body: Body::Msg(MsgRepr {
+            ack: None,
+            msg_id: 1,
+            total_len: 8,
+            offset: 0,
+            tag: None,
+            cq_data: None,
+            payload: &PAYLOAD,
+        }),
+    };
     vec![
         (
             "hello",
@@ -147,21 +159,7 @@ fn examples() -> Vec<(&'static str, Repr<'static>)> {
                 }),
             },
         ),
-        (
-            "msg",
-            Repr {
-                header: h(7, 3, 0xA1B2_C3D4, 0x0000_1000),
-                body: Body::Msg(MsgRepr {
-                    ack: None,
-                    msg_id: 1,
-                    total_len: 8,
-                    offset: 0,
-                    tag: None,
-                    cq_data: None,
-                    payload: &PAYLOAD,
-                }),
-            },
-        ),
+        ("msg", msg_example),
         (
             "msg-crc-cq",
             Repr {
@@ -409,6 +407,27 @@ fn examples() -> Vec<(&'static str, Repr<'static>)> {
                     cookie: Some(COOKIE),
                     ..HELLO
                 }),
+            },
+        ),
+        (
+            // Spec 3.9: A's transmit context 2 (endpoint 7) to B's receive context 1
+            // (endpoint 3): the context indices ride in the endpoint ids' top bits.
+            "hello-context",
+            Repr {
+                header: h(7 | 2 << EP_CTX_SHIFT, 3 | 1 << EP_CTX_SHIFT, 0, 0x0000_1000),
+                body: Body::Hello(HELLO),
+            },
+        ),
+        (
+            "msg-context",
+            Repr {
+                header: h(
+                    7 | 2 << EP_CTX_SHIFT,
+                    3 | 1 << EP_CTX_SHIFT,
+                    0xA1B2_C3D4,
+                    0x0000_1000,
+                ),
+                ..msg_example
             },
         ),
     ]

@@ -120,6 +120,24 @@ impl<C: Send + 'static> Endpoint<C> {
         }
     }
 
+    /// The data operations of a context of a scalable endpoint ([`super::sep`]): the
+    /// engine `h` carries it, and the context, not this view, closes it.
+    pub(crate) fn context_view(shared: DomainRef<C>, h: EpHandle<Heap>, addr: EpAddr) -> Self {
+        let mut e = Endpoint::new(shared, h, addr);
+        e.closed = true;
+        e
+    }
+
+    /// The domain this endpoint is on.
+    pub(crate) fn shared_ref(&self) -> &DomainRef<C> {
+        &self.shared
+    }
+
+    /// The core handle.
+    pub(crate) fn handle(&self) -> EpHandle<Heap> {
+        self.h
+    }
+
     fn same_domain(&self, other: &DomainRef<C>) -> Result<()> {
         if self.shared.same(other) {
             Ok(())

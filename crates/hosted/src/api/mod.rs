@@ -97,6 +97,7 @@ mod ep;
 mod error;
 mod mr;
 mod poll;
+mod sep;
 mod shared;
 mod table;
 
@@ -109,6 +110,7 @@ pub use ep::{AtomicDatatype, AtomicOp, Endpoint, Peek, RemoteRegion};
 pub use error::{Error, PostError, Result};
 pub use mr::Mr;
 pub use poll::{PollSet, Pollable};
+pub use sep::{RxContext, ScalableEndpoint, TxContext};
 pub use table::OpId;
 // The host runtime's parts the API's users name (their old paths).
 pub use crate::runtime::{

@@ -261,6 +261,38 @@ impl<C: Send + 'static> Inner<C> {
             });
         }
         self.core.ep_close(h)?;
+        Ok(self.take_back(h))
+    }
+
+    /// Closes the scalable endpoint `sep` (its contexts closed before): every engine
+    /// lingers as an endpoint does, then all close in the core, and the buffers none
+    /// of them will complete come back.
+    pub(crate) fn close_sep(&mut self, sep: EpHandle<Heap>) -> ofi_nostd::Result<Vec<Op<C>>> {
+        if self.core.sep_contexts(sep)?.open_count() > 0 {
+            return Err(Errno::EBUSY);
+        }
+        let engines: Vec<EpHandle<Heap>> = self.core.sep_engines(sep)?.collect();
+        let t = now();
+        let until = engines
+            .iter()
+            .filter_map(|&g| self.core.ep_begin_close(g, t).ok().flatten())
+            .max();
+        if let Some(until) = until {
+            progress_until(until, || {
+                let _ = self.progress();
+                !engines.iter().any(|&g| self.core.ep_lingering(g))
+            });
+        }
+        self.core.sep_close(sep)?;
+        Ok(engines
+            .into_iter()
+            .flat_map(|g| self.take_back(g))
+            .collect())
+    }
+
+    /// After endpoint `h` closed in the core: what its CQs still hold is kept for their
+    /// readers, and every other buffer of its operations comes back.
+    fn take_back(&mut self, h: EpHandle<Heap>) -> Vec<Op<C>> {
         let bound = match self.eps.iter().position(|e| e.h == h) {
             Some(i) => self.eps.swap_remove(i).cqs,
             None => Vec::new(),
@@ -295,7 +327,7 @@ impl<C: Send + 'static> Inner<C> {
         // Messages its peeks claimed went with the endpoint.
         self.ops.release_reserved(h.index());
         self.reap();
-        Ok(gone)
+        gone
     }
 
     /// Closes what was dropped while bound, now that it may be free.

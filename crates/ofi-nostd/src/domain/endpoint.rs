@@ -132,6 +132,8 @@ impl<S: Storage> Domain<S> {
                 ra.iov_limit
             },
             aliases: 0,
+            sep: None,
+            in_sep: false,
             engine,
         };
         let h = self.eps.insert(ep).map_err(|_| Errno::ENOMEM)?;
@@ -331,8 +333,12 @@ impl<S: Storage> Domain<S> {
     /// completions (fi_endpoint(3)), bindings are released. -FI_EBUSY while aliases of it
     /// are open.
     pub fn ep_close(&mut self, h: EpHandle<S>) -> Result<()> {
-        if self.ep(h)?.aliases > 0 {
+        let ep = self.ep(h)?;
+        if ep.aliases > 0 {
             return Err(Errno::EBUSY);
+        }
+        if ep.in_sep {
+            return Err(Errno::EINVAL);
         }
         let mut ep = obj(self.eps.remove(h))?;
         // Reservations of what is still queued: (transmit, receive).

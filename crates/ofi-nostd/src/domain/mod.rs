@@ -21,6 +21,7 @@ mod progress;
 mod resource;
 use resource::Resources;
 mod rma;
+mod sep;
 mod tagged;
 
 use crate::addr::EpAddr;
@@ -213,7 +214,7 @@ impl<S: Storage> Domain<S> {
         );
         let eps = Pool::new(
             store
-                .slice(pc.ep_cnt.min(u16::MAX as usize), || Slot::VACANT)
+                .slice(pc.ep_cnt.min(crate::sep::CTX_BASE_LIMIT), || Slot::VACANT)
                 .ok_or(Errno::ENOMEM)?,
         );
         let mr_slots = store

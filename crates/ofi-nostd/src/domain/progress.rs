@@ -329,7 +329,7 @@ impl<S: Storage> Domain<S> {
                     let dst_ep = be16(10);
                     if self
                         .eps
-                        .get_by_index(dst_ep as usize)
+                        .get_by_index(self.route(dst_ep))
                         .is_some_and(|(_, ep)| ep.is_rdm())
                     {
                         self.queue_reject(to, dst_ep, session, wire::packet::reject::VERSION);
@@ -344,13 +344,14 @@ impl<S: Storage> Domain<S> {
             ep_id: repr.header.src_ep,
         };
         let is_dgram = matches!(repr.body, Body::Dgram(_));
+        let slot = self.route(repr.header.dst_ep);
         let rdm_ep = self
             .eps
-            .get_by_index(repr.header.dst_ep as usize)
+            .get_by_index(slot)
             .is_some_and(|(_, ep)| ep.is_rdm());
         if !is_dgram && !rdm_ep {
             self.stats.rx_packets += 1;
-            if self.eps.get_by_index(repr.header.dst_ep as usize).is_none() {
+            if self.eps.get_by_index(slot).is_none() {
                 self.stats.rx_no_endpoint += 1;
                 if let Body::Hello(h) = &repr.body {
                     self.queue_reject(
@@ -367,7 +368,7 @@ impl<S: Storage> Domain<S> {
         }
         if rdm_ep {
             self.stats.rx_packets += 1;
-            let Some(ep) = self.eps.get_mut_by_index(repr.header.dst_ep as usize) else {
+            let Some(ep) = self.eps.get_mut_by_index(slot) else {
                 return;
             };
             if ep.state != EpState::Enabled || is_dgram {
@@ -385,7 +386,7 @@ impl<S: Storage> Domain<S> {
             self.stats.rx_wrong_type += 1;
             return;
         };
-        let Some(ep) = self.eps.get_mut_by_index(repr.header.dst_ep as usize) else {
+        let Some(ep) = self.eps.get_mut_by_index(slot) else {
             self.stats.rx_no_endpoint += 1;
             return;
         };

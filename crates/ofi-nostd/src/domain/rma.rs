@@ -211,7 +211,7 @@ impl<S: Storage> Domain<S> {
             return Err(Errno::EBADFLAGS);
         }
         let av = obj(ep.av.and_then(|a| self.res.avs.get(a)))?;
-        let (dest_addr, _rx) = av.resolve(dest).map_err(|_| Errno::EINVAL)?;
+        let dest_addr = av.resolve_ep(dest).map_err(|_| Errno::EINVAL)?;
         let tx_cq = obj(ep.tx_cq.as_ref())?;
         let tx_cq_h = tx_cq.cq;
         let completion = !no_completion && (!tx_cq.selective || flags.contains(Flags::COMPLETION));

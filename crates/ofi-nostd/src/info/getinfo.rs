@@ -263,7 +263,7 @@ const GETINFO_FLAGS: Flags = Flags::SOURCE
 /// RDM endpoints do RMA (reads and writes, one remote iov each) and atomics
 /// (`crate::atomic`), with FI_RMA_EVENT (remote-access counters on the endpoint and on
 /// regions). Not advertised: FI_RMA_PMEM;
-/// FI_MULTICAST, FI_COLLECTIVE, FI_NAMED_RX_CTX (no scalable endpoints), FI_HMEM,
+/// FI_MULTICAST, FI_COLLECTIVE, FI_HMEM,
 /// FI_XPU, FI_TRIGGER, FI_FENCE, FI_VARIABLE_MSG, FI_SOURCE_ERR, FI_SHARED_AV,
 /// FI_AV_USER_ID; TAGGED and DIRECTED_RECV on DGRAM. A build without the `rma` or
 /// `atomic` feature offers neither that capability nor, without both, the modifiers.
@@ -274,7 +274,8 @@ const RDM_CAPS: Flags = Flags::MSG
     .union(Flags::RECV)
     .union(Flags::DIRECTED_RECV)
     .union(Flags::MULTI_RECV)
-    .union(Flags::SOURCE);
+    .union(Flags::SOURCE)
+    .union(Flags::NAMED_RX_CTX);
 /// What RDM endpoints of this build serve of RMA and atomics.
 const RDM_RMA_CAPS: Flags = if cfg!(feature = "rma") {
     Flags::RMA
@@ -295,7 +296,8 @@ const DGRAM_CAPS: Flags = Flags::MSG
     .union(Flags::SEND)
     .union(Flags::RECV)
     .union(Flags::MULTI_RECV)
-    .union(Flags::SOURCE);
+    .union(Flags::SOURCE)
+    .union(Flags::NAMED_RX_CTX);
 const COMM_CAPS: Flags = Flags::LOCAL_COMM.union(Flags::REMOTE_COMM);
 
 /// Default transmit flags each type can honour.
@@ -414,8 +416,9 @@ pub fn default_info(ep_type: EpType, iface: Option<&Interface<'_>>, cfg: &Provid
             ep_cnt: cfg.ep_cnt,
             tx_ctx_cnt: cfg.ep_cnt,
             rx_ctx_cnt: cfg.ep_cnt,
-            max_ep_tx_ctx: 1,
-            max_ep_rx_ctx: 1,
+            // Scalable endpoints (`crate::sep`): contexts per endpoint.
+            max_ep_tx_ctx: crate::sep::MAX_CTX,
+            max_ep_rx_ctx: crate::sep::MAX_CTX,
             max_ep_stx_ctx: 0,
             max_ep_srx_ctx: 0,
             cntr_cnt: cfg.cntr_cnt,
@@ -812,10 +815,12 @@ fn apply_hints(mut info: Info, h: &Info, version: u32, cfg: &ProviderConfig) -> 
         (he.tx_ctx_cnt, &mut ea.tx_ctx_cnt),
         (he.rx_ctx_cnt, &mut ea.rx_ctx_cnt),
     ] {
-        if hc == FI_SHARED_CONTEXT || hc > 1 {
+        // More than one context is a scalable endpoint's (fi_scalable_ep); shared
+        // contexts are not offered.
+        if hc == FI_SHARED_CONTEXT || hc > crate::sep::MAX_CTX {
             return None;
         }
-        *ec = 1;
+        *ec = hc.max(1);
     }
     ea.auth_key = he.auth_key.clone();
 

@@ -35,6 +35,7 @@
 
 mod active;
 mod auth;
+mod close_ctx;
 mod config;
 mod cookie;
 mod ctx;

@@ -461,7 +461,7 @@ fn our_own_offer_prints_like_fi_info() {
          provider: nostd\n    fabric: nostd\n    domain: eth0\n    version: 1.0\n    type: FI_EP_DGRAM\n    protocol: Provider specific\n"
     );
     let verbose = s(|w| write_verbose(w, &out[0]));
-    assert!(verbose.starts_with("---\nfi_info:\n    caps: [ FI_MSG, FI_RMA, FI_TAGGED, FI_ATOMIC, FI_READ, FI_WRITE, FI_RECV, FI_SEND, FI_REMOTE_READ, FI_REMOTE_WRITE, FI_MULTI_RECV, FI_LOCAL_COMM, FI_REMOTE_COMM, FI_RMA_EVENT, FI_SOURCE, FI_DIRECTED_RECV ]\n    mode: [  ]\n"));
+    assert!(verbose.starts_with("---\nfi_info:\n    caps: [ FI_MSG, FI_RMA, FI_TAGGED, FI_ATOMIC, FI_READ, FI_WRITE, FI_RECV, FI_SEND, FI_REMOTE_READ, FI_REMOTE_WRITE, FI_MULTI_RECV, FI_LOCAL_COMM, FI_REMOTE_COMM, FI_RMA_EVENT, FI_SOURCE, FI_NAMED_RX_CTX, FI_DIRECTED_RECV ]\n    mode: [  ]\n"));
     assert!(
         verbose.contains("    src_addr: fi_sockaddr_in://192.0.2.2:0\n    dest_addr: (null)\n")
     );

@@ -40,6 +40,7 @@ pub mod atomic;
 pub mod cm;
 pub mod msg;
 pub mod rma;
+pub mod sep;
 pub mod tagged;
 
 /// An open endpoint, or an alias of one.
@@ -56,6 +57,8 @@ pub struct EpFid {
     alias_rx: AtomicU64,
     /// The bound event queue (released on close).
     eq: AtomicPtr<EqFid>,
+    /// Endpoint, scalable endpoint or one of its contexts ([`sep`]).
+    role: sep::Role,
 }
 
 impl EpFid {
@@ -85,8 +88,8 @@ static EP_OPS: sys::fi_ops_ep = sys::fi_ops_ep {
     cancel: Some(cancel),
     getopt: Some(getopt),
     setopt: Some(setopt),
-    tx_ctx: Some(tx_ctx),
-    rx_ctx: Some(rx_ctx),
+    tx_ctx: Some(sep::tx_ctx),
+    rx_ctx: Some(sep::rx_ctx),
     rx_size_left: Some(rx_size_left),
     tx_size_left: Some(tx_size_left),
 };
@@ -124,6 +127,7 @@ impl EpFid {
             alias_tx: AtomicU64::new(flags.0.bits()),
             alias_rx: AtomicU64::new(flags.1.bits()),
             eq: AtomicPtr::new(std::ptr::null_mut()),
+            role: sep::Role::Ep,
         }
     }
 
@@ -193,6 +197,36 @@ pub unsafe extern "C" fn open(
     ep_out: *mut *mut sys::fid_ep,
     context: *mut c_void,
 ) -> c_int {
+    // SAFETY: forwarded contract.
+    unsafe {
+        open_as(
+            domain,
+            info,
+            ep_out,
+            context,
+            sep::Role::Ep,
+            Domain::ep_open,
+        )
+    }
+}
+
+/// The core call that opens an endpoint or a scalable endpoint.
+type CoreOpen = fn(&mut Domain<Heap>, &ofi_nostd::info::Info, u64) -> Result<EpHandle<Heap>, Errno>;
+
+/// Opens an endpoint fid of `role` with the core call `open` (`fi_endpoint`,
+/// `fi_scalable_ep`).
+///
+/// # Safety
+///
+/// As [`open`].
+unsafe fn open_as(
+    domain: *mut sys::fid_domain,
+    info: *mut sys::fi_info,
+    ep_out: *mut *mut sys::fid_ep,
+    context: *mut c_void,
+    role: sep::Role,
+    open: CoreOpen,
+) -> c_int {
     let make = || {
         // SAFETY: forwarded contract.
         let d = unsafe { DomainFid::from_c(domain) }?;
@@ -201,9 +235,11 @@ pub unsafe extern "C" fn open(
         }
         // SAFETY: a non-NULL info of the application is a valid fi_info.
         let info = unsafe { crate::info::from_c(info) }.ok_or(Errno::EINVAL)?;
-        let h = d.with(|core| core.ep_open(&info, ctx(context)))?;
+        let h = d.with(|core| open(core, &info, ctx(context)))?;
         let flags = (Flags::empty(), Flags::empty());
-        Ok(EpFid::new(d, h, std::ptr::null(), flags, context))
+        let mut e = EpFid::new(d, h, std::ptr::null(), flags, context);
+        e.role = role;
+        Ok(e)
     };
     // SAFETY: NULL or writable (application's contract).
     unsafe { open_into(ep_out, make) }
@@ -213,6 +249,9 @@ pub unsafe extern "C" fn open(
 /// open. Closing an alias releases only the alias.
 unsafe extern "C" fn close(fid: *mut sys::fid) -> c_int {
     let shut = |e: &EpFid| {
+        if let Some(r) = sep::close(e) {
+            return r;
+        }
         e.at.domain().control(|st| {
             if e.is_alias() {
                 st.core.ep_mut(e.at.handle)?.alias_close()
@@ -263,6 +302,22 @@ unsafe extern "C" fn bind(fid: *mut sys::fid, bfid: *mut sys::fid, flags: u64) -
         }
     };
     let r = (|| -> Result<(), Errno> {
+        if e.role != sep::Role::Ep && class != sys::FI_CLASS_EQ {
+            let target = match class {
+                // SAFETY: a fid (contract).
+                sys::FI_CLASS_CQ => unsafe { object::<CqFid>(bfid) }
+                    .and_then(|c| same(c.at.domain_ptr()).map(|()| BindTarget::Cq(c.at.handle)))?,
+                // SAFETY: a fid (contract).
+                sys::FI_CLASS_CNTR => unsafe { object::<CntrFid>(bfid) }.and_then(|c| {
+                    same(c.at.domain_ptr()).map(|()| BindTarget::Cntr(c.at.handle))
+                })?,
+                // SAFETY: a fid (contract).
+                sys::FI_CLASS_AV => unsafe { object::<AvFid>(bfid) }
+                    .and_then(|a| same(a.at.domain_ptr()).map(|()| BindTarget::Av(a.at.handle)))?,
+                _ => return Err(Errno::EINVAL),
+            };
+            return sep::bind(e, target, flags).unwrap_or(Err(Errno::EINVAL));
+        }
         match class {
             sys::FI_CLASS_CQ => {
                 // SAFETY: a fid (contract).
@@ -318,6 +373,8 @@ unsafe extern "C" fn control(fid: *mut sys::fid, cmd: c_int, arg: *mut c_void) -
         sys::FI_ENABLE => {
             if e.is_alias() {
                 Err(Errno::EINVAL)
+            } else if let Some(r) = sep::enable(e) {
+                r
             } else {
                 e.at.domain().with(|d| d.ep_enable(e.at.handle))
             }
@@ -466,28 +523,6 @@ unsafe extern "C" fn setopt(
         e.at.domain()
             .with(|d| d.ep_mut(e.at.handle)?.setopt(level, opt, v))
     }))
-}
-
-/// `fi_tx_context`: scalable endpoints are not offered.
-unsafe extern "C" fn tx_ctx(
-    _sep: *mut sys::fid_ep,
-    _index: c_int,
-    _attr: *mut sys::fi_tx_attr,
-    _tx: *mut *mut sys::fid_ep,
-    _context: *mut c_void,
-) -> c_int {
-    neg(Errno::ENOSYS)
-}
-
-/// `fi_rx_context`: scalable endpoints are not offered.
-unsafe extern "C" fn rx_ctx(
-    _sep: *mut sys::fid_ep,
-    _index: c_int,
-    _attr: *mut sys::fi_rx_attr,
-    _rx: *mut *mut sys::fid_ep,
-    _context: *mut c_void,
-) -> c_int {
-    neg(Errno::ENOSYS)
 }
 
 /// `fi_rx_size_left`.

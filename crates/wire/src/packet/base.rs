@@ -11,6 +11,11 @@ pub const VERSION: u8 = 1;
 /// Length of the base header every packet starts with.
 pub const BASE_LEN: usize = 24;
 
+/// The bit of `src_ep` / `dst_ep` where a scalable endpoint's context index starts
+/// (spec 3.9): bits 0..10 name the endpoint, bits 10..16 its transmit or receive
+/// context. An id with zero context bits names context 0 (or a plain endpoint).
+pub const EP_CTX_SHIFT: u32 = 10;
+
 /// Base-header flag bits. Unknown bits are rejected ([`Error::BadFlags`](crate::Error::BadFlags)) so that a
 /// future meaning can never be silently ignored by a v1 receiver.
 pub mod flags {

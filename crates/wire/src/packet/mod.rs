@@ -67,7 +67,8 @@ pub use self::atomic::{
     AtomicDatatype, AtomicOp, AtomicReqHeader, AtomicReqRepr, AtomicRespHeader, AtomicRespRepr,
 };
 pub use self::base::{
-    BASE_LEN, BaseHeader, Header, MAGIC, PacketType, VERSION, flags, reserved_types, status,
+    BASE_LEN, BaseHeader, EP_CTX_SHIFT, Header, MAGIC, PacketType, VERSION, flags, reserved_types,
+    status,
 };
 pub use self::bundle::{
     BundleHeader, BundleMsg, BundleMsgs, BundleRecHeader, BundleRepr, bundle_header_len,

@@ -124,6 +124,7 @@ fn no_hints_lists_rdm_then_dgram_on_every_interface() {
             | Flags::DIRECTED_RECV
             | Flags::MULTI_RECV
             | Flags::SOURCE
+            | Flags::NAMED_RX_CTX
             | Flags::LOCAL_COMM
             | Flags::REMOTE_COMM
     );
@@ -140,6 +141,7 @@ fn no_hints_lists_rdm_then_dgram_on_every_interface() {
             | Flags::READ
             | Flags::WRITE
             | Flags::SEND
+            | Flags::NAMED_RX_CTX
     );
     assert_eq!(rdm.tx_attr.rma_iov_limit, 1);
     assert_eq!(
@@ -258,12 +260,7 @@ fn unsupported_primary_cap_is_enodata() {
         let r = run(None, None, Flags::empty(), Some(&h), &prov()).unwrap();
         assert!(r.iter().all(|i| i.ep_attr.ep_type == EpType::Rdm));
     }
-    for cap in [
-        Flags::MULTICAST,
-        Flags::COLLECTIVE,
-        Flags::HMEM,
-        Flags::NAMED_RX_CTX,
-    ] {
+    for cap in [Flags::MULTICAST, Flags::COLLECTIVE, Flags::HMEM] {
         let mut h = hints();
         h.caps = Flags::MSG | cap;
         assert_eq!(
@@ -584,7 +581,9 @@ fn attributes_beyond_the_offer_are_enodata() {
             h.ep_attr.max_order_waw_size = b.ep_attr.max_order_waw_size + 1
         }),
         ("protocol_version", |h, _| h.ep_attr.protocol_version = 2),
-        ("tx_ctx_cnt", |h, _| h.ep_attr.tx_ctx_cnt = 2),
+        ("tx_ctx_cnt", |h, _| {
+            h.ep_attr.tx_ctx_cnt = ofi_nostd_max_ctx() + 1
+        }),
         ("rx_ctx_cnt shared", |h, _| {
             h.ep_attr.rx_ctx_cnt = FI_SHARED_CONTEXT
         }),
@@ -604,8 +603,12 @@ fn attributes_beyond_the_offer_are_enodata() {
         ("domain rx_ctx_cnt", |h, b| {
             h.domain_attr.rx_ctx_cnt = b.domain_attr.rx_ctx_cnt + 1
         }),
-        ("max_ep_tx_ctx", |h, _| h.domain_attr.max_ep_tx_ctx = 2),
-        ("max_ep_rx_ctx", |h, _| h.domain_attr.max_ep_rx_ctx = 2),
+        ("max_ep_tx_ctx", |h, _| {
+            h.domain_attr.max_ep_tx_ctx = ofi_nostd_max_ctx() + 1
+        }),
+        ("max_ep_rx_ctx", |h, _| {
+            h.domain_attr.max_ep_rx_ctx = ofi_nostd_max_ctx() + 1
+        }),
         ("max_ep_stx_ctx", |h, _| h.domain_attr.max_ep_stx_ctx = 1),
         ("max_ep_srx_ctx", |h, _| h.domain_attr.max_ep_srx_ctx = 1),
         ("cntr_cnt", |h, b| {
@@ -1508,4 +1511,24 @@ fn a_build_without_rma_and_atomics_never_offers_them() {
             .unwrap()
             .is_empty()
     );
+}
+
+fn ofi_nostd_max_ctx() -> usize {
+    crate::sep::MAX_CTX
+}
+
+#[test]
+fn scalable_endpoints_are_offered() {
+    // FI_NAMED_RX_CTX and up to MAX_CTX contexts per endpoint (fi_scalable_ep).
+    let mut h = rdm_hints();
+    h.caps = Flags::MSG | Flags::NAMED_RX_CTX;
+    h.ep_attr.tx_ctx_cnt = 4;
+    h.ep_attr.rx_ctx_cnt = 2;
+    let r = run(None, None, Flags::empty(), Some(&h), &prov()).unwrap();
+    for i in &r {
+        assert!(i.caps.contains(Flags::NAMED_RX_CTX));
+        assert_eq!((i.ep_attr.tx_ctx_cnt, i.ep_attr.rx_ctx_cnt), (4, 2));
+        assert_eq!(i.domain_attr.max_ep_tx_ctx, crate::sep::MAX_CTX);
+        assert_eq!(i.domain_attr.max_ep_rx_ctx, crate::sep::MAX_CTX);
+    }
 }

@@ -1,0 +1,170 @@
+//! Scalable endpoints through the safe API: contexts as Rust objects, each with its own
+//! CQ; fi_rx_addr picks the receive context; closing a context cancels its receives
+//! (the buffers come back through its CQ); the endpoint closes after its contexts.
+
+use std::time::{Duration, Instant};
+
+use hosted::api::{Buf, Cq, Fabric, ProgressMode};
+use hosted::ofi_nostd::av::{AvAttr, fi_rx_addr};
+use hosted::ofi_nostd::errno::Errno;
+use hosted::ofi_nostd::flags::{FI_ADDR_UNSPEC, Flags};
+use hosted::ofi_nostd::info::EpType;
+
+const WAIT: Duration = Duration::from_secs(5);
+const N: usize = 3;
+const BITS: i32 = 2;
+
+type Comp = hosted::api::Completion<u64>;
+
+/// Polls `cqs` (driving their domains) until one completion came on each, reading
+/// `peer` too (manual progress: only reads drive the peer's domain) into `peer_got`.
+fn one_each(cqs: &[&Cq<u64>], peer: &Cq<u64>, peer_got: &mut Vec<Comp>) -> Vec<Comp> {
+    let deadline = Instant::now() + WAIT;
+    let mut got: Vec<Option<hosted::api::Completion<u64>>> = cqs.iter().map(|_| None).collect();
+    while got.iter().any(Option::is_none) {
+        assert!(Instant::now() < deadline, "timed out");
+        if let Ok(c) = peer.read() {
+            peer_got.push(c);
+        }
+        for (cq, slot) in cqs.iter().zip(got.iter_mut()) {
+            if slot.is_none()
+                && let Ok(c) = cq.read()
+            {
+                *slot = Some(c);
+            }
+        }
+    }
+    got.into_iter().map(Option::unwrap).collect()
+}
+
+#[test]
+fn contexts_of_a_scalable_endpoint_through_the_safe_api() {
+    let fabric = Fabric::open().unwrap();
+    let dom = || {
+        fabric
+            .domain()
+            .progress(ProgressMode::Manual)
+            .open::<u64>()
+            .unwrap()
+    };
+    let (da, db) = (dom(), dom());
+    // a: a scalable endpoint with N contexts, one CQ per context and side.
+    let sep = da.scalable_endpoint(EpType::Rdm, N, N).unwrap();
+    let ava = da
+        .av_with(&mut AvAttr {
+            rx_ctx_bits: BITS,
+            ..AvAttr::default()
+        })
+        .unwrap();
+    sep.bind_av(&ava).unwrap();
+    let mut txs = Vec::new();
+    let mut rxs = Vec::new();
+    let mut tx_cqs = Vec::new();
+    let mut rx_cqs = Vec::new();
+    for i in 0..N {
+        let t = sep.tx_context(i).unwrap();
+        let r = sep.rx_context(i).unwrap();
+        let (tcq, rcq): (Cq<u64>, Cq<u64>) = (da.cq(64).unwrap(), da.cq(64).unwrap());
+        assert!(
+            r.bind_cq(&rcq, Flags::TRANSMIT).is_err(),
+            "a receive context's CQ is FI_RECV"
+        );
+        t.bind_cq(&tcq, Flags::TRANSMIT).unwrap();
+        r.bind_cq(&rcq, Flags::RECV).unwrap();
+        t.enable().unwrap();
+        r.enable().unwrap();
+        txs.push(t);
+        rxs.push(r);
+        tx_cqs.push(tcq);
+        rx_cqs.push(rcq);
+    }
+    assert!(sep.tx_context(N).is_err());
+    // Reading a CQ of a domain drives that domain (manual progress): an empty one for
+    // a while b's completions are awaited.
+    let idle_a: Cq<u64> = da.cq(4).unwrap();
+    sep.enable().unwrap();
+    // b: a plain endpoint whose AV also has context bits.
+    let cqb: Cq<u64> = db.cq(64).unwrap();
+    let avb = db
+        .av_with(&mut AvAttr {
+            rx_ctx_bits: BITS,
+            ..AvAttr::default()
+        })
+        .unwrap();
+    let epb = db.endpoint(EpType::Rdm).unwrap();
+    epb.bind_cq(&cqb, Flags::TRANSMIT | Flags::RECV).unwrap();
+    epb.bind_av(&avb).unwrap();
+    epb.enable().unwrap();
+    let to_a = avb.insert(sep.addr()).unwrap();
+    let to_b = ava.insert(epb.addr()).unwrap();
+
+    // b sends to each receive context by fi_rx_addr; each arrives on its context's CQ.
+    for (i, r) in rxs.iter().enumerate() {
+        r.ep()
+            .recv(Buf::zeroed(32), FI_ADDR_UNSPEC, 10 + i as u64)
+            .unwrap();
+    }
+    for i in 0..N {
+        let dest = fi_rx_addr(to_a, i as i32, BITS);
+        epb.send(Buf::from(vec![i as u8 + 1; 8]), dest, 20 + i as u64)
+            .unwrap();
+    }
+    let mut at_b = Vec::new();
+    let got = one_each(&rx_cqs.iter().collect::<Vec<_>>(), &cqb, &mut at_b);
+    for (i, c) in got.iter().enumerate() {
+        assert_eq!((c.context, c.result()), (10 + i as u64, Ok(8)));
+        assert_eq!(&c.buf[..8], &[i as u8 + 1; 8]);
+    }
+    let deadline = Instant::now() + WAIT;
+    while at_b.len() < N {
+        assert!(Instant::now() < deadline);
+        if let Ok(c) = cqb.read() {
+            at_b.push(c);
+        }
+        assert!(idle_a.read().is_err());
+    }
+    let r: Vec<_> = at_b.iter().map(|c| (c.context, c.result())).collect();
+    assert!(at_b.iter().all(|c| c.result().is_ok()), "{r:?}");
+    at_b.clear();
+    // Each transmit context sends to b and completes on its own CQ.
+    for (i, t) in txs.iter().enumerate() {
+        epb.recv(Buf::zeroed(32), FI_ADDR_UNSPEC, 40 + i as u64)
+            .unwrap();
+        t.ep()
+            .send(Buf::from(vec![9; 4]), to_b, 30 + i as u64)
+            .unwrap();
+    }
+    let done = one_each(&tx_cqs.iter().collect::<Vec<_>>(), &cqb, &mut at_b);
+    for (i, c) in done.iter().enumerate() {
+        assert_eq!((c.context, c.result()), (30 + i as u64, Ok(4)));
+    }
+    let deadline = Instant::now() + WAIT;
+    while at_b.len() < N {
+        assert!(Instant::now() < deadline);
+        if let Ok(c) = cqb.read() {
+            at_b.push(c);
+        }
+        assert!(idle_a.read().is_err());
+    }
+    assert!(at_b.iter().all(|c| c.result() == Ok(4)));
+
+    // Closing receive context 1 cancels its receive; its buffer comes back on its CQ.
+    rxs[1]
+        .ep()
+        .recv(Buf::zeroed(32), FI_ADDR_UNSPEC, 77)
+        .unwrap();
+    let r1 = rxs.remove(1);
+    r1.close().unwrap();
+    let c = one_each(&[&rx_cqs[1]], &cqb, &mut at_b).remove(0);
+    assert_eq!((c.context, c.result()), (77, Err(Errno::ECANCELED)));
+    assert_eq!(c.buf.capacity(), 32);
+    // Then the other contexts, then the endpoint: nothing was left outstanding.
+    for t in txs {
+        t.close().unwrap();
+    }
+    for r in rxs {
+        r.close().unwrap();
+    }
+    assert!(sep.close().unwrap().is_empty());
+    epb.close();
+}

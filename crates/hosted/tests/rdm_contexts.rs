@@ -1,0 +1,371 @@
+//! Scalable endpoints (fi_endpoint(3) "SCALABLE ENDPOINTS") in the simulator: every
+//! context has its own engine, CQs and sessions, and a message reaches exactly the
+//! receive context its fi_addr names (`fi_rx_addr`), under loss and reordering.
+
+use hosted::ofi_nostd::time::Duration;
+
+use hosted::netsim::{Faults, NetSim};
+use hosted::ofi_nostd::av::{AvAddrs, AvAttr, fi_rx_addr};
+use hosted::ofi_nostd::cq::CqAttr;
+use hosted::ofi_nostd::domain::{BindTarget, CqHandle, EpHandle};
+use hosted::ofi_nostd::errno::Errno;
+use hosted::ofi_nostd::flags::{FI_ADDR_UNSPEC, FiAddr, Flags};
+use hosted::ofi_nostd::info::{EpType, default_info};
+use hosted::ofi_nostd::mem::IoVec;
+use hosted::ofi_nostd::sep::CtxSide;
+use hosted::simlink::{Cluster, Completion, HeapStorage, Node, NodeConfig};
+
+type S = HeapStorage;
+
+const N: usize = 4;
+const BITS: i32 = 3;
+const MSG: usize = 48;
+const WAIT: Duration = Duration::from_secs(20);
+
+fn cfg() -> NodeConfig {
+    let mut c = NodeConfig::default();
+    c.provider.ep_cnt = 2 + N;
+    c.provider.cq_cnt = 4 + 2 * N;
+    c.mem_size = 4 << 20;
+    c
+}
+
+fn faults() -> Faults {
+    Faults {
+        loss: 0.10,
+        reorder: 0.10,
+        duplicate: 0.02,
+        delay: Duration::from_micros(5),
+        jitter: Duration::from_micros(3),
+        rate_bps: 10_000_000_000,
+        ..Faults::default()
+    }
+}
+
+/// A scalable endpoint on a node: its handle, its own AV (with `rx_ctx_bits`), and
+/// per context a transmit and a receive CQ.
+struct Sep {
+    h: EpHandle<S>,
+    tx: Vec<EpHandle<S>>,
+    rx: Vec<EpHandle<S>>,
+    tx_cq: Vec<CqHandle<S>>,
+    rx_cq: Vec<CqHandle<S>>,
+    av: hosted::ofi_nostd::domain::AvHandle<S>,
+}
+
+fn open_sep(node: &mut Node, n: usize) -> Sep {
+    open_sep_of(node, n, EpType::Rdm)
+}
+
+fn open_sep_of(node: &mut Node, n: usize, ep_type: EpType) -> Sep {
+    let d = &mut node.dom;
+    let mut info = default_info(ep_type, None, &cfg().provider);
+    info.ep_attr.tx_ctx_cnt = n;
+    info.ep_attr.rx_ctx_cnt = n;
+    let h = d.sep_open(&info, 0x5E).unwrap();
+    let av = d
+        .av_open(
+            &mut AvAttr {
+                count: 16,
+                rx_ctx_bits: BITS,
+                ..AvAttr::default()
+            },
+            0xA5,
+        )
+        .unwrap();
+    d.sep_bind(h, BindTarget::Av(av), Flags::empty()).unwrap();
+    let attr = CqAttr {
+        size: 4096,
+        ..CqAttr::default()
+    };
+    let mut s = Sep {
+        h,
+        tx: vec![],
+        rx: vec![],
+        tx_cq: vec![],
+        rx_cq: vec![],
+        av,
+    };
+    for k in 0..n {
+        let t = d.sep_ctx_open(h, CtxSide::Tx, k, Flags::empty()).unwrap();
+        let tcq = d.cq_open(&attr, 0x100 + k as u64).unwrap();
+        d.sep_ctx_bind(h, CtxSide::Tx, k, BindTarget::Cq(tcq), Flags::TRANSMIT)
+            .unwrap();
+        d.sep_ctx_enable(h, CtxSide::Tx, k).unwrap();
+        let r = d.sep_ctx_open(h, CtxSide::Rx, k, Flags::empty()).unwrap();
+        let rcq = d.cq_open(&attr, 0x200 + k as u64).unwrap();
+        // A context takes only its own side's bindings.
+        assert_eq!(
+            d.sep_ctx_bind(h, CtxSide::Rx, k, BindTarget::Cq(rcq), Flags::TRANSMIT),
+            Err(Errno::EINVAL)
+        );
+        d.sep_ctx_bind(h, CtxSide::Rx, k, BindTarget::Cq(rcq), Flags::RECV)
+            .unwrap();
+        d.sep_ctx_enable(h, CtxSide::Rx, k).unwrap();
+        s.tx.push(t);
+        s.rx.push(r);
+        s.tx_cq.push(tcq);
+        s.rx_cq.push(rcq);
+    }
+    d.sep_enable(h).unwrap();
+    s
+}
+
+fn insert(
+    node: &mut Node,
+    av: hosted::ofi_nostd::domain::AvHandle<S>,
+    addr: hosted::ofi_nostd::addr::EpAddr,
+) -> FiAddr {
+    let mut out = [0; 1];
+    node.dom
+        .av_mut(av)
+        .unwrap()
+        .insert(AvAddrs::Ep(&[addr]), Some(&mut out), Flags::empty(), None)
+        .unwrap();
+    out[0]
+}
+
+/// Runs until every CQ in `cqs` of node `i` holds `want` completions (drained into
+/// the returned vectors), or fails after `WAIT` of virtual time.
+fn collect(c: &mut Cluster, i: usize, cqs: &[CqHandle<S>], want: usize) -> Vec<Vec<Completion>> {
+    let mut got = vec![Vec::new(); cqs.len()];
+    let deadline = c.sim.now() + WAIT;
+    let r = c.run_until(deadline, 50_000_000, |c| {
+        for (k, cq) in cqs.iter().enumerate() {
+            c.nodes[i].drain_cq(*cq, &mut got[k]);
+        }
+        got.iter().all(|g| g.len() >= want)
+    });
+    let lens: Vec<usize> = got.iter().map(|g| g.len()).collect();
+    assert!(r.is_ok(), "stalled ({r:?}) with {lens:?} of {want}");
+    got
+}
+
+/// Posts `per` receives on each receive context of `b`: context `k`'s receive `s`
+/// lands at offset `(k * per + s) * 64` with context `k * 10 + s`.
+fn post_recvs(node: &mut Node, b: &Sep, per: usize) {
+    for (k, &r) in b.rx.iter().enumerate() {
+        for s in 0..per {
+            let at = Node::BASE + ((k * per + s) * 64) as u64;
+            let ctx = (k * 10 + s) as u64;
+            node.op(|d, _, _| d.recv(r, IoVec::new(at, 64), FI_ADDR_UNSPEC, ctx))
+                .unwrap();
+        }
+    }
+}
+
+fn payload(tx: usize, seq: usize) -> Vec<u8> {
+    (0..MSG).map(|i| (tx * 131 + seq * 7 + i) as u8).collect()
+}
+
+#[test]
+fn every_message_reaches_once_the_context_it_names() {
+    let mut c = Cluster::new(NetSim::new(31, faults()), 2, &cfg()).unwrap();
+    let a = open_sep(&mut c.nodes[0], N);
+    let b = open_sep(&mut c.nodes[1], N);
+    let b_addr = c.nodes[1].dom.ep_addr(b.h).unwrap();
+    let a_addr = c.nodes[0].dom.ep_addr(a.h).unwrap();
+    // Both ends of a context pair answer to the one endpoint address.
+    assert_eq!(b_addr.ep_id, 1);
+    let b_fi = insert(&mut c.nodes[0], a.av, b_addr);
+    insert(&mut c.nodes[1], b.av, a_addr);
+    const PER: usize = 40;
+    // Receive context k of b expects PER messages from transmit context (k+1) % N of
+    // a: the pairing crosses engines, so nothing works by their indices matching.
+    for k in 0..N {
+        for s in 0..PER {
+            let off = (k * PER + s) * 64;
+            let r = b.rx[k];
+            c.nodes[1]
+                .op(|d, _, _| {
+                    d.recv(
+                        r,
+                        IoVec::new(Node::BASE + off as u64, 64),
+                        FI_ADDR_UNSPEC,
+                        (k * 1000 + s) as u64,
+                    )
+                })
+                .unwrap();
+        }
+    }
+    for s in 0..PER {
+        for t in 0..N {
+            let k = (t + N - 1) % N;
+            let off = (1 << 20) | ((t * PER + s) * 64);
+            let data = payload(t, s);
+            let buf = c.nodes[0].put(off, &data);
+            let dest = fi_rx_addr(b_fi, k as i32, BITS);
+            let h = a.tx[t];
+            c.nodes[0]
+                .op(|d, _, m| d.send(h, m, IoVec::new(buf, MSG), dest, (t * 1000 + s) as u64))
+                .unwrap();
+        }
+    }
+    let sent = collect(&mut c, 0, &a.tx_cq, PER);
+    for (t, comps) in sent.iter().enumerate() {
+        assert_eq!(comps.len(), PER, "tx context {t}");
+        assert!(comps.iter().all(|x| x.err.is_none()), "{comps:?}");
+        assert!(comps.iter().all(|x| x.context / 1000 == t as u64));
+    }
+    let got = collect(&mut c, 1, &b.rx_cq, PER);
+    for (k, comps) in got.iter().enumerate() {
+        let t = (k + 1) % N;
+        assert_eq!(comps.len(), PER, "rx context {k}");
+        for (s, x) in comps.iter().enumerate() {
+            // In posting order (one session per context pair, in sequence order), each
+            // into its own receive, with the bytes its transmit context sent.
+            assert_eq!(
+                (x.err, x.len, x.context),
+                (None, MSG, (k * 1000 + s) as u64)
+            );
+            let off = (k * PER + s) * 64;
+            assert_eq!(
+                c.nodes[1].get(off, MSG),
+                &payload(t, s)[..],
+                "ctx {k} msg {s}"
+            );
+        }
+    }
+    // Nothing extra arrived anywhere once the network settled.
+    c.run_for(Duration::from_millis(50));
+    let extra = collect(&mut c, 1, &b.rx_cq, 0);
+    assert!(extra.iter().all(|e| e.is_empty()), "{extra:?}");
+    let st = c.sim.stats();
+    assert!(st.lost > 0 && st.reordered > 0, "{st:?}");
+    // Each context pair ran its own session: b's engine k knows a's context t only.
+    for k in 0..N {
+        let peers = c.nodes[1].dom.ep(b.rx[k]).unwrap().rdm().unwrap().stats();
+        assert!(peers.rx_packets > 0, "engine {k} received nothing");
+    }
+}
+
+#[test]
+fn a_peer_that_names_no_context_reaches_context_0() {
+    let mut c = Cluster::new(NetSim::new(32, faults()), 2, &cfg()).unwrap();
+    let b = open_sep(&mut c.nodes[1], N);
+    let b_addr = c.nodes[1].dom.ep_addr(b.h).unwrap();
+    // Node 0's ordinary endpoint and AV (no rx_ctx_bits) know b's address only.
+    let b_fi = c.nodes[0].insert(b_addr).unwrap();
+    for k in 0..N {
+        let r = b.rx[k];
+        c.nodes[1]
+            .op(|d, _, _| {
+                d.recv(
+                    r,
+                    IoVec::new(Node::BASE + (k * 64) as u64, 64),
+                    FI_ADDR_UNSPEC,
+                    k as u64,
+                )
+            })
+            .unwrap();
+    }
+    let buf = c.nodes[0].put(1 << 20, &payload(9, 9));
+    c.nodes[0]
+        .op(|d, ep, m| d.send(ep, m, IoVec::new(buf, MSG), b_fi, 77))
+        .unwrap();
+    let done = c.wait_cq(0, false, 1, WAIT).unwrap();
+    assert_eq!((done[0].context, done[0].err), (77, None));
+    let got = collect(&mut c, 1, &b.rx_cq[..1], 1);
+    assert_eq!((got[0][0].context, got[0][0].len), (0, MSG));
+    assert_eq!(c.nodes[1].get(0, MSG), &payload(9, 9)[..]);
+    c.run_for(Duration::from_millis(50));
+    let rest = collect(&mut c, 1, &b.rx_cq[1..], 0);
+    assert!(rest.iter().all(|e| e.is_empty()), "{rest:?}");
+    // The fi_addr of a context the endpoint id cannot carry is refused.
+    let a = open_sep(&mut c.nodes[0], 1);
+    let fi = insert(&mut c.nodes[0], a.av, b_addr);
+    let h = a.tx[0];
+    let bad = fi_rx_addr(fi, 7, BITS);
+    let r = c.nodes[0].op(|d, _, m| d.send(h, m, IoVec::new(buf, MSG), bad, 1));
+    // Context 7 of b does not exist: the send goes out, and b answers NO_ENDPOINT.
+    assert_eq!(r, Ok(()));
+    let failed = collect(&mut c, 0, &a.tx_cq, 1);
+    assert!(failed[0][0].err.is_some(), "{:?}", failed[0]);
+}
+
+#[test]
+fn closing_a_context_cancels_its_receives_and_spares_the_others() {
+    let mut c = Cluster::new(NetSim::new(33, faults()), 2, &cfg()).unwrap();
+    let a = open_sep(&mut c.nodes[0], N);
+    let b = open_sep(&mut c.nodes[1], N);
+    let b_addr = c.nodes[1].dom.ep_addr(b.h).unwrap();
+    let b_fi = insert(&mut c.nodes[0], a.av, b_addr);
+    post_recvs(&mut c.nodes[1], &b, 3);
+    c.nodes[1].dom.sep_ctx_close(b.h, CtxSide::Rx, 1).unwrap();
+    assert_eq!(
+        c.nodes[1].dom.sep_ctx_close(b.h, CtxSide::Rx, 1),
+        Err(Errno::EINVAL)
+    );
+    let canceled = collect(&mut c, 1, &b.rx_cq[1..2], 3);
+    assert!(
+        canceled[0]
+            .iter()
+            .all(|x| x.err == Some(Errno::ECANCELED) && x.context / 10 == 1),
+        "{canceled:?}"
+    );
+    // The other contexts still take every message meant for them.
+    for k in [0, 2, 3] {
+        for s in 0..3 {
+            let buf = c.nodes[0].put((1 << 20) | ((k * 3 + s) * 64), &payload(k, s));
+            let h = a.tx[k];
+            let dest = fi_rx_addr(b_fi, k as i32, BITS);
+            c.nodes[0]
+                .op(|d, _, m| d.send(h, m, IoVec::new(buf, MSG), dest, s as u64))
+                .unwrap();
+        }
+    }
+    for k in [0, 2, 3] {
+        let got = collect(&mut c, 1, &b.rx_cq[k..k + 1], 3);
+        for (s, x) in got[0].iter().enumerate() {
+            assert_eq!((x.err, x.context), (None, (k * 10 + s) as u64));
+            assert_eq!(c.nodes[1].get((k * 3 + s) * 64, MSG), &payload(k, s)[..]);
+        }
+    }
+    // The endpoint closes only after its contexts.
+    assert_eq!(c.nodes[1].dom.sep_close(b.h), Err(Errno::EBUSY));
+    for k in 0..N {
+        c.nodes[1].dom.sep_ctx_close(b.h, CtxSide::Tx, k).unwrap();
+        if k != 1 {
+            c.nodes[1].dom.sep_ctx_close(b.h, CtxSide::Rx, k).unwrap();
+        }
+    }
+    // Engines are not endpoints of their own.
+    assert_eq!(c.nodes[1].dom.ep_close(b.rx[2]), Err(Errno::EINVAL));
+    c.nodes[1].dom.sep_close(b.h).unwrap();
+    assert!(c.nodes[1].dom.ep(b.rx[2]).is_err());
+}
+
+#[test]
+fn dgram_contexts_take_the_datagrams_sent_to_them() {
+    // DGRAM is unreliable: a clean network, so every datagram arrives.
+    let mut c = Cluster::new(NetSim::new(34, Faults::default()), 2, &cfg()).unwrap();
+    let a = open_sep_of(&mut c.nodes[0], N, EpType::Dgram);
+    let b = open_sep_of(&mut c.nodes[1], N, EpType::Dgram);
+    let b_addr = c.nodes[1].dom.ep_addr(b.h).unwrap();
+    let b_fi = insert(&mut c.nodes[0], a.av, b_addr);
+    let a_addr = c.nodes[0].dom.ep_addr(a.h).unwrap();
+    insert(&mut c.nodes[1], b.av, a_addr);
+    post_recvs(&mut c.nodes[1], &b, 2);
+    for s in 0..2 {
+        for t in 0..N {
+            let k = N - 1 - t;
+            let buf = c.nodes[0].put((1 << 20) | ((t * 2 + s) * 64), &payload(t, s));
+            let h = a.tx[t];
+            let dest = fi_rx_addr(b_fi, k as i32, BITS);
+            c.nodes[0]
+                .op(|d, _, m| d.send(h, m, IoVec::new(buf, MSG), dest, s as u64))
+                .unwrap();
+        }
+    }
+    let sent = collect(&mut c, 0, &a.tx_cq, 2);
+    assert!(sent.iter().flatten().all(|x| x.err.is_none()), "{sent:?}");
+    let got = collect(&mut c, 1, &b.rx_cq, 2);
+    for (k, comps) in got.iter().enumerate() {
+        let t = N - 1 - k;
+        assert_eq!(comps.len(), 2, "context {k}");
+        for (s, x) in comps.iter().enumerate() {
+            assert_eq!((x.err, x.len, x.context), (None, MSG, (k * 10 + s) as u64));
+            assert_eq!(c.nodes[1].get((k * 2 + s) * 64, MSG), &payload(t, s)[..]);
+        }
+    }
+}

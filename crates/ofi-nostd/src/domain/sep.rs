@@ -1,0 +1,329 @@
+//! A scalable endpoint's life on its domain ([`crate::sep`]): open, bind, contexts,
+//! enable and close, and the routing of a received packet's endpoint id to the engine
+//! of the context it names.
+
+use super::{Domain, obj};
+use crate::bind::BindTarget;
+use crate::ep::{EpHandle, EpState};
+use crate::errno::{Errno, Result};
+use crate::flags::Flags;
+use crate::info::{EpType, Info};
+use crate::sep::{CTX_BASE_LIMIT, Contexts, CtxSide, ctx_ep_id, split_ep_id};
+use crate::storage::Storage;
+
+impl<S: Storage> Domain<S> {
+    /// The pool slot a packet's destination endpoint id names: the id itself when it
+    /// names no context (every endpoint, and context 0 of a scalable endpoint), else
+    /// the engine of that context; `usize::MAX` (no endpoint) for a context that does
+    /// not exist.
+    #[inline]
+    pub(super) fn route(&self, dst_ep: u16) -> usize {
+        let (base, index) = split_ep_id(dst_ep);
+        if index == 0 {
+            return base as usize;
+        }
+        self.route_ctx(base, index)
+    }
+
+    #[inline(never)]
+    fn route_ctx(&self, base: u16, index: usize) -> usize {
+        self.eps
+            .get_by_index(base as usize)
+            .and_then(|(_, ep)| ep.sep.as_ref())
+            .and_then(|c| c.slot(index))
+            .map_or(usize::MAX, usize::from)
+    }
+
+    /// `fi_scalable_ep`: a scalable endpoint with `info.ep_attr.tx_ctx_cnt` transmit and
+    /// `rx_ctx_cnt` receive contexts (0: one; at most [`crate::sep::MAX_CTX`], and
+    /// FI_SHARED_CONTEXT is not a count here: -FI_EINVAL), FI_EP_RDM or FI_EP_DGRAM.
+    /// It opens one engine per context index, each an endpoint of the pool with the
+    /// other attributes of `info`; the handle returned is engine 0's (the endpoint's
+    /// address). -FI_ENOMEM when the pool has no room for all of them.
+    pub fn sep_open(&mut self, info: &Info, context: u64) -> Result<EpHandle<S>> {
+        if !matches!(info.ep_attr.ep_type, EpType::Rdm | EpType::Dgram) {
+            return Err(Errno::EINVAL);
+        }
+        let mut ctxs = Contexts::new(info.ep_attr.tx_ctx_cnt, info.ep_attr.rx_ctx_cnt)?;
+        let n = ctxs.engines();
+        if self.eps.capacity() - self.eps.len() < n {
+            return Err(Errno::ENOMEM);
+        }
+        let mut one = info.clone();
+        one.ep_attr.tx_ctx_cnt = 1;
+        one.ep_attr.rx_ctx_cnt = 1;
+        let mut handles: [Option<EpHandle<S>>; crate::sep::MAX_CTX] = Default::default();
+        for (k, slot) in handles.iter_mut().enumerate().take(n) {
+            match self.ep_open(&one, context) {
+                Ok(h) => *slot = Some(h),
+                Err(e) => {
+                    self.sep_discard(&handles[..k]);
+                    return Err(e);
+                }
+            }
+        }
+        let base = handles[0].map_or(usize::MAX, |h| h.index());
+        if base >= CTX_BASE_LIMIT {
+            self.sep_discard(&handles[..n]);
+            return Err(Errno::ENOMEM);
+        }
+        for (k, h) in handles.iter().enumerate().take(n) {
+            let Some(h) = *h else { continue };
+            ctxs.slots[k] = h.index() as u16;
+            let id = ctx_ep_id(base as u16, k);
+            let ep = obj(self.eps.get_mut(h))?;
+            ep.id = id;
+            ep.in_sep = true;
+            if let crate::ep::Engine::Rdm(r) = &mut ep.engine {
+                r.set_local(crate::addr::EpAddr {
+                    ep_id: id,
+                    ..self.local
+                });
+            }
+        }
+        obj(self.eps.get_mut(handles[0].ok_or(Errno::EINVAL)?))?.sep = Some(ctxs);
+        handles[0].ok_or(Errno::EINVAL)
+    }
+
+    fn sep_discard(&mut self, handles: &[Option<EpHandle<S>>]) {
+        for h in handles.iter().flatten() {
+            let _ = self.ep_close(*h);
+        }
+    }
+
+    /// The contexts of the scalable endpoint `sep` (-FI_EINVAL if it is not one).
+    pub fn sep_contexts(&self, sep: EpHandle<S>) -> Result<&Contexts> {
+        self.ep(sep)?.sep.as_ref().ok_or(Errno::EINVAL)
+    }
+
+    /// The engine handles of `sep`'s contexts, index by index.
+    pub fn sep_engines(&self, sep: EpHandle<S>) -> Result<impl Iterator<Item = EpHandle<S>>> {
+        let c = *self.sep_contexts(sep)?;
+        let eps = &self.eps;
+        Ok((0..c.engines()).filter_map(move |k| {
+            c.slot(k)
+                .and_then(|s| eps.get_by_index(s as usize))
+                .map(|(h, _)| h)
+        }))
+    }
+
+    fn sep_engine(&self, sep: EpHandle<S>, index: usize) -> Result<EpHandle<S>> {
+        let c = self.sep_contexts(sep)?;
+        let s = c.slot(index).ok_or(Errno::EINVAL)?;
+        self.eps
+            .get_by_index(s as usize)
+            .map(|(h, _)| h)
+            .ok_or(Errno::EINVAL)
+    }
+
+    /// `fi_scalable_ep_bind`: the AV (flags 0), or an EQ, bound to every context
+    /// engine; the rules of [`Domain::ep_bind`] apply (a second AV is -FI_EINVAL).
+    /// CQs and counters bind to the contexts, not here (-FI_EINVAL).
+    pub fn sep_bind(
+        &mut self,
+        sep: EpHandle<S>,
+        target: BindTarget<S>,
+        flags: Flags,
+    ) -> Result<()> {
+        if matches!(target, BindTarget::Cq(_) | BindTarget::Cntr(_)) {
+            return Err(Errno::EINVAL);
+        }
+        let engines: heapless::Vec<EpHandle<S>, { crate::sep::MAX_CTX }> =
+            self.sep_engines(sep)?.collect();
+        if self.ep(sep)?.state != EpState::Disabled {
+            return Err(Errno::EOPBADSTATE);
+        }
+        for h in engines {
+            let t = match &target {
+                BindTarget::Av(a) => BindTarget::Av(*a),
+                BindTarget::Eq(q) => BindTarget::Eq(*q),
+                _ => return Err(Errno::EINVAL),
+            };
+            self.ep_bind(h, t, flags)?;
+        }
+        Ok(())
+    }
+
+    /// `fi_tx_context` / `fi_rx_context`: opens context `index` of `side` and returns
+    /// the handle of the engine that carries it (posts of that side go through it).
+    /// `op_flags` are the context's default operation flags (its attr's `op_flags`;
+    /// empty keeps the endpoint's). -FI_EINVAL for an index beyond the count, -FI_EBUSY
+    /// for a context already open.
+    pub fn sep_ctx_open(
+        &mut self,
+        sep: EpHandle<S>,
+        side: CtxSide,
+        index: usize,
+        op_flags: Flags,
+    ) -> Result<EpHandle<S>> {
+        let h = self.sep_engine(sep, index)?;
+        let c = obj(self.eps.get_mut(sep))?
+            .sep
+            .as_mut()
+            .ok_or(Errno::EINVAL)?;
+        c.open(side, index)?;
+        if !op_flags.is_empty() {
+            let ep = obj(self.eps.get_mut(h))?;
+            let dir = match side {
+                CtxSide::Tx => Flags::TRANSMIT,
+                CtxSide::Rx => Flags::RECV,
+            };
+            if let Err(e) = ep.setopsflag(dir | op_flags) {
+                if let Some(c) = self.eps.get_mut(sep).and_then(|e| e.sep.as_mut()) {
+                    let _ = c.close(side, index);
+                }
+                return Err(e);
+            }
+        }
+        Ok(h)
+    }
+
+    /// `fi_ep_bind` on context `index` of `side`: a CQ or counter of its side only (a
+    /// transmit context takes FI_TRANSMIT / FI_SEND, FI_WRITE, FI_READ; a receive
+    /// context FI_RECV and the remote ones), before that context is enabled
+    /// (-FI_EOPBADSTATE after; the engine's other context may already run), then as
+    /// [`Domain::ep_bind`].
+    pub fn sep_ctx_bind(
+        &mut self,
+        sep: EpHandle<S>,
+        side: CtxSide,
+        index: usize,
+        target: BindTarget<S>,
+        flags: Flags,
+    ) -> Result<()> {
+        let sel = Flags::SELECTIVE_COMPLETION;
+        let ok = match (side, &target) {
+            (CtxSide::Tx, BindTarget::Cq(_)) => (Flags::TRANSMIT | sel).contains(flags),
+            (CtxSide::Rx, BindTarget::Cq(_)) => (Flags::RECV | sel).contains(flags),
+            (CtxSide::Tx, BindTarget::Cntr(_)) => {
+                (Flags::SEND | Flags::WRITE | Flags::READ).contains(flags)
+            }
+            (CtxSide::Rx, BindTarget::Cntr(_)) => {
+                (Flags::RECV | Flags::REMOTE_READ | Flags::REMOTE_WRITE).contains(flags)
+            }
+            _ => false,
+        };
+        if !ok {
+            return Err(Errno::EINVAL);
+        }
+        if self.sep_contexts(sep)?.enabled(side, index) {
+            return Err(Errno::EOPBADSTATE);
+        }
+        let h = self.sep_engine(sep, index)?;
+        let ep = obj(self.eps.get_mut(h))?;
+        let state = ep.state;
+        ep.state = EpState::Disabled;
+        let r = self.ep_bind(h, target, flags);
+        if let Some(ep) = self.eps.get_mut(h) {
+            ep.state = state;
+        }
+        r
+    }
+
+    /// `fi_enable` of context `index` of `side`: the endpoint's AV must be bound
+    /// (-FI_ENOAV) and a transmit context that can send needs its CQ (-FI_ENOCQ).
+    /// The engine takes packets and posts from its first enabled context on.
+    pub fn sep_ctx_enable(&mut self, sep: EpHandle<S>, side: CtxSide, index: usize) -> Result<()> {
+        let h = self.sep_engine(sep, index)?;
+        let ep = obj(self.eps.get(h))?;
+        if ep.av.is_none() {
+            return Err(Errno::ENOAV);
+        }
+        let dirs = Flags::SEND | Flags::RECV;
+        let sends = !ep.caps.intersects(dirs) || ep.caps.contains(Flags::SEND);
+        if side == CtxSide::Tx && sends && ep.tx_cq.is_none() {
+            return Err(Errno::ENOCQ);
+        }
+        obj(self.eps.get_mut(sep))?
+            .sep
+            .as_mut()
+            .ok_or(Errno::EINVAL)?
+            .enable(side, index)?;
+        obj(self.eps.get_mut(h))?.state = EpState::Enabled;
+        Ok(())
+    }
+
+    /// `fi_enable` of the scalable endpoint itself: its AV must be bound (-FI_ENOAV).
+    /// Contexts enable on their own; this only checks.
+    pub fn sep_enable(&mut self, sep: EpHandle<S>) -> Result<()> {
+        self.sep_contexts(sep)?;
+        if self.ep(sep)?.av.is_none() {
+            return Err(Errno::ENOAV);
+        }
+        Ok(())
+    }
+
+    /// `fi_close` of context `index` of `side`: what it had queued is canceled
+    /// (receives of a receive context, sends not yet on the wire of a transmit context
+    /// complete with -FI_ECANCELED on its CQ), then its CQ and counters are released,
+    /// so they can close (sends already on the wire finish without a completion).
+    /// Other contexts are untouched.
+    pub fn sep_ctx_close(&mut self, sep: EpHandle<S>, side: CtxSide, index: usize) -> Result<()> {
+        let h = self.sep_engine(sep, index)?;
+        obj(self.eps.get_mut(sep))?
+            .sep
+            .as_mut()
+            .ok_or(Errno::EINVAL)?
+            .close(side, index)?;
+        let rm = self.res.rm_enabled;
+        let ep = obj(self.eps.get_mut(h))?;
+        {
+            let (mut ctx, rdm) = self.res.rdm_ctx(ep);
+            if let Some(r) = rdm {
+                match side {
+                    CtxSide::Rx => r.cancel_all_recvs(&mut ctx),
+                    CtxSide::Tx => r.cancel_all_sends(&mut ctx),
+                };
+            }
+        }
+        let (tx_left, rx_left) = match &ep.engine {
+            crate::ep::Engine::Rdm(r) => r.reservations(),
+            crate::ep::Engine::Dgram(d) => (d.tx.len(), d.rx.len()),
+        };
+        let (binding, left, cntrs) = match side {
+            CtxSide::Tx => (
+                ep.tx_cq.take(),
+                tx_left,
+                [Flags::SEND, Flags::WRITE, Flags::READ],
+            ),
+            CtxSide::Rx => (
+                ep.rx_cq.take(),
+                if rm { rx_left } else { 0 },
+                [Flags::RECV, Flags::REMOTE_READ, Flags::REMOTE_WRITE],
+            ),
+        };
+        if let Some(b) = binding
+            && let Some(cq) = self.res.cqs.get_mut(b.cq)
+        {
+            (0..left).for_each(|_| cq.release());
+            cq.unbind_ref();
+        }
+        for f in cntrs {
+            if let Some(c) = ep.cntrs.slot_mut(f).take()
+                && let Some(c) = self.res.cntrs.get_mut(c)
+            {
+                c.unbind_ref();
+            }
+        }
+        Ok(())
+    }
+
+    /// `fi_close` of the scalable endpoint: every engine closes as an endpoint does
+    /// (the caller lingers on each first, see [`Domain::ep_begin_close`]).
+    /// -FI_EBUSY while one of its contexts is open.
+    pub fn sep_close(&mut self, sep: EpHandle<S>) -> Result<()> {
+        let c = *self.sep_contexts(sep)?;
+        if c.tx_open | c.rx_open != 0 {
+            return Err(Errno::EBUSY);
+        }
+        let engines: heapless::Vec<EpHandle<S>, { crate::sep::MAX_CTX }> =
+            self.sep_engines(sep)?.collect();
+        for h in engines {
+            if let Some(ep) = self.eps.get_mut(h) {
+                ep.in_sep = false;
+            }
+            self.ep_close(h)?;
+        }
+        Ok(())
+    }
+}
