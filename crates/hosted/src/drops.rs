@@ -92,6 +92,7 @@ impl DropReport {
             ("missing_crc", s.rx_missing_crc),
             ("unsupported", s.rx_unsupported),
             ("auth", s.auth_failures),
+            ("bad_mac", s.rx_bad_mac),
             ("bad_handshake", s.rx_bad_handshake),
         ];
         for (name, n) in rdm {

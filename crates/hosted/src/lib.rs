@@ -13,6 +13,7 @@
 #![deny(unsafe_code)]
 
 pub mod api;
+pub mod auth_key;
 #[cfg(feature = "dpdk")]
 pub mod dpdk;
 pub mod drops;

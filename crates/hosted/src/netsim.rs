@@ -168,6 +168,8 @@ pub struct NetSim {
     in_flight: BinaryHeap<InFlight>,
     order: u64,
     stats: Stats,
+    /// Copies of every datagram sent while tapping (an on-path observer's view).
+    tap: Option<Vec<Datagram>>,
 }
 
 /// Index of a port of a [`NetSim`].
@@ -184,7 +186,19 @@ impl NetSim {
             in_flight: BinaryHeap::new(),
             order: 0,
             stats: Stats::default(),
+            tap: None,
         }
+    }
+
+    /// Starts (`true`) or stops recording a copy of every datagram sent, as an
+    /// on-path attacker sees them (hostile-network tests sniff session ids this way).
+    pub fn set_tap(&mut self, on: bool) {
+        self.tap = on.then(Vec::new);
+    }
+
+    /// The datagrams recorded since the last call (nothing when not tapping).
+    pub fn take_tapped(&mut self) -> Vec<Datagram> {
+        self.tap.as_mut().map(std::mem::take).unwrap_or_default()
     }
 
     /// Attaches a port with address `addr`.
@@ -237,6 +251,13 @@ impl NetSim {
     /// Sends `payload` from `port` to `dst` at the current time.
     pub fn send(&mut self, port: PortId, dst: SocketAddrV4, payload: &[u8]) {
         self.stats.sent += 1;
+        if let Some(t) = self.tap.as_mut() {
+            t.push(Datagram {
+                src: self.ports[port].addr,
+                dst,
+                payload: payload.to_vec(),
+            });
+        }
         let f = &self.faults;
         let (delay, jitter, rate, limit) = (f.delay, f.jitter, f.rate_bps, f.queue_limit);
         let p = &mut self.ports[port];

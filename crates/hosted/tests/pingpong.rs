@@ -513,6 +513,64 @@ fn junk_frames_are_counted_by_reason_in_verbose_stats() {
 }
 
 #[test]
+fn matched_auth_keys_pass_with_a_mac_on_every_packet_and_others_are_refused() {
+    let _g = serial();
+    // The same key (as a string on one side, as hex on the other): every size checked,
+    // and no packet dropped for its MAC.
+    let hex = "0x6a6f622d3239"; // "job-29"
+    let (s, c) = pair(
+        &["-e", "rdm", "-c", "-v", "--auth-key", "job-29"],
+        &[
+            "-e",
+            "rdm",
+            "-c",
+            "-S",
+            "64,8k,1m",
+            "-I",
+            "3",
+            "--auth-key",
+            hex,
+        ],
+    );
+    assert_clean(&s, &c, &[64, 8 << 10, 1 << 20], "3");
+    assert!(s.stderr.contains("rx_bad_mac: 0"), "{s:?}");
+    assert!(s.stderr.contains("sessions: 1"), "{s:?}");
+    // Another key, and no key against a key: the client fails with FI_EKEYREJECTED at
+    // once, the server says why no client came.
+    for (server_key, client_key) in [
+        (Some("job-29"), Some("job-30")),
+        (None, Some("job-29")),
+        (Some("job-29"), None),
+    ] {
+        let t = Instant::now();
+        let mut sargs = vec!["-e", "rdm", "-S", "64", "-I", "2", "--timeout", "2"];
+        let mut cargs = sargs.clone();
+        if let Some(k) = server_key {
+            sargs.extend_from_slice(&["--auth-key", k]);
+        }
+        if let Some(k) = client_key {
+            cargs.extend_from_slice(&["--auth-key", k]);
+        }
+        let (s, c) = pair(&sargs, &cargs);
+        assert_eq!(c.status.code(), Some(1), "{c:?}");
+        let line = c.stderr.trim();
+        assert!(
+            line.starts_with("ofi-pingpong: error: a send of ")
+                && line.ends_with(" failed: FI_EKEYREJECTED: Key was rejected by service")
+                && line.lines().count() == 1,
+            "{server_key:?} {client_key:?}: {c:?}"
+        );
+        assert_eq!(s.status.code(), Some(1), "{s:?}");
+        assert!(
+            s.stderr
+                .contains("auth key did not match ours (FI_EKEYREJECTED)"),
+            "{s:?}"
+        );
+        assert!(t.elapsed() < Duration::from_secs(10), "{:?}", t.elapsed());
+    }
+}
+
+#[test]
 fn an_absent_server_is_one_clear_line_after_the_timeout() {
     let _g = serial();
     // A port nobody listens on: bound, then closed.

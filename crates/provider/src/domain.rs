@@ -355,9 +355,21 @@ pub unsafe extern "C" fn open(
         return neg(Errno::EINVAL);
     }
     // SAFETY: a non-NULL info of the application is a valid fi_info.
-    let Some(info) = (unsafe { crate::info::from_c(info) }) else {
+    let Some(mut info) = (unsafe { crate::info::from_c(info) }) else {
         return neg(Errno::EINVAL);
     };
+    if info.domain_attr.auth_key.is_empty()
+        && let Some(k) = crate::params::auth_key()
+    {
+        // FI_NOSTD_AUTH_KEY: the key of a job whose application sets none.
+        let Ok(k) = k.map_err(|e| eprintln!("libfabric:nostd: FI_NOSTD_AUTH_KEY: {e}")) else {
+            return neg(Errno::EINVAL);
+        };
+        let Ok(k) = ofi_nostd::info::AuthKey::from_slice(&k) else {
+            return neg(Errno::EINVAL);
+        };
+        info.domain_attr.auth_key = k;
+    }
     let iface = arg!(pick_interface(&info, &crate::prov::interfaces()));
     let port = src_addr(&info).map_or(0, |a| a.port);
     let plane = arg!(crate::plane::open(&iface, port));

@@ -53,7 +53,19 @@ pub const PARAMS: &[Param] = &[
         kind: sys::fi_param_type_FI_PARAM_STRING,
         help: c"dpdk data plane: device arguments of the port to hot-plug (default: net_af_packet on the domain's interface)",
     },
+    Param {
+        name: c"auth_key",
+        kind: sys::fi_param_type_FI_PARAM_STRING,
+        help: c"The domain's auth key when the application's hints give none (domain_attr->auth_key): 0x and hex digits, or any other string as its bytes. Only peers with the same key connect (others: -FI_EKEYREJECTED), and every packet carries a MAC under it (default: none)",
+    },
 ];
+
+/// The key `FI_NOSTD_AUTH_KEY` names, if set: `Err` with why when it is malformed.
+pub fn auth_key() -> Option<Result<Vec<u8>, String>> {
+    get_str(c"auth_key")
+        .filter(|s| !s.is_empty())
+        .map(|s| hosted::auth_key::parse(&s))
+}
 
 /// Registers [`PARAMS`] for `provider` (once per load, from `fi_prov_ini`).
 ///

@@ -215,6 +215,7 @@ fn fi_info_e_shows_the_parameters() {
         ("FI_NOSTD_EAGER_THRESHOLD", "size_t"),
         ("FI_NOSTD_WINDOW", "size_t"),
         ("FI_NOSTD_LOSS", "String"),
+        ("FI_NOSTD_AUTH_KEY", "String"),
     ] {
         assert!(
             out.contains(&format!("# {name}: {kind}\n")),
@@ -431,6 +432,21 @@ fn fi_pingpong_rdm_with_five_percent_loss() {
         );
         assert_eq!(sizes(&r).last().map(String::as_str), Some("6m"), "{r}");
     }
+}
+
+#[test]
+fn fi_pingpong_rdm_under_an_auth_key() {
+    // FI_NOSTD_AUTH_KEY keys both domains (fi_pingpong sets no auth_key): every packet
+    // carries a MAC (wire protocol 4.10), and the data still checks at every size.
+    let dir = provider_dir("pp-auth");
+    let r = pingpong(
+        &dir,
+        &["-e", "rdm", "-m", "tagged", "-c", "-S", "all", "-I", "5"],
+        &[("FI_NOSTD_AUTH_KEY", "0x0123456789abcdef")],
+        47729,
+        300,
+    );
+    assert_eq!(sizes(&r).last().map(String::as_str), Some("6m"), "{r}");
 }
 
 /// `fi_pingpong -p nostd` (RDM tagged, every size, data checked, 5 iterations) between

@@ -273,6 +273,12 @@ pub struct Args {
     /// Pin the process (and its progress thread) to this CPU.
     #[arg(long, value_name = "N")]
     pub cpu: Option<usize>,
+    /// The domain's auth key: `0x` and hex digits, or any other string as its bytes.
+    /// Both sides need the same key; every packet then carries a MAC under it (wire
+    /// protocol 4.10), and a peer with another key or none is refused
+    /// (-FI_EKEYREJECTED).
+    #[arg(long, value_name = "KEY", value_parser = crate::auth_key::Key::parse)]
+    pub auth_key: Option<crate::auth_key::Key>,
     /// The longest any wait may take, in seconds.
     #[arg(long, value_name = "SECS", default_value = "10", value_parser = parse_secs)]
     pub timeout: Duration,

@@ -64,6 +64,7 @@ pub(crate) fn open(
         .domain()
         .config(cfg)
         .progress(args.progress_mode())
+        .auth_key(args.auth_key.as_ref().map_or(&[][..], |k| &k.0))
         .plane(plane)
         .open::<u64>()
         .map_err(|e| Failure::new(format!("opening the domain: {e}")))?;

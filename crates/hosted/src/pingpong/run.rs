@@ -388,7 +388,12 @@ impl Client<'_> {
         let s = &mut self.c.s;
         s.ctrl_id = s.ctrl_id.wrapping_add(1);
         let id = s.ctrl_id;
-        s.send_ctrl(kind, id, payload)?;
+        if kind == Kind::Hello && !s.dgram {
+            // The connection's first message: its failure must surface.
+            s.send_ctrl_tracked(kind, id, payload)?;
+        } else {
+            s.send_ctrl(kind, id, payload)?;
+        }
         Ok(id)
     }
 
@@ -655,6 +660,15 @@ fn server(
     let hello = loop {
         match sv.c.s.next(deadline)? {
             None => {
+                // Clients we refused for their key (another one, or none while we
+                // have one, or one while we have none) are why, if there were any.
+                let refused = sv.c.s.auth_failures();
+                if refused > 0 {
+                    return Err(Failure::new(format!(
+                        "no client within {timeout:?}: refused {refused} connection attempts \
+                         whose auth key did not match ours (FI_EKEYREJECTED)"
+                    )));
+                }
                 return Err(Failure::new(format!(
                     "no client within {timeout:?} (started the client with -e {}?)",
                     ep_name(args.ep)

@@ -365,6 +365,11 @@ impl Session {
 
     /// What -v reports at the end: discarded messages, waits for send buffers, the
     /// domain's packet counters.
+    /// Connection attempts our RDM engine refused for their auth key (0 on DGRAM).
+    pub(crate) fn auth_failures(&self) -> u64 {
+        self.ep.rdm_stats().map_or(0, |r| r.auth_failures)
+    }
+
     pub(crate) fn stats(&self) -> String {
         let d = self.domain.stats();
         let n = self.domain.net_stats();
@@ -414,6 +419,37 @@ impl Session {
                 Ok(()) => return Ok(()),
                 Err(e) if e == Errno::EAGAIN => self.pump(&mut deadline, "room to send")?,
                 Err(e) => return Err(Failure::new(format!("sending {kind:?}: {e}"))),
+            }
+        }
+    }
+
+    /// Sends the first control message to a new peer as fi_senddata with a completion
+    /// (not inject, whose failure no completion reports), so that a connection the
+    /// peer refuses (another auth key: -FI_EKEYREJECTED) ends the run with that error
+    /// instead of a timeout.
+    pub(crate) fn send_ctrl_tracked(
+        &mut self,
+        kind: Kind,
+        id: u32,
+        payload: &[u8],
+    ) -> Result<(), Failure> {
+        let word = CTRL | (u64::from(kind as u8) << 48) | u64::from(id);
+        let mut buf = Buf::zeroed(payload.len());
+        buf.copy_from(payload);
+        let mut deadline = None;
+        loop {
+            match self.ep.senddata(buf, word, self.peer, CTX_TX) {
+                Ok(_) => return Ok(()),
+                Err(e) if e.errno == Errno::EAGAIN => {
+                    buf = e.buf;
+                    self.pump(&mut deadline, "room to send")?;
+                }
+                Err(e) => {
+                    return Err(Failure::new(format!(
+                        "sending {kind:?}: {}",
+                        crate::api::Error::Fabric(e.errno)
+                    )));
+                }
             }
         }
     }

@@ -197,6 +197,9 @@ pub struct RdmStats {
     /// HELLOs echoing a cookie we did not make for them (forged, or for another
     /// initiator or HELLO): dropped.
     pub rx_bad_cookie: u64,
+    /// Packets of a keyed session without a valid per-packet MAC (spec 4.10: forged,
+    /// altered, or from a peer without the key): dropped before they changed anything.
+    pub rx_bad_mac: u64,
     /// HELLOs echoing an expired cookie (answered with a fresh RETRY).
     pub rx_stale_cookie: u64,
     /// RETRYs sent: HELLOs from addresses without a session answered with a cookie,

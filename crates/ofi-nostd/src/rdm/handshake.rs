@@ -102,7 +102,12 @@ impl<S: Storage> Rdm<S> {
                 CtlKind::Reset(reason) => Body::Reset(CloseRepr { reason, ack: None }),
                 CtlKind::Retry(cookie) => Body::Retry(RetryRepr { cookie }),
             };
-            match self.send_ctl(&c.to, &Repr { header, body }, port) {
+            let seal = if matches!(c.kind, CtlKind::Reset(_)) {
+                self.reset_seal()
+            } else {
+                mac::Seal::NONE
+            };
+            match self.send_ctl(&c.to, &Repr { header, body }, seal, port) {
                 Sent::LinkFull => return false,
                 Sent::NotNow => continue,
                 Sent::Yes => {
@@ -143,7 +148,7 @@ impl<S: Storage> Rdm<S> {
                 window: self.cfg.window,
                 max_pkt: self.max_pkt as u16,
                 credits,
-                caps: our_caps(self.cfg.crc),
+                caps: our_caps(self.cfg.crc) | self.mac_caps(),
                 nonce,
                 cookie: if ack { None } else { peer.session.cookie },
                 mac: (!self.auth.is_empty()).then_some([0; MAC_LEN]),
@@ -258,7 +263,9 @@ impl<S: Storage> Rdm<S> {
             self.queue_ctl(from, h.rx_session, CtlKind::Reject(reject::VERSION));
             return;
         }
-        if !self.auth_ok(raw, h.mac.is_some(), None) {
+        // With a key, a peer that would not MAC its packets is refused as one
+        // without the key (spec 4.10: no downgrade).
+        if !self.auth_ok(raw, h.mac.is_some(), None) || !self.mac_peer_ok(h.caps) {
             self.stats.auth_failures += 1;
             self.queue_ctl(from, h.rx_session, CtlKind::Reject(reject::AUTH_FAILED));
             return;
@@ -350,6 +357,7 @@ impl<S: Storage> Rdm<S> {
                 pm.session.init_credits = credits;
                 pm.session.send_hello_ack = true;
                 pm.session.confirmed |= confirmed;
+                self.mac_install(p, false);
                 let _ = ctx;
             }
         }
@@ -446,6 +454,7 @@ impl<S: Storage> Rdm<S> {
                 pm.session.their_nonce = h.nonce;
                 pm.session.init_credits = credits;
                 pm.last_heard_ok(now);
+                self.mac_install(p, true);
             }
             // A retransmission of the HELLO that established the session: nothing
             // to answer (it already acknowledged itself).
@@ -464,6 +473,7 @@ impl<S: Storage> Rdm<S> {
         h: &HelloRepr,
         raw: &[u8],
         now: Instant,
+        ctx: &mut Ctx<'_, S>,
     ) {
         // We never answer our own HELLO with a HELLO_ACK (it is its own, see
         // `on_own_hello`): one from our own address is forged or stray.
@@ -485,6 +495,13 @@ impl<S: Storage> Rdm<S> {
             self.stats.auth_failures += 1;
             return;
         }
+        if !self.mac_peer_ok(h.caps) {
+            // The responder has the key (its proof is valid) but would not MAC its
+            // packets: under a key that is no session (spec 4.10).
+            self.stats.auth_failures += 1;
+            self.fail_peer(p, Errno::EKEYREJECTED, Keep::Nothing, now, ctx);
+            return;
+        }
         let params = Params {
             max_pkt: h.max_pkt,
             window: h.window,
@@ -503,6 +520,7 @@ impl<S: Storage> Rdm<S> {
         let pm = &mut self.peers[p];
         pm.session.their_nonce = h.nonce;
         pm.last_heard_ok(now);
+        self.mac_install(p, true);
     }
 
     /// If `session` is the candidate session of peer `p`, makes it the session (the
@@ -541,6 +559,7 @@ impl<S: Storage> Rdm<S> {
         pm.session.their_nonce = c.their_nonce;
         pm.session.init_credits = credits;
         pm.session.cand = None;
+        self.mac_install(p, false);
         true
     }
 

@@ -40,6 +40,11 @@ mod config;
 mod cookie;
 mod ctx;
 mod handshake;
+#[cfg(feature = "auth-mac")]
+mod mac;
+#[cfg(not(feature = "auth-mac"))]
+#[path = "mac_off.rs"]
+mod mac;
 mod op;
 mod peer;
 mod prng;
@@ -121,6 +126,8 @@ pub struct Rdm<S: Storage> {
     auth: AuthKey,
     /// The secret of our stateless-handshake cookies.
     cookie_key: cookie::CookieKey,
+    /// Per-packet MACs under the auth key (spec 4.10).
+    mac: mac::MacState<S>,
     rng: Prng,
     epoch: u32,
     peers: PeerTable<S>,
@@ -188,7 +195,14 @@ impl<S: Storage> Rdm<S> {
         seed: u64,
     ) -> Result<Self> {
         cfg.validate()?;
-        let max_pkt = sizes.max_pkt.min(u16::MAX as usize);
+        // With a key every datagram carries a MAC trailer after `len`: announce and
+        // send packets that leave room for it, so datagrams still fit the link.
+        let trailer = if auth.is_empty() || !cfg!(feature = "auth-mac") {
+            0
+        } else {
+            wire::packet::mac::TRAILER_LEN
+        };
+        let max_pkt = sizes.max_pkt.min(u16::MAX as usize).saturating_sub(trailer);
         if max_pkt < wire::packet::MIN_MAX_PKT as usize {
             return Err(Errno::EINVAL);
         }
@@ -206,6 +220,7 @@ impl<S: Storage> Rdm<S> {
             )
             .ok_or(Errno::ENOMEM)?;
         let peers = PeerTable::new(store, np)?;
+        let mac = mac::MacState::new(store, &auth, np)?;
         let win = SendWindow::new(store, np, window)?;
         let ops = Pool::new(
             store
@@ -226,6 +241,7 @@ impl<S: Storage> Rdm<S> {
             inject_size: sizes.inject_size,
             auth,
             cookie_key: cookie::CookieKey::from_seed(seed),
+            mac,
             rng: Prng::new(seed),
             epoch: 0,
             peers,

@@ -38,8 +38,12 @@ pub mod flags {
     /// short form ([`ShortAckHeader`](super::super::ShortAckHeader): no `sack`, which is
     /// zero). Sent only to peers that announced [`caps::SHORT_ACK`](super::super::caps::SHORT_ACK).
     pub const SHORT_ACK: u16 = 0x0040;
+    /// A 16-byte MAC trailer follows the packet, after `len` (spec 4.10). Session types
+    /// but the handshake's (HELLO, HELLO_ACK, REJECT, RETRY); sent only to a peer that
+    /// announced [`caps::AUTH_MAC`](super::super::caps::AUTH_MAC).
+    pub const MAC: u16 = 0x0080;
     /// Every bit v1 defines.
-    pub const ALL: u16 = CRC | CQ_DATA | TAGGED | FETCH | ACK_REQ | ACK | SHORT_ACK;
+    pub const ALL: u16 = CRC | CQ_DATA | TAGGED | FETCH | ACK_REQ | ACK | SHORT_ACK | MAC;
 }
 
 /// Operation status codes (CTS, READ_RESP, ATOMIC_RESP `status`). Nonzero means the
@@ -169,6 +173,19 @@ impl PacketType {
 
     /// Flag bits allowed on this type beyond `CRC` and `ACK_REQ` (`SHORT_ACK` only with
     /// `ACK`, except on ACK packets).
+    /// Whether packets of this type may carry the per-packet MAC trailer (spec 4.10):
+    /// every type of an established session; not the handshake's, not DGRAM.
+    pub const fn takes_mac(self) -> bool {
+        !matches!(
+            self,
+            PacketType::Hello
+                | PacketType::HelloAck
+                | PacketType::Reject
+                | PacketType::Retry
+                | PacketType::Dgram
+        )
+    }
+
     pub(super) const fn extra_flags(self) -> u16 {
         let ack = if self.is_sequenced() {
             flags::ACK | flags::SHORT_ACK
@@ -177,14 +194,16 @@ impl PacketType {
         } else {
             0
         };
-        ack | match self {
-            PacketType::Msg | PacketType::Tagged | PacketType::RmaWrite | PacketType::Dgram => {
-                flags::CQ_DATA
+        let mac = if self.takes_mac() { flags::MAC } else { 0 };
+        mac | ack
+            | match self {
+                PacketType::Msg | PacketType::Tagged | PacketType::RmaWrite | PacketType::Dgram => {
+                    flags::CQ_DATA
+                }
+                PacketType::Rts => flags::CQ_DATA | flags::TAGGED,
+                PacketType::AtomicReq => flags::CQ_DATA | flags::FETCH,
+                _ => 0,
             }
-            PacketType::Rts => flags::CQ_DATA | flags::TAGGED,
-            PacketType::AtomicReq => flags::CQ_DATA | flags::FETCH,
-            _ => 0,
-        }
     }
 }
 

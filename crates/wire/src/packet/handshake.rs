@@ -48,6 +48,9 @@ pub mod caps {
     /// The sender of this HELLO understands RETRY: a responder may answer it with a
     /// cookie instead of a session (stateless handshake, spec 4.2).
     pub const COOKIE: u64 = 1 << 10;
+    /// The sender has an `auth_key` and puts a MAC on every packet of the session
+    /// (spec 4.10); a keyed receiver refuses a handshake without it.
+    pub const AUTH_MAC: u64 = 1 << 11;
 }
 
 /// Reject reason codes (REJECT `reason`). Unknown values are accepted and reported.

@@ -57,6 +57,7 @@ mod codec;
 mod dgram;
 mod handshake;
 mod keepalive;
+pub mod mac;
 mod msg;
 mod rma;
 mod rndv;

@@ -81,6 +81,11 @@ impl<S: Storage> Rdm<S> {
         ctx: &mut Ctx<'_, S>,
     ) {
         self.stats.rx_packets += 1;
+        // Under an auth key nothing of a packet counts before its MAC (spec 4.10).
+        if self.mac.on() && repr.packet_type().takes_mac() && !self.mac_rx_ok(&from, repr, raw) {
+            self.stats.rx_bad_mac += 1;
+            return;
+        }
         // A held acknowledgement of this peer goes first: it is older than this packet.
         if self.acks_held > 0
             && let Some(p) = self.peers.find(&from)
@@ -94,7 +99,7 @@ impl<S: Storage> Rdm<S> {
                 true
             }
             Body::HelloAck(x) => {
-                self.on_hello_ack(from, h, x, raw, now);
+                self.on_hello_ack(from, h, x, raw, now, ctx);
                 true
             }
             Body::Reject(x) => {

@@ -115,7 +115,7 @@ impl<S: Storage> Rdm<S> {
             header: self.header(p, peer.tx.next_seq, false),
             body: Body::Ack(ack),
         };
-        let r = self.send_ctl(&peer.addr, &head, port);
+        let r = self.send_ctl(&peer.addr, &head, self.seal_for(p), port);
         if r == Sent::Yes {
             self.stats.acks_sent += 1;
             self.acked(p, &ack);
@@ -138,21 +138,24 @@ impl<S: Storage> Rdm<S> {
                 echo_ts: peer.rx.ts_recent,
             }),
         };
-        self.send_ctl(&peer.addr, &head, port)
+        self.send_ctl(&peer.addr, &head, self.seal_for(p), port)
     }
 
-    /// Sends a packet without payload.
+    /// Sends a packet without payload (sealed by `seal`, spec 4.10).
     pub(in crate::rdm) fn send_ctl<P: TxPort>(
         &mut self,
         to: &EpAddr,
         head: &Repr<'_>,
+        seal: Seal,
         port: &mut P,
     ) -> Sent {
         let len = head.buffer_len();
-        let r = port.send(to, len, |buf| {
-            buf.get_mut(..len)
+        let r = port.send(to, len + seal.room(), |buf| {
+            let n = buf
+                .get_mut(..len)
                 .and_then(|b| head.emit_bytes(b).ok())
-                .unwrap_or(0)
+                .unwrap_or(0);
+            seal.apply(buf, n)
         });
         if r == Sent::Yes {
             self.stats.tx_packets += 1;

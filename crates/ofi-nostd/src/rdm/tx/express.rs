@@ -89,7 +89,8 @@ impl<S: Storage> Rdm<S> {
         let header = self.header(p, seq, ack_req);
         let mut fault = None;
         let payload = self.seg_payload(o, op, 0, len as u32);
-        let sent = port.send(&dst, total, |buf| {
+        let seal = self.seal_for(p);
+        let sent = port.send(&dst, total + seal.room(), |buf| {
             let Some(out) = buf.get_mut(..total) else {
                 return 0;
             };
@@ -110,7 +111,7 @@ impl<S: Storage> Rdm<S> {
             if header.crc {
                 Packet::new_unchecked(&mut *out).fill_checksum();
             }
-            total
+            seal.apply(buf, total)
         });
         if sent != Sent::Yes {
             return Some(sent);
@@ -234,6 +235,7 @@ impl<S: Storage> Rdm<S> {
 
     /// Builds BUNDLE `shape` with `header` straight into the link's buffer (one
     /// function for first transmissions and retransmissions: one copy of the code).
+    #[allow(clippy::too_many_arguments)] // the seal joins the packet's other parts
     pub(in crate::rdm) fn send_bundle<P: TxPort, M: Memory>(
         &self,
         dst: &EpAddr,
@@ -242,6 +244,7 @@ impl<S: Storage> Rdm<S> {
         port: &mut P,
         mem: &M,
         faults: &mut [Option<Errno>; MAX_BUNDLE],
+        seal: Seal,
     ) -> Sent {
         let BundleShape {
             first,
@@ -250,7 +253,7 @@ impl<S: Storage> Rdm<S> {
             ack,
             total,
         } = *shape;
-        port.send(dst, total, |buf| {
+        port.send(dst, total + seal.room(), |buf| {
             let Some(out) = buf.get_mut(..total) else {
                 return 0;
             };
@@ -265,7 +268,7 @@ impl<S: Storage> Rdm<S> {
             if header.crc {
                 Packet::new_unchecked(&mut *out).fill_checksum();
             }
-            total
+            seal.apply(buf, total)
         })
     }
 
@@ -303,7 +306,8 @@ impl<S: Storage> Rdm<S> {
             ack,
             total,
         };
-        let sent = self.send_bundle(&dst, &header, &shape, port, mem, &mut faults);
+        let seal = self.seal_for(p);
+        let sent = self.send_bundle(&dst, &header, &shape, port, mem, &mut faults, seal);
         if sent != Sent::Yes {
             return Some(sent);
         }
@@ -373,7 +377,8 @@ impl<S: Storage> Rdm<S> {
             ack,
             total,
         };
-        let res = self.send_bundle(&dst, &header, &shape, port, mem, &mut faults);
+        let seal = self.seal_for(p);
+        let res = self.send_bundle(&dst, &header, &shape, port, mem, &mut faults, seal);
         if res != Sent::Yes {
             return res;
         }

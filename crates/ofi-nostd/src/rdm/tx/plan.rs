@@ -555,8 +555,10 @@ impl<S: Storage> Rdm<S> {
             }
             debug_assert_eq!(hl, head.buffer_len());
             let total = hl + payload.len();
-            port.send(&dst, total, |buf| {
-                write_packet(buf, &head, hl, payload, mem, &mut fault)
+            let seal = self.seal_for(p);
+            port.send(&dst, total + seal.room(), |buf| {
+                let n = write_packet(buf, &head, hl, payload, mem, &mut fault);
+                seal.apply(buf, n)
             })
         };
         if res != Sent::Yes {
