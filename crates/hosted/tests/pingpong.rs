@@ -501,6 +501,11 @@ fn junk_frames_are_counted_by_reason_in_verbose_stats() {
         for _ in 0..3 {
             sock.send_to(&[0x4f, 0x4e], &to).unwrap();
         }
+        // Longer than a receive slot (the link's 9000-byte MTU): the kernel cuts it
+        // and the data plane drops it.
+        for _ in 0..2 {
+            sock.send_to(&[0u8; 20_000], &to).unwrap();
+        }
     });
     assert!(s.ok() && c.ok(), "{s:?} {c:?}");
     let line = s
@@ -510,6 +515,7 @@ fn junk_frames_are_counted_by_reason_in_verbose_stats() {
         .unwrap_or_else(|| panic!("no drop counters in {s:?}"));
     assert!(line.contains("wire.bad_magic 5"), "{line}");
     assert!(line.contains("wire.truncated 3"), "{line}");
+    assert!(line.contains("link.truncated 2"), "{line}");
 }
 
 #[test]

@@ -402,7 +402,7 @@ impl Session {
     pub(crate) fn stats(&self) -> String {
         let d = self.domain.stats();
         let n = self.domain.net_stats();
-        let mut drops = crate::drops::DropReport::new(&n, &d);
+        let mut drops = crate::drops::DropReport::new(&self.domain.link_drops(), &n, &d);
         let rdm_stats = self.ep.rdm_stats();
         if let Some(r) = &rdm_stats {
             drops.add_rdm(r);
