@@ -300,7 +300,7 @@ fn wait_or_kill(child: &mut std::process::Child, deadline: std::time::Instant) -
 /// panics unless both exit 0. Returns the client's report.
 fn pingpong(dir: &Path, args: &[&str], env: &[(&str, &str)], port: u16, limit_s: u64) -> String {
     let _serial = PINGPONG.lock().unwrap_or_else(|e| e.into_inner());
-    let work = scratch(&format!("pingpong-{port}"));
+    let work = scratch(&pingpong_logs(port));
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(limit_s);
     let cmd = |client: bool| {
         let mut c = with_provider("fi_pingpong", dir);
@@ -346,6 +346,12 @@ fn pingpong(dir: &Path, args: &[&str], env: &[(&str, &str)], port: u16, limit_s:
         read("server.err"),
     );
     report
+}
+
+/// The scratch directory name of [`pingpong`] on control port `port`, where it leaves
+/// `client.err` and `server.err` (see [`scratch`]).
+fn pingpong_logs(port: u16) -> String {
+    format!("pingpong-{port}")
 }
 
 /// The sizes of a `-S all` report, in order.
@@ -402,6 +408,53 @@ fn fi_pingpong_rdm_with_five_percent_loss() {
             300,
         );
         assert_eq!(sizes(&r).last().map(String::as_str), Some("6m"), "{r}");
+    }
+}
+
+/// With `FI_LOG_LEVEL=info`, closing logs each RDM endpoint's engine counters (its
+/// drops by reason, retransmissions, timeouts) and then the domain's drops (data
+/// plane, net layer, wire dispatch), in both processes. With 5% loss both sides
+/// retransmit, so the endpoint lines carry nonzero counters.
+#[test]
+fn closing_logs_the_endpoint_and_domain_counters() {
+    let dir = provider_dir("pp-log");
+    let port = 47708;
+    pingpong(
+        &dir,
+        &["-e", "rdm", "-c", "-S", "65536", "-I", "50"],
+        &[("FI_NOSTD_LOSS", "0.05"), ("FI_LOG_LEVEL", "info")],
+        port,
+        300,
+    );
+    let logs = std::env::temp_dir().join(format!(
+        "nostd-provider-{}-{}",
+        std::process::id(),
+        pingpong_logs(port)
+    ));
+    for side in ["client", "server"] {
+        let err = std::fs::read_to_string(logs.join(format!("{side}.err"))).expect("a log");
+        let ep = err
+            .lines()
+            .find(|l| l.starts_with("libfabric:nostd:ep: closed, dropped "))
+            .unwrap_or_else(|| panic!("{side}: no endpoint line in:\n{err}"));
+        let count = |what: &str| -> u64 {
+            let at = ep.find(what).unwrap_or_else(|| panic!("{what:?} in {ep}"));
+            ep[..at]
+                .split_whitespace()
+                .last()
+                .and_then(|n| n.parse().ok())
+                .unwrap_or_else(|| panic!("a count before {what:?} in {ep}"))
+        };
+        assert!(count(" packets sent") > 100, "{ep}");
+        assert!(
+            count(" timeout and") + count(" fast retransmissions") > 0,
+            "{ep}"
+        );
+        let ep_at = err.find("libfabric:nostd:ep: closed").unwrap();
+        let dom_at = err
+            .find("libfabric:nostd:domain: closed, dropped ")
+            .unwrap_or_else(|| panic!("{side}: no domain line in:\n{err}"));
+        assert!(ep_at < dom_at, "the endpoint closes first");
     }
 }
 
