@@ -8,8 +8,8 @@ use crate::cmd::{self, Result};
 use crate::ws::{PROVIDER_DIR, Workspace};
 
 /// `cargo xtask test-hosted`: integration tests across processes on TAP devices joined
-/// by a bridge and a veth pair in network namespaces, which it creates and always removes
-/// (root; see [`crate::hosted`]).
+/// by a bridge and a veth pair in network namespaces, which it creates and always removes,
+/// then the provider's multi-host MPI jobs (root; see [`crate::hosted`]).
 pub fn test_hosted(ws: &Workspace, skip_if_not_root: bool) -> Result {
     crate::hosted::run(ws, skip_if_not_root)
 }

@@ -17,6 +17,13 @@
 //! Nothing is routed: the bridge has no address and the namespaces have no other
 //! interface, so no frame can reach an address outside these two private subnets.
 //!
+//! Then, with the devices gone, it runs the multi-host MPI jobs of the provider's tests
+//! (`crates/provider/tests/libfabric.rs`, `*across_two_hosts*`: Open MPI 4.1 and MPICH
+//! 5, each over the kernel UDP plane and over AF_PACKET, one rank in each of two
+//! network namespaces on a bridge, started by the MPI's own launcher through an rsh
+//! agent). Those tests make and remove their own namespaces (`nostd-xhost-*`); the
+//! sweep below also removes theirs when their test process is gone.
+//!
 //! It passes the names and addresses to `cargo test -p hosted-tests --tests` in the
 //! environment variables of `hosted_tests` (bounded by [`TEST_LIMIT`]) and then removes
 //! every device and namespace: on success, on failure, on a panic (a drop guard) and on
@@ -47,6 +54,15 @@ const VETH_NET: &str = "10.213.251";
 
 /// The longest the test run may take before it is killed.
 const TEST_LIMIT: Duration = Duration::from_secs(15 * 60);
+
+/// The longest the multi-host MPI jobs may take before they are killed (eight MPI
+/// runs, each bounded at 120 s by the tests themselves).
+const MPI_LIMIT: Duration = Duration::from_secs(10 * 60);
+
+/// The prefix of the network namespaces the multi-host MPI jobs make
+/// (`nostd-<test>-<pid>-h<i>` and `nostd-<test>-<pid>-br`, see
+/// `crates/provider/tests/netns`).
+const MPI_NETNS_PREFIX: &str = "nostd-xhost-";
 
 /// The device roles, in name order (`ofh<role><pid>`).
 const LINK_ROLES: [&str; 5] = ["br", "ta", "tb", "va", "vb"];
@@ -238,10 +254,10 @@ pub fn run(ws: &Workspace, skip_if_not_root: bool) -> Result {
     }
     let topo = Topology::new(std::process::id());
     if !cmd::is_root() {
-        let what = "creates two TAP devices on a bridge, a veth pair and two network namespaces";
+        let what = "creates two TAP devices on a bridge, a veth pair and network namespaces";
         if skip_if_not_root {
             println!(
-                "test-hosted: skipped: needs root (it {what}); the UDP tests of tests/hosted run with the workspace tests"
+                "test-hosted: skipped: needs root (it {what}); the UDP tests of tests/hosted run with the workspace tests, the multi-host MPI jobs do not run"
             );
             return Ok(());
         }
@@ -255,11 +271,18 @@ pub fn run(ws: &Workspace, skip_if_not_root: bool) -> Result {
     // Build first, so the devices exist only while the tests run.
     let bin = build_pingpong(ws)?;
     cmd::run(&mut ws.cargo(["test", "-p", "hosted-tests", "--tests", "--no-run"]))?;
+    let mut mpi = if ws.has_provider() {
+        Some(crate::provider::across_hosts(ws)?)
+    } else {
+        println!("test-hosted: no provider crate, so no multi-host MPI jobs");
+        None
+    };
     sweep();
 
     ctrlc::set_handler(|| {
         eprintln!("test-hosted: interrupted: stopping the tests and removing the devices");
         kill_tests();
+        sweep_mpi_netns();
         // Exits with the lock held: the main thread, which sees its tests die, waits
         // for it instead of finishing with its own status.
         let mut armed = ARMED.lock().unwrap_or_else(PoisonError::into_inner);
@@ -283,7 +306,15 @@ pub fn run(ws: &Workspace, skip_if_not_root: bool) -> Result {
     let result = run_bounded(&mut test, TEST_LIMIT);
     kill_tests();
     let clean = disarm();
-    result.and(clean)
+    result.and(clean)?;
+    let Some(mpi) = &mut mpi else {
+        return Ok(());
+    };
+    println!("test-hosted: the multi-host MPI jobs (Open MPI 4.1, MPICH 5; UDP, AF_PACKET)");
+    let result = run_bounded(mpi, MPI_LIMIT);
+    kill_tests();
+    sweep_mpi_netns();
+    result
 }
 
 /// Runs `cmd` in a process group of its own, killing the group at `limit`.
@@ -351,6 +382,27 @@ fn sweep() {
         println!("test-hosted: removing link {link} left by an earlier run");
         quiet(&["link", "del", link]);
     }
+    sweep_mpi_netns();
+}
+
+/// Removes the multi-host MPI jobs' namespaces ([`MPI_NETNS_PREFIX`]) whose test
+/// process is gone (killed before its drop guards ran).
+fn sweep_mpi_netns() {
+    for ns in netns_names().iter().filter(|n| {
+        mpi_netns_pid(n).is_some_and(|pid| !std::path::Path::new(&format!("/proc/{pid}")).exists())
+    }) {
+        println!("test-hosted: removing netns {ns} left by a multi-host MPI job");
+        quiet(&["netns", "del", ns]);
+    }
+}
+
+/// The test process id in a multi-host MPI job's namespace name
+/// (`nostd-xhost-<what>-<pid>-<host>`).
+fn mpi_netns_pid(name: &str) -> Option<u32> {
+    let rest = name.strip_prefix(MPI_NETNS_PREFIX)?;
+    let mut parts = rest.rsplit('-');
+    let _host = parts.next()?;
+    parts.next()?.parse().ok()
 }
 
 /// The interface names of our network namespace.
@@ -451,5 +503,13 @@ mod tests {
             ("OFI_HOSTED_TAP", "ofhta4194304,ofhtb4194304".into())
         );
         assert!(t.describe().contains("ofhbr4194304"));
+    }
+
+    #[test]
+    fn mpi_job_namespaces_name_their_test_process() {
+        assert_eq!(mpi_netns_pid("nostd-xhost-udp-4242-h1"), Some(4242));
+        assert_eq!(mpi_netns_pid("nostd-xhost-mpich-afp-17-br"), Some(17));
+        assert_eq!(mpi_netns_pid("nostd-tap-4242"), None);
+        assert_eq!(mpi_netns_pid("nostd-xhost-udp"), None);
     }
 }

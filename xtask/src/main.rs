@@ -60,7 +60,8 @@ enum Task {
         targets: Vec<String>,
     },
     /// Integration tests across processes on TAP devices joined by a bridge and a veth
-    /// pair in network namespaces (root: it creates them and always removes them).
+    /// pair in network namespaces, then MPI jobs across namespaces over the provider
+    /// (root: it creates them and always removes them).
     TestHosted {
         /// When not root, print that the tests were skipped and succeed (otherwise not
         /// being root is an error).

@@ -115,22 +115,57 @@ pub fn run(ws: &Workspace, pgo: bool) -> Result {
     Ok(())
 }
 
+/// The name part the multi-host MPI jobs of `crates/provider/tests/libfabric.rs` share
+/// (`open_mpi_across_two_hosts_over_udp`, `libfabric2_mpich5_across_two_hosts_...`):
+/// `cargo xtask test-hosted` runs them ([`across_hosts`]), the provider step leaves
+/// them out.
+pub const ACROSS_HOSTS: &str = "across_two_hosts";
+
 /// The provider step of `cargo xtask test`: the release library through the system
 /// libfabric (`fi_info` listing and parameters, the C test program of
 /// `crates/provider/tests/c`) and through the libfabric 2.x of the MPI wheels
 /// ([`crate::wheels`]; its tests are skipped, with a line saying so, when the wheels
-/// cannot be installed).
+/// cannot be installed). The multi-host MPI jobs are left to `test-hosted`, which
+/// `cargo xtask test` runs before this step (as root; they need root anyway).
 pub fn test(ws: &Workspace) -> Result {
+    let mut t = libfabric_tests(ws)?;
+    cmd::run(t.args(["--skip", ACROSS_HOSTS]))
+}
+
+/// The multi-host MPI jobs (Open MPI 4.1 and MPICH 5 across two network namespaces,
+/// over UDP and AF_PACKET; root): what they need installed (the provider step's Debian
+/// packages, the release library, the wheels) and the test binary built, so the
+/// returned command only runs them. `cargo xtask test-hosted` runs it.
+pub fn across_hosts(ws: &Workspace) -> Result<Command> {
+    let packages: Vec<_> = crate::prereq::DEBIAN_PACKAGES
+        .iter()
+        .copied()
+        .filter(|p| p.needed_by.starts_with("provider"))
+        .collect();
+    crate::prereq::ensure_debian_packages(
+        &crate::prereq::missing_packages(ws, &packages),
+        cmd::is_root() && cmd::on_path("apt-get"),
+    )?;
+    cmd::run(&mut ws.cargo(["test", "-p", PACKAGE, "--test", "libfabric", "--no-run"]))?;
+    let mut t = libfabric_tests(ws)?;
+    t.arg(ACROSS_HOSTS);
+    Ok(t)
+}
+
+/// `cargo test` of the provider's `libfabric` tests against the release library, with
+/// the wheels when they install (else `-- --skip libfabric2_`); test arguments follow
+/// the `--` it ends with.
+fn libfabric_tests(ws: &Workspace) -> Result<Command> {
     let dir = build(ws)?;
     let mut t = ws.cargo(["test", "-p", PACKAGE, "--test", "libfabric"]);
-    t.env("NOSTD_PROVIDER_DIR", &dir);
+    t.env("NOSTD_PROVIDER_DIR", &dir).arg("--");
     match crate::wheels::ensure(&target_dir(ws))? {
         Some(w) => {
             t.env("NOSTD_MPI_WHEELS", &w.dir);
         }
         None => {
-            t.args(["--", "--skip", "libfabric2_"]);
+            t.args(["--skip", "libfabric2_"]);
         }
     }
-    cmd::run(&mut t)
+    Ok(t)
 }

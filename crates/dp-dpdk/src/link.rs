@@ -178,6 +178,11 @@ impl DpdkLink {
         self.stats
     }
 
+    /// The port's own counters (of every queue of it).
+    pub fn port_stats(&self) -> Result<crate::PortStats, Error> {
+        self.port.stats()
+    }
+
     /// Frames queued for the next flush.
     pub fn pending_tx(&self) -> usize {
         self.tx_len

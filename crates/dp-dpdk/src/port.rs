@@ -457,21 +457,7 @@ impl Port {
 
     /// The device's counters.
     pub fn stats(&self) -> Result<PortStats, Error> {
-        let mut s = sys::rte_eth_stats::default();
-        // SAFETY: valid port (open while self exists) and out pointer.
-        Error::check("rte_eth_stats_get", unsafe {
-            sys::rte_eth_stats_get(self.shared.id, &mut s)
-        })?;
-        Ok(PortStats {
-            ipackets: s.ipackets,
-            opackets: s.opackets,
-            ibytes: s.ibytes,
-            obytes: s.obytes,
-            imissed: s.imissed,
-            ierrors: s.ierrors,
-            oerrors: s.oerrors,
-            rx_nombuf: s.rx_nombuf,
-        })
+        self.shared.stats()
     }
 
     /// The link driving queue pair `queue` (each queue pair has at most one link at a
@@ -504,6 +490,25 @@ impl Port {
 }
 
 impl PortShared {
+    /// The device's counters (see [`Port::stats`]).
+    pub(crate) fn stats(&self) -> Result<PortStats, Error> {
+        let mut s = sys::rte_eth_stats::default();
+        // SAFETY: valid port (open while self exists) and out pointer.
+        Error::check("rte_eth_stats_get", unsafe {
+            sys::rte_eth_stats_get(self.id, &mut s)
+        })?;
+        Ok(PortStats {
+            ipackets: s.ipackets,
+            opackets: s.opackets,
+            ibytes: s.ibytes,
+            obytes: s.obytes,
+            imissed: s.imissed,
+            ierrors: s.ierrors,
+            oerrors: s.oerrors,
+            rx_nombuf: s.rx_nombuf,
+        })
+    }
+
     pub(crate) fn link_status(&self) -> Result<LinkStatus, Error> {
         let mut speed = 0u32;
         // SAFETY: valid port and out pointer.

@@ -157,6 +157,19 @@ impl DataPlane for DpdkPlane {
         0
     }
 
+    /// The link's unseen frames and the port's own drops (its counters are the
+    /// port's, of every queue: one queue per port here).
+    fn drops(&self) -> crate::drops::LinkDrops {
+        let port = self.link.port_stats().unwrap_or_default();
+        crate::drops::LinkDrops {
+            unseen: self.link.stats().rx_dropped,
+            missed: port.imissed,
+            no_buffer: port.rx_nombuf,
+            errors: port.ierrors,
+            ..Default::default()
+        }
+    }
+
     fn pending_tx(&self) -> usize {
         self.link.pending_tx()
     }

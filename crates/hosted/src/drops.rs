@@ -1,9 +1,9 @@
 //! Every received frame the stack dropped, by layer and reason, in one list: what
 //! `ofi-pingpong -v` prints and the provider logs when a domain closes.
 //!
-//! The counters live where the drop happens (the net layer's [`NetStats`], the
-//! domain's [`DomainStats`], each RDM endpoint's [`RdmStats`]); this module only
-//! names them, so that a drop counted anywhere is shown everywhere and a reader
+//! The counters live where the drop happens (the data plane's own counters, gathered
+//! as [`LinkDrops`], the net layer's [`NetStats`], the domain's [`DomainStats`], each
+//! RDM endpoint's [`RdmStats`]); this module only names them, so that a drop counted anywhere is shown everywhere and a reader
 //! does not need to know which struct owns which layer.
 
 use std::fmt;
@@ -15,6 +15,8 @@ use ofi_nostd::rdm::RdmStats;
 /// The layer that dropped a frame.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Layer {
+    /// The data plane, before the stack saw the frame ([`LinkDrops`]).
+    Link,
     /// Link, ARP, IPv4 and UDP checks ([`NetStats`]).
     Net,
     /// Wire-protocol parsing and endpoint dispatch ([`DomainStats`]).
@@ -27,9 +29,41 @@ impl Layer {
     /// A short name for output.
     pub const fn name(self) -> &'static str {
         match self {
+            Layer::Link => "link",
             Layer::Net => "net",
             Layer::Wire => "wire",
             Layer::Rdm => "rdm",
+        }
+    }
+}
+
+/// What a data plane dropped on receive before the stack saw a frame, from the link's
+/// own counters (dp-kernel's `Stats`, DPDK's link and port counters). Links that
+/// count nothing of the kind report zeros.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LinkDrops {
+    /// Datagrams or frames longer than a receive slot (the kernel cut them).
+    pub truncated: u64,
+    /// Frames that were not for the stack (AF_PACKET: our own outgoing frames, on
+    /// kernels without `PACKET_IGNORE_OUTGOING`).
+    pub not_ours: u64,
+    /// Received frames freed unseen (DPDK: multi-segment frames).
+    pub unseen: u64,
+    /// Frames the device dropped for want of receive descriptors (DPDK `imissed`).
+    pub missed: u64,
+    /// Frames the device dropped for want of buffers (DPDK `rx_nombuf`).
+    pub no_buffer: u64,
+    /// Erroneous frames the device dropped (DPDK `ierrors`).
+    pub errors: u64,
+}
+
+impl LinkDrops {
+    /// The drops a kernel data plane counted.
+    pub fn from_kernel(s: &dp_kernel::Stats) -> Self {
+        LinkDrops {
+            truncated: s.rx_truncated,
+            not_ours: s.rx_filtered,
+            ..LinkDrops::default()
         }
     }
 }
@@ -52,9 +86,20 @@ pub struct DropReport {
 }
 
 impl DropReport {
-    /// The drops of a domain's net layer and wire dispatch.
-    pub fn new(net: &NetStats, dom: &DomainStats) -> Self {
+    /// The drops of a domain's data plane, net layer and wire dispatch.
+    pub fn new(link: &LinkDrops, net: &NetStats, dom: &DomainStats) -> Self {
         let mut r = DropReport::default();
+        let l = [
+            ("truncated", link.truncated),
+            ("not_ours", link.not_ours),
+            ("unseen", link.unseen),
+            ("missed", link.missed),
+            ("no_buffer", link.no_buffer),
+            ("errors", link.errors),
+        ];
+        for (name, n) in l {
+            r.push(Layer::Link, name, n);
+        }
         for reason in DropReason::ALL {
             r.push(Layer::Net, reason.name(), net.dropped(reason));
         }
@@ -118,7 +163,7 @@ impl DropReport {
         }
     }
 
-    /// The nonzero counters, net layer first.
+    /// The nonzero counters, link layer first.
     pub fn drops(&self) -> &[DropCount] {
         &self.drops
     }
@@ -163,8 +208,12 @@ mod tests {
             rx_unbound: 1,
             ..Default::default()
         };
-        let mut r = DropReport::new(&NetStats::default(), &dom);
-        assert_eq!(r.total(), 3);
+        let mut kernel = dp_kernel::Stats::default();
+        kernel.rx_truncated = 5;
+        kernel.rx_errors = 9;
+        let link = LinkDrops::from_kernel(&kernel);
+        let mut r = DropReport::new(&link, &NetStats::default(), &dom);
+        assert_eq!(r.total(), 8, "receive errors are calls, not frames");
         let rdm = RdmStats {
             rx_duplicates: 4,
             ..Default::default()
@@ -176,7 +225,7 @@ mod tests {
         assert_eq!(r.count(Layer::Net, "bad_checksum"), 0);
         assert_eq!(
             r.to_string(),
-            "dropped 11 (wire.bad_magic 2, wire.unbound 1, rdm.duplicate 8)"
+            "dropped 16 (link.truncated 5, wire.bad_magic 2, wire.unbound 1, rdm.duplicate 8)"
         );
         assert_eq!(DropReport::default().to_string(), "dropped 0");
     }

@@ -501,6 +501,11 @@ fn junk_frames_are_counted_by_reason_in_verbose_stats() {
         for _ in 0..3 {
             sock.send_to(&[0x4f, 0x4e], &to).unwrap();
         }
+        // Longer than a receive slot (the link's 9000-byte MTU): the kernel cuts it
+        // and the data plane drops it.
+        for _ in 0..2 {
+            sock.send_to(&[0u8; 20_000], &to).unwrap();
+        }
     });
     assert!(s.ok() && c.ok(), "{s:?} {c:?}");
     let line = s
@@ -510,6 +515,7 @@ fn junk_frames_are_counted_by_reason_in_verbose_stats() {
         .unwrap_or_else(|| panic!("no drop counters in {s:?}"));
     assert!(line.contains("wire.bad_magic 5"), "{line}");
     assert!(line.contains("wire.truncated 3"), "{line}");
+    assert!(line.contains("link.truncated 2"), "{line}");
 }
 
 #[test]
@@ -622,5 +628,245 @@ fn usage_errors_and_help() {
         "--loss",
     ] {
         assert!(o.stdout.contains(opt), "--help lists {opt}");
+    }
+}
+
+/// A UDP port free now (bound, then closed), for a client that must come back at the
+/// same address.
+fn free_port() -> String {
+    std::net::UdpSocket::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+        .to_string()
+}
+
+/// Starts a server with `args` on an ephemeral port; the process and its port.
+fn server(args: &[&str]) -> (Proc, String) {
+    let mut sargs = vec!["-B", "0"];
+    sargs.extend_from_slice(args);
+    let server = spawn(&sargs);
+    let line = wait_line(&server.err, "ofi-pingpong: server listening on ", 10)
+        .unwrap_or_else(|seen| panic!("the server did not start: {seen}"));
+    let port = line.rsplit(':').next().unwrap().to_owned();
+    (server, port)
+}
+
+/// Waits (at most `secs` seconds) for a line of `rx` containing `what`; the line, or
+/// everything seen before giving up.
+fn wait_line(rx: &mpsc::Receiver<String>, what: &str, secs: u64) -> Result<String, String> {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    let mut seen = String::new();
+    while let Some(left) = deadline.checked_duration_since(Instant::now()) {
+        match rx.recv_timeout(left) {
+            Ok(line) if line.contains(what) => return Ok(line),
+            Ok(line) => {
+                seen.push_str(&line);
+                seen.push('\n');
+            }
+            Err(_) => break,
+        }
+    }
+    Err(seen)
+}
+
+/// A long data-checked RDM stream of 1 MiB messages from port `cport` to the server at
+/// `port`, killed with SIGKILL once it is under way (it reported the connection and
+/// had a moment to fill its window). Returns when the client was killed.
+fn kill_mid_transfer(port: &str, cport: &str) -> Instant {
+    let mut client = spawn(&[
+        "-v",
+        "-e",
+        "rdm",
+        "--mode",
+        "bandwidth",
+        "-c",
+        "-S",
+        "1m",
+        "-I",
+        "100000",
+        "-B",
+        cport,
+        "-P",
+        port,
+        "127.0.0.1",
+    ]);
+    wait_line(&client.err, "connected to", 20)
+        .unwrap_or_else(|seen| panic!("the first client did not connect: {seen}"));
+    thread::sleep(Duration::from_millis(300));
+    assert!(
+        client.child.try_wait().unwrap().is_none(),
+        "the first client ended before it was killed"
+    );
+    client.child.kill().unwrap(); // SIGKILL
+    let killed = Instant::now();
+    client.child.wait().unwrap();
+    killed
+}
+
+/// The restarted client (same port): a short data-checked stream; it must pass.
+fn restarted_client(port: &str, cport: &str, deadline: Instant) -> Outcome {
+    spawn(&[
+        "-e",
+        "rdm",
+        "--mode",
+        "bandwidth",
+        "-c",
+        "-S",
+        "64k,1m",
+        "-I",
+        "20",
+        "-B",
+        cport,
+        "-P",
+        port,
+        "127.0.0.1",
+    ])
+    .finish(deadline)
+}
+
+/// What the server of a kill-and-restart run must show: the restarted client served in
+/// full (its table, every message received), and at the end one failure of two.
+fn assert_restart_served(s: &Outcome, c: &Outcome) {
+    assert!(c.ok(), "the restarted client failed: {c:?}\nserver: {s:?}");
+    assert_eq!(s.status.code(), Some(1), "{s:?}");
+    assert!(
+        s.stderr
+            .contains("ofi-pingpong: error: 1 of 2 clients failed"),
+        "{s:?}"
+    );
+    for o in [s, c] {
+        let r = rows(&o.stdout);
+        let sizes: Vec<&str> = r.iter().map(|x| x.0.as_str()).collect();
+        assert_eq!(sizes, ["64k", "1m"], "{}", o.stdout);
+        assert!(
+            r.iter().all(|x| x.1 == "20" && x.2 == "=20"),
+            "{}",
+            o.stdout
+        );
+    }
+}
+
+/// `--serve`: a client killed with SIGKILL in the middle of a stream. The server (its
+/// own `--timeout` 30 s, so only the engine can tell) reports the failure once the
+/// engine's liveness probes have spent their retry budget (FI_ETIMEDOUT, within the
+/// budget and a margin for a loaded host), then serves the client restarted at the
+/// same address, whose data-checked run passes.
+#[test]
+fn a_client_killed_mid_transfer_fails_within_the_retry_budget_and_its_restart_is_served() {
+    let _g = serial();
+    let deadline = Instant::now() + RUN_LIMIT;
+    let cfg = ofi_nostd::rdm::RdmConfig::DEFAULT;
+    let budget = Duration::from_micros(cfg.rto_max.total_micros() * u64::from(cfg.max_retries + 2));
+    let (server, port) = server(&[
+        "-e",
+        "rdm",
+        "--mode",
+        "bandwidth",
+        "-c",
+        "--serve",
+        "2",
+        "--timeout",
+        "30",
+    ]);
+    let cport = free_port();
+    let killed = kill_mid_transfer(&port, &cport);
+    let line = wait_line(&server.err, "failed after", 30)
+        .unwrap_or_else(|seen| panic!("the server reported no failure: {seen}"));
+    let took = killed.elapsed();
+    assert!(
+        line.starts_with(&format!(
+            "ofi-pingpong: client 1 (127.0.0.1:{cport}) failed after "
+        )) && line.contains("FI_ETIMEDOUT"),
+        "{line}"
+    );
+    println!("failure reported {took:?} after the kill (retry budget {budget:?}): {line}");
+    assert!(
+        took <= budget + Duration::from_secs(2),
+        "reported {took:?} after the kill; the retry budget is {budget:?}"
+    );
+    let c = restarted_client(&port, &cport, deadline);
+    let s = server.finish(deadline);
+    assert_restart_served(&s, &c);
+}
+
+/// `--serve`: a client killed mid-stream and restarted at once at the same address,
+/// long before the retry budget would run out. Its new HELLO replaces the engine's
+/// session with that address (the old session's operations fail with
+/// FI_ECONNRESET), the server reports the old client failed within moments and serves
+/// the new one in full.
+#[test]
+fn a_client_restarted_at_once_replaces_its_session_and_is_served() {
+    let _g = serial();
+    let deadline = Instant::now() + RUN_LIMIT;
+    let (server, port) = server(&[
+        "-e",
+        "rdm",
+        "--mode",
+        "bandwidth",
+        "-c",
+        "--serve",
+        "2",
+        "--timeout",
+        "30",
+    ]);
+    let cport = free_port();
+    kill_mid_transfer(&port, &cport);
+    let restarted = Instant::now();
+    let (port2, cport2) = (port.clone(), cport.clone());
+    let client = thread::spawn(move || restarted_client(&port2, &cport2, deadline));
+    let line = wait_line(&server.err, "failed after", 30)
+        .unwrap_or_else(|seen| panic!("the server reported no failure: {seen}"));
+    let took = restarted.elapsed();
+    assert!(
+        line.starts_with(&format!(
+            "ofi-pingpong: client 1 (127.0.0.1:{cport}) failed after "
+        )) && (line.contains("FI_ECONNRESET") || line.contains("said hello")),
+        "{line}"
+    );
+    println!("failure reported {took:?} after the restart: {line}");
+    assert!(
+        took < Duration::from_secs(2),
+        "reported {took:?} after the restart"
+    );
+    let c = client.join().unwrap();
+    let s = server.finish(deadline);
+    assert_restart_served(&s, &c);
+}
+
+/// `--serve 3`: three clients from three addresses, one after another, each with the
+/// data check and its own table; the server exits 0 after the third.
+#[test]
+fn a_server_serves_clients_one_after_another() {
+    let _g = serial();
+    let deadline = Instant::now() + RUN_LIMIT;
+    let (server, port) = server(&["-e", "rdm", "-c", "--serve", "3"]);
+    let sizes = ["64", "4k", "64k"];
+    for size in sizes {
+        let c = spawn(&[
+            "-e",
+            "rdm",
+            "-c",
+            "-S",
+            size,
+            "-I",
+            "5",
+            "-P",
+            &port,
+            "127.0.0.1",
+        ])
+        .finish(deadline);
+        assert!(c.ok(), "{c:?}");
+        let r = rows(&c.stdout);
+        assert_eq!(r, [(size.to_owned(), "5".to_owned(), "=5".to_owned())]);
+    }
+    let s = server.finish(deadline);
+    assert!(s.ok(), "{s:?}");
+    let tables: Vec<&str> = s.stdout.split_inclusive('\n').collect();
+    assert_eq!(tables.len(), 6, "three tables of one row:\n{}", s.stdout);
+    for (i, size) in sizes.iter().enumerate() {
+        assert_eq!(tables[2 * i].trim_end(), header());
+        assert!(tables[2 * i + 1].starts_with(size), "{}", s.stdout);
     }
 }

@@ -436,12 +436,17 @@ pub unsafe extern "C" fn open(
     ret(unsafe { put(dom, obj.cast::<sys::fid_domain>()) })
 }
 
-/// The frames a closing domain dropped, on stderr when `FI_LOG_LEVEL` asks for info
-/// or more (libfabric's logging variable; this provider has no other log).
+/// Whether `FI_LOG_LEVEL` (libfabric's logging variable; this provider has no other
+/// log) asks for info or more.
+pub(crate) fn log_info() -> bool {
+    std::env::var("FI_LOG_LEVEL")
+        .is_ok_and(|l| matches!(l.to_ascii_lowercase().as_str(), "info" | "debug" | "trace"))
+}
+
+/// The frames a closing domain (its data plane, net layer and wire dispatch) dropped,
+/// on stderr when [`log_info`].
 fn log_drops(r: &hosted::drops::DropReport) {
-    let verbose = std::env::var("FI_LOG_LEVEL")
-        .is_ok_and(|l| matches!(l.to_ascii_lowercase().as_str(), "info" | "debug" | "trace"));
-    if verbose {
+    if log_info() {
         eprintln!("libfabric:nostd:domain: closed, {r}");
     }
 }
@@ -455,8 +460,10 @@ unsafe extern "C" fn close(fid: *mut sys::fid) -> c_int {
             // SAFETY: the fabric outlives its domains.
             let fab = unsafe { &*d.fabric };
             let mut f = fab.inner.lock();
+            let link = st.rt.link_drops();
             let core = st.rt.take_core().ok_or(Errno::EINVAL)?;
             log_drops(&hosted::drops::DropReport::new(
+                &link,
                 core.net_stats(),
                 core.stats(),
             ));

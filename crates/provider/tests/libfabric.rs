@@ -329,7 +329,7 @@ fn wait_or_kill(child: &mut std::process::Child, deadline: std::time::Instant) -
 /// panics unless both exit 0. Returns the client's report.
 fn pingpong(dir: &Path, args: &[&str], env: &[(&str, &str)], port: u16, limit_s: u64) -> String {
     let _serial = PINGPONG.lock().unwrap_or_else(|e| e.into_inner());
-    let work = scratch(&format!("pingpong-{port}"));
+    let work = scratch(&pingpong_logs(port));
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(limit_s);
     let cmd = |client: bool| {
         let mut c = with_provider("fi_pingpong", dir);
@@ -375,6 +375,12 @@ fn pingpong(dir: &Path, args: &[&str], env: &[(&str, &str)], port: u16, limit_s:
         read("server.err"),
     );
     report
+}
+
+/// The scratch directory name of [`pingpong`] on control port `port`, where it leaves
+/// `client.err` and `server.err` (see [`scratch`]).
+fn pingpong_logs(port: u16) -> String {
+    format!("pingpong-{port}")
 }
 
 /// The sizes of a `-S all` report, in order.
@@ -447,6 +453,53 @@ fn fi_pingpong_rdm_under_an_auth_key() {
         300,
     );
     assert_eq!(sizes(&r).last().map(String::as_str), Some("6m"), "{r}");
+}
+
+/// With `FI_LOG_LEVEL=info`, closing logs each RDM endpoint's engine counters (its
+/// drops by reason, retransmissions, timeouts) and then the domain's drops (data
+/// plane, net layer, wire dispatch), in both processes. With 5% loss both sides
+/// retransmit, so the endpoint lines carry nonzero counters.
+#[test]
+fn closing_logs_the_endpoint_and_domain_counters() {
+    let dir = provider_dir("pp-log");
+    let port = 47708;
+    pingpong(
+        &dir,
+        &["-e", "rdm", "-c", "-S", "65536", "-I", "50"],
+        &[("FI_NOSTD_LOSS", "0.05"), ("FI_LOG_LEVEL", "info")],
+        port,
+        300,
+    );
+    let logs = std::env::temp_dir().join(format!(
+        "nostd-provider-{}-{}",
+        std::process::id(),
+        pingpong_logs(port)
+    ));
+    for side in ["client", "server"] {
+        let err = std::fs::read_to_string(logs.join(format!("{side}.err"))).expect("a log");
+        let ep = err
+            .lines()
+            .find(|l| l.starts_with("libfabric:nostd:ep: closed, dropped "))
+            .unwrap_or_else(|| panic!("{side}: no endpoint line in:\n{err}"));
+        let count = |what: &str| -> u64 {
+            let at = ep.find(what).unwrap_or_else(|| panic!("{what:?} in {ep}"));
+            ep[..at]
+                .split_whitespace()
+                .last()
+                .and_then(|n| n.parse().ok())
+                .unwrap_or_else(|| panic!("a count before {what:?} in {ep}"))
+        };
+        assert!(count(" packets sent") > 100, "{ep}");
+        assert!(
+            count(" timeout and") + count(" fast retransmissions") > 0,
+            "{ep}"
+        );
+        let ep_at = err.find("libfabric:nostd:ep: closed").unwrap();
+        let dom_at = err
+            .find("libfabric:nostd:domain: closed, dropped ")
+            .unwrap_or_else(|| panic!("{side}: no domain line in:\n{err}"));
+        assert!(ep_at < dom_at, "the endpoint closes first");
+    }
 }
 
 /// `fi_pingpong -p nostd` (RDM tagged, every size, data checked, 5 iterations) between
@@ -1009,28 +1062,27 @@ fn libfabric2_intel_mpi_runs_the_mpi_tests_under_1_17_and_2_5() {
     WheelMpi::Intel.run_tests("impi-2.5", Some(&libfabric2()));
 }
 
-/// An MPI job across two hosts: two network namespaces on a bridged veth network at MTU
-/// 1500 (`netns::Hosts`), Open MPI 4.1's `mpirun` started in the first, its rsh agent
-/// (a script here) entering the namespace that owns the host address it is given.
-/// `tests/mpi/mpi_test.c` and `tests/mpi/mpi_osc.c` (without Compare_and_swap, see
-/// there) on one rank per host over the provider alone (FI_PROVIDER=nostd, pml cm, btl
-/// ofi, osc rdma), on data plane `dataplane`. Open MPI inserts a remote peer into its AV
-/// only when the peer first makes contact, so mpi_test's directed receives take
-/// messages that arrived before the insert (they hung here until the engine matched
-/// those). Root only (skipped with a notice otherwise); every namespace is removed.
-fn open_mpi_across_namespaces(test: &str, dataplane: &str, net: u8) {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        println!("{test}: skipped, needs root for network namespaces");
-        return;
-    }
-    let dir = provider_dir(test);
-    let work = scratch(&format!("{test}-build"));
-    for name in ["mpi_test", "mpi_osc"] {
+/// The MPIs the multi-host jobs run, each with its own launcher.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum HostsMpi {
+    /// Debian's Open MPI 4.1 (`mpirun`, its rsh agent given as `plm_rsh_agent`).
+    OpenMpi41,
+    /// MPICH 5.0.2 of PyPI through its libfabric 2.5.1 (hydra's `mpiexec -launcher
+    /// rsh -launcher-exec`).
+    Mpich5,
+}
+
+impl HostsMpi {
+    /// Compiles `tests/mpi/<name>.c` into `dir` with this MPI's `mpicc`.
+    fn build(self, name: &str, dir: &Path) -> PathBuf {
+        if self == HostsMpi::Mpich5 {
+            return WheelMpi::Mpich.build(name, dir);
+        }
         let src = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/mpi/{name}.c"));
+        let exe = dir.join(name);
         let cc = Command::new("mpicc")
             .args(["-O2", "-o"])
-            .arg(work.join(name))
+            .arg(&exe)
             .arg(&src)
             .output()
             .unwrap_or_else(|e| panic!("cannot run mpicc: {e} (install libopenmpi-dev)"));
@@ -1039,11 +1091,67 @@ fn open_mpi_across_namespaces(test: &str, dataplane: &str, net: u8) {
             "{}",
             String::from_utf8_lossy(&cc.stderr)
         );
+        exe
     }
-    let hosts = netns::Hosts::new(&format!("nostd-{test}"), net, 2);
-    let agent = work.join("agent.sh");
-    let mut script =
-        String::from("#!/bin/sh\n# rsh agent: enter the namespace of host $1.\ncase \"$1\" in\n");
+
+    /// The launcher, run in the first host's namespace, starting `exe` (with `args`)
+    /// on one rank per host of `hosts` through the rsh agent `agent`, over the provider
+    /// in `dir` alone on data plane `dataplane` (FI_NOSTD_DATAPLANE, FI_NOSTD_IFACE
+    /// eth0). Beyond that, each MPI gets what its one-host test uses: Open MPI pml cm,
+    /// btl ofi, osc rdma; MPICH its netmod `ofi` without shared memory.
+    fn launch(
+        self,
+        dir: &Path,
+        hosts: &netns::Hosts,
+        agent: &Path,
+        dataplane: &str,
+        exe: &Path,
+        args: &[&str],
+    ) -> Command {
+        let mut run = with_provider("ip", dir);
+        run.args(["netns", "exec", &hosts.hosts[0].0])
+            .args(["timeout", "-k", "10", "120"])
+            .env("FI_NOSTD_DATAPLANE", dataplane)
+            .env("FI_NOSTD_IFACE", "eth0")
+            .env_remove("FI_NOSTD_LOSS");
+        let addrs: Vec<&str> = hosts.hosts.iter().map(|(_, a)| a.as_str()).collect();
+        let n = hosts.hosts.len().to_string();
+        match self {
+            HostsMpi::OpenMpi41 => {
+                let slots: Vec<String> = addrs.iter().map(|a| format!("{a}:1")).collect();
+                run.args(["mpirun", "--allow-run-as-root", "--mca", "plm_rsh_agent"])
+                    .arg(agent)
+                    .args(["--mca", "pml", "cm", "--mca", "mtl", "ofi"])
+                    .args(["--mca", "btl", "self,ofi", "--mca", "osc", "rdma"])
+                    .args(["-x", "FI_PROVIDER_PATH", "-x", "FI_PROVIDER"])
+                    .args(["-x", "FI_NOSTD_DATAPLANE", "-x", "FI_NOSTD_IFACE"])
+                    .args(["--host", &slots.join(","), "-n", &n]);
+            }
+            HostsMpi::Mpich5 => {
+                // Hydra passes the whole environment to the ranks by default.
+                run.arg(WheelMpi::Mpich.venv().join("bin/mpiexec"))
+                    .args(["-launcher", "rsh", "-launcher-exec"])
+                    .arg(agent)
+                    .args(["-hosts", &addrs.join(","), "-ppn", "1", "-n", &n])
+                    .env("MPIR_CVAR_CH4_NETMOD", "ofi")
+                    .env("MPIR_CVAR_NOLOCAL", "1");
+            }
+        }
+        run.arg(exe).args(args);
+        run
+    }
+}
+
+/// Writes the rsh agent of `hosts` into `dir`: a script that enters the namespace of
+/// the host address it is given and runs the rest of its arguments there, logging each
+/// call to `agent.log` beside it (so a test can tell that the launcher used it).
+fn rsh_agent(hosts: &netns::Hosts, dir: &Path) -> PathBuf {
+    let agent = dir.join("agent.sh");
+    let log = dir.join("agent.log");
+    let mut script = format!(
+        "#!/bin/sh\n# rsh agent: enter the namespace of host $1.\necho \"$1\" >> '{}'\ncase \"$1\" in\n",
+        log.display()
+    );
     for (ns, addr) in &hosts.hosts {
         script.push_str(&format!("{addr}) ns={ns} ;;\n"));
     }
@@ -1051,73 +1159,82 @@ fn open_mpi_across_namespaces(test: &str, dataplane: &str, net: u8) {
     std::fs::write(&agent, script).expect("write the rsh agent");
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&agent, std::fs::Permissions::from_mode(0o755)).expect("chmod");
-    let host_list = hosts
-        .hosts
-        .iter()
-        .map(|(_, a)| format!("{a}:1"))
-        .collect::<Vec<_>>()
-        .join(",");
-    for name in ["mpi_test", "mpi_osc"] {
-        let out = across(
-            &dir,
-            &hosts,
-            &agent,
-            &host_list,
-            dataplane,
-            &work.join(name),
-        );
+    agent
+}
+
+/// An MPI job across two hosts: two network namespaces on a bridged veth network at MTU
+/// 1500 (`netns::Hosts`), the MPI's own launcher started in the first, its rsh agent
+/// ([`rsh_agent`]) entering the namespace that owns the host address it is given.
+/// `tests/mpi/mpi_test.c` and `tests/mpi/mpi_osc.c` on one rank per host over the
+/// provider alone (FI_PROVIDER=nostd), on data plane `dataplane`; every check of both
+/// must pass, the second host's rank must have been started through the agent, and
+/// every namespace (and so every device) must be gone afterwards. Open MPI 4.1 runs
+/// `mpi_osc` without Compare_and_swap (its btl/ofi crashes there, see mpi_osc.c). Open
+/// MPI inserts a remote peer into its AV only when the peer first makes contact, so
+/// mpi_test's directed receives take messages that arrived before the insert (they hung
+/// here until the engine matched those). Root only (skipped with a notice otherwise).
+fn mpi_across_two_hosts(mpi: HostsMpi, test: &str, dataplane: &str, net: u8) {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        println!("{test}: skipped, needs root for network namespaces");
+        return;
+    }
+    let dir = provider_dir(test);
+    let work = scratch(&format!("{test}-build"));
+    let exes = ["mpi_test", "mpi_osc"].map(|name| (name, mpi.build(name, &work)));
+    let prefix = format!("nostd-{test}");
+    let hosts = netns::Hosts::new(&prefix, net, 2);
+    let agent = rsh_agent(&hosts, &work);
+    for (name, exe) in &exes {
+        let args: &[&str] = match (mpi, *name) {
+            (HostsMpi::OpenMpi41, "mpi_osc") => &["no-cas"],
+            _ => &[],
+        };
+        let out = mpi
+            .launch(&dir, &hosts, &agent, dataplane, exe, args)
+            .output()
+            .expect("run the MPI launcher");
         let stdout = String::from_utf8_lossy(&out.stdout);
         assert!(
             out.status.success() && stdout.contains(&format!("{name}: 2 ranks, 0 failures")),
-            "{name}: {}",
+            "{mpi:?} {name} over {dataplane}: {}",
             netns::describe(&out)
         );
     }
-}
-
-/// Runs `exe no-cas` on one rank per host of `hosts` (see
-/// [`open_mpi_across_namespaces`]); its output.
-fn across(
-    dir: &Path,
-    hosts: &netns::Hosts,
-    agent: &Path,
-    host_list: &str,
-    dataplane: &str,
-    exe: &Path,
-) -> Output {
-    let mut run = with_provider("ip", dir);
-    run.args(["netns", "exec", &hosts.hosts[0].0])
-        .args([
-            "timeout",
-            "-k",
-            "10",
-            "120",
-            "mpirun",
-            "--allow-run-as-root",
-        ])
-        .args(["--mca", "plm_rsh_agent"])
-        .arg(agent)
-        .args(["--mca", "pml", "cm", "--mca", "mtl", "ofi"])
-        .args(["--mca", "btl", "self,ofi", "--mca", "osc", "rdma"])
-        .args(["-x", "FI_PROVIDER_PATH", "-x", "FI_PROVIDER"])
-        .args(["-x", "FI_NOSTD_DATAPLANE", "-x", "FI_NOSTD_IFACE"])
-        .args(["--host", host_list, "-n", "2"])
-        .arg(exe)
-        .arg("no-cas")
-        .env("FI_NOSTD_DATAPLANE", dataplane)
-        .env("FI_NOSTD_IFACE", "eth0")
-        .env_remove("FI_NOSTD_LOSS");
-    run.output().expect("run mpirun")
+    let log = std::fs::read_to_string(work.join("agent.log")).unwrap_or_default();
+    assert!(
+        log.lines().any(|h| h == hosts.hosts[1].1),
+        "{mpi:?} did not start the second host's rank through the agent (agent log: {log:?})"
+    );
+    drop(hosts);
+    let left: Vec<String> = netns::names()
+        .into_iter()
+        .filter(|n| n.starts_with(&prefix))
+        .collect();
+    assert!(left.is_empty(), "namespaces left behind: {left:?}");
 }
 
 /// Open MPI 4.1 across two namespaces over the kernel UDP data plane.
 #[test]
 fn open_mpi_across_two_hosts_over_udp() {
-    open_mpi_across_namespaces("xhost-udp", "udp", 96);
+    mpi_across_two_hosts(HostsMpi::OpenMpi41, "xhost-udp", "udp", 96);
 }
 
 /// Open MPI 4.1 across two namespaces over the AF_PACKET data plane.
 #[test]
 fn open_mpi_across_two_hosts_over_af_packet() {
-    open_mpi_across_namespaces("xhost-afp", "af_packet", 97);
+    mpi_across_two_hosts(HostsMpi::OpenMpi41, "xhost-afp", "af_packet", 97);
+}
+
+/// MPICH 5 (the `mpich` wheel, libfabric 2.5.1) across two namespaces over the kernel
+/// UDP data plane, its ranks started by hydra.
+#[test]
+fn libfabric2_mpich5_across_two_hosts_over_udp() {
+    mpi_across_two_hosts(HostsMpi::Mpich5, "xhost-mpich-udp", "udp", 98);
+}
+
+/// MPICH 5 across two namespaces over the AF_PACKET data plane.
+#[test]
+fn libfabric2_mpich5_across_two_hosts_over_af_packet() {
+    mpi_across_two_hosts(HostsMpi::Mpich5, "xhost-mpich-afp", "af_packet", 99);
 }

@@ -423,6 +423,11 @@ impl<C: Send + 'static> Domain<C> {
         *self.shared.lock().core.rdm_config()
     }
 
+    /// What the data plane dropped on receive before the stack saw it.
+    pub fn link_drops(&self) -> crate::drops::LinkDrops {
+        self.shared.lock().link_drops()
+    }
+
     /// What the UDP/IPv4 layer dropped and sent.
     pub fn net_stats(&self) -> NetStats {
         *self.shared.lock().core.net_stats()

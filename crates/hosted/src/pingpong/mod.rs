@@ -60,11 +60,22 @@
 //! and direction, and every received byte is compared (a reply is a new message, not an
 //! echo). The first wrong byte ends the run with an error naming its offset.
 //!
+//! # Server mode
+//!
+//! A server serves one client and exits. With `--serve N` it serves `N` clients one
+//! after another on the same endpoint (each waited for at most `--timeout`), with
+//! `--serve forever` every client that comes. A client that fails (killed mid-transfer:
+//! the engine fails its session once its retry budget is spent; restarted at the same
+//! address: its new hello ends the old client at once) costs the server one line,
+//! `ofi-pingpong: client K (A.B.C.D:P) failed after S s: <reason>`, and the server
+//! serves the next hello. Each served client gets its own table on stdout.
+//!
 //! # Exit status
 //!
 //! 0 on success; 1 with a single `ofi-pingpong: error: ...` line on stderr for any
 //! failure (a wait that outlived `--timeout`, a completion error, a failed data check,
-//! a refused client); 2 for a command-line error.
+//! a refused client; in server mode, after the last client, `K of N clients failed`);
+//! 2 for a command-line error.
 
 use std::ffi::OsString;
 use std::fmt;
@@ -79,6 +90,7 @@ use crate::api::{AutoProgress, ProgressMode};
 
 mod plane;
 mod run;
+mod serve;
 mod session;
 
 /// The port `fi_pingpong` uses for its control connection, and the server's default port
@@ -156,6 +168,15 @@ pub enum Progress {
     Auto,
 }
 
+/// How many clients a server serves (`--serve`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Serve {
+    /// This many, one after another (each waited for at most `--timeout`).
+    Clients(u64),
+    /// Every client that comes, waiting for the next without a bound.
+    Forever,
+}
+
 /// The sizes to run (`-S`).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub enum SizeSpec {
@@ -182,6 +203,11 @@ pub struct Args {
     /// client. Without it, run as the server.
     #[arg(value_name = "SERVER")]
     pub server: Option<String>,
+    /// Server: serve this many clients one after another, or `forever`, on the same
+    /// endpoint; a client that fails (killed, restarted, went quiet) is reported and
+    /// the next one served. [default: one client, whose failure ends the server]
+    #[arg(long, value_name = "N|forever", value_parser = parse_serve, conflicts_with = "server")]
+    pub serve: Option<Serve>,
     /// Endpoint type.
     #[arg(short = 'e', value_enum, default_value_t = EpKind::Dgram, value_name = "EP_TYPE")]
     pub ep: EpKind,
@@ -410,6 +436,18 @@ fn parse_sizes(s: &str) -> Result<SizeSpec, String> {
         .map(parse_size)
         .collect::<Result<Vec<_>, _>>()
         .map(SizeSpec::List)
+}
+
+fn parse_serve(s: &str) -> Result<Serve, String> {
+    if s.eq_ignore_ascii_case("forever") {
+        return Ok(Serve::Forever);
+    }
+    match s.parse::<u64>() {
+        Ok(n) if n > 0 => Ok(Serve::Clients(n)),
+        _ => Err(format!(
+            "expected a number of clients (1 or more) or 'forever', got {s:?}"
+        )),
+    }
 }
 
 fn parse_cidr(s: &str) -> Result<(Ipv4Addr, u8), String> {
@@ -661,6 +699,10 @@ mod tests {
         assert!(parse_cidr("10.0.0.1/33").is_err());
         assert_eq!(parse_mac("02:00:00:00:00:01"), Ok([2, 0, 0, 0, 0, 1]));
         assert!(parse_rate("1.5").is_err());
+        assert_eq!(parse_serve("3"), Ok(Serve::Clients(3)));
+        assert_eq!(parse_serve("forever"), Ok(Serve::Forever));
+        assert!(parse_serve("0").is_err() && parse_serve("x").is_err());
+        assert!(Args::try_parse_from(["ofi-pingpong", "--serve", "2", "127.0.0.1"]).is_err());
         let a = Args::try_parse_from(["ofi-pingpong", "-e", "dgram", "-S", "all"]).unwrap();
         let v = a.size_list(8940).unwrap();
         assert_eq!(v.last(), Some(&8940));

@@ -75,11 +75,11 @@ fn pin(cpu: usize) -> Result<(), Failure> {
 }
 
 /// The endpoint, the data plane, and what both roles share.
-struct Common<'a> {
-    args: &'a Args,
-    s: Session,
+pub(super) struct Common<'a> {
+    pub(super) args: &'a Args,
+    pub(super) s: Session,
     out: &'a mut dyn Write,
-    err: &'a mut dyn Write,
+    pub(super) err: &'a mut dyn Write,
     max_msg: usize,
     header_done: bool,
 }
@@ -132,7 +132,7 @@ impl Common<'_> {
         Ok(c)
     }
 
-    fn log(&mut self, msg: std::fmt::Arguments<'_>) {
+    pub(super) fn log(&mut self, msg: std::fmt::Arguments<'_>) {
         if self.args.verbose {
             let _ = writeln!(self.err, "ofi-pingpong: {msg}");
         }
@@ -631,10 +631,17 @@ impl Client<'_> {
 // Server
 // ---------------------------------------------------------------------------------------
 
-struct Server<'a> {
-    c: Common<'a>,
+pub(super) struct Server<'a> {
+    pub(super) c: Common<'a>,
     /// The last request answered (id, kind) and the answer, repeated for duplicates.
     last: Option<(u32, Kind, Kind, Vec<u8>)>,
+    /// Serving several clients (`--serve`): a new client's hello ends the current one.
+    serving: bool,
+    /// The current client's address and hello id (a DGRAM hello repeated by it is not
+    /// a new client).
+    client: Option<(EpAddr, u32)>,
+    /// A hello that came while another client was served: the next client.
+    pub(super) next_hello: Option<Ctrl>,
 }
 
 fn server(
@@ -646,7 +653,13 @@ fn server(
     let ip = args.src_addr.unwrap_or(Ipv4Addr::LOCALHOST);
     let port = args.src_port.unwrap_or(DEFAULT_PORT);
     let c = Common::open(args, fabric, ip, port, None, out, err)?;
-    let mut sv = Server { c, last: None };
+    let mut sv = Server {
+        c,
+        last: None,
+        serving: args.serve.is_some(),
+        client: None,
+        next_hello: None,
+    };
     let me = sv.c.s.addr();
     let _ = writeln!(
         sv.c.err,
@@ -655,90 +668,127 @@ fn server(
         me.port
     );
     let _ = sv.c.err.flush();
-    let timeout = sv.c.s.timeout;
-    let deadline = Instant::now() + timeout;
-    let hello = loop {
-        match sv.c.s.next(deadline)? {
-            None => {
-                // Clients we refused for their key (another one, or none while we
-                // have one, or one while we have none) are why, if there were any.
-                let refused = sv.c.s.auth_failures();
-                if refused > 0 {
+    match args.serve {
+        Some(n) => super::serve::run(&mut sv, n),
+        None => {
+            let hello = sv.wait_hello(Some(Instant::now() + sv.c.s.timeout))?;
+            sv.client(hello)
+        }
+    }
+}
+
+impl Server<'_> {
+    /// The next client's hello (one that came during the last client first), waiting
+    /// until `deadline` (`None`: without a bound).
+    pub(super) fn wait_hello(&mut self, deadline: Option<Instant>) -> Result<Ctrl, Failure> {
+        if let Some(h) = self.next_hello.take() {
+            return Ok(h);
+        }
+        let timeout = self.c.s.timeout;
+        loop {
+            // Without a deadline, wait in slices of the timeout.
+            let until = deadline.unwrap_or_else(|| Instant::now() + timeout);
+            match self.c.s.next(until)? {
+                None if deadline.is_some() => {
+                    // Clients we refused for their key (another one, or none while we
+                    // have one, or one while we have none) are why, if there were any.
+                    let refused = self.c.s.auth_failures();
+                    if refused > 0 {
+                        return Err(Failure::new(format!(
+                            "no client within {timeout:?}: refused {refused} connection \
+                             attempts whose auth key did not match ours (FI_EKEYREJECTED)"
+                        )));
+                    }
                     return Err(Failure::new(format!(
-                        "no client within {timeout:?}: refused {refused} connection attempts \
-                         whose auth key did not match ours (FI_EKEYREJECTED)"
+                        "no client within {timeout:?} (started the client with -e {}?)",
+                        ep_name(self.c.args.ep)
                     )));
                 }
-                return Err(Failure::new(format!(
-                    "no client within {timeout:?} (started the client with -e {}?)",
-                    ep_name(args.ep)
-                )));
-            }
-            Some(Event::Ctrl(c)) if c.kind == Kind::Hello => break c,
-            Some(Event::Ctrl(_)) => sv.c.s.stale += 1,
-            Some(Event::Data { buf, .. }) => {
-                sv.c.s.stale += 1;
-                sv.c.s.recycle(buf)?;
+                None => {}
+                Some(Event::Ctrl(c)) if c.kind == Kind::Hello => return Ok(c),
+                Some(Event::Ctrl(_)) => self.c.s.stale += 1,
+                Some(Event::Data { buf, .. }) => {
+                    self.c.s.stale += 1;
+                    self.c.s.recycle(buf)?;
+                }
             }
         }
-    };
-    let p = &hello.payload;
-    if p.len() < 5 + ADDR_LEN || p[0] != PROTO_VERSION {
-        return Err(Failure::new(
-            "a malformed hello (another program on our port?)",
-        ));
     }
-    let client = EpAddr::from_sockaddr_in(&p[5..5 + ADDR_LEN])
-        .ok_or_else(|| Failure::new("a hello with a malformed address"))?;
-    sv.c.s.set_peer(client)?;
-    let theirs = describe(p[1], p[2], p[3], p[4]);
-    let ours = options(args);
-    if theirs != ours {
-        // The answer carries our options; the client words the refusal.
-        sv.reply(&hello, Kind::Nak, hello_payload(args, me)[1..5].to_vec())?;
-        sv.linger()?;
-        return Err(Failure::new(format!(
-            "refused a client: client runs {theirs}, server {ours}"
-        )));
+
+    /// The address a hello gives for its client (for messages), if well formed.
+    pub(super) fn hello_addr(hello: &Ctrl) -> Option<EpAddr> {
+        hello
+            .payload
+            .get(5..5 + ADDR_LEN)
+            .and_then(EpAddr::from_sockaddr_in)
     }
-    sv.reply(&hello, Kind::HelloAck, Vec::new())?;
-    sv.c.log(format_args!(
-        "client {}:{}",
-        Ipv4Addr::from(client.ip),
-        client.port
-    ));
-    loop {
-        let deadline = Instant::now() + timeout;
-        let Some(req) = sv.request(deadline)? else {
+
+    /// Serves the client that sent `hello`, from its hello to its fin.
+    pub(super) fn client(&mut self, hello: Ctrl) -> Result<(), Failure> {
+        let args = self.c.args;
+        let me = self.c.s.addr();
+        self.last = None;
+        self.c.header_done = false;
+        let p = &hello.payload;
+        if p.len() < 5 + ADDR_LEN || p[0] != PROTO_VERSION {
+            return Err(Failure::new(
+                "a malformed hello (another program on our port?)",
+            ));
+        }
+        let client = Self::hello_addr(&hello)
+            .ok_or_else(|| Failure::new("a hello with a malformed address"))?;
+        self.c.s.set_peer(client)?;
+        self.client = Some((client, hello.id));
+        let theirs = describe(p[1], p[2], p[3], p[4]);
+        let ours = options(args);
+        if theirs != ours {
+            // The answer carries our options; the client words the refusal.
+            self.reply(&hello, Kind::Nak, hello_payload(args, me)[1..5].to_vec())?;
+            self.linger()?;
             return Err(Failure::new(format!(
-                "the client went quiet: no request within {timeout:?}"
+                "refused a client: client runs {theirs}, server {ours}"
             )));
-        };
-        match req.kind {
-            Kind::Sync => {
-                let p = SizeParams::decode(&req.payload)
-                    .ok_or_else(|| Failure::new("a malformed sync"))?;
-                if p.size > sv.c.max_msg {
-                    return Err(Failure::new(format!(
-                        "the client asked for {} bytes, more than our maximum message size {}",
-                        p.size, sv.c.max_msg
-                    )));
+        }
+        self.reply(&hello, Kind::HelloAck, Vec::new())?;
+        self.c.log(format_args!(
+            "client {}:{}",
+            Ipv4Addr::from(client.ip),
+            client.port
+        ));
+        let timeout = self.c.s.timeout;
+        loop {
+            let deadline = Instant::now() + timeout;
+            let Some(req) = self.request(deadline)? else {
+                return Err(Failure::new(format!(
+                    "the client went quiet: no request within {timeout:?}"
+                )));
+            };
+            match req.kind {
+                Kind::Sync => {
+                    let p = SizeParams::decode(&req.payload)
+                        .ok_or_else(|| Failure::new("a malformed sync"))?;
+                    if p.size > self.c.max_msg {
+                        return Err(Failure::new(format!(
+                            "the client asked for {} bytes, more than our maximum message size {}",
+                            p.size, self.c.max_msg
+                        )));
+                    }
+                    let r = match args.mode {
+                        Mode::Pingpong => self.pingpong(&req, p)?,
+                        _ => self.stream(&req, p)?,
+                    };
+                    let x = self.c.xfers();
+                    self.c.print_row(p.size, &r, x)?;
                 }
-                let r = match args.mode {
-                    Mode::Pingpong => sv.pingpong(&req, p)?,
-                    _ => sv.stream(&req, p)?,
-                };
-                let x = sv.c.xfers();
-                sv.c.print_row(p.size, &r, x)?;
+                Kind::Fin => {
+                    self.reply(&req, Kind::FinAck, Vec::new())?;
+                    self.linger()?;
+                    let stats = self.c.s.stats();
+                    self.c.log(format_args!("done: {stats}"));
+                    return Ok(());
+                }
+                _ => self.c.s.stale += 1,
             }
-            Kind::Fin => {
-                sv.reply(&req, Kind::FinAck, Vec::new())?;
-                sv.linger()?;
-                let stats = sv.c.s.stats();
-                sv.c.log(format_args!("done: {stats}"));
-                return Ok(());
-            }
-            _ => sv.c.s.stale += 1,
         }
     }
 }
@@ -751,7 +801,10 @@ impl Server<'_> {
     }
 
     /// A control message that is new: repeats of the last request are answered again
-    /// and swallowed.
+    /// and swallowed. Serving several clients, a hello from anyone but the current
+    /// client repeating its own (DGRAM) ends the current client: it is kept for
+    /// [`Server::wait_hello`] (a client restarted after a crash says hello again, from
+    /// the same address on RDM).
     fn fresh(&mut self, c: Ctrl) -> Result<Option<Ctrl>, Failure> {
         if let Some((id, req, ans, payload)) = &self.last
             && *id == c.id
@@ -759,6 +812,22 @@ impl Server<'_> {
         {
             let (ans, payload) = (*ans, payload.clone());
             self.c.s.send_ctrl(ans, c.id, &payload)?;
+            return Ok(None);
+        }
+        if self.serving && c.kind == Kind::Hello {
+            let from = Self::hello_addr(&c);
+            let repeat = self.c.s.dgram
+                && self
+                    .client
+                    .is_some_and(|(a, id)| Some(a) == from && id == c.id);
+            if !repeat {
+                let who = from.map_or("?".to_owned(), |a| {
+                    format!("{}:{}", Ipv4Addr::from(a.ip), a.port)
+                });
+                self.next_hello = Some(c);
+                return Err(Failure::new(format!("a new client ({who}) said hello")));
+            }
+            self.c.s.stale += 1;
             return Ok(None);
         }
         Ok(Some(c))
@@ -782,11 +851,18 @@ impl Server<'_> {
         }
     }
 
-    /// Keeps answering repeats (and driving retransmissions) for [`LINGER`].
+    /// Keeps answering repeats (and driving retransmissions) for [`LINGER`], or until
+    /// the next client says hello (serving several).
     fn linger(&mut self) -> Result<(), Failure> {
         let until = Instant::now() + LINGER;
-        while self.request(until)?.is_some() {}
-        Ok(())
+        loop {
+            match self.request(until) {
+                Ok(Some(_)) => {}
+                Ok(None) => return Ok(()),
+                Err(_) if self.next_hello.is_some() => return Ok(()),
+                Err(e) => return Err(e),
+            }
+        }
     }
 
     fn pingpong(&mut self, req: &Ctrl, p: SizeParams) -> Result<Sample, Failure> {

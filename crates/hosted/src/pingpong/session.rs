@@ -119,6 +119,10 @@ pub(crate) struct Session {
     rx_next_seq: u64,
     /// Cancelling: completions of data receives are dropped, not reposted.
     draining: bool,
+    /// Forgetting a failed client ([`Session::reset`]): operations that complete with
+    /// an error are counted in `forgot`, not failures.
+    lenient: bool,
+    forgot: u64,
     /// The control receive of tagged mode.
     ctrl_posted: Option<OpId>,
     inbox: VecDeque<Event>,
@@ -198,6 +202,8 @@ impl Session {
             rx_round: 0,
             rx_next_seq: 0,
             draining: false,
+            lenient: false,
+            forgot: 0,
             ctrl_posted: None,
             inbox: VecDeque::new(),
             tx_free: Vec::new(),
@@ -241,10 +247,38 @@ impl Session {
         self.ep.addr()
     }
 
-    /// Inserts the peer's address into the AV and talks to it from now on.
+    /// Inserts the peer's address into the AV and talks to it from now on; the last
+    /// peer's entry is removed (a server serving clients one after another keeps one;
+    /// the AV counts inserts of one address, so a client back at the same address
+    /// keeps its entry).
     pub(crate) fn set_peer(&mut self, addr: EpAddr) -> Result<(), Failure> {
-        self.peer = self.av.insert(addr).map_err(fab("fi_av_insert"))?;
+        let new = self.av.insert(addr).map_err(fab("fi_av_insert"))?;
+        if self.peer != FI_ADDR_UNSPEC {
+            self.av.remove(self.peer).map_err(fab("fi_av_remove"))?;
+        }
+        self.peer = new;
         Ok(())
+    }
+
+    /// Forgets a failed peer's operations: cancels every posted receive and waits
+    /// (at most the timeout) until every send is back, completions with an error
+    /// counted instead of failing; drops the send buffers and every queued event but
+    /// hellos, and posts receives for control messages again. Returns how many
+    /// operations completed with an error meanwhile.
+    pub(crate) fn reset(&mut self) -> Result<u64, Failure> {
+        self.lenient = true;
+        self.forgot = 0;
+        let r = self
+            .configure_rx(CTRL_MAX, 2, 0)
+            .and_then(|()| self.tx_idle());
+        self.lenient = false;
+        r?;
+        self.tx_free.clear();
+        self.tx_total = 0;
+        self.tx_cap = 0;
+        self.inbox
+            .retain(|e| matches!(e, Event::Ctrl(c) if c.kind == Kind::Hello));
+        Ok(self.forgot)
     }
 
     fn deadline(&self) -> Instant {
@@ -373,7 +407,7 @@ impl Session {
     pub(crate) fn stats(&self) -> String {
         let d = self.domain.stats();
         let n = self.domain.net_stats();
-        let mut drops = crate::drops::DropReport::new(&n, &d);
+        let mut drops = crate::drops::DropReport::new(&self.domain.link_drops(), &n, &d);
         let rdm_stats = self.ep.rdm_stats();
         if let Some(r) = &rdm_stats {
             drops.add_rdm(r);
@@ -613,15 +647,19 @@ impl Session {
         }
         match c.context {
             CTX_TX => {
-                if let Some(e) = c.error {
-                    return Err(Failure::new(format!(
-                        "a send of {} bytes failed: {}",
-                        c.buf.len(),
-                        crate::api::Error::Fabric(e.errno)
-                    )));
-                }
+                let len = c.buf.len();
                 if c.buf.capacity() == self.tx_cap && self.tx_free.len() < self.tx_total {
                     self.tx_free.push(c.buf);
+                }
+                if let Some(e) = c.error {
+                    if self.lenient {
+                        self.forgot += 1;
+                        return Ok(None);
+                    }
+                    return Err(Failure::new(format!(
+                        "a send of {len} bytes failed: {}",
+                        crate::api::Error::Fabric(e.errno)
+                    )));
                 }
                 Ok(None)
             }
@@ -634,6 +672,13 @@ impl Session {
                 }
                 if let Some(e) = c.error {
                     if e.errno == Errno::ECANCELED {
+                        return Ok(None);
+                    }
+                    if self.lenient {
+                        self.forgot += 1;
+                        if ctrl_rx {
+                            self.post_ctrl_rx()?;
+                        }
                         return Ok(None);
                     }
                     return Err(Failure::new(format!(
@@ -688,6 +733,10 @@ impl Session {
                 if e.errno == Errno::ECANCELED {
                     return Ok(None);
                 }
+                if self.lenient {
+                    self.forgot += 1;
+                    return Ok(None);
+                }
                 return Err(Failure::new(format!(
                     "a multi-receive failed: {}",
                     crate::api::Error::Fabric(e.errno)
@@ -709,6 +758,10 @@ impl Session {
             }
         } else {
             if let Some(e) = c.error {
+                if self.lenient {
+                    self.forgot += 1;
+                    return Ok(None);
+                }
                 return Err(Failure::new(format!(
                     "a receive failed: {}",
                     crate::api::Error::Fabric(e.errno)

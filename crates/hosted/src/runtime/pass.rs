@@ -115,6 +115,11 @@ impl<M: PassMemory + ?Sized + 'static, S: Signal> Runtime<M, S> {
         }
     }
 
+    /// What the data plane dropped on receive before the stack saw it.
+    pub fn link_drops(&self) -> crate::drops::LinkDrops {
+        self.link.drops()
+    }
+
     /// Takes the core domain out to close it (the runtime is unusable after).
     pub fn take_core(&mut self) -> Option<CoreDomain> {
         self.core.0.take()

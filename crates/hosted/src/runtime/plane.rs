@@ -10,6 +10,7 @@ use ofi_nostd::time::Instant;
 use wire::link::{Capabilities, Link, RxMeta, TxMeta};
 
 use super::CoreDomain;
+use crate::drops::LinkDrops;
 use crate::fault::FaultLink;
 use crate::mem::RawMemory;
 use crate::pcap::PcapLink;
@@ -37,6 +38,12 @@ pub trait DataPlane: Link + Send + 'static {
     fn pending_tx(&self) -> usize {
         0
     }
+
+    /// What the link dropped on receive before the stack saw it (none, unless the
+    /// link counts such drops).
+    fn drops(&self) -> LinkDrops {
+        LinkDrops::default()
+    }
 }
 
 macro_rules! kernel_plane {
@@ -52,6 +59,10 @@ macro_rules! kernel_plane {
 
             fn pending_tx(&self) -> usize {
                 KernelLink::pending_tx(self)
+            }
+
+            fn drops(&self) -> LinkDrops {
+                LinkDrops::from_kernel(&KernelLink::stats(self))
             }
         }
     )*};
@@ -136,6 +147,10 @@ impl<L: DataPlane> DataPlane for FaultLink<L> {
     fn pending_tx(&self) -> usize {
         self.inner().pending_tx()
     }
+
+    fn drops(&self) -> LinkDrops {
+        self.inner().drops()
+    }
 }
 
 /// A data plane that records its frames is a data plane: the inner link's descriptor,
@@ -151,6 +166,10 @@ impl<L: DataPlane, W: Write + Send + 'static> DataPlane for PcapLink<L, W> {
 
     fn pending_tx(&self) -> usize {
         self.inner().pending_tx()
+    }
+
+    fn drops(&self) -> LinkDrops {
+        self.inner().drops()
     }
 }
 
@@ -173,6 +192,8 @@ pub trait Driver<M: ?Sized>: Send {
     fn pending_tx(&self) -> usize;
     /// The descriptor that becomes readable when frames arrive, if any.
     fn wait_fd(&self) -> Option<BorrowedFd<'_>>;
+    /// What the link dropped on receive before the stack saw it.
+    fn drops(&self) -> LinkDrops;
 }
 
 /// Memory a pass can copy through: the core's passes are generic over a sized
@@ -257,6 +278,10 @@ impl<L: DataPlane, M: PassMemory + ?Sized> Driver<M> for L {
     fn wait_fd(&self) -> Option<BorrowedFd<'_>> {
         DataPlane::wait_fd(self)
     }
+
+    fn drops(&self) -> LinkDrops {
+        DataPlane::drops(self)
+    }
 }
 
 /// A data plane behind a fault injector whose clock follows the passes (the C
@@ -282,6 +307,10 @@ impl<L: DataPlane, M: PassMemory + ?Sized> Driver<M> for Clocked<L> {
 
     fn wait_fd(&self) -> Option<BorrowedFd<'_>> {
         DataPlane::wait_fd(&self.0)
+    }
+
+    fn drops(&self) -> LinkDrops {
+        DataPlane::drops(&self.0)
     }
 }
 
@@ -318,5 +347,9 @@ impl<P: DataPlane, M: PassMemory + ?Sized> Driver<M> for PollMode<P> {
 
     fn wait_fd(&self) -> Option<BorrowedFd<'_>> {
         Some(self.ready.as_fd())
+    }
+
+    fn drops(&self) -> LinkDrops {
+        DataPlane::drops(&self.plane)
     }
 }

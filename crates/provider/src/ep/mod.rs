@@ -265,6 +265,12 @@ unsafe extern "C" fn close(fid: *mut sys::fid) -> c_int {
                         st.core.ep_lingering(e.at.handle)
                     });
                 }
+                if crate::domain::log_info()
+                    && let Ok(ep) = st.core.ep(e.at.handle)
+                    && let Some(r) = ep.rdm()
+                {
+                    log_rdm(r.stats());
+                }
                 st.core.ep_close(e.at.handle)
             }
         })?;
@@ -543,4 +549,24 @@ unsafe extern "C" fn tx_size_left(p: *mut sys::fid_ep) -> isize {
         e.at.domain()
             .data(|st| Ok(st.core.ep(e.at.handle)?.tx_size_left())),
     )
+}
+
+/// What a closing RDM endpoint's engine counted, on stderr (the domain logs its own
+/// drops when it closes, after its endpoints): the frames it dropped by reason, and
+/// its recovery (retransmissions, timeouts, sessions ended: `peer_failures`, which
+/// counts a peer's CLOSE too, and of those the ones that timed out).
+fn log_rdm(s: &ofi_nostd::rdm::RdmStats) {
+    let mut r = hosted::drops::DropReport::default();
+    r.add_rdm(s);
+    eprintln!(
+        "libfabric:nostd:ep: closed, {r}; {} packets sent, {} received, {} timeout and {} fast retransmissions, {} timeouts ({} spurious), {} sessions ended ({} timed out)",
+        s.tx_packets,
+        s.rx_packets,
+        s.tx_timeout_retransmits,
+        s.tx_fast_retransmits,
+        s.rto_expirations,
+        s.spurious_timeouts,
+        s.peer_failures,
+        s.fail_retransmit + s.fail_probe
+    );
 }

@@ -238,3 +238,18 @@ impl Drop for Hosts {
         }
     }
 }
+
+/// The named network namespaces now (`ip netns list`).
+pub fn names() -> Vec<String> {
+    let out = Command::new("ip")
+        .args(["netns", "list"])
+        .stderr(Stdio::null())
+        .output()
+        .expect("run ip netns list");
+    // "name (id: 3)" or "name"
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .map(str::to_owned)
+        .collect()
+}
