@@ -1136,7 +1136,7 @@ fn each_kind_of_bad_datagram_has_its_own_counter() {
     let cases: [(Vec<u8>, Field); 8] = [
         (bad(0, 0x00), |s| s.rx_bad_magic),
         (bad(2, 9), |s| s.rx_bad_version),
-        (bad(3, 0x30), |s| s.rx_unknown_type),
+        (bad(3, 0x36), |s| s.rx_unknown_type),
         (good[..20].to_vec(), |s| s.rx_truncated),
         (bad(7, 10), |s| s.rx_bad_length),
         (bad(n - 1, b'x'), |s| s.rx_bad_checksum),

@@ -48,6 +48,8 @@ pub mod caps {
     /// The sender of this HELLO understands RETRY: a responder may answer it with a
     /// cookie instead of a session (stateless handshake, spec 4.2).
     pub const COOKIE: u64 = 1 << 10;
+    /// The sender speaks FI_EP_MSG connection management (spec section 9).
+    pub const CM: u64 = 1 << 14;
 }
 
 /// Reject reason codes (REJECT `reason`). Unknown values are accepted and reported.
