@@ -6,7 +6,7 @@
 //! A connected endpoint is an RDM engine that talks to one peer: these types decide
 //! *who* the peer is and *when* the connection is up or down; the domain
 //! (`domain/cm.rs`) moves their packets, hands the RDM engine the peer, and turns
-//! what they owe into EQ events ([`CmEvent`]). Every CM packet is retransmitted on
+//! what they owe into EQ events ([`CmEvent`](crate::domain::CmEvent)). Every CM packet is retransmitted on
 //! the schedule of [`Retry`] until answered, so nothing here needs acknowledgements
 //! from the reliability layer.
 
@@ -126,7 +126,7 @@ impl Retry {
 }
 
 /// What a connection owes its EQ (fi_eq(3)); the domain hands it out as a
-/// [`CmEvent`].
+/// [`CmEvent`](crate::domain::CmEvent).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum CmEventKind {
     /// FI_CONNREQ on a passive endpoint: `req` names the request for fi_accept /
@@ -666,8 +666,19 @@ impl<S: Storage> Listener<S> {
             .iter()
             .filter(|p| p.state == PendState::Waiting)
             .count();
-        let free = slots.iter_mut().find(|p| p.state == PendState::Free);
-        match free {
+        // A free slot, else the answered request that would be forgotten first (its
+        // connector has most likely stopped retrying): answered requests never hold
+        // up new ones.
+        let free = match slots.iter().position(|p| p.state == PendState::Free) {
+            Some(i) => Some(i),
+            None => slots
+                .iter()
+                .enumerate()
+                .filter(|(_, p)| p.state != PendState::Waiting && !p.owe_reject)
+                .min_by_key(|(_, p)| p.until)
+                .map(|(i, _)| i),
+        };
+        match free.and_then(|i| slots.get_mut(i)) {
             Some(p) if waiting < self.backlog => {
                 *p = Pending {
                     state: PendState::Waiting,
@@ -720,7 +731,13 @@ impl<S: Storage> Listener<S> {
     }
 
     /// fi_reject of `req` with `data`: CM_REJECT now and to every repeat.
-    pub fn reject(&mut self, now: Instant, cfg: &CmConfig, req: ConnReqId, data: &[u8]) -> Result<()> {
+    pub fn reject(
+        &mut self,
+        now: Instant,
+        cfg: &CmConfig,
+        req: ConnReqId,
+        data: &[u8],
+    ) -> Result<()> {
         let p = self.waiting_slot(req)?;
         p.state = PendState::Rejected;
         p.until = now + cfg.budget();
@@ -772,5 +789,5 @@ impl<S: Storage> Listener<S> {
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "msg-ep"))]
 mod tests;

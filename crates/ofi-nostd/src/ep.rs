@@ -247,6 +247,7 @@ impl<S: Storage> Endpoint<S> {
         match opt {
             EpOpt::MinMultiRecv => Ok(self.min_multi_recv),
             // Connectionless endpoints carry no connection-management data.
+            EpOpt::CmDataSize if self.ep_type == EpType::Msg => Ok(crate::cm::CM_DATA_MAX),
             EpOpt::CmDataSize => Ok(0),
             EpOpt::TxSize => Ok(self.tx_capacity()),
             EpOpt::RxSize => Ok(self.rx_capacity()),

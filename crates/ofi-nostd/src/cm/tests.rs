@@ -128,7 +128,10 @@ fn connected() -> (Conn, Conn) {
 #[test]
 fn shutdown_waits_for_the_data_then_the_peer_sees_it_once() {
     let (mut c, mut a) = connected();
-    assert_eq!(Conn::new().unwrap().shutdown(ms(0), &CFG), Err(Errno::ENOTCONN));
+    assert_eq!(
+        Conn::new().unwrap().shutdown(ms(0), &CFG),
+        Err(Errno::ENOTCONN)
+    );
     c.shutdown(ms(10), &CFG).unwrap();
     assert_eq!(c.send_peer(), Err(Errno::ENOTCONN), "no new operations");
     c.poll(ms(11), &CFG, false, false);
@@ -190,7 +193,10 @@ fn backlog_reports_each_request_once_and_pushes_back_when_full() {
     l.listen().unwrap();
     assert_eq!(l.listen(), Err(Errno::EOPBADSTATE));
     assert_eq!(l.on_connreq(ms(0), from(1), 1, b"a"), ConnReqOutcome::New);
-    assert_eq!(l.on_connreq(ms(0), from(1), 1, b"a"), ConnReqOutcome::Repeat);
+    assert_eq!(
+        l.on_connreq(ms(0), from(1), 1, b"a"),
+        ConnReqOutcome::Repeat
+    );
     assert_eq!(l.on_connreq(ms(0), from(2), 1, b"b"), ConnReqOutcome::New);
     assert_eq!(l.on_connreq(ms(0), from(3), 1, b"c"), ConnReqOutcome::Full);
     assert_eq!(l.stats().backlog_full, 1);
@@ -206,7 +212,10 @@ fn backlog_reports_each_request_once_and_pushes_back_when_full() {
     // retry now gets in.
     assert_eq!(l.take(ms(1), &CFG, req), Ok((from(1), 1)));
     assert_eq!(l.take(ms(1), &CFG, req), Err(Errno::EINVAL), "taken once");
-    assert_eq!(l.on_connreq(ms(2), from(1), 1, b"a"), ConnReqOutcome::Repeat);
+    assert_eq!(
+        l.on_connreq(ms(2), from(1), 1, b"a"),
+        ConnReqOutcome::Repeat
+    );
     assert_eq!(l.on_connreq(ms(2), from(3), 1, b"c"), ConnReqOutcome::New);
     assert_eq!(l.waiting(), 2);
     // A rejection is sent, and sent again to a repeat, with its data.
@@ -214,7 +223,10 @@ fn backlog_reports_each_request_once_and_pushes_back_when_full() {
     assert_eq!(l.reject_due(), Some((1, from(2), 1, &b"go away"[..])));
     l.reject_sent(1);
     assert_eq!(l.reject_due(), None);
-    assert_eq!(l.on_connreq(ms(4), from(2), 1, b"b"), ConnReqOutcome::Repeat);
+    assert_eq!(
+        l.on_connreq(ms(4), from(2), 1, b"b"),
+        ConnReqOutcome::Repeat
+    );
     assert!(l.reject_due().is_some());
     l.reject_sent(1);
     // Forged ids are refused.
@@ -223,10 +235,28 @@ fn backlog_reports_each_request_once_and_pushes_back_when_full() {
         Err(Errno::EINVAL)
     );
     assert_eq!(l.take(ms(3), &CFG, ConnReqId(0)), Err(Errno::EINVAL));
-    // Once the connectors' budget passed, answered requests are forgotten.
-    let later = ms(4) + CFG.budget();
-    assert_eq!(l.on_connreq(later, from(9), 1, b""), ConnReqOutcome::New);
-    assert_eq!(l.on_connreq(later, from(1), 1, b"a"), ConnReqOutcome::Full);
+    // Answered requests give their slot up when the slots run out (the one to be
+    // forgotten first goes first), and are forgotten once the connectors' budget
+    // passed.
+    assert_eq!(l.on_connreq(ms(5), from(4), 1, b""), ConnReqOutcome::New);
+    assert_eq!(
+        l.on_connreq(ms(5), from(5), 1, b""),
+        ConnReqOutcome::Full,
+        "backlog"
+    );
+    let Some(CmEventKind::ConnReq { req: r3, .. }) = l.take_event() else {
+        panic!("the third request");
+    };
+    l.take(ms(5), &CFG, r3).unwrap();
+    assert_eq!(l.on_connreq(ms(6), from(5), 1, b""), ConnReqOutcome::New);
+    assert_eq!(
+        l.on_connreq(ms(6), from(1), 1, b"a"),
+        ConnReqOutcome::Full,
+        "the oldest answered request was forgotten: no longer a repeat"
+    );
+    let later = ms(6) + CFG.budget();
+    assert_eq!(l.on_connreq(later, from(2), 1, b"b"), ConnReqOutcome::Full);
+    assert_eq!(l.reject_due(), None, "the rejection is forgotten too");
 }
 
 #[test]

@@ -921,8 +921,14 @@ fn dgram_refuses_completion_levels_it_cannot_give() {
 fn other_endpoint_types_are_refused() {
     let (_, mut dom) = open_domain([10, 0, 0, 1]);
     let mut info = dgram_info();
+    for t in [EpType::SockStream, EpType::SockDgram, EpType::Unspec] {
+        info.ep_attr.ep_type = t;
+        assert_eq!(dom.ep_open(&info, 0).err(), Some(Errno::EINVAL), "{t:?}");
+    }
+    // FI_EP_MSG only in a build that serves it.
     info.ep_attr.ep_type = EpType::Msg;
-    assert_eq!(dom.ep_open(&info, 0).err(), Some(Errno::EINVAL));
+    info.caps = Flags::MSG;
+    assert_eq!(dom.ep_open(&info, 0).is_ok(), cfg!(feature = "msg-ep"));
 }
 
 /// fi_endpoint checks its `info`: one context each way (more, or a shared one, would be

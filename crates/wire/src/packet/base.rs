@@ -163,6 +163,12 @@ impl PacketType {
         })
     }
 
+    /// Whether this is a connection-management type (section 9, FI_EP_MSG).
+    #[inline]
+    pub const fn is_cm(self) -> bool {
+        (self as u8) >> 4 == 0x3
+    }
+
     /// Whether packets of this type consume a sequence number (are acked and
     /// retransmitted). The others carry the sender's next sequence number, unacked
     /// (DGRAM: the sender's datagram counter, informative only).
