@@ -154,6 +154,9 @@ impl<S: Storage> CmTable<S> {
     /// while accepting also says the connector saw the ACCEPT).
     #[cold]
     pub(super) fn admits(&mut self, i: usize, from: &EpAddr) -> bool {
+        if MsgEp::SERVED.is_none() {
+            return true;
+        }
         match self.conn_mut(i) {
             Some(c) if c.takes_from(from) => {
                 c.peer_is_up();
@@ -401,6 +404,11 @@ impl<S: Storage> Domain<S> {
     #[inline(never)]
     pub(super) fn rx_cm(&mut self, now: Instant, from: EpAddr, repr: &Repr<'_>) {
         self.cm.stats.rx += 1;
+        if MsgEp::SERVED.is_none() {
+            // A build without FI_EP_MSG: counted, never answered.
+            self.cm.stats.rx_stray += 1;
+            return;
+        }
         let conn_id = repr.header.session;
         let dst = repr.header.dst_ep as usize;
         let ours = match &repr.body {
@@ -444,7 +452,7 @@ impl<S: Storage> Domain<S> {
     /// When connection management next has work (retransmissions, drains, events).
     #[inline]
     pub(super) fn cm_timeout(&self) -> Option<Instant> {
-        if self.cm.live == 0 {
+        if MsgEp::SERVED.is_none() || self.cm.live == 0 {
             return None;
         }
         self.cm_timeout_slow()
@@ -471,7 +479,7 @@ impl<S: Storage> Domain<S> {
     /// due, until the link is full. Returns the packets sent.
     #[inline]
     pub(super) fn cm_tx<L: Link>(&mut self, now: Instant, link: &mut L) -> usize {
-        if self.cm.live == 0 {
+        if MsgEp::SERVED.is_none() || self.cm.live == 0 {
             return 0;
         }
         self.cm_tx_slow(now, link)

@@ -153,6 +153,7 @@ impl PacketType {
             0x22 => ReadResp,
             0x23 => AtomicReq,
             0x24 => AtomicResp,
+            0x30..=0x35 if !cfg!(feature = "cm") => return None,
             0x30 => ConnReq,
             0x31 => Accept,
             0x32 => CmReject,
