@@ -217,3 +217,57 @@ fn reconnect_after_shutdown() {
         s.close();
     }
 }
+
+/// `ofi-pingpong -e msg -c`: the server listens on a passive endpoint, the client
+/// connects; every byte is checked, both directions.
+#[test]
+fn ofi_pingpong_over_a_connection() {
+    use std::process::{Command, Stdio};
+    let bin = env!("CARGO_BIN_EXE_ofi-pingpong");
+    let port = 20000 + (std::process::id() % 20000) as u16;
+    let mut server = Command::new(bin)
+        .args([
+            "-e",
+            "msg",
+            "-c",
+            "-S",
+            "100000",
+            "-I",
+            "5",
+            "-B",
+            &port.to_string(),
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The server says when it listens.
+    let mut err = std::io::BufReader::new(server.stderr.take().unwrap());
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut err, &mut line).unwrap();
+    assert!(line.contains("listening"), "{line}");
+    let client = Command::new(bin)
+        .args([
+            "-e",
+            "msg",
+            "-c",
+            "-S",
+            "100000",
+            "-I",
+            "5",
+            "-P",
+            &port.to_string(),
+        ])
+        .arg("127.0.0.1")
+        .output()
+        .unwrap();
+    let status = server.wait().unwrap();
+    let out = String::from_utf8_lossy(&client.stdout);
+    assert!(
+        client.status.success(),
+        "client: {out} {}",
+        String::from_utf8_lossy(&client.stderr)
+    );
+    assert!(status.success(), "server failed");
+    assert!(out.contains("=5"), "five round trips: {out}");
+}
