@@ -224,19 +224,11 @@ fn reconnect_after_shutdown() {
 fn ofi_pingpong_over_a_connection() {
     use std::process::{Command, Stdio};
     let bin = env!("CARGO_BIN_EXE_ofi-pingpong");
+    const ARGS: [&str; 7] = ["-e", "msg", "-c", "-S", "100000", "-I", "5"];
     let port = 20000 + (std::process::id() % 20000) as u16;
     let mut server = Command::new(bin)
-        .args([
-            "-e",
-            "msg",
-            "-c",
-            "-S",
-            "100000",
-            "-I",
-            "5",
-            "-B",
-            &port.to_string(),
-        ])
+        .args(ARGS)
+        .args(["-B", &port.to_string()])
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
@@ -247,17 +239,8 @@ fn ofi_pingpong_over_a_connection() {
     std::io::BufRead::read_line(&mut err, &mut line).unwrap();
     assert!(line.contains("listening"), "{line}");
     let client = Command::new(bin)
-        .args([
-            "-e",
-            "msg",
-            "-c",
-            "-S",
-            "100000",
-            "-I",
-            "5",
-            "-P",
-            &port.to_string(),
-        ])
+        .args(ARGS)
+        .args(["-P", &port.to_string()])
         .arg("127.0.0.1")
         .output()
         .unwrap();

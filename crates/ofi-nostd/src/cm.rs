@@ -276,14 +276,7 @@ impl Conn {
         conn_id: u32,
         data: &[u8],
     ) -> Result<()> {
-        if self.state != ConnState::Idle {
-            return Err(Errno::EISCONN);
-        }
-        self.state = ConnState::Connecting(pep);
-        self.conn_id = conn_id;
-        self.data = cm_data(data);
-        self.retry = Retry::now(now, cfg);
-        Ok(())
+        self.start(now, cfg, ConnState::Connecting(pep), None, conn_id, data)
     }
 
     /// fi_accept of the request of `peer` with connection id `conn_id`.
@@ -295,11 +288,24 @@ impl Conn {
         conn_id: u32,
         data: &[u8],
     ) -> Result<()> {
+        self.start(now, cfg, ConnState::Accepting, Some(peer), conn_id, data)
+    }
+
+    /// The first CM packet of a connection (CONNREQ or ACCEPT) is due now.
+    fn start(
+        &mut self,
+        now: Instant,
+        cfg: &CmConfig,
+        state: ConnState,
+        peer: Option<EpAddr>,
+        conn_id: u32,
+        data: &[u8],
+    ) -> Result<()> {
         if self.state != ConnState::Idle {
             return Err(Errno::EISCONN);
         }
-        self.state = ConnState::Accepting;
-        self.peer = Some(peer);
+        self.state = state;
+        self.peer = peer;
         self.conn_id = conn_id;
         self.data = cm_data(data);
         self.retry = Retry::now(now, cfg);
