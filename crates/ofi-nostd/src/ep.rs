@@ -102,8 +102,8 @@ pub struct Endpoint<S: Storage> {
 }
 
 /// The engine of an endpoint, chosen by its type at `fi_endpoint`. The data path
-/// matches on it once per operation or packet (no `dyn`); a connected FI_EP_MSG engine
-/// would be a third variant.
+/// matches on it once per operation or packet (no `dyn`). A connected FI_EP_MSG
+/// endpoint runs `Rdm` for its one peer (its connection is in `domain/cm.rs`).
 // No heap to box the large variant into; a pool slot held both engines' state before.
 #[allow(clippy::large_enum_variant)]
 pub(crate) enum Engine<S: Storage> {
