@@ -106,8 +106,8 @@ pub struct Endpoint<S: Storage> {
 }
 
 /// The engine of an endpoint, chosen by its type at `fi_endpoint`. The data path
-/// matches on it once per operation or packet (no `dyn`); a connected FI_EP_MSG engine
-/// would be a third variant.
+/// matches on it once per operation or packet (no `dyn`). A connected FI_EP_MSG
+/// endpoint runs `Rdm` for its one peer (its connection is in `domain/cm.rs`).
 // No heap to box the large variant into; a pool slot held both engines' state before.
 #[allow(clippy::large_enum_variant)]
 pub(crate) enum Engine<S: Storage> {
@@ -260,6 +260,7 @@ impl<S: Storage> Endpoint<S> {
         match opt {
             EpOpt::MinMultiRecv => Ok(self.min_multi_recv),
             // Connectionless endpoints carry no connection-management data.
+            EpOpt::CmDataSize if self.ep_type == EpType::Msg => Ok(crate::cm::CM_DATA_MAX),
             EpOpt::CmDataSize => Ok(0),
             EpOpt::TxSize => Ok(self.tx_capacity()),
             EpOpt::RxSize => Ok(self.rx_capacity()),

@@ -13,6 +13,7 @@ pub mod addr;
 pub mod atomic;
 pub mod av;
 pub mod bind;
+pub mod cm;
 pub mod cntr;
 pub mod cq;
 pub mod dgram;

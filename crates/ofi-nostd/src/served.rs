@@ -1,5 +1,5 @@
-//! Which optional operation families this build serves (the cargo features `rma` and
-//! `atomic`), as types the engine's records carry.
+//! Which optional operation families this build serves (the cargo features `rma`,
+//! `atomic` and `msg-ep`), as types the engine's records carry.
 //!
 //! A record that only an RMA or atomic operation makes holds a [`Rma`] or [`Atomic`]
 //! field. In a build without the feature that type has no value, so the record has
@@ -19,6 +19,26 @@ type NoRma = ();
 enum NoAtomic {}
 #[cfg(feature = "atomic")]
 type NoAtomic = ();
+
+#[cfg(not(feature = "msg-ep"))]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum NoMsgEp {}
+#[cfg(feature = "msg-ep")]
+type NoMsgEp = ();
+
+/// Proof that the build serves FI_EP_MSG (connected endpoints, passive endpoints):
+/// only [`MsgEp::SERVED`] makes one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct MsgEp(NoMsgEp);
+
+impl MsgEp {
+    /// `Some` when the build serves FI_EP_MSG.
+    #[cfg(feature = "msg-ep")]
+    pub(crate) const SERVED: Option<MsgEp> = Some(MsgEp(()));
+    /// `Some` when the build serves FI_EP_MSG.
+    #[cfg(not(feature = "msg-ep"))]
+    pub(crate) const SERVED: Option<MsgEp> = None;
+}
 
 /// Proof that the build serves RMA (FI_RMA): only [`Rma::SERVED`] makes one.
 // The field is private so that other modules do not see the type as empty (their
@@ -58,6 +78,7 @@ mod tests {
     fn served_as_the_features_say_and_free_when_served() {
         assert_eq!(Rma::SERVED.is_some(), cfg!(feature = "rma"));
         assert_eq!(Atomic::SERVED.is_some(), cfg!(feature = "atomic"));
+        assert_eq!(MsgEp::SERVED.is_some(), cfg!(feature = "msg-ep"));
         // Zero-sized when served: records that carry one do not grow. Without the
         // feature an `Option` of it has only `None`, so it is zero-sized too.
         assert_eq!(

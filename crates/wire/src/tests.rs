@@ -430,6 +430,60 @@ fn examples() -> Vec<(&'static str, Repr<'static>)> {
                 ..msg_example
             },
         ),
+        (
+            "connreq",
+            Repr {
+                header: h(7, 3, 0x5EED_0001, 0),
+                body: Body::ConnReq(CmRepr {
+                    reason: 0,
+                    data: b"hi",
+                }),
+            },
+        ),
+        (
+            "accept",
+            Repr {
+                header: h(4, 7, 0x5EED_0001, 0),
+                body: Body::Accept(CmRepr {
+                    reason: 0,
+                    data: b"ok",
+                }),
+            },
+        ),
+        (
+            "cm-reject",
+            Repr {
+                header: h(3, 7, 0x5EED_0001, 0),
+                body: Body::CmReject(CmRepr {
+                    reason: cm_reason::APPLICATION,
+                    data: b"no",
+                }),
+            },
+        ),
+        (
+            "established",
+            Repr {
+                header: h(7, 4, 0x5EED_0001, 0),
+                body: Body::Established(CmRepr::EMPTY),
+            },
+        ),
+        (
+            "shutdown",
+            Repr {
+                header: h(7, 4, 0x5EED_0001, 0),
+                body: Body::Shutdown(CmRepr {
+                    reason: cm_reason::APPLICATION,
+                    data: &[],
+                }),
+            },
+        ),
+        (
+            "shutdown-ack",
+            Repr {
+                header: h(4, 7, 0x5EED_0001, 0),
+                body: Body::ShutdownAck(CmRepr::EMPTY),
+            },
+        ),
     ]
 }
 
@@ -601,7 +655,7 @@ fn typed_errors() {
     m[2] = 2;
     assert_eq!(Repr::parse_bytes(&m), Err(Error::BadVersion));
     let mut m = b.clone();
-    m[3] = 0x30;
+    m[3] = 0x36;
     assert_eq!(Repr::parse_bytes(&m), Err(Error::UnknownType));
     let mut m = b.clone();
     m[4] |= 0x80; // bit 15: reserved
@@ -713,6 +767,95 @@ fn dgram_rules() {
         assert_eq!(r.buffer_len(), 1472);
     }
     assert_eq!(max_dgram_payload(10, false), 0);
+}
+
+#[test]
+fn cm_rules() {
+    let ex = examples();
+    let get = |name: &str| ex.iter().find(|(n, _)| *n == name).unwrap().1;
+    for t in 0x30..=0x35u8 {
+        let t = PacketType::from_u8(t).expect("a CM type");
+        assert!(!t.is_sequenced(), "{t:?} is unsequenced");
+    }
+    assert_eq!(PacketType::from_u8(0x36), None, "0x36.. stay reserved");
+    // CM data of every size up to the limit round-trips; one byte more is Malformed.
+    static BIG: [u8; CM_DATA_MAX + 1] = [0x5A; CM_DATA_MAX + 1];
+    let big = &BIG;
+    type Make = fn(CmRepr<'static>) -> Body<'static>;
+    let makers: [Make; 3] = [Body::ConnReq, Body::Accept, Body::CmReject];
+    for body in makers {
+        for n in 0..=CM_DATA_MAX {
+            let r = Repr {
+                header: get("connreq").header,
+                body: body(CmRepr {
+                    reason: 0,
+                    data: &big[..n],
+                }),
+            };
+            let b = emit_vec(&r);
+            assert_eq!(b.len(), BASE_LEN + hdr_len::CM + n);
+            assert_eq!(Repr::parse_bytes(&b), Ok(r));
+        }
+        let r = Repr {
+            header: get("connreq").header,
+            body: body(CmRepr {
+                reason: 0,
+                data: big,
+            }),
+        };
+        assert_eq!(r.emit_bytes(&mut [0; 400]), Err(Error::Malformed));
+    }
+    // Session 0 is Malformed on every CM type, on emit and on parse.
+    for name in [
+        "connreq",
+        "accept",
+        "cm-reject",
+        "established",
+        "shutdown",
+        "shutdown-ack",
+    ] {
+        let mut r = get(name);
+        let mut b = emit_vec(&r);
+        b[12..16].fill(0);
+        assert_eq!(Repr::parse_bytes(&b), Err(Error::Malformed), "{name}");
+        r.header.session = 0;
+        assert_eq!(r.emit_bytes(&mut [0; 64]), Err(Error::Malformed), "{name}");
+    }
+    // A reason on CONNREQ / ACCEPT / ESTABLISHED / SHUTDOWN_ACK, data on ESTABLISHED /
+    // SHUTDOWN / SHUTDOWN_ACK, a nonzero reserved field and ACK flags are refused.
+    for name in ["connreq", "accept", "established", "shutdown-ack"] {
+        let mut b = emit_vec(&get(name));
+        b[25] = 1;
+        assert_eq!(Repr::parse_bytes(&b), Err(Error::Malformed), "{name}");
+    }
+    for name in ["established", "shutdown", "shutdown-ack"] {
+        let mut b = emit_vec(&get(name));
+        b.push(0xEE);
+        b[7] += 1;
+        assert_eq!(Repr::parse_bytes(&b), Err(Error::Malformed), "{name}");
+    }
+    let mut b = emit_vec(&get("cm-reject"));
+    b[27] = 1;
+    assert_eq!(Repr::parse_bytes(&b), Err(Error::Malformed));
+    let b = emit_vec(&get("connreq"));
+    for f in [flags::ACK, flags::CQ_DATA, flags::SHORT_ACK] {
+        assert_eq!(
+            Repr::parse_bytes(&with_flag(&b, f)),
+            Err(Error::BadFlags),
+            "{f:#x}"
+        );
+    }
+    // A rejection's reason is reported whatever its value.
+    let mut b = emit_vec(&get("cm-reject"));
+    b[24..26].copy_from_slice(&0x7777u16.to_be_bytes());
+    let Ok(Repr {
+        body: Body::CmReject(c),
+        ..
+    }) = Repr::parse_bytes(&b)
+    else {
+        panic!("a CM_REJECT with an unknown reason parses");
+    };
+    assert_eq!((c.reason, c.data), (0x7777, &b"no"[..]));
 }
 
 // ---- property tests -------------------------------------------------------------------

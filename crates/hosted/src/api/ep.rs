@@ -138,6 +138,11 @@ impl<C: Send + 'static> Endpoint<C> {
         self.h
     }
 
+    /// Its domain and core handle (connection management, `cm.rs`).
+    pub(super) fn parts(&self) -> (&DomainRef<C>, EpHandle<Heap>) {
+        (&self.shared, self.h)
+    }
+
     fn same_domain(&self, other: &DomainRef<C>) -> Result<()> {
         if self.shared.same(other) {
             Ok(())

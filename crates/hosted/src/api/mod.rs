@@ -90,6 +90,7 @@ use wire::link::Medium;
 
 mod av;
 mod buf;
+mod cm;
 mod cntr;
 mod completion;
 mod cq;
@@ -103,6 +104,7 @@ mod table;
 
 pub use av::Av;
 pub use buf::Buf;
+pub use cm::{ConnEvent, ConnRequest, PassiveEndpoint};
 pub use cntr::Counter;
 pub use completion::{Completion, CompletionError, RemoteEvent};
 pub use cq::{Cq, CqBatch};

@@ -56,6 +56,8 @@ pub(crate) struct Inner<C> {
     pub zombies: Vec<Zombie>,
     /// Completions that named no posted buffer (a failed inject): counted, skipped.
     pub orphans: u64,
+    /// Connection events not yet taken by the object they are about (`cm.rs`).
+    pub cm_events: Vec<ofi_nostd::domain::CmEvent<Heap>>,
 }
 
 /// The runtime's core domain and passes, reached as `inner.core`, `inner.wake()`.
@@ -84,6 +86,7 @@ impl<C: Send + 'static> Inner<C> {
             eps: Vec::new(),
             zombies: Vec::new(),
             orphans: 0,
+            cm_events: Vec::new(),
         }
     }
 

@@ -119,6 +119,9 @@ pub enum EpKind {
     Rdm,
     /// FI_EP_DGRAM: unreliable datagrams up to the link MTU.
     Dgram,
+    /// FI_EP_MSG: a connection (the server listens on a passive endpoint, the client
+    /// connects), reliable messages of any size.
+    Msg,
 }
 
 /// Transmit operations (`-m`).

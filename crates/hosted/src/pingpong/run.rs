@@ -98,9 +98,10 @@ impl Common<'_> {
         let ep_type = match args.ep {
             EpKind::Rdm => EpType::Rdm,
             EpKind::Dgram => EpType::Dgram,
+            EpKind::Msg => EpType::Msg,
         };
         let max_msg = match args.ep {
-            EpKind::Rdm => domain.info().ep_attr.max_msg_size,
+            EpKind::Rdm | EpKind::Msg => domain.info().ep_attr.max_msg_size,
             EpKind::Dgram => link.dgram_max,
         };
         let spin = !args.block;
@@ -259,10 +260,10 @@ fn options(args: &Args) -> String {
 }
 
 fn describe(ep: u8, op: u8, mode: u8, check: u8) -> String {
-    let ep = if ep == EpKind::Rdm as u8 {
-        "rdm"
-    } else {
-        "dgram"
+    let ep = match ep {
+        e if e == EpKind::Rdm as u8 => "rdm",
+        e if e == EpKind::Msg as u8 => "msg",
+        _ => "dgram",
     };
     let op = if op == Op::Msg as u8 { "msg" } else { "tagged" };
     let mode = match mode {
@@ -325,7 +326,12 @@ fn client(
         ),
     };
     let mut c = Common::open(args, fabric, ip, port, Some(*dest.ip()), out, err)?;
-    c.s.set_peer(EpAddr::new(dest.ip().octets(), dest.port(), 0))?;
+    let to = EpAddr::new(dest.ip().octets(), dest.port(), 0);
+    if args.ep == EpKind::Msg {
+        // The server's passive endpoint is its address's endpoint 0.
+        c.s.connect(to)?;
+    }
+    c.s.set_peer(to)?;
     let sizes = args.size_list(c.max_msg)?;
     let mut cl = Client {
         c,
@@ -372,6 +378,7 @@ fn ep_name(ep: EpKind) -> &'static str {
     match ep {
         EpKind::Rdm => "rdm",
         EpKind::Dgram => "dgram",
+        EpKind::Msg => "msg",
     }
 }
 
@@ -661,6 +668,11 @@ fn server(
         next_hello: None,
     };
     let me = sv.c.s.addr();
+    let pep = if args.ep == EpKind::Msg {
+        Some(sv.c.s.listen()?)
+    } else {
+        None
+    };
     let _ = writeln!(
         sv.c.err,
         "ofi-pingpong: server listening on {}:{}",
@@ -668,6 +680,13 @@ fn server(
         me.port
     );
     let _ = sv.c.err.flush();
+    if let Some(pep) = &pep {
+        if args.serve.is_some() {
+            // Each client would need its own accepted endpoint; --serve reuses one.
+            return Err(Failure::new("--serve is not supported with -e msg"));
+        }
+        sv.c.s.accept(pep)?;
+    }
     match args.serve {
         Some(n) => super::serve::run(&mut sv, n),
         None => {

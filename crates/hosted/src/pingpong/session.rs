@@ -13,7 +13,7 @@ use ofi_nostd::flags::{FI_ADDR_UNSPEC, FiAddr, Flags};
 use ofi_nostd::info::EpType;
 
 use super::Failure;
-use crate::api::{Av, Buf, Completion, Cq, CqBatch, Domain, Endpoint, OpId};
+use crate::api::{Av, Buf, Completion, Cq, CqBatch, Domain, Endpoint, OpId, PassiveEndpoint};
 
 /// Set in the CQ data of control messages.
 const CTRL: u64 = 1 << 63;
@@ -175,8 +175,13 @@ impl Session {
         let ep = domain.endpoint(ep_type).map_err(fab("fi_endpoint"))?;
         ep.bind_cq(&cq, Flags::TRANSMIT | Flags::RECV)
             .map_err(fab("fi_ep_bind"))?;
-        ep.bind_av(&av).map_err(fab("fi_ep_bind"))?;
-        ep.enable().map_err(fab("fi_enable"))?;
+        let msg = ep_type == EpType::Msg;
+        if !msg {
+            // A connected endpoint has its peer instead, and fi_connect / fi_accept
+            // enable it.
+            ep.bind_av(&av).map_err(fab("fi_ep_bind"))?;
+            ep.enable().map_err(fab("fi_enable"))?;
+        }
         let inject_size = domain
             .info()
             .tx_attr
@@ -220,9 +225,41 @@ impl Session {
             rx_copy: Buf::default(),
         };
         // Ready for control messages: two untagged receives (msg mode) or the control
-        // receive (tagged mode).
-        s.configure_rx(CTRL_MAX, 2, 0)?;
+        // receive (tagged mode). A connected endpoint posts them once connected.
+        if !msg {
+            s.configure_rx(CTRL_MAX, 2, 0)?;
+        }
         Ok(s)
+    }
+
+    /// FI_EP_MSG client: connects to the passive endpoint at `to`, then posts the
+    /// control receives.
+    pub(crate) fn connect(&mut self, to: EpAddr) -> Result<(), Failure> {
+        self.ep
+            .connect(to, b"ofi-pingpong")
+            .map_err(fab("fi_connect"))?;
+        self.ep
+            .wait_connected(self.timeout)
+            .map_err(fab("waiting for FI_CONNECTED"))?;
+        self.configure_rx(CTRL_MAX, 2, 0)
+    }
+
+    /// FI_EP_MSG server: a passive endpoint listening at the domain's address.
+    pub(crate) fn listen(&self) -> Result<PassiveEndpoint<u64>, Failure> {
+        self.domain.passive_endpoint().map_err(fab("fi_passive_ep"))
+    }
+
+    /// FI_EP_MSG server: accepts the first connection request on `pep` with this
+    /// session's endpoint, then posts the control receives.
+    pub(crate) fn accept(&mut self, pep: &PassiveEndpoint<u64>) -> Result<(), Failure> {
+        let req = pep
+            .request(self.timeout)
+            .map_err(fab("waiting for FI_CONNREQ"))?;
+        pep.accept(&req, &self.ep, b"").map_err(fab("fi_accept"))?;
+        self.ep
+            .wait_connected(self.timeout)
+            .map_err(fab("waiting for FI_CONNECTED"))?;
+        self.configure_rx(CTRL_MAX, 2, 0)
     }
 
     /// Receives data (and, in msg mode, control messages) into multi-receive buffers

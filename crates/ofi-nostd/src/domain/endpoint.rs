@@ -17,16 +17,18 @@ use crate::time::Instant;
 
 impl<S: Storage> Domain<S> {
     /// `fi_endpoint`: an endpoint with the attributes of `info`, which must be within what
-    /// this domain offers. FI_EP_DGRAM and FI_EP_RDM endpoints are supported; other types
-    /// are -FI_EINVAL. An RDM endpoint's queues (send operations, posted receives of each
+    /// this domain offers. FI_EP_DGRAM and FI_EP_RDM endpoints are supported, and
+    /// FI_EP_MSG ones (an RDM engine for one peer, `domain/cm.rs`) in a build with the
+    /// `msg-ep` feature; other types are -FI_EINVAL. An RDM endpoint's queues (send operations, posted receives of each
     /// kind) are `tx_attr.size` / `rx_attr.size` deep, at most 65535.
     pub fn ep_open(&mut self, info: &Info, context: u64) -> Result<EpHandle<S>> {
         let ep_type = match info.ep_attr.ep_type {
             EpType::Dgram => EpType::Dgram,
             EpType::Rdm => EpType::Rdm,
+            EpType::Msg if crate::served::MsgEp::SERVED.is_some() => EpType::Msg,
             _ => return Err(Errno::EINVAL),
         };
-        let rdm = ep_type == EpType::Rdm;
+        let rdm = ep_type != EpType::Dgram;
         let pc = self.cfg;
         let (ta, ra) = (&info.tx_attr, &info.rx_attr);
         let tx_size = if ta.size == 0 { pc.tx_size } else { ta.size };
@@ -137,6 +139,12 @@ impl<S: Storage> Domain<S> {
             engine,
         };
         let h = self.eps.insert(ep).map_err(|_| Errno::ENOMEM)?;
+        if ep_type == EpType::Msg
+            && let Err(e) = self.cm.ep_opened(h.index())
+        {
+            self.eps.remove(h);
+            return Err(e);
+        }
         let local = self.local;
         if let Some(ep) = self.eps.get_mut(h) {
             ep.id = h.index() as u16;
@@ -262,7 +270,7 @@ impl<S: Storage> Domain<S> {
 
     /// `fi_enable`: an endpoint that can send needs a transmit CQ (even when successes
     /// are suppressed, so errors can be reported): -FI_ENOCQ; a connectionless endpoint
-    /// needs its AV: -FI_ENOAV. Enabling twice is -FI_EOPBADSTATE. A receive CQ is
+    /// needs its AV: -FI_ENOAV (a connected one has its peer instead). Enabling twice is -FI_EOPBADSTATE. A receive CQ is
     /// needed by the first receive posted, not here (fi_endpoint(3) asks for CQs that
     /// report the operations the endpoint *initiates*; an endpoint that only writes,
     /// as fabtests' `fi_rdm_multi_domain` does, binds none).
@@ -276,7 +284,7 @@ impl<S: Storage> Domain<S> {
         if sends && ep.tx_cq.is_none() {
             return Err(Errno::ENOCQ);
         }
-        if ep.av.is_none() {
+        if ep.av.is_none() && ep.ep_type != EpType::Msg {
             return Err(Errno::ENOAV);
         }
         ep.state = EpState::Enabled;
@@ -341,6 +349,7 @@ impl<S: Storage> Domain<S> {
             return Err(Errno::EINVAL);
         }
         let mut ep = obj(self.eps.remove(h))?;
+        self.cm.ep_closed(h.index());
         // Reservations of what is still queued: (transmit, receive).
         let (reserved, rx_reserved) = match &mut ep.engine {
             Engine::Rdm(r) => r.reservations(),

@@ -15,6 +15,7 @@
 //! of received packets to the endpoints' engines ([`crate::dgram`], [`crate::rdm`]).
 
 mod atomic;
+mod cm;
 mod endpoint;
 mod msg;
 mod progress;
@@ -42,6 +43,7 @@ pub(crate) use crate::fid::Objects;
 pub use crate::fid::{AvHandle, AvObj, CntrHandle, CqHandle, CqObj, MrTableOf};
 pub use crate::iov::MR_IOV_LIMIT;
 pub use atomic::AtomicArgs;
+pub use cm::{CmEvent, CmFid, CmStats, MAX_PEPS, PepHandle};
 pub use msg::MsgArgs;
 pub use progress::{PassKind, ProgressReport};
 pub use rma::{RmaArgs, RmaIov};
@@ -149,6 +151,8 @@ pub struct Domain<S: Storage> {
     ctl: [Option<(EpAddr, u16, u32, u16)>; 8],
     /// How many of `ctl` are queued (every pass asks).
     ctl_n: u8,
+    /// Passive endpoints and the connections of FI_EP_MSG endpoints.
+    cm: cm::CmTable<S>,
 }
 
 fn obj<T>(p: Option<T>) -> Result<T> {
@@ -223,6 +227,7 @@ impl<S: Storage> Domain<S> {
         let mr_buckets = store
             .slice(pc.mr_cnt * 2 + 1, || 0u32)
             .ok_or(Errno::ENOMEM)?;
+        let cm = cm::CmTable::new(&mut store, pc.ep_cnt.min(u16::MAX as usize))?;
         let mut rng = Prng::new(cfg.key_seed);
         let mrs = MrTable::new(
             MrConfig {
@@ -263,6 +268,7 @@ impl<S: Storage> Domain<S> {
             tx_owed: false,
             ctl: [None; 8],
             ctl_n: 0,
+            cm,
         })
     }
 
@@ -274,7 +280,8 @@ impl<S: Storage> Domain<S> {
             && self.res.cntrs.is_empty()
             && self.res.avs.is_empty()
             && self.res.mrs.is_empty()
-            && self.eps.is_empty())
+            && self.eps.is_empty()
+            && self.cm.is_empty())
         {
             return Err((self, Errno::EBUSY));
         }
@@ -329,3 +336,7 @@ mod tests;
 #[cfg(test)]
 #[path = "loopback_tests.rs"]
 mod loopback_tests;
+
+#[cfg(all(test, feature = "msg-ep"))]
+#[path = "cm_tests.rs"]
+mod cm_tests;

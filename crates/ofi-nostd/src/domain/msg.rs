@@ -180,8 +180,13 @@ impl<S: Storage> Domain<S> {
                     .check_local(msg.desc.get(i).copied().unwrap_or(0), *v, Flags::SEND)?;
             }
         }
-        let av = obj(ep.av.and_then(|a| self.res.avs.get(a)))?;
-        let dest_addr = av.resolve_ep(msg.addr).map_err(|_| Errno::EINVAL)?;
+        // A connected endpoint sends to its peer whatever `dest_addr` says (fi_msg(3)).
+        let dest_addr = if ep.ep_type == crate::info::EpType::Msg {
+            self.cm.send_peer(h.index())?
+        } else {
+            let av = obj(ep.av.and_then(|a| self.res.avs.get(a)))?;
+            av.resolve_ep(msg.addr).map_err(|_| Errno::EINVAL)?
+        };
         let tx_cq = obj(ep.tx_cq.as_ref())?;
         let tx_cq_h = tx_cq.cq;
         let completion = !no_completion && (!tx_cq.selective || flags.contains(Flags::COMPLETION));
@@ -323,7 +328,10 @@ impl<S: Storage> Domain<S> {
         // it (fi_tagged(3); Open MPI's MPI_Mrecv passes address 0, no AV entry under
         // FI_AV_MAP).
         let claim = flags.contains(Flags::CLAIM) && !flags.contains(Flags::PEEK);
-        let src = if ep.caps.contains(Flags::DIRECTED_RECV) && msg.addr != FI_ADDR_UNSPEC && !claim
+        let src = if ep.caps.contains(Flags::DIRECTED_RECV)
+            && msg.addr != FI_ADDR_UNSPEC
+            && !claim
+            && ep.ep_type != crate::info::EpType::Msg
         {
             let av = obj(ep.av.and_then(|a| self.res.avs.get(a)))?;
             av.resolve(msg.addr).map_err(|_| Errno::EINVAL)?;

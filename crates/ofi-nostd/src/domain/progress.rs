@@ -135,6 +135,7 @@ impl<S: Storage> Domain<S> {
         self.net.poll_tx(now, link);
         report.tx = self.tx_all(now, link, mem);
         report.tx += self.rdm_tx_all(now, link, mem, posted_only);
+        report.tx += self.cm_tx(now, link);
         Ok(report)
     }
 
@@ -162,6 +163,9 @@ impl<S: Storage> Domain<S> {
         let mut t: Option<Instant> = None;
         if self.tx_owed || self.ctl_n > 0 || self.net.has_looped() {
             t = Some(self.last_now);
+        }
+        if let Some(d) = self.cm_timeout() {
+            t = Some(d);
         }
         for (_, ep) in self.eps.iter() {
             match &ep.engine {
@@ -312,7 +316,13 @@ impl<S: Storage> Domain<S> {
         }
     }
 
-    fn rx_datagram(&mut self, now: Instant, src: UdpAddr, buf: &[u8], mem: &mut impl Memory) {
+    pub(super) fn rx_datagram(
+        &mut self,
+        now: Instant,
+        src: UdpAddr,
+        buf: &[u8],
+        mem: &mut impl Memory,
+    ) {
         let repr = match Repr::parse_bytes(buf) {
             Ok(r) => r,
             Err(e) => {
@@ -343,6 +353,10 @@ impl<S: Storage> Domain<S> {
             port: src.port,
             ep_id: repr.header.src_ep,
         };
+        if repr.packet_type().is_cm() {
+            self.stats.rx_packets += 1;
+            return self.rx_cm(now, from, &repr);
+        }
         let is_dgram = matches!(repr.body, Body::Dgram(_));
         let slot = self.route(repr.header.dst_ep);
         let rdm_ep = self
@@ -371,6 +385,9 @@ impl<S: Storage> Domain<S> {
             let Some(ep) = self.eps.get_mut_by_index(slot) else {
                 return;
             };
+            if ep.ep_type == EpType::Msg && !self.cm.admits(slot, &from) {
+                return;
+            }
             if ep.state != EpState::Enabled || is_dgram {
                 self.stats.rx_wrong_type += 1;
                 return;

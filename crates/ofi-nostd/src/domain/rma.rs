@@ -210,8 +210,13 @@ impl<S: Storage> Domain<S> {
         if flags.intersects(crate::ep::unsupported_tx_flags(ep.ep_type)) {
             return Err(Errno::EBADFLAGS);
         }
-        let av = obj(ep.av.and_then(|a| self.res.avs.get(a)))?;
-        let dest_addr = av.resolve_ep(dest).map_err(|_| Errno::EINVAL)?;
+        // A connected endpoint sends to its peer whatever `dest_addr` says (fi_msg(3)).
+        let dest_addr = if ep.ep_type == crate::info::EpType::Msg {
+            self.cm.send_peer(h.index())?
+        } else {
+            let av = obj(ep.av.and_then(|a| self.res.avs.get(a)))?;
+            av.resolve_ep(dest).map_err(|_| Errno::EINVAL)?
+        };
         let tx_cq = obj(ep.tx_cq.as_ref())?;
         let tx_cq_h = tx_cq.cq;
         let completion = !no_completion && (!tx_cq.selective || flags.contains(Flags::COMPLETION));

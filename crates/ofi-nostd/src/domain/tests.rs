@@ -921,8 +921,14 @@ fn dgram_refuses_completion_levels_it_cannot_give() {
 fn other_endpoint_types_are_refused() {
     let (_, mut dom) = open_domain([10, 0, 0, 1]);
     let mut info = dgram_info();
+    for t in [EpType::SockStream, EpType::SockDgram, EpType::Unspec] {
+        info.ep_attr.ep_type = t;
+        assert_eq!(dom.ep_open(&info, 0).err(), Some(Errno::EINVAL), "{t:?}");
+    }
+    // FI_EP_MSG only in a build that serves it.
     info.ep_attr.ep_type = EpType::Msg;
-    assert_eq!(dom.ep_open(&info, 0).err(), Some(Errno::EINVAL));
+    info.caps = Flags::MSG;
+    assert_eq!(dom.ep_open(&info, 0).is_ok(), cfg!(feature = "msg-ep"));
 }
 
 /// fi_endpoint checks its `info`: one context each way (more, or a shared one, would be
@@ -1136,7 +1142,7 @@ fn each_kind_of_bad_datagram_has_its_own_counter() {
     let cases: [(Vec<u8>, Field); 8] = [
         (bad(0, 0x00), |s| s.rx_bad_magic),
         (bad(2, 9), |s| s.rx_bad_version),
-        (bad(3, 0x30), |s| s.rx_unknown_type),
+        (bad(3, 0x36), |s| s.rx_unknown_type),
         (good[..20].to_vec(), |s| s.rx_truncated),
         (bad(7, 10), |s| s.rx_bad_length),
         (bad(n - 1, b'x'), |s| s.rx_bad_checksum),

@@ -167,6 +167,10 @@ pub struct ProviderConfig {
     /// Completions of an RDM endpoint are reported in submission order per peer
     /// (FI_ORDER_STRICT comp_order may be granted).
     pub comp_order_strict: bool,
+    /// The adapter serves FI_EP_MSG: passive endpoints, fi_connect / fi_accept and
+    /// their EQ events (the core serves them in a build with the `msg-ep` feature).
+    /// getinfo offers FI_EP_MSG entries, after the RDM and DGRAM ones, only then.
+    pub msg_ep: bool,
 }
 
 /// The message ordering of RDM endpoints. Every operation to a peer (send, tagged send,
@@ -226,6 +230,7 @@ impl ProviderConfig {
         max_auth_key_size: crate::info::AUTH_KEY_CAP,
         local_comm: true,
         comp_order_strict: false,
+        msg_ep: false,
     };
 
     fn progress_supported(&self, p: Progress) -> bool {
@@ -292,6 +297,9 @@ const RDM_RMA_CAPS: Flags = if cfg!(feature = "rma") {
 } else {
     Flags::empty()
 };
+/// What a connected endpoint offers: RDM's, without what needs several peers (a
+/// message's source, receives from one source).
+const MSG_CAPS: Flags = RDM_CAPS.difference(Flags::DIRECTED_RECV.union(Flags::SOURCE));
 const DGRAM_CAPS: Flags = Flags::MSG
     .union(Flags::SEND)
     .union(Flags::RECV)
@@ -346,7 +354,11 @@ pub fn default_info(ep_type: EpType, iface: Option<&Interface<'_>>, cfg: &Provid
             comm = COMM_CAPS;
         }
     }
-    let caps = if rdm { RDM_CAPS } else { DGRAM_CAPS } | comm;
+    let caps = match ep_type {
+        EpType::Dgram => DGRAM_CAPS,
+        EpType::Msg => MSG_CAPS,
+        _ => RDM_CAPS,
+    } | comm;
     // An IPv4 datagram is at most 65535 bytes whatever the MTU (loopback's is 65536).
     let mtu = iface.map_or(1500, |i| i.mtu).min(65535);
     let dgram_max = mtu.saturating_sub(IP_UDP_HEADER_LEN + cfg.wire_header_len);
@@ -381,11 +393,14 @@ pub fn default_info(ep_type: EpType, iface: Option<&Interface<'_>>, cfg: &Provid
             iov_limit: cfg.iov_limit,
         },
         ep_attr: EpAttr {
-            ep_type: if rdm { EpType::Rdm } else { EpType::Dgram },
-            protocol: if rdm {
-                Protocol::NOSTD_RDM
-            } else {
-                Protocol::NOSTD_DGRAM
+            ep_type: match ep_type {
+                EpType::Dgram | EpType::Msg => ep_type,
+                _ => EpType::Rdm,
+            },
+            protocol: match ep_type {
+                EpType::Dgram => Protocol::NOSTD_DGRAM,
+                EpType::Msg => Protocol::NOSTD_MSG,
+                _ => Protocol::NOSTD_RDM,
             },
             protocol_version: 1,
             max_msg_size,
@@ -575,7 +590,10 @@ pub fn getinfo(
 
     let mut n = 0;
     let mut truncated = false;
-    for ep_type in [EpType::Rdm, EpType::Dgram] {
+    // FI_EP_MSG last: an application that asks for no type gets RDM first, as before.
+    let msg = cfg.msg_ep && crate::served::MsgEp::SERVED.is_some();
+    let types = [EpType::Rdm, EpType::Dgram, EpType::Msg];
+    for ep_type in types.into_iter().filter(|t| msg || *t != EpType::Msg) {
         for pass_near in [true, false] {
             for iface in prov
                 .interfaces
@@ -825,7 +843,7 @@ fn apply_hints(mut info: Info, h: &Info, version: u32, cfg: &ProviderConfig) -> 
     ea.auth_key = he.auth_key.clone();
 
     // Transmit.
-    let rdm = info.ep_attr.ep_type == EpType::Rdm;
+    let rdm = info.ep_attr.ep_type != EpType::Dgram;
     let (ht, ta) = (&h.tx_attr, &mut info.tx_attr);
     let tx_ops = if rdm {
         RDM_TX_OP_FLAGS

@@ -284,6 +284,9 @@ impl Protocol {
     /// provider specific. Distinct from [`Protocol::NOSTD_RDM`] because the two do not
     /// interoperate.
     pub const NOSTD_DGRAM: Protocol = Protocol(FI_PROV_SPECIFIC | 0x006E_7302);
+    /// The reliable protocol with connection management (FI_EP_MSG endpoints, wire
+    /// protocol section 9), provider specific: an RDM session set up by CONNREQ/ACCEPT.
+    pub const NOSTD_MSG: Protocol = Protocol(FI_PROV_SPECIFIC | 0x006E_7303);
 
     /// The C name, for the values `<rdma/fabric.h>` 1.17 defines (7 and 17 are the
     /// retired MXM and MRAIL values, which `fi_tostr` no longer names).

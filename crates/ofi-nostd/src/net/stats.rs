@@ -1,7 +1,7 @@
 //! The counters of a [`Net`](super::Net), and every reason it drops a received buffer.
 
 /// Why [`Net::rx`](super::Net::rx) dropped a buffer. Each reason has a counter
-/// ([`NetStats::dropped`]); the order follows `docs/wire-protocol.md` section 9.
+/// ([`NetStats::dropped`]); the order follows `docs/wire-protocol.md` section 10.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum DropReason {

@@ -110,13 +110,25 @@ pub enum PacketType {
     AtomicReq = 0x23,
     /// Atomic response.
     AtomicResp = 0x24,
+    /// FI_EP_MSG: connection request with CM data, to a passive endpoint.
+    ConnReq = 0x30,
+    /// FI_EP_MSG: the listener accepted (from the new endpoint, with CM data).
+    Accept = 0x31,
+    /// FI_EP_MSG: the listener refused (reason and CM data).
+    CmReject = 0x32,
+    /// FI_EP_MSG: the connector saw the ACCEPT (the accepter reports FI_CONNECTED).
+    Established = 0x33,
+    /// FI_EP_MSG: the connection ends (after every sequenced packet was acked).
+    Shutdown = 0x34,
+    /// FI_EP_MSG: the answer to SHUTDOWN.
+    ShutdownAck = 0x35,
 }
 
 /// Type ranges reserved for later versions; a v1 receiver counts and drops them.
 pub mod reserved_types {
     use core::ops::RangeInclusive;
-    /// FI_EP_MSG connection management (connreq, connresp, shutdown with CM data).
-    pub const CONNECTION_MANAGEMENT: RangeInclusive<u8> = 0x30..=0x3F;
+    /// FI_EP_MSG connection management beyond the types v1 defines (0x30..=0x35).
+    pub const CONNECTION_MANAGEMENT: RangeInclusive<u8> = 0x36..=0x3F;
     /// Collectives.
     pub const COLLECTIVES: RangeInclusive<u8> = 0x40..=0x4F;
     /// Congestion control (notifications, rate grants).
@@ -150,8 +162,21 @@ impl PacketType {
             0x22 => ReadResp,
             0x23 => AtomicReq,
             0x24 => AtomicResp,
+            0x30..=0x35 if !cfg!(feature = "cm") => return None,
+            0x30 => ConnReq,
+            0x31 => Accept,
+            0x32 => CmReject,
+            0x33 => Established,
+            0x34 => Shutdown,
+            0x35 => ShutdownAck,
             _ => return None,
         })
+    }
+
+    /// Whether this is a connection-management type (section 9, FI_EP_MSG).
+    #[inline]
+    pub const fn is_cm(self) -> bool {
+        (self as u8) >> 4 == 0x3
     }
 
     /// Whether packets of this type consume a sequence number (are acked and
@@ -168,6 +193,12 @@ impl PacketType {
                 | PacketType::Ack
                 | PacketType::Retry
                 | PacketType::Dgram
+                | PacketType::ConnReq
+                | PacketType::Accept
+                | PacketType::CmReject
+                | PacketType::Established
+                | PacketType::Shutdown
+                | PacketType::ShutdownAck
         )
     }
 

@@ -51,6 +51,8 @@ pub mod caps {
     /// The sender has an `auth_key` and puts a MAC on every packet of the session
     /// (spec 4.10); a keyed receiver refuses a handshake without it.
     pub const AUTH_MAC: u64 = 1 << 11;
+    /// The sender speaks FI_EP_MSG connection management (spec section 9).
+    pub const CM: u64 = 1 << 14;
 }
 
 /// Reject reason codes (REJECT `reason`). Unknown values are accepted and reported.

@@ -20,7 +20,8 @@
 //! `base` (base header, flags, type codes, [`Header`]), `view` ([`Packet`]),
 //! `handshake` (HELLO, HELLO_ACK, REJECT, CLOSE, RESET), `keepalive`, `ack` (the full
 //! and the short ACK body), `msg` (MSG/TAGGED and [`emit_msg_header`]), `bundle`,
-//! `rndv` (RTS, CTS, DATA), `rma`, `atomic` and `dgram`. This module ties them
+//! `rndv` (RTS, CTS, DATA), `rma`, `atomic`, `dgram` and `cm` (FI_EP_MSG connection
+//! management). This module ties them
 //! together: [`Body`], [`Repr`] and its dispatch, and [`hdr_len`]. Every public item
 //! is re-exported here, so its path is `wire::packet::X`.
 
@@ -53,6 +54,7 @@ mod ack;
 mod atomic;
 mod base;
 mod bundle;
+mod cm;
 mod codec;
 mod dgram;
 mod handshake;
@@ -75,6 +77,7 @@ pub use self::bundle::{
     BundleHeader, BundleMsg, BundleMsgs, BundleRecHeader, BundleRepr, bundle_header_len,
     bundle_rec, bundle_record_len, emit_bundle_header, emit_bundle_record,
 };
+pub use self::cm::{CM_DATA_MAX, CmHeader, CmRepr, cm_reason};
 pub use self::dgram::{DgramRepr, max_dgram_payload};
 pub use self::handshake::{
     AUTH_HMAC_SHA256, AUTH_NONE, COOKIE_LEN, CloseHeader, CloseRepr, HELLO_COOKIE, HelloHeader,
@@ -134,6 +137,8 @@ pub mod hdr_len {
     pub const BUNDLE: usize = size_of::<BundleHeader>();
     /// One BUNDLE record's header (without tag and CQ data).
     pub const BUNDLE_REC: usize = size_of::<BundleRecHeader>();
+    /// Every connection-management type (without CM data).
+    pub const CM: usize = size_of::<CmHeader>();
 }
 
 const _: () = {
@@ -153,6 +158,7 @@ const _: () = {
     assert!(hdr_len::DGRAM == 0);
     assert!(hdr_len::BUNDLE == 4);
     assert!(hdr_len::BUNDLE_REC == 8);
+    assert!(hdr_len::CM == 4);
 };
 
 /// The type-specific part of a [`Repr`].
@@ -179,6 +185,12 @@ pub enum Body<'a> {
     AtomicReq(AtomicReqRepr<'a>),
     AtomicResp(AtomicRespRepr<'a>),
     Dgram(DgramRepr<'a>),
+    ConnReq(CmRepr<'a>),
+    Accept(CmRepr<'a>),
+    CmReject(CmRepr<'a>),
+    Established(CmRepr<'a>),
+    Shutdown(CmRepr<'a>),
+    ShutdownAck(CmRepr<'a>),
 }
 
 /// A validated packet: base-header fields plus a typed body. Payloads borrow from the
@@ -221,6 +233,12 @@ impl<'a> Body<'a> {
             Body::AtomicResp(_) => PacketType::AtomicResp,
             Body::Dgram(_) => PacketType::Dgram,
             Body::Bundle(_) => PacketType::Bundle,
+            Body::ConnReq(_) => PacketType::ConnReq,
+            Body::Accept(_) => PacketType::Accept,
+            Body::CmReject(_) => PacketType::CmReject,
+            Body::Established(_) => PacketType::Established,
+            Body::Shutdown(_) => PacketType::Shutdown,
+            Body::ShutdownAck(_) => PacketType::ShutdownAck,
         }
     }
 
@@ -262,7 +280,13 @@ impl<'a> Body<'a> {
             | Body::Retry(_)
             | Body::KeepAlive(_)
             | Body::Ack(_)
-            | Body::Dgram(_) => None,
+            | Body::Dgram(_)
+            | Body::ConnReq(_)
+            | Body::Accept(_)
+            | Body::CmReject(_)
+            | Body::Established(_)
+            | Body::Shutdown(_)
+            | Body::ShutdownAck(_) => None,
         }
     }
 
@@ -316,6 +340,12 @@ impl<'a> Body<'a> {
             Body::AtomicResp(_) => hdr_len::ATOMIC_RESP,
             Body::Dgram(d) => hdr_len::DGRAM + o(&d.cq_data),
             Body::Bundle(_) => hdr_len::BUNDLE,
+            Body::ConnReq(_)
+            | Body::Accept(_)
+            | Body::CmReject(_)
+            | Body::Established(_)
+            | Body::Shutdown(_)
+            | Body::ShutdownAck(_) => hdr_len::CM,
         }
     }
 
@@ -330,6 +360,7 @@ impl<'a> Body<'a> {
             Body::AtomicResp(a) => a.payload,
             Body::Dgram(d) => d.payload,
             Body::Bundle(b) => b.records,
+            Body::ConnReq(c) | Body::Accept(c) | Body::CmReject(c) => c.data,
             _ => &[],
         }
     }
@@ -362,6 +393,10 @@ impl<'a> Body<'a> {
             Body::AtomicResp(a) => a.check(),
             Body::Dgram(d) => d.check(header),
             Body::Bundle(b) => b.check(),
+            Body::ConnReq(c) | Body::Accept(c) => c.check(header, true, false),
+            Body::CmReject(c) => c.check(header, true, true),
+            Body::Established(c) | Body::ShutdownAck(c) => c.check(header, false, false),
+            Body::Shutdown(c) => c.check(header, false, true),
         }
     }
 }
@@ -453,6 +488,12 @@ impl<'a> Repr<'a> {
             PacketType::AtomicResp => Body::AtomicResp(AtomicRespRepr::parse(r, ack)?),
             PacketType::Dgram => Body::Dgram(DgramRepr::parse(r, cq)?),
             PacketType::Bundle => Body::Bundle(BundleRepr::parse(r, ack)?),
+            PacketType::ConnReq => Body::ConnReq(CmRepr::parse(r)?),
+            PacketType::Accept => Body::Accept(CmRepr::parse(r)?),
+            PacketType::CmReject => Body::CmReject(CmRepr::parse(r)?),
+            PacketType::Established => Body::Established(CmRepr::parse(r)?),
+            PacketType::Shutdown => Body::Shutdown(CmRepr::parse(r)?),
+            PacketType::ShutdownAck => Body::ShutdownAck(CmRepr::parse(r)?),
         };
         body.validate(&header)?;
         Ok(Repr { header, body })
@@ -508,6 +549,12 @@ impl<'a> Repr<'a> {
             Body::AtomicResp(x) => x.emit(&mut w)?,
             Body::Dgram(x) => x.emit(&mut w)?,
             Body::Bundle(x) => x.emit(&mut w)?,
+            Body::ConnReq(x)
+            | Body::Accept(x)
+            | Body::CmReject(x)
+            | Body::Established(x)
+            | Body::Shutdown(x)
+            | Body::ShutdownAck(x) => x.emit(&mut w)?,
         }
         if w.pos != len {
             return Err(Error::BadLength);

@@ -46,7 +46,7 @@ fn with_cfg(cfg: ProviderConfig) -> Provider<'static> {
     Provider { cfg, ..prov() }
 }
 
-fn out() -> [Info; 8] {
+fn out() -> [Info; 12] {
     Default::default()
 }
 
@@ -502,7 +502,39 @@ fn ep_type_filters() {
             Err(Errno::ENODATA)
         );
     }
-    // TAGGED exists only on RDM.
+    // FI_EP_MSG once the adapter serves it (and the build has `msg-ep`): after RDM and
+    // DGRAM, with RDM's capabilities but those that need several peers.
+    let p = with_cfg(ProviderConfig {
+        msg_ep: true,
+        ..ProviderConfig::DEFAULT
+    });
+    let all = run(None, None, Flags::empty(), None, &p).unwrap();
+    let served = cfg!(feature = "msg-ep");
+    assert_eq!(all.len(), if served { 9 } else { 6 });
+    assert!(all[..6].iter().all(|i| i.ep_attr.ep_type != EpType::Msg));
+    h.ep_attr.ep_type = EpType::Msg;
+    match run(None, None, Flags::empty(), Some(&h), &p) {
+        Ok(r) => {
+            assert!(served);
+            assert_eq!(r.len(), 3);
+            for i in &r {
+                assert_eq!(i.ep_attr.ep_type, EpType::Msg);
+                assert_eq!(i.ep_attr.protocol, Protocol::NOSTD_MSG);
+                assert!(
+                    i.caps
+                        .contains(Flags::MSG | Flags::TAGGED | Flags::SEND | Flags::RECV)
+                );
+                assert!(!i.caps.intersects(Flags::DIRECTED_RECV | Flags::SOURCE));
+                assert_eq!(
+                    i.caps.contains(Flags::RMA),
+                    cfg!(feature = "rma"),
+                    "RMA as the build serves it"
+                );
+            }
+        }
+        Err(e) => assert!(!served && e == Errno::ENODATA),
+    }
+    // TAGGED exists only on RDM (and MSG, not offered by default).
     let mut h = hints();
     h.caps = Flags::TAGGED;
     let r = run(None, None, Flags::empty(), Some(&h), &prov()).unwrap();
