@@ -48,6 +48,9 @@ pub mod caps {
     /// The sender of this HELLO understands RETRY: a responder may answer it with a
     /// cookie instead of a session (stateless handshake, spec 4.2).
     pub const COOKIE: u64 = 1 << 10;
+    /// The receiver takes SACK packets (selective-ack ranges beyond the bitmap, spec
+    /// 5.6): windows above 64 packets are used only with a peer that announced it.
+    pub const SACK_RANGES: u64 = 1 << 12;
 }
 
 /// Reject reason codes (REJECT `reason`). Unknown values are accepted and reported.
