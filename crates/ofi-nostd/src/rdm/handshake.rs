@@ -23,7 +23,8 @@ fn our_caps(crc: bool) -> u64 {
         | wcaps::ORDERED
         | wcaps::BUNDLE
         | wcaps::SHORT_ACK
-        | wcaps::COOKIE;
+        | wcaps::COOKIE
+        | wcaps::SACK_RANGES;
     if crc {
         c |= wcaps::CRC_RX;
     }

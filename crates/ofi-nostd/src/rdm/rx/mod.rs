@@ -14,7 +14,7 @@ mod unexp;
 #[cfg(not(all(feature = "rma", feature = "atomic")))]
 mod unserved;
 
-use wire::packet::{Body, CtsRepr, DataRepr, MsgRepr, Repr, RtsRepr, close, status};
+use wire::packet::{Body, CtsRepr, DataRepr, MsgRepr, Repr, RtsRepr, SackRanges, close, status};
 use wire::seq::seq_diff;
 
 use super::*;
@@ -168,7 +168,12 @@ impl<S: Storage> Rdm<S> {
         match &repr.body {
             Body::Ack(a) => {
                 self.peers[p].rx.ts_recent = a.ts;
-                self.on_ack(p, a, now, ctx);
+                self.on_ack(p, a, &SackRanges::EMPTY, now, ctx);
+            }
+            Body::Sack(s) => {
+                self.stats.rx_sacks += 1;
+                self.peers[p].rx.ts_recent = s.ack.ts;
+                self.on_ack(p, &s.ack, &s.ranges, now, ctx);
             }
             Body::KeepAlive(k) => {
                 let pm = &mut self.peers[p];
@@ -195,7 +200,7 @@ impl<S: Storage> Rdm<S> {
                         self.acks_held += 1;
                         self.stats.rx_acks_held += 1;
                     } else {
-                        self.on_ack(p, &a, now, ctx);
+                        self.on_ack(p, &a, &SackRanges::EMPTY, now, ctx);
                     }
                 }
                 self.on_sequenced(p, repr, raw, now, mem, ctx)
@@ -268,9 +273,7 @@ impl<S: Storage> Rdm<S> {
                 return;
             }
             self.stats.rx_held += 1;
-            let pm = &mut self.peers[p];
-            pm.rx.ack_now = true; // a gap appeared or grew
-            self.tx_ready = true;
+            self.held_ack(p, seq, now);
             return;
         }
         match self.process(p, repr, now, mem, ctx) {
