@@ -257,6 +257,10 @@ impl<S: Storage> Rdm<S> {
         let Some(e) = self.win.sack(p, s) else {
             return false;
         };
+        let tx = &mut self.peers[p].tx;
+        if seq_le(tx.sack_top, s) {
+            tx.sack_top = s.wrapping_add(1);
+        }
         if e.retx == 0 {
             let r = now.saturating_duration_since(e.sent_at).total_micros();
             *sample = Some(sample.map_or(r, |x| x.min(r)));
@@ -409,7 +413,13 @@ impl<S: Storage> Rdm<S> {
             let srtt = Duration::from_micros(pm.tx.rtt.srtt.max(cfg.rto_min.total_micros() / 4));
             let (una, next) = (pm.tx.snd_una, pm.tx.next_seq);
             let mut above = 0u32;
-            let mut s = next;
+            // From the highest selectively acknowledged packet down (within `una ..
+            // next`; nothing at all when it is below `una`).
+            let top = pm.tx.sack_top;
+            let mut s = if seq_lt(top, next) { top } else { next };
+            if seq_lt(s, una) {
+                s = una;
+            }
             let mut marked = 0u32;
             while s != una {
                 s = s.wrapping_sub(1);
