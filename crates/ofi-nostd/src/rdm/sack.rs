@@ -2,7 +2,7 @@
 //! receiver reports beyond the 64-bit bitmap, and how often held packets are
 //! acknowledged.
 
-use wire::packet::{AckRepr, RANGES_FROM, SackRanges, caps as wcaps};
+use wire::packet::{AckRepr, Body, RANGES_FROM, SackRanges, SackRepr, caps as wcaps};
 
 use super::peer::Params;
 use super::*;
@@ -65,17 +65,47 @@ impl RangeScan {
 }
 
 impl<S: Storage> Rdm<S> {
-    /// The SACK ranges peer `p` is owed beyond acknowledgement `a`'s bitmap: none
-    /// unless it takes them and we hold packets beyond the bitmap's reach.
-    pub(in crate::rdm) fn sack_ranges(&self, p: usize, a: &AckRepr) -> SackRanges {
+    /// A SACK from peer `p`: an ACK with ranges. Out of line, so the receive path's
+    /// ACK case stays the only inlined acknowledgement.
+    #[cold]
+    #[inline(never)]
+    pub(in crate::rdm) fn on_sack(
+        &mut self,
+        p: usize,
+        s: &SackRepr,
+        now: Instant,
+        ctx: &mut Ctx<'_, S>,
+    ) {
+        self.stats.rx_sacks += 1;
+        self.peers[p].rx.ts_recent = s.ack.ts;
+        self.on_ack(p, &s.ack, &s.ranges, now, ctx);
+    }
+
+    /// Whether an acknowledgement to peer `p` may need ranges: it takes them and we
+    /// hold packets out of order.
+    #[inline]
+    pub(in crate::rdm) fn sack_due(&self, p: usize) -> bool {
         let peer = &self.peers[p];
-        let held = peer.rx.held;
-        if held == 0 || peer.session.params.caps & wcaps::SACK_RANGES == 0 {
-            return SackRanges::EMPTY;
+        peer.rx.held != 0 && peer.session.params.caps & wcaps::SACK_RANGES != 0
+    }
+
+    /// The body of acknowledgement `a` to peer `p` when [`Rdm::sack_due`]: a SACK with
+    /// the ranges of the packets held beyond `a`'s bitmap, or the ACK when there are
+    /// none. Out of line: the transmitter's common acknowledgement has no ranges.
+    #[cold]
+    #[inline(never)]
+    pub(in crate::rdm) fn sack_body(&self, p: usize, a: AckRepr) -> Body<'static> {
+        let (cum, held) = (a.cum_ack, self.peers[p].rx.held);
+        let ranges = RangeScan::new(held, a.sack.count_ones(), self.cfg.window as u32)
+            .run(|off| self.reo.slot(p, cum.wrapping_add(off)) != NO_SLOT);
+        if ranges.is_empty() {
+            Body::Ack(a)
+        } else {
+            Body::Sack(SackRepr {
+                ack: AckRepr { short: false, ..a },
+                ranges,
+            })
         }
-        let cum = a.cum_ack;
-        RangeScan::new(held, a.sack.count_ones(), self.cfg.window as u32)
-            .run(|off| self.reo.slot(p, cum.wrapping_add(off)) != NO_SLOT)
     }
 
     /// A packet was held out of order: acknowledge at once when it opened a new hole

@@ -170,11 +170,7 @@ impl<S: Storage> Rdm<S> {
                 self.peers[p].rx.ts_recent = a.ts;
                 self.on_ack(p, a, &SackRanges::EMPTY, now, ctx);
             }
-            Body::Sack(s) => {
-                self.stats.rx_sacks += 1;
-                self.peers[p].rx.ts_recent = s.ack.ts;
-                self.on_ack(p, &s.ack, &s.ranges, now, ctx);
-            }
+            Body::Sack(s) => self.on_sack(p, s, now, ctx),
             Body::KeepAlive(k) => {
                 let pm = &mut self.peers[p];
                 pm.rx.ts_recent = k.ts;

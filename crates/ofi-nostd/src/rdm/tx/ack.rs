@@ -2,7 +2,7 @@
 //! processing the peer's cumulative and selective acks (RTT samples, credits,
 //! completions).
 
-use wire::packet::{SackRanges, SackRepr};
+use wire::packet::SackRanges;
 
 use super::*;
 
@@ -112,19 +112,12 @@ impl<S: Storage> Rdm<S> {
         port: &mut P,
     ) -> Sent {
         let ack = self.ack_body(p, now);
-        let ranges = self.sack_ranges(p, &ack);
-        let peer = self.peers[p];
-        let body = if ranges.is_empty() {
-            Body::Ack(ack)
+        let body = if self.sack_due(p) {
+            self.sack_body(p, ack)
         } else {
-            Body::Sack(SackRepr {
-                ack: AckRepr {
-                    short: false,
-                    ..ack
-                },
-                ranges,
-            })
+            Body::Ack(ack)
         };
+        let peer = self.peers[p];
         let head = Repr {
             header: self.header(p, peer.tx.next_seq, false),
             body,
@@ -132,7 +125,7 @@ impl<S: Storage> Rdm<S> {
         let r = self.send_ctl(&peer.addr, &head, port);
         if r == Sent::Yes {
             self.stats.acks_sent += 1;
-            self.stats.sacks_sent += u64::from(!ranges.is_empty());
+            self.stats.sacks_sent += u64::from(matches!(body, Body::Sack(_)));
             self.acked(p, &ack);
         }
         r
@@ -275,6 +268,31 @@ impl<S: Storage> Rdm<S> {
         true
     }
 
+    /// The packets a SACK's `ranges` (beyond `cum`'s bitmap) acknowledge, as
+    /// [`Rdm::sacked`] takes each; whether any was news. Out of line: only SACKs
+    /// have ranges, and `on_ack` is inlined into the short path.
+    #[cold]
+    #[inline(never)]
+    #[allow(clippy::too_many_arguments)]
+    fn ranges_acked(
+        &mut self,
+        p: usize,
+        cum: u32,
+        ranges: &SackRanges,
+        flight: (u32, u32),
+        now: Instant,
+        sample: &mut Option<u64>,
+        ctx: &mut Ctx<'_, S>,
+    ) -> bool {
+        let mut news = false;
+        for (start, len) in ranges.iter() {
+            for off in start..start + len {
+                news |= self.sacked(p, cum.wrapping_add(off), flight, now, sample, ctx);
+            }
+        }
+        news
+    }
+
     /// A READ_RESP data packet was acknowledged (first time): its answer is freed once
     /// all of it left and nothing of it is in flight.
     pub(in crate::rdm) fn resp_acked(&mut self, regen: &Regen) {
@@ -381,11 +399,16 @@ impl<S: Storage> Rdm<S> {
             let s = a.cum_ack.wrapping_add(1 + i);
             newly_sacked |= self.sacked(p, s, (snd_una, next_seq), now, &mut sample, ctx);
         }
-        for (start, len) in ranges.iter() {
-            for off in start..start + len {
-                let s = a.cum_ack.wrapping_add(off);
-                newly_sacked |= self.sacked(p, s, (snd_una, next_seq), now, &mut sample, ctx);
-            }
+        if !ranges.is_empty() {
+            newly_sacked |= self.ranges_acked(
+                p,
+                a.cum_ack,
+                ranges,
+                (snd_una, next_seq),
+                now,
+                &mut sample,
+                ctx,
+            );
         }
         let cfg = &self.cfg;
         let pm = &mut self.peers[p];
