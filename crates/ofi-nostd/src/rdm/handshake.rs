@@ -23,8 +23,10 @@ fn our_caps(crc: bool) -> u64 {
         | wcaps::ORDERED
         | wcaps::BUNDLE
         | wcaps::SHORT_ACK
-        | wcaps::COOKIE
-        | wcaps::SACK_RANGES;
+        | wcaps::COOKIE;
+    if cfg!(feature = "sack") {
+        c |= wcaps::SACK_RANGES;
+    }
     if crc {
         c |= wcaps::CRC_RX;
     }

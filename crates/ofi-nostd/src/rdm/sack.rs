@@ -21,7 +21,7 @@ pub(in crate::rdm) const HELD_ACK_EVERY: u32 = 4;
 /// The peer's parameters as this session uses them: a window above
 /// [`LEGACY_WINDOW`] only with a peer that reports selective acks beyond the bitmap.
 pub(in crate::rdm) fn negotiated(mut params: Params) -> Params {
-    if params.caps & wcaps::SACK_RANGES == 0 {
+    if !cfg!(feature = "sack") || params.caps & wcaps::SACK_RANGES == 0 {
         params.window = params.window.min(LEGACY_WINDOW);
     }
     params
@@ -86,7 +86,9 @@ impl<S: Storage> Rdm<S> {
     #[inline]
     pub(in crate::rdm) fn sack_due(&self, p: usize) -> bool {
         let peer = &self.peers[p];
-        peer.rx.held != 0 && peer.session.params.caps & wcaps::SACK_RANGES != 0
+        cfg!(feature = "sack")
+            && peer.rx.held != 0
+            && peer.session.params.caps & wcaps::SACK_RANGES != 0
     }
 
     /// The body of acknowledgement `a` to peer `p` when [`Rdm::sack_due`]: a SACK with
@@ -145,7 +147,8 @@ mod tests {
         };
         assert_eq!(negotiated(p(1024, 0)).window, LEGACY_WINDOW);
         assert_eq!(negotiated(p(32, 0)).window, 32);
-        assert_eq!(negotiated(p(1024, wcaps::SACK_RANGES)).window, 1024);
+        let wide = if cfg!(feature = "sack") { 1024 } else { 64 };
+        assert_eq!(negotiated(p(1024, wcaps::SACK_RANGES)).window, wide);
     }
 
     #[test]

@@ -2906,4 +2906,5 @@ fn a_build_without_rma_refuses_calls_registrations_and_requests() {
 }
 
 /// Windows beyond 64 packets and SACK ranges (spec 5.6).
+#[cfg(feature = "sack")]
 mod window;

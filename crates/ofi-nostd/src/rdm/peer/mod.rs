@@ -346,8 +346,7 @@ impl<S: Storage> Rdm<S> {
                 (self.reo.free_slots() / n as usize).max(1),
             ),
         };
-        let window = self.cfg.window.min(peer.session.params.window.max(1));
-        (share.min(free_share + peer.rx.held as usize).max(1) as u32).min(window as u32)
+        (share.min(free_share + peer.rx.held as usize).max(1) as u32).min(self.cfg.window as u32)
     }
 
     /// Starts a fresh session attempt with peer `p` as initiator.
@@ -412,8 +411,6 @@ impl<S: Storage> Rdm<S> {
         };
         let window = self.cfg.window;
         let params = sack::negotiated(params);
-        // Our grant is bounded by the window the session uses: set it first.
-        self.peers[p].session.params = params;
         let init_credits = self.credits_for(p);
         let peer = &mut self.peers[p];
         peer.state = PeerState::Established;

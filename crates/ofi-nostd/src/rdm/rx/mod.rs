@@ -170,6 +170,8 @@ impl<S: Storage> Rdm<S> {
                 self.peers[p].rx.ts_recent = a.ts;
                 self.on_ack(p, a, &SackRanges::EMPTY, now, ctx);
             }
+            // Without the feature nobody was told we take SACKs: refused, counted.
+            Body::Sack(_) if !cfg!(feature = "sack") => self.stats.rx_unsupported += 1,
             Body::Sack(s) => self.on_sack(p, s, now, ctx),
             Body::KeepAlive(k) => {
                 let pm = &mut self.peers[p];

@@ -24,10 +24,22 @@ struct Run {
     sacks: Vec<wire::packet::SackRepr>,
 }
 
+/// `p` without SACK_RANGES if it is a handshake packet (re-emitted: the CRC holds).
+fn strip_sack(p: &[u8]) -> Vec<u8> {
+    let mut r = wire::Repr::parse_bytes(p).unwrap();
+    let (Body::Hello(h) | Body::HelloAck(h)) = &mut r.body else {
+        return p.to_vec();
+    };
+    h.caps &= !caps::SACK_RANGES;
+    let mut out = vec![0; r.buffer_len()];
+    r.emit_bytes(&mut out).unwrap();
+    out
+}
+
 /// A and B with windows of `window` packets; A sends 16 rendezvous messages of [`LEN`]
 /// bytes to B, the first transmissions of DATA packets number `drop` (counted from 0)
-/// are lost, and `strip` removes SACK_RANGES from A's handshake (B then sees an older
-/// engine). Every message must complete on both sides within the bound.
+/// are lost, and `strip` removes SACK_RANGES from both handshakes (each side then sees
+/// an older engine). Every message must complete on both sides within the bound.
 fn transfer(window: u16, drop: &[usize], strip: bool) -> Run {
     REORDER_SLOTS.with(|r| r.set(1024));
     let mut a = host_window([10, 0, 0, 1], 1, Flags::empty(), Flags::empty(), window);
@@ -57,21 +69,14 @@ fn transfer(window: u16, drop: &[usize], strip: bool) -> Run {
     for step in 0..5000 {
         a.progress(now);
         while let Some(p) = a.link.pop_tx(|_, d| d.to_vec()) {
-            let mut r = wire::Repr::parse_bytes(&p).unwrap();
+            let r = wire::Repr::parse_bytes(&p).unwrap();
             if r.packet_type() == PacketType::Data && seen.insert(r.header.seq) {
                 data += 1;
                 if drop.contains(&(data - 1)) {
                     continue;
                 }
             }
-            let mut out = p.clone();
-            if let Body::Hello(h) | Body::HelloAck(h) = &mut r.body
-                && strip
-            {
-                h.caps &= !caps::SACK_RANGES;
-                out = vec![0; r.buffer_len()];
-                r.emit_bytes(&mut out).unwrap();
-            }
+            let out = if strip { strip_sack(&p) } else { p.clone() };
             path.push_back((step + DELAY, out));
         }
         while path.front().is_some_and(|(at, _)| *at <= step) {
@@ -82,7 +87,8 @@ fn transfer(window: u16, drop: &[usize], strip: bool) -> Run {
             run.max_in_flight = run.max_in_flight.max(pi.next_seq.wrapping_sub(pi.snd_una));
         }
         b.progress(now);
-        for p in carry(&mut b, &mut a) {
+        let src_b = Some(UdpAddr::new(b.ip.into(), 7000));
+        while let Some(p) = b.link.pop_tx(|_, d| d.to_vec()) {
             if let Ok(wire::Repr {
                 body: Body::Sack(s),
                 ..
@@ -90,6 +96,8 @@ fn transfer(window: u16, drop: &[usize], strip: bool) -> Run {
             {
                 run.sacks.push(s);
             }
+            let out = if strip { strip_sack(&p) } else { p };
+            a.link.inject(&out, src_b);
         }
         now += Duration::from_micros(10);
         let (atx, brx) = (a.tx_cq, b.rx_cq);

@@ -233,8 +233,9 @@ impl<S: Storage> Rdm<S> {
 
     /// Packet `s` of peer `p` is selectively acknowledged: news only when it is in
     /// flight (`una .. next`) and was not before. Its RTT sample (the smallest one
-    /// wins), the retransmission it no longer needs, and its operations.
-    #[inline]
+    /// wins), the retransmission it no longer needs, and its operations. Out of line:
+    /// `on_ack` is inlined into the short path, which has no selective acks.
+    #[inline(never)]
     fn sacked(
         &mut self,
         p: usize,
@@ -399,7 +400,7 @@ impl<S: Storage> Rdm<S> {
             let s = a.cum_ack.wrapping_add(1 + i);
             newly_sacked |= self.sacked(p, s, (snd_una, next_seq), now, &mut sample, ctx);
         }
-        if !ranges.is_empty() {
+        if cfg!(feature = "sack") && !ranges.is_empty() {
             newly_sacked |= self.ranges_acked(
                 p,
                 a.cum_ack,
