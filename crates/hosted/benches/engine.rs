@@ -18,6 +18,11 @@
 //!
 //! `ENGINE_AUTH_KEY=<key>` gives both domains that auth key, so every packet carries a
 //! MAC (wire protocol 4.10): the same counts with the MAC's cost.
+//!
+//! Per-packet cost of bulk data: `ENGINE_BULK_MIB=<n>` sends `n` messages of 1 MiB
+//! (rendezvous, [`MTU`]-byte datagrams) from one side to the other, untimed, and says
+//! how many packets that took; callgrind's count for two values of `n`, divided by the
+//! packets of the difference, is the cost per datagram of both sides together.
 
 #![allow(missing_docs)] // criterion_main! generates an undocumented `main`.
 
@@ -293,7 +298,54 @@ impl Pair {
     }
 }
 
+/// The bulk message size of `ENGINE_BULK_MIB`.
+const BULK: usize = 1 << 20;
+
 impl Pair {
+    /// One [`BULK`]-byte message from `a` to `b`, until `b` has its completion and
+    /// `a` its last acknowledgement (nothing left in flight).
+    fn bulk(&mut self) {
+        let Pair { a, b, now } = self;
+        for h in [&mut *a, &mut *b] {
+            if h.mem.len() < 2 * BULK {
+                h.mem.resize(2 * BULK, 0);
+            }
+        }
+        b.dom
+            .trecv(b.ep, IoVec::new(BASE + BULK as u64, BULK), b.peer, 1, 0, 9)
+            .unwrap();
+        {
+            let mem = SliceMemory::new(BASE, &mut a.mem);
+            a.dom
+                .tsend(a.ep, &mem, IoVec::new(BASE, BULK), a.peer, 1, 9)
+                .unwrap();
+        }
+        let mut got = false;
+        for _ in 0..100_000 {
+            *now += Duration::from_micros(1);
+            let mut mem = SliceMemory::new(BASE, &mut a.mem);
+            a.dom.progress(*now, &mut *a.link, &mut mem).unwrap();
+            wire(a, b);
+            let mut mem = SliceMemory::new(BASE, &mut b.mem);
+            b.dom.progress(*now, &mut *b.link, &mut mem).unwrap();
+            wire(b, a);
+            let mut e = [CqEntry::default(); 1];
+            got |= b.dom.cq_mut(b.rx_cq).unwrap().read(&mut e) == Ok(1);
+            let idle = a
+                .dom
+                .ep(a.ep)
+                .unwrap()
+                .rdm()
+                .unwrap()
+                .peers()
+                .all(|p| p.next_seq == p.snd_una);
+            if got && idle {
+                return;
+            }
+        }
+        panic!("the bulk message did not complete");
+    }
+
     /// One burst of [`BURST`] injects from `a` to `b` (posted back to back, then one
     /// transmit pass, as with FI_MORE); `b` receives them all and re-posts; its
     /// acknowledgements reach `a`, whose next full pass takes them.
@@ -375,6 +427,25 @@ fn engine(c: &mut Criterion) {
 criterion_group!(benches, engine);
 
 fn main() {
+    if let Some(n) = std::env::var("ENGINE_BULK_MIB")
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
+    {
+        let mut pair = Pair::new(0);
+        let before = [pair.a.stats(), pair.b.stats()];
+        for _ in 0..n {
+            pair.bulk();
+        }
+        let (a, b) = (pair.a.stats(), pair.b.stats());
+        eprintln!(
+            "engine bulk: {} MiB, sender {} packets, receiver {} packets ({} ACK packets)",
+            n,
+            a.tx_packets - before[0].tx_packets,
+            b.tx_packets - before[1].tx_packets,
+            b.acks_sent - before[1].acks_sent
+        );
+        return;
+    }
     if let Some(n) = std::env::var("ENGINE_STREAM_BURSTS")
         .ok()
         .and_then(|v| v.parse::<usize>().ok())

@@ -370,6 +370,29 @@ fn examples() -> Vec<(&'static str, Repr<'static>)> {
             },
         ),
         (
+            "sack",
+            Repr {
+                header: h(3, 7, 0x1122_3344, 0x0000_9000),
+                body: Body::Sack(SackRepr {
+                    ack: AckRepr {
+                        cum_ack: 0x0000_2000,
+                        credits: 1024,
+                        sack: u64::MAX,
+                        ts: 2_000_000,
+                        echo_ts: 1_000_000,
+                        short: false,
+                    },
+                    ranges: {
+                        let mut r = SackRanges::EMPTY;
+                        for off in (65..200).chain(202..701) {
+                            r.push(off);
+                        }
+                        r
+                    },
+                }),
+            },
+        ),
+        (
             "msg-short-ack",
             Repr {
                 header: h(3, 7, 0x1122_3344, 0x0000_9004),
@@ -554,6 +577,7 @@ fn annotated_hex(r: &Repr<'_>) -> String {
         }
         Body::Hello(_) | Body::HelloAck(_) => (fixed_end, "mac"),
         Body::Bundle(_) => (fixed_end, "records"),
+        Body::Sack(_) => (24 + hdr_len::ACK, "ranges: count, reserved; gap, len each"),
         _ => (fixed_end, ""),
     };
     line(&mut s, &b[pos..fixed_end], &name);

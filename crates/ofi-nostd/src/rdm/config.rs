@@ -6,8 +6,10 @@ use super::*;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RdmConfig {
     /// Receive window in packets (reorder buffer per peer, announced in the handshake)
-    /// and the sender's in-flight limit per peer. At most 65 is useful: the selective
-    /// ack bitmap covers 64 packets beyond the cumulative ack.
+    /// and the sender's in-flight limit per peer, at most 1,024. Above 64 only with
+    /// peers that take SACK ranges (spec 5.6; others get 64). The send window and
+    /// reorder index take `max_peers` times this (rounded up to a power of two) entries
+    /// of the domain's storage, so size it to the bandwidth-delay product.
     pub window: u16,
     /// Peers per endpoint (the peer table's capacity).
     pub max_peers: usize,
@@ -249,4 +251,11 @@ pub struct RdmStats {
     pub rx_bundled_msgs: u64,
     /// Messages whose sends completed.
     pub tx_msgs: u64,
+    /// SACK packets sent (acknowledgements with ranges beyond the bitmap, spec 5.6).
+    pub sacks_sent: u64,
+    /// SACK packets received.
+    pub rx_sacks: u64,
+    /// Acknowledgements sent at once because a held packet opened a new hole (other
+    /// held packets are acknowledged every few, spec 5.6).
+    pub acks_on_hole: u64,
 }

@@ -24,6 +24,9 @@ fn our_caps(crc: bool) -> u64 {
         | wcaps::BUNDLE
         | wcaps::SHORT_ACK
         | wcaps::COOKIE;
+    if cfg!(feature = "sack") {
+        c |= wcaps::SACK_RANGES;
+    }
     if crc {
         c |= wcaps::CRC_RX;
     }

@@ -52,6 +52,7 @@ mod queues;
 mod recv_queues;
 mod reorder;
 mod rx;
+mod sack;
 mod segs;
 mod tx;
 mod window;

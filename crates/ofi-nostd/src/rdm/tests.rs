@@ -78,6 +78,8 @@ std::thread_local! {
     static BUNDLE: core::cell::Cell<bool> = const { core::cell::Cell::new(true) };
     /// Whether hosts this test opens send short ACKs (`RdmConfig::short_ack`).
     static SHORT_ACK: core::cell::Cell<bool> = const { core::cell::Cell::new(true) };
+    /// `RdmConfig::reorder_slots` of the hosts this test opens.
+    static REORDER_SLOTS: core::cell::Cell<usize> = const { core::cell::Cell::new(32) };
     /// `RdmConfig::unexp_seg` of the hosts this test opens.
     static UNEXP_SEG: core::cell::Cell<usize> =
         const { core::cell::Cell::new(crate::rdm::RdmConfig::DEFAULT.unexp_seg) };
@@ -106,7 +108,7 @@ fn host_window(ip: [u8; 4], seed: u64, add: Flags, remove: Flags, window: u16) -
     .unwrap();
     dom.set_rdm_config(crate::rdm::RdmConfig {
         max_peers: 4,
-        reorder_slots: 32,
+        reorder_slots: REORDER_SLOTS.with(|r| r.get()),
         unexp_slots: 32,
         unexp_msgs: 16,
         window,
@@ -2902,3 +2904,7 @@ fn a_build_without_rma_refuses_calls_registrations_and_requests() {
     let arx = a.rx_cq;
     assert!(a.read(arx).iter().any(|e| e.is_ok()));
 }
+
+/// Windows beyond 64 packets and SACK ranges (spec 5.6).
+#[cfg(feature = "sack")]
+mod window;

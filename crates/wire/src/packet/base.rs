@@ -85,6 +85,8 @@ pub enum PacketType {
     Ack = 0x07,
     /// Handshake: repeat the HELLO with this cookie (stateless responder).
     Retry = 0x08,
+    /// An ACK with selective-ack ranges beyond its bitmap (capability `SACK_RANGES`).
+    Sack = 0x09,
     /// Eager untagged message (segment).
     Msg = 0x10,
     /// Eager tagged message (segment).
@@ -150,6 +152,7 @@ impl PacketType {
             0x06 => KeepAlive,
             0x07 => Ack,
             0x08 => Retry,
+            0x09 => Sack,
             0x10 => Msg,
             0x11 => Tagged,
             0x12 => Rts,
@@ -191,6 +194,7 @@ impl PacketType {
                 | PacketType::Reset
                 | PacketType::KeepAlive
                 | PacketType::Ack
+                | PacketType::Sack
                 | PacketType::Retry
                 | PacketType::Dgram
                 | PacketType::ConnReq

@@ -53,6 +53,9 @@ pub mod caps {
     pub const AUTH_MAC: u64 = 1 << 11;
     /// The sender speaks FI_EP_MSG connection management (spec section 9).
     pub const CM: u64 = 1 << 14;
+    /// The receiver takes SACK packets (selective-ack ranges beyond the bitmap, spec
+    /// 5.6): windows above 64 packets are used only with a peer that announced it.
+    pub const SACK_RANGES: u64 = 1 << 12;
 }
 
 /// Reject reason codes (REJECT `reason`). Unknown values are accepted and reported.

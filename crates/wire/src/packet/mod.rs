@@ -19,9 +19,9 @@
 //! its `zerocopy` headers, its `*Repr` and how that parses, emits and is validated:
 //! `base` (base header, flags, type codes, [`Header`]), `view` ([`Packet`]),
 //! `handshake` (HELLO, HELLO_ACK, REJECT, CLOSE, RESET), `keepalive`, `ack` (the full
-//! and the short ACK body), `msg` (MSG/TAGGED and [`emit_msg_header`]), `bundle`,
-//! `rndv` (RTS, CTS, DATA), `rma`, `atomic`, `dgram` and `cm` (FI_EP_MSG connection
-//! management). This module ties them
+//! and the short ACK body), `sack` (SACK: ACK ranges beyond the bitmap), `msg`
+//! (MSG/TAGGED and [`emit_msg_header`]), `bundle`, `rndv` (RTS, CTS, DATA), `rma`,
+//! `atomic`, `dgram` and `cm` (FI_EP_MSG connection management). This module ties them
 //! together: [`Body`], [`Repr`] and its dispatch, and [`hdr_len`]. Every public item
 //! is re-exported here, so its path is `wire::packet::X`.
 
@@ -63,6 +63,7 @@ pub mod mac;
 mod msg;
 mod rma;
 mod rndv;
+mod sack;
 mod view;
 
 pub use self::ack::{AckHeader, AckRepr, ShortAckHeader};
@@ -93,6 +94,9 @@ pub use self::rma::{
 pub use self::rndv::{
     CtsHeader, CtsRepr, DataHeader, DataRepr, RtsHeader, RtsRepr, max_data_payload,
 };
+pub use self::sack::{
+    MAX_RANGES, RANGES_END, RANGES_FROM, SackHeader, SackRangeRec, SackRanges, SackRepr,
+};
 pub use self::view::Packet;
 
 /// Length of a type's fixed header (after the base header).
@@ -113,6 +117,10 @@ pub mod hdr_len {
     pub const ACK: usize = size_of::<AckHeader>();
     /// ACK body in its short form (flag `SHORT_ACK`).
     pub const SHORT_ACK: usize = size_of::<ShortAckHeader>();
+    /// What follows the ACK body of a SACK, before its ranges.
+    pub const SACK: usize = size_of::<SackHeader>();
+    /// One SACK range.
+    pub const SACK_RANGE: usize = size_of::<SackRangeRec>();
     /// MSG / TAGGED (without tag and CQ data).
     pub const MSG: usize = size_of::<MsgHeader>();
     /// RTS (without tag and CQ data).
@@ -146,6 +154,8 @@ const _: () = {
     assert!(hdr_len::HELLO == 36);
     assert!(hdr_len::ACK == 24);
     assert!(hdr_len::SHORT_ACK == 16);
+    assert!(hdr_len::SACK == 2);
+    assert!(hdr_len::SACK_RANGE == 4);
     assert!(hdr_len::MSG == 12);
     assert!(hdr_len::RTS == 16);
     assert!(hdr_len::CTS == 24);
@@ -173,6 +183,7 @@ pub enum Body<'a> {
     Reset(CloseRepr),
     KeepAlive(KeepAliveRepr),
     Ack(AckRepr),
+    Sack(SackRepr),
     /// MSG when `tag` is `None`, TAGGED otherwise.
     Msg(MsgRepr<'a>),
     Bundle(BundleRepr<'a>),
@@ -216,6 +227,7 @@ impl<'a> Body<'a> {
             Body::Reset(_) => PacketType::Reset,
             Body::KeepAlive(_) => PacketType::KeepAlive,
             Body::Ack(_) => PacketType::Ack,
+            Body::Sack(_) => PacketType::Sack,
             Body::Msg(m) => {
                 if m.tag.is_some() {
                     PacketType::Tagged
@@ -280,6 +292,7 @@ impl<'a> Body<'a> {
             | Body::Retry(_)
             | Body::KeepAlive(_)
             | Body::Ack(_)
+            | Body::Sack(_)
             | Body::Dgram(_)
             | Body::ConnReq(_)
             | Body::Accept(_)
@@ -329,6 +342,7 @@ impl<'a> Body<'a> {
             Body::Close(_) | Body::Reset(_) => hdr_len::CLOSE,
             Body::KeepAlive(_) => hdr_len::KEEPALIVE,
             Body::Ack(a) => a.wire_len(),
+            Body::Sack(s) => s.wire_len(),
             Body::Msg(m) => hdr_len::MSG + o(&m.tag) + o(&m.cq_data),
             Body::Rts(r) => hdr_len::RTS + o(&r.tag) + o(&r.cq_data),
             Body::Cts(_) => hdr_len::CTS,
@@ -382,6 +396,7 @@ impl<'a> Body<'a> {
             // RETRY answers one HELLO: it names its `rx_session`.
             Body::Retry(_) => codec::ensure(header.session != 0),
             Body::Close(_) | Body::Reset(_) | Body::KeepAlive(_) | Body::Ack(_) => Ok(()),
+            Body::Sack(s) => s.check(),
             Body::Msg(m) => m.check(),
             Body::Rts(_) => Ok(()),
             Body::Cts(c) => c.check(),
@@ -473,6 +488,7 @@ impl<'a> Repr<'a> {
             PacketType::Reset => Body::Reset(CloseRepr::parse(r, ack)?),
             PacketType::KeepAlive => Body::KeepAlive(KeepAliveRepr::parse(r)?),
             PacketType::Ack => Body::Ack(AckRepr::parse(r)?),
+            PacketType::Sack => Body::Sack(SackRepr::parse(r)?),
             PacketType::Msg | PacketType::Tagged => {
                 Body::Msg(MsgRepr::parse(r, ptype == PacketType::Tagged, cq, ack)?)
             }
@@ -538,6 +554,7 @@ impl<'a> Repr<'a> {
             Body::Close(x) | Body::Reset(x) => x.emit(&mut w)?,
             Body::KeepAlive(x) => x.emit(&mut w)?,
             Body::Ack(x) => w.ack(x)?,
+            Body::Sack(x) => x.emit(&mut w)?,
             Body::Msg(x) => x.emit(&mut w)?,
             Body::Rts(x) => x.emit(&mut w)?,
             Body::Cts(x) => x.emit(&mut w)?,

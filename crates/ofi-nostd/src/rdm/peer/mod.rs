@@ -410,6 +410,7 @@ impl<S: Storage> Rdm<S> {
             self.next_epoch()
         };
         let window = self.cfg.window;
+        let params = sack::negotiated(params);
         let init_credits = self.credits_for(p);
         let peer = &mut self.peers[p];
         peer.state = PeerState::Established;

@@ -128,6 +128,10 @@ pub(in crate::rdm) struct SendHalf {
     pub(in crate::rdm) ack_held: Option<(wire::packet::AckRepr, Instant)>,
     /// Timeouts waiting for the acknowledgement that says whether they were spurious.
     pub(in crate::rdm) rto_recovery: Option<RtoRecovery>,
+    /// One past the highest sequence number selectively acknowledged this session:
+    /// nothing above it can be fast-retransmitted, so the walk starts there (with a
+    /// 1,024-packet window most of what is in flight is above it).
+    pub(in crate::rdm) sack_top: u32,
 }
 
 impl SendHalf {
@@ -159,6 +163,7 @@ impl SendHalf {
         ka_probe: false,
         ack_held: None,
         rto_recovery: None,
+        sack_top: 0,
     };
 }
 
@@ -184,6 +189,7 @@ impl SendHalf {
         self.live_at = None;
         self.ka_probe = false;
         self.rto_recovery = None;
+        self.sack_top = isn;
         self.cursor = self.op_head;
     }
 

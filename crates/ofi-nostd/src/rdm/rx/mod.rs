@@ -14,7 +14,7 @@ mod unexp;
 #[cfg(not(all(feature = "rma", feature = "atomic")))]
 mod unserved;
 
-use wire::packet::{Body, CtsRepr, DataRepr, MsgRepr, Repr, RtsRepr, close, status};
+use wire::packet::{Body, CtsRepr, DataRepr, MsgRepr, Repr, RtsRepr, SackRanges, close, status};
 use wire::seq::seq_diff;
 
 use super::*;
@@ -173,8 +173,11 @@ impl<S: Storage> Rdm<S> {
         match &repr.body {
             Body::Ack(a) => {
                 self.peers[p].rx.ts_recent = a.ts;
-                self.on_ack(p, a, now, ctx);
+                self.on_ack(p, a, &SackRanges::EMPTY, now, ctx);
             }
+            // Without the feature nobody was told we take SACKs: refused, counted.
+            Body::Sack(_) if !cfg!(feature = "sack") => self.stats.rx_unsupported += 1,
+            Body::Sack(s) => self.on_sack(p, s, now, ctx),
             Body::KeepAlive(k) => {
                 let pm = &mut self.peers[p];
                 pm.rx.ts_recent = k.ts;
@@ -200,7 +203,7 @@ impl<S: Storage> Rdm<S> {
                         self.acks_held += 1;
                         self.stats.rx_acks_held += 1;
                     } else {
-                        self.on_ack(p, &a, now, ctx);
+                        self.on_ack(p, &a, &SackRanges::EMPTY, now, ctx);
                     }
                 }
                 self.on_sequenced(p, repr, raw, now, mem, ctx)
@@ -273,9 +276,7 @@ impl<S: Storage> Rdm<S> {
                 return;
             }
             self.stats.rx_held += 1;
-            let pm = &mut self.peers[p];
-            pm.rx.ack_now = true; // a gap appeared or grew
-            self.tx_ready = true;
+            self.held_ack(p, seq, now);
             return;
         }
         match self.process(p, repr, now, mem, ctx) {

@@ -2,6 +2,8 @@
 //! processing the peer's cumulative and selective acks (RTT samples, credits,
 //! completions).
 
+use wire::packet::SackRanges;
+
 use super::*;
 
 /// What `on_ack` reads of a peer before it changes it.
@@ -110,14 +112,20 @@ impl<S: Storage> Rdm<S> {
         port: &mut P,
     ) -> Sent {
         let ack = self.ack_body(p, now);
+        let body = if self.sack_due(p) {
+            self.sack_body(p, ack)
+        } else {
+            Body::Ack(ack)
+        };
         let peer = self.peers[p];
         let head = Repr {
             header: self.header(p, peer.tx.next_seq, false),
-            body: Body::Ack(ack),
+            body,
         };
         let r = self.send_ctl(&peer.addr, &head, self.seal_for(p), port);
         if r == Sent::Yes {
             self.stats.acks_sent += 1;
+            self.stats.sacks_sent += u64::from(matches!(body, Body::Sack(_)));
             self.acked(p, &ack);
         }
         r
@@ -226,8 +234,69 @@ impl<S: Storage> Rdm<S> {
         }
     }
 
-    /// An ACK from peer `p`: cumulative and selective acks, credits, RTT, fast
-    /// retransmit, completions.
+    /// Packet `s` of peer `p` is selectively acknowledged: news only when it is in
+    /// flight (`una .. next`) and was not before. Its RTT sample (the smallest one
+    /// wins), the retransmission it no longer needs, and its operations. Out of line:
+    /// `on_ack` is inlined into the short path, which has no selective acks.
+    #[inline(never)]
+    fn sacked(
+        &mut self,
+        p: usize,
+        s: u32,
+        (una, next): (u32, u32),
+        now: Instant,
+        sample: &mut Option<u64>,
+        ctx: &mut Ctx<'_, S>,
+    ) -> bool {
+        if !(seq_le(una, s) && seq_lt(s, next)) {
+            return false;
+        }
+        let Some(e) = self.win.sack(p, s) else {
+            return false;
+        };
+        let tx = &mut self.peers[p].tx;
+        if seq_le(tx.sack_top, s) {
+            tx.sack_top = s.wrapping_add(1);
+        }
+        if e.retx == 0 {
+            let r = now.saturating_duration_since(e.sent_at).total_micros();
+            *sample = Some(sample.map_or(r, |x| x.min(r)));
+        }
+        if e.rtx {
+            self.peers[p].tx.rtx_done();
+        }
+        if matches!(e.regen, Regen::ReadData { .. } | Regen::AtomicData { .. }) {
+            self.resp_acked(&e.regen);
+        }
+        self.entry_acked(&e.regen, false, false, ctx);
+        true
+    }
+
+    /// The packets a SACK's `ranges` (beyond `cum`'s bitmap) acknowledge, as
+    /// [`Rdm::sacked`] takes each; whether any was news. Out of line: only SACKs
+    /// have ranges, and `on_ack` is inlined into the short path.
+    #[cold]
+    #[inline(never)]
+    #[allow(clippy::too_many_arguments)]
+    fn ranges_acked(
+        &mut self,
+        p: usize,
+        cum: u32,
+        ranges: &SackRanges,
+        flight: (u32, u32),
+        now: Instant,
+        sample: &mut Option<u64>,
+        ctx: &mut Ctx<'_, S>,
+    ) -> bool {
+        let mut news = false;
+        for (start, len) in ranges.iter() {
+            for off in start..start + len {
+                news |= self.sacked(p, cum.wrapping_add(off), flight, now, sample, ctx);
+            }
+        }
+        news
+    }
+
     /// A READ_RESP data packet was acknowledged (first time): its answer is freed once
     /// all of it left and nothing of it is in flight.
     pub(in crate::rdm) fn resp_acked(&mut self, regen: &Regen) {
@@ -253,7 +322,7 @@ impl<S: Storage> Rdm<S> {
         };
         if let Some((a, at)) = pm.tx.ack_held.take() {
             self.acks_held = self.acks_held.saturating_sub(1);
-            self.on_ack(p, &a, at, ctx);
+            self.on_ack(p, &a, &SackRanges::EMPTY, at, ctx);
         }
     }
 
@@ -267,10 +336,13 @@ impl<S: Storage> Rdm<S> {
         }
     }
 
+    /// An ACK from peer `p`: cumulative and selective acks (`ranges`: a SACK's, else
+    /// empty), credits, RTT, fast retransmit, completions.
     pub(in crate::rdm) fn on_ack(
         &mut self,
         p: usize,
         a: &AckRepr,
+        ranges: &SackRanges,
         now: Instant,
         ctx: &mut Ctx<'_, S>,
     ) {
@@ -329,25 +401,18 @@ impl<S: Storage> Rdm<S> {
             let i = bits.trailing_zeros();
             bits &= bits - 1;
             let s = a.cum_ack.wrapping_add(1 + i);
-            if !(seq_le(snd_una, s) && seq_lt(s, next_seq)) {
-                continue;
-            }
-            let Some(e) = self.win.sack(p, s) else {
-                continue;
-            };
-            newly_sacked = true;
-            if e.retx == 0 {
-                let r = now.saturating_duration_since(e.sent_at).total_micros();
-                sample = Some(sample.map_or(r, |x| x.min(r)));
-            }
-            if e.rtx {
-                let pm = &mut self.peers[p];
-                pm.tx.rtx_done();
-            }
-            if matches!(e.regen, Regen::ReadData { .. } | Regen::AtomicData { .. }) {
-                self.resp_acked(&e.regen);
-            }
-            self.entry_acked(&e.regen, false, false, ctx);
+            newly_sacked |= self.sacked(p, s, (snd_una, next_seq), now, &mut sample, ctx);
+        }
+        if cfg!(feature = "sack") && !ranges.is_empty() {
+            newly_sacked |= self.ranges_acked(
+                p,
+                a.cum_ack,
+                ranges,
+                (snd_una, next_seq),
+                now,
+                &mut sample,
+                ctx,
+            );
         }
         let cfg = &self.cfg;
         let pm = &mut self.peers[p];
@@ -367,12 +432,21 @@ impl<S: Storage> Rdm<S> {
             pm.tx.rto_at = unacked_left.then(|| now + Duration::from_micros(pm.tx.rtt.rto));
         }
         // Fast retransmit: an unacked packet with at least 3 selectively acked packets
-        // above it, at most once per RTT.
-        if a.sack != 0 {
+        // above it, at most once per RTT. A packet sent once goes at once: the packets
+        // above it left after it, and waiting an RTT for the next acknowledgement
+        // turns a loss near the end of a burst (no acknowledgement follows) into a
+        // timeout.
+        if a.sack != 0 || !ranges.is_empty() {
             let srtt = Duration::from_micros(pm.tx.rtt.srtt.max(cfg.rto_min.total_micros() / 4));
             let (una, next) = (pm.tx.snd_una, pm.tx.next_seq);
             let mut above = 0u32;
-            let mut s = next;
+            // From the highest selectively acknowledged packet down (within `una ..
+            // next`; nothing at all when it is below `una`).
+            let top = pm.tx.sack_top;
+            let mut s = if seq_lt(top, next) { top } else { next };
+            if seq_lt(s, una) {
+                s = una;
+            }
             let mut marked = 0u32;
             while s != una {
                 s = s.wrapping_sub(1);
@@ -382,7 +456,7 @@ impl<S: Storage> Rdm<S> {
                 }
                 if e.sacked {
                     above += 1;
-                } else if above >= 3 && !e.rtx && e.sent_at + srtt <= now {
+                } else if above >= 3 && !e.rtx && (e.retx == 0 || e.sent_at + srtt <= now) {
                     self.win.get_mut(p, s).rtx = true;
                     marked += 1;
                 }
