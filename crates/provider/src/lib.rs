@@ -45,8 +45,12 @@
 //! Endpoints ([`ep`]) serve messages, tagged messages, RMA and atomics, one file per
 //! operation family.
 //!
-//! Not offered (-FI_ENOSYS): passive, scalable and MSG endpoints, shared contexts and
-//! collectives (their ops tables exist and refuse), FI_WAIT_MUTEX_COND.
+//! Scalable endpoints ([`ep::sep`]): fi_scalable_ep with transmit and receive
+//! contexts, each an engine of its own.
+//!
+//! Not offered (-FI_ENOSYS): passive and MSG endpoints (the core and the safe API have
+//! them; these calls do not reach them yet), shared contexts and collectives (their ops
+//! tables exist and refuse), FI_WAIT_MUTEX_COND.
 
 pub mod abi;
 pub mod av;
