@@ -30,23 +30,7 @@
 #include <rdma/fi_eq.h>
 #include <rdma/fi_errno.h>
 
-static int failures;
-static int checks;
-
-#define EXPECT(expr, want)                                                      \
-	do {                                                                    \
-		long long got_ = (long long)(expr);                             \
-		long long want_ = (long long)(want);                            \
-		checks++;                                                       \
-		if (got_ != want_) {                                            \
-			failures++;                                             \
-			printf("FAIL %s:%d: %s = %lld, want %lld (%s)\n",       \
-			       __FILE__, __LINE__, #expr, got_, want_,          \
-			       got_ < 0 ? fi_strerror((int)-got_) : "");        \
-		}                                                               \
-	} while (0)
-
-#define EXPECT_TRUE(cond) EXPECT(!!(cond), 1)
+#include "expect.h"
 
 static long ms_since(const struct timespec *t0)
 {

@@ -29,23 +29,7 @@
 #include <poll.h>
 #include <time.h>
 
-static int failures;
-static int checks;
-
-#define EXPECT(expr, want)                                                      \
-	do {                                                                    \
-		long long got_ = (long long)(expr);                             \
-		long long want_ = (long long)(want);                            \
-		checks++;                                                       \
-		if (got_ != want_) {                                            \
-			failures++;                                             \
-			printf("FAIL %s:%d: %s = %lld, want %lld (%s)\n",       \
-			       __FILE__, __LINE__, #expr, got_, want_,          \
-			       got_ < 0 ? fi_strerror((int)-got_) : "");        \
-		}                                                               \
-	} while (0)
-
-#define EXPECT_TRUE(cond) EXPECT(!!(cond), 1)
+#include "expect.h"
 
 static struct fi_info *getinfo(enum fi_ep_type type)
 {

@@ -24,23 +24,7 @@
 #define N 3
 #define BITS 2
 
-static int failures;
-static int checks;
-
-#define EXPECT(expr, want)                                                      \
-	do {                                                                    \
-		long long got_ = (long long)(expr);                             \
-		long long want_ = (long long)(want);                            \
-		checks++;                                                       \
-		if (got_ != want_) {                                            \
-			failures++;                                             \
-			printf("FAIL %s:%d: %s = %lld, want %lld (%s)\n",       \
-			       __FILE__, __LINE__, #expr, got_, want_,          \
-			       got_ < 0 ? fi_strerror((int)-got_) : "");        \
-		}                                                               \
-	} while (0)
-
-#define EXPECT_TRUE(cond) EXPECT(!!(cond), 1)
+#include "expect.h"
 
 /* Reads one entry of `cq` (successes, or with `err` an error entry), polling for
  * up to about two seconds; returns 1 when one came. */
