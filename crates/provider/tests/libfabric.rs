@@ -239,11 +239,6 @@ fn fi_info_e_shows_the_parameters() {
     assert_eq!(value, Some("4096"), "{out}");
 }
 
-/// Compiles `tests/c/provider_test.c` into `dir`: [`build_c`].
-fn build_c_test(dir: &Path) -> PathBuf {
-    build_c("provider_test", dir)
-}
-
 /// Compiles `tests/c/<name>.c` into `dir` (with AddressSanitizer, which also checks
 /// that `fi_freeinfo` frees exactly what getinfo allocated, when the compiler supports
 /// it).
@@ -273,37 +268,33 @@ fn build_c(name: &str, dir: &Path) -> PathBuf {
     exe
 }
 
-#[test]
-fn c_program_through_libfabric() {
-    let dir = provider_dir("c");
-    let work = scratch("c-build");
-    let exe = build_c_test(&work);
+/// Builds `tests/c/<name>.c`, runs it through libfabric with the provider and asserts
+/// that every check passed (the programs end with "N checks, F failed").
+fn run_c_program(name: &str) {
+    let dir = provider_dir(&format!("c-{name}"));
+    let work = scratch(&format!("c-{name}-build"));
+    let exe = build_c(name, &work);
     let out = run_ok(&mut with_provider(exe.to_str().expect("UTF-8 path"), &dir));
     assert!(out.contains(" checks, 0 failed"), "{out}");
     println!("{out}");
+}
+
+#[test]
+fn c_program_through_libfabric() {
+    run_c_program("provider_test");
 }
 
 /// Scalable endpoints through libfabric (`tests/c/sep_test.c`): contexts, fi_rx_addr,
 /// a peer naming no context, closing a context with receives queued.
 #[test]
 fn c_scalable_endpoints_through_libfabric() {
-    let dir = provider_dir("c-sep");
-    let work = scratch("c-sep-build");
-    let exe = build_c("sep_test", &work);
-    let out = run_ok(&mut with_provider(exe.to_str().expect("UTF-8 path"), &dir));
-    assert!(out.contains(" checks, 0 failed"), "{out}");
-    println!("{out}");
+    run_c_program("sep_test");
 }
 
 /// Poll sets and wait sets (fi_poll(3)) through libfabric: `tests/c/poll_test.c`.
 #[test]
 fn c_poll_and_wait_sets_through_libfabric() {
-    let dir = provider_dir("poll");
-    let work = scratch("poll-build");
-    let exe = build_c("poll_test", &work);
-    let out = run_ok(&mut with_provider(exe.to_str().expect("UTF-8 path"), &dir));
-    assert!(out.contains(" checks, 0 failed"), "{out}");
-    println!("{out}");
+    run_c_program("poll_test");
 }
 
 /// fi_pingpong runs one at a time: each busy-polls a CPU on both sides.
