@@ -187,8 +187,9 @@ unsafe extern "C" fn seterr(cntr: *mut sys::fid_cntr, value: u64) -> c_int {
 
 /// `fi_cntr_wait`: until the counter reaches `threshold` (0), its error value changes
 /// (-FI_EAVAIL) or `timeout` ms pass (-FI_ETIMEDOUT), driving progress meanwhile;
-/// FI_WAIT_FD / FI_WAIT_UNSPEC sleep on the fd set between passes, FI_WAIT_YIELD
-/// polls. -FI_ENOSYS without a wait object.
+/// FI_WAIT_FD / FI_WAIT_UNSPEC sleep on the fd set between passes, FI_WAIT_YIELD and
+/// FI_WAIT_NONE poll (fi_cntr(3) calls the wait invalid without a wait object; it
+/// polls, as the sockets and psm2 providers do). -FI_ENOSYS for a wait-set member.
 unsafe extern "C" fn wait(cntr: *mut sys::fid_cntr, threshold: u64, timeout: c_int) -> c_int {
     // SAFETY: forwarded contract.
     let c = arg!(unsafe { object::<CntrFid>(cntr.cast()) });

@@ -19,6 +19,7 @@ use hosted::sysinfo::HostInterface;
 use ofi_nostd::Errno;
 use ofi_nostd::addr::EpAddr;
 use ofi_nostd::domain::{Domain, DomainConfig, PassKind};
+use ofi_nostd::flags::MrMode;
 use ofi_nostd::info::{AddrFormat, Info, Progress, Threading};
 use wire::link::Medium;
 
@@ -151,6 +152,11 @@ pub struct DomainFid {
     pub addr_format: AddrFormat,
     /// The data plane's descriptor (readable when frames arrive), for wait objects.
     pub link_fd: RawFd,
+    /// Whether the domain's mr_mode has FI_MR_LOCAL: only then do data calls read their
+    /// `desc` arguments (fi_mr(3): otherwise a provider ignores them, and applications
+    /// pass anything there; fabtests' `fi_multi_recv -M` passes one descriptor where an
+    /// array of them belongs).
+    pub mr_local: bool,
     /// The core domain and its data plane (`None` only while `fi_close` releases it).
     inner: DomainLock<Option<DomainState>>,
     /// The progress watchdog of FI_THREAD_SAFE domains, or the progress thread of
@@ -418,6 +424,7 @@ pub unsafe extern "C" fn open(
         fabric: std::ptr::from_ref(fab),
         addr_format: info.addr_format,
         link_fd,
+        mr_local: info.domain_attr.mr_mode.contains(MrMode::LOCAL),
         inner: DomainLock::new(Some(DomainState { rt }), data_locks),
         watchdog: None,
     });

@@ -42,6 +42,43 @@ pub(crate) fn one(buf: *const c_void, len: usize) -> Result<IoVec, Errno> {
     Ok(IoVec::new(addr(buf), len))
 }
 
+/// Whether endpoint `p`'s domain requires registered local buffers (FI_MR_LOCAL). Only
+/// then are `desc` arguments read: fi_mr(3) has other providers ignore them, so
+/// applications pass anything there (fabtests' `fi_multi_recv -M` one descriptor where
+/// an array belongs, others stack garbage).
+///
+/// # Safety
+///
+/// `p` is NULL or a fid.
+unsafe fn mr_local(p: *const sys::fid_ep) -> bool {
+    // SAFETY: forwarded contract.
+    unsafe { ep(p) }.is_ok_and(|e| e.at.domain().mr_local)
+}
+
+/// `desc` (an array of descriptors) if endpoint `p` reads descriptors, else NULL.
+///
+/// # Safety
+///
+/// `p` is NULL or a fid.
+pub(crate) unsafe fn descs(p: *const sys::fid_ep, desc: *mut *mut c_void) -> *mut *mut c_void {
+    // SAFETY: forwarded contract.
+    if unsafe { mr_local(p) } {
+        desc
+    } else {
+        std::ptr::null_mut()
+    }
+}
+
+/// A one-buffer call's descriptor if endpoint `p` reads descriptors (FI_MR_LOCAL).
+///
+/// # Safety
+///
+/// `p` is NULL or a fid.
+pub(crate) unsafe fn one_desc(p: *const sys::fid_ep, desc: *mut c_void) -> Option<u64> {
+    // SAFETY: forwarded contract.
+    unsafe { mr_local(p) }.then(|| addr(desc))
+}
+
 /// Up to [`IOV_LIMIT`] buffers and their descriptors from C arrays.
 pub(crate) struct Iovs {
     iov: [IoVec; IOV_LIMIT],
@@ -53,7 +90,7 @@ impl Iovs {
     /// # Safety
     ///
     /// `iov` is NULL or holds `count` `struct iovec`s; `desc` is NULL or holds `count`
-    /// pointers.
+    /// pointers (NULL, through [`descs`], unless the domain has FI_MR_LOCAL).
     pub(crate) unsafe fn new(
         iov: *const sys::iovec,
         desc: *const *mut c_void,
@@ -86,6 +123,11 @@ impl Iovs {
     pub(crate) fn desc(&self) -> &[u64] {
         &self.desc[..self.n]
     }
+}
+
+/// The default receive flags of endpoint `h` (what the short receive calls use).
+pub(crate) fn rx_flags(d: &Domain<Heap>, h: EpHandle<Heap>) -> Result<Flags, Errno> {
+    d.ep(h)?.getopsflag(Flags::RECV)
 }
 
 /// The pass a data-path call runs once the core has taken it.

@@ -6,7 +6,7 @@ use std::ffi::c_void;
 use ofi_nostd::Errno;
 use ofi_nostd::flags::Flags;
 
-use super::args::{After, Iovs, ctx, mem, one, post};
+use super::args::{After, Iovs, ctx, descs, mem, one, one_desc, post, rx_flags};
 use crate::sys;
 use crate::util::arg;
 use ofi_nostd::domain::MsgArgs;
@@ -28,13 +28,27 @@ unsafe extern "C" fn recv(
     p: *mut sys::fid_ep,
     buf: *mut c_void,
     len: usize,
-    _desc: *mut c_void,
+    desc: *mut c_void,
     src: sys::fi_addr_t,
     context: *mut c_void,
 ) -> isize {
     let b = arg!(one(buf, len));
     // SAFETY: the application's endpoint.
-    unsafe { post(p, After::Nothing, |d, h| d.recv(h, b, src, ctx(context))) }
+    let desc = unsafe { one_desc(p, desc) };
+    // SAFETY: the application's endpoint.
+    unsafe {
+        post(p, After::Nothing, |d, h| match desc {
+            None => d.recv(h, b, src, ctx(context)),
+            Some(m) => {
+                let (iov, desc) = ([b], [m]);
+                let args = MsgArgs {
+                    desc: &desc,
+                    ..MsgArgs::new(&iov, src, ctx(context))
+                };
+                d.recvmsg(h, &args, rx_flags(d, h)?)
+            }
+        })
+    }
 }
 
 unsafe extern "C" fn recvv(
@@ -45,12 +59,21 @@ unsafe extern "C" fn recvv(
     src: sys::fi_addr_t,
     context: *mut c_void,
 ) -> isize {
-    // SAFETY: the application's arrays of `count` entries.
-    let v = arg!(unsafe { Iovs::new(iov, desc, count) });
+    // SAFETY: the application's arrays of `count` entries (the descriptors only under
+    // FI_MR_LOCAL).
+    let v = arg!(unsafe { Iovs::new(iov, descs(p, desc), count) });
     // SAFETY: the application's endpoint.
     unsafe {
         post(p, After::Nothing, |d, h| {
-            d.recvv(h, v.iov(), src, ctx(context))
+            if v.desc().is_empty() {
+                d.recvv(h, v.iov(), src, ctx(context))
+            } else {
+                let args = MsgArgs {
+                    desc: v.desc(),
+                    ..MsgArgs::new(v.iov(), src, ctx(context))
+                };
+                d.recvmsg(h, &args, rx_flags(d, h)?)
+            }
         })
     }
 }
@@ -59,8 +82,9 @@ unsafe extern "C" fn recvv(
 ///
 /// # Safety
 ///
-/// `msg` is NULL or a valid `struct fi_msg`.
+/// `p` is NULL or a fid; `msg` is NULL or a valid `struct fi_msg`.
 unsafe fn msg_args<'a>(
+    p: *const sys::fid_ep,
     msg: *const sys::fi_msg,
     v: &'a mut Option<Iovs>,
 ) -> Result<MsgArgs<'a>, Errno> {
@@ -69,8 +93,9 @@ unsafe fn msg_args<'a>(
     }
     // SAFETY: non-NULL (contract).
     let m = unsafe { msg.read_unaligned() };
-    // SAFETY: its arrays hold `iov_count` entries (contract).
-    let v = v.insert(unsafe { Iovs::new(m.msg_iov, m.desc, m.iov_count) }?);
+    // SAFETY: its arrays hold `iov_count` entries (contract; the descriptors are read
+    // only under FI_MR_LOCAL).
+    let v = v.insert(unsafe { Iovs::new(m.msg_iov, descs(p, m.desc), m.iov_count) }?);
     Ok(MsgArgs {
         iov: v.iov(),
         desc: v.desc(),
@@ -83,7 +108,7 @@ unsafe fn msg_args<'a>(
 unsafe extern "C" fn recvmsg(p: *mut sys::fid_ep, msg: *const sys::fi_msg, flags: u64) -> isize {
     let mut iovs = None;
     // SAFETY: the application's message.
-    let args = arg!(unsafe { msg_args(msg, &mut iovs) });
+    let args = arg!(unsafe { msg_args(p, msg, &mut iovs) });
     // SAFETY: the application's endpoint.
     unsafe {
         post(p, After::Nothing, |d, h| {
@@ -96,15 +121,25 @@ unsafe extern "C" fn send(
     p: *mut sys::fid_ep,
     buf: *const c_void,
     len: usize,
-    _desc: *mut c_void,
+    desc: *mut c_void,
     dest: sys::fi_addr_t,
     context: *mut c_void,
 ) -> isize {
     let b = arg!(one(buf, len));
     // SAFETY: the application's endpoint.
+    let desc = unsafe { one_desc(p, desc) };
+    // SAFETY: the application's endpoint.
     unsafe {
-        post(p, After::Transmit, |d, h| {
-            d.send(h, &mem(), b, dest, ctx(context))
+        post(p, After::Transmit, |d, h| match desc {
+            None => d.send(h, &mem(), b, dest, ctx(context)),
+            Some(m) => {
+                let (iov, desc) = ([b], [m]);
+                let args = MsgArgs {
+                    desc: &desc,
+                    ..MsgArgs::new(&iov, dest, ctx(context))
+                };
+                d.sendmsg(h, &mem(), &args, d.ep_tx_flags(h)?)
+            }
         })
     }
 }
@@ -117,12 +152,21 @@ unsafe extern "C" fn sendv(
     dest: sys::fi_addr_t,
     context: *mut c_void,
 ) -> isize {
-    // SAFETY: the application's arrays of `count` entries.
-    let v = arg!(unsafe { Iovs::new(iov, desc, count) });
+    // SAFETY: the application's arrays of `count` entries (the descriptors only under
+    // FI_MR_LOCAL).
+    let v = arg!(unsafe { Iovs::new(iov, descs(p, desc), count) });
     // SAFETY: the application's endpoint.
     unsafe {
         post(p, After::Transmit, |d, h| {
-            d.sendv(h, &mem(), v.iov(), dest, ctx(context))
+            if v.desc().is_empty() {
+                d.sendv(h, &mem(), v.iov(), dest, ctx(context))
+            } else {
+                let args = MsgArgs {
+                    desc: v.desc(),
+                    ..MsgArgs::new(v.iov(), dest, ctx(context))
+                };
+                d.sendmsg(h, &mem(), &args, d.ep_tx_flags(h)?)
+            }
         })
     }
 }
@@ -130,7 +174,7 @@ unsafe extern "C" fn sendv(
 unsafe extern "C" fn sendmsg(p: *mut sys::fid_ep, msg: *const sys::fi_msg, flags: u64) -> isize {
     let mut iovs = None;
     // SAFETY: the application's message.
-    let args = arg!(unsafe { msg_args(msg, &mut iovs) });
+    let args = arg!(unsafe { msg_args(p, msg, &mut iovs) });
     // SAFETY: the application's endpoint.
     unsafe {
         post(p, After::sent(flags), |d, h| {
@@ -154,16 +198,28 @@ unsafe extern "C" fn senddata(
     p: *mut sys::fid_ep,
     buf: *const c_void,
     len: usize,
-    _desc: *mut c_void,
+    desc: *mut c_void,
     data: u64,
     dest: sys::fi_addr_t,
     context: *mut c_void,
 ) -> isize {
     let b = arg!(one(buf, len));
     // SAFETY: the application's endpoint.
+    let desc = unsafe { one_desc(p, desc) };
+    // SAFETY: the application's endpoint.
     unsafe {
-        post(p, After::Transmit, |d, h| {
-            d.senddata(h, &mem(), b, data, dest, ctx(context))
+        post(p, After::Transmit, |d, h| match desc {
+            None => d.senddata(h, &mem(), b, data, dest, ctx(context)),
+            Some(m) => {
+                let (iov, desc) = ([b], [m]);
+                let args = MsgArgs {
+                    desc: &desc,
+                    data,
+                    ..MsgArgs::new(&iov, dest, ctx(context))
+                };
+                let f = d.ep_tx_flags(h)? | Flags::REMOTE_CQ_DATA;
+                d.sendmsg(h, &mem(), &args, f)
+            }
         })
     }
 }

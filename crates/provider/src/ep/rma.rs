@@ -5,7 +5,7 @@ use std::ffi::c_void;
 use ofi_nostd::Errno;
 use ofi_nostd::flags::Flags;
 
-use super::args::{After, Iovs, ctx, mem, one, post};
+use super::args::{After, Iovs, ctx, descs, mem, one, one_desc, post};
 use crate::sys;
 use crate::util::{arg, ret_len};
 use ofi_nostd::domain::{RmaArgs, RmaIov};
@@ -79,7 +79,8 @@ fn rma_iov(len: usize, addr: u64, key: u64) -> RmaIov {
 type Peer = (sys::fi_addr_t, u64, u64);
 
 /// The one-buffer calls (fi_read, fi_write, fi_writedata and the inject forms): `len`
-/// bytes at `buf` with the endpoint's default flags.
+/// bytes at `buf` (described by `desc`, read only under FI_MR_LOCAL) with the
+/// endpoint's default flags.
 ///
 /// # Safety
 ///
@@ -87,7 +88,7 @@ type Peer = (sys::fi_addr_t, u64, u64);
 unsafe fn rma_one(
     p: *mut sys::fid_ep,
     read: bool,
-    (buf, len): (*const c_void, usize),
+    (buf, len, desc): (*const c_void, usize, *mut c_void),
     (dest, addr, key): Peer,
     context: *mut c_void,
     (data, inject): (Option<u64>, bool),
@@ -95,7 +96,10 @@ unsafe fn rma_one(
     let b = arg!(one(buf, len));
     let (r, c) = (rma_iov(len, addr, key), ctx(context));
     // SAFETY: the application's endpoint.
-    unsafe { rma_post(p, read, &[b], &[], dest, r, c, data, None, inject) }
+    let desc = unsafe { one_desc(p, desc) };
+    let desc = desc.as_slice();
+    // SAFETY: the application's endpoint.
+    unsafe { rma_post(p, read, &[b], desc, dest, r, c, data, None, inject) }
 }
 
 /// The vector calls (fi_readv, fi_writev): one remote region for the whole iov.
@@ -110,8 +114,9 @@ unsafe fn rma_vec(
     (dest, addr, key): Peer,
     context: *mut c_void,
 ) -> isize {
-    // SAFETY: the application's arrays of `count` entries.
-    let v = arg!(unsafe { Iovs::new(iov, desc, count) });
+    // SAFETY: the application's arrays of `count` entries (the descriptors only under
+    // FI_MR_LOCAL).
+    let v = arg!(unsafe { Iovs::new(iov, descs(p, desc), count) });
     let len = v.iov().iter().map(|x| x.len).sum();
     let (r, c) = (rma_iov(len, addr, key), ctx(context));
     // SAFETY: the application's endpoint.
@@ -123,7 +128,7 @@ unsafe extern "C" fn rma_read(
     p: *mut sys::fid_ep,
     buf: *mut c_void,
     len: usize,
-    _desc: *mut c_void,
+    desc: *mut c_void,
     src: sys::fi_addr_t,
     addr: u64,
     key: u64,
@@ -134,7 +139,7 @@ unsafe extern "C" fn rma_read(
         rma_one(
             p,
             true,
-            (buf, len),
+            (buf, len, desc),
             (src, addr, key),
             context,
             (None, false),
@@ -175,8 +180,9 @@ unsafe fn rma_msg(
     if m.rma_iov_count != 1 || m.rma_iov.is_null() {
         return ret_len(Err(Errno::EINVAL));
     }
-    // SAFETY: its arrays hold `iov_count` entries (contract).
-    let v = arg!(unsafe { Iovs::new(m.msg_iov, m.desc, m.iov_count) });
+    // SAFETY: its arrays hold `iov_count` entries (contract; the descriptors are read
+    // only under FI_MR_LOCAL).
+    let v = arg!(unsafe { Iovs::new(m.msg_iov, descs(p, m.desc), m.iov_count) });
     // SAFETY: non-NULL, and it holds `rma_iov_count` (1) entries (contract).
     let r = unsafe { m.rma_iov.read_unaligned() };
     let rma = rma_iov(r.len, r.addr, r.key);
@@ -201,7 +207,7 @@ unsafe extern "C" fn rma_write(
     p: *mut sys::fid_ep,
     buf: *const c_void,
     len: usize,
-    _desc: *mut c_void,
+    desc: *mut c_void,
     dest: sys::fi_addr_t,
     addr: u64,
     key: u64,
@@ -209,7 +215,7 @@ unsafe extern "C" fn rma_write(
 ) -> isize {
     let peer = (dest, addr, key);
     // SAFETY: forwarded contract.
-    unsafe { rma_one(p, false, (buf, len), peer, context, (None, false)) }
+    unsafe { rma_one(p, false, (buf, len, desc), peer, context, (None, false)) }
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -246,7 +252,7 @@ unsafe extern "C" fn rma_inject(
 ) -> isize {
     let (peer, null) = ((dest, addr, key), std::ptr::null_mut());
     // SAFETY: forwarded contract.
-    unsafe { rma_one(p, false, (buf, len), peer, null, (None, true)) }
+    unsafe { rma_one(p, false, (buf, len, null), peer, null, (None, true)) }
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -254,7 +260,7 @@ unsafe extern "C" fn rma_writedata(
     p: *mut sys::fid_ep,
     buf: *const c_void,
     len: usize,
-    _desc: *mut c_void,
+    desc: *mut c_void,
     data: u64,
     dest: sys::fi_addr_t,
     addr: u64,
@@ -263,7 +269,16 @@ unsafe extern "C" fn rma_writedata(
 ) -> isize {
     let peer = (dest, addr, key);
     // SAFETY: forwarded contract.
-    unsafe { rma_one(p, false, (buf, len), peer, context, (Some(data), false)) }
+    unsafe {
+        rma_one(
+            p,
+            false,
+            (buf, len, desc),
+            peer,
+            context,
+            (Some(data), false),
+        )
+    }
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -278,5 +293,5 @@ unsafe extern "C" fn rma_injectdata(
 ) -> isize {
     let (peer, null) = ((dest, addr, key), std::ptr::null_mut());
     // SAFETY: forwarded contract.
-    unsafe { rma_one(p, false, (buf, len), peer, null, (Some(data), true)) }
+    unsafe { rma_one(p, false, (buf, len, null), peer, null, (Some(data), true)) }
 }

@@ -5,7 +5,7 @@ use std::ffi::c_void;
 use ofi_nostd::Errno;
 use ofi_nostd::flags::Flags;
 
-use super::args::{After, Iovs, ctx, mem, one, post};
+use super::args::{After, Iovs, ctx, descs, mem, one, one_desc, post, rx_flags};
 use crate::sys;
 use crate::util::arg;
 use ofi_nostd::domain::TaggedArgs;
@@ -28,7 +28,7 @@ unsafe extern "C" fn trecv(
     p: *mut sys::fid_ep,
     buf: *mut c_void,
     len: usize,
-    _desc: *mut c_void,
+    desc: *mut c_void,
     src: sys::fi_addr_t,
     tag: u64,
     ignore: u64,
@@ -36,9 +36,20 @@ unsafe extern "C" fn trecv(
 ) -> isize {
     let b = arg!(one(buf, len));
     // SAFETY: the application's endpoint.
+    let desc = unsafe { one_desc(p, desc) };
+    // SAFETY: the application's endpoint.
     unsafe {
-        post(p, After::Nothing, |d, h| {
-            d.trecv(h, b, src, tag, ignore, ctx(context))
+        post(p, After::Nothing, |d, h| match desc {
+            None => d.trecv(h, b, src, tag, ignore, ctx(context)),
+            Some(m) => {
+                let (iov, desc) = ([b], [m]);
+                let args = TaggedArgs {
+                    desc: &desc,
+                    ignore,
+                    ..TaggedArgs::new(&iov, src, tag, ctx(context))
+                };
+                d.trecvmsg(h, &args, rx_flags(d, h)?)
+            }
         })
     }
 }
@@ -54,12 +65,22 @@ unsafe extern "C" fn trecvv(
     ignore: u64,
     context: *mut c_void,
 ) -> isize {
-    // SAFETY: the application's arrays of `count` entries.
-    let v = arg!(unsafe { Iovs::new(iov, desc, count) });
+    // SAFETY: the application's arrays of `count` entries (the descriptors only under
+    // FI_MR_LOCAL).
+    let v = arg!(unsafe { Iovs::new(iov, descs(p, desc), count) });
     // SAFETY: the application's endpoint.
     unsafe {
         post(p, After::Nothing, |d, h| {
-            d.trecvv(h, v.iov(), src, tag, ignore, ctx(context))
+            if v.desc().is_empty() {
+                d.trecvv(h, v.iov(), src, tag, ignore, ctx(context))
+            } else {
+                let args = TaggedArgs {
+                    desc: v.desc(),
+                    ignore,
+                    ..TaggedArgs::new(v.iov(), src, tag, ctx(context))
+                };
+                d.trecvmsg(h, &args, rx_flags(d, h)?)
+            }
         })
     }
 }
@@ -68,8 +89,9 @@ unsafe extern "C" fn trecvv(
 ///
 /// # Safety
 ///
-/// `msg` is NULL or a valid `struct fi_msg_tagged`.
+/// `p` is NULL or a fid; `msg` is NULL or a valid `struct fi_msg_tagged`.
 unsafe fn tmsg_args<'a>(
+    p: *const sys::fid_ep,
     msg: *const sys::fi_msg_tagged,
     v: &'a mut Option<Iovs>,
 ) -> Result<TaggedArgs<'a>, Errno> {
@@ -78,8 +100,9 @@ unsafe fn tmsg_args<'a>(
     }
     // SAFETY: non-NULL (contract).
     let m = unsafe { msg.read_unaligned() };
-    // SAFETY: its arrays hold `iov_count` entries (contract).
-    let v = v.insert(unsafe { Iovs::new(m.msg_iov, m.desc, m.iov_count) }?);
+    // SAFETY: its arrays hold `iov_count` entries (contract; the descriptors are read
+    // only under FI_MR_LOCAL).
+    let v = v.insert(unsafe { Iovs::new(m.msg_iov, descs(p, m.desc), m.iov_count) }?);
     Ok(TaggedArgs {
         iov: v.iov(),
         desc: v.desc(),
@@ -100,7 +123,7 @@ unsafe extern "C" fn trecvmsg(
 ) -> isize {
     let mut iovs = None;
     // SAFETY: the application's message.
-    let args = arg!(unsafe { tmsg_args(msg, &mut iovs) });
+    let args = arg!(unsafe { tmsg_args(p, msg, &mut iovs) });
     let flags = Flags::from_bits_retain(flags);
     // A peek answers through the CQ: run progress so the answer is there to read.
     let kick = if flags.contains(Flags::PEEK) {
@@ -117,16 +140,26 @@ unsafe extern "C" fn tsend(
     p: *mut sys::fid_ep,
     buf: *const c_void,
     len: usize,
-    _desc: *mut c_void,
+    desc: *mut c_void,
     dest: sys::fi_addr_t,
     tag: u64,
     context: *mut c_void,
 ) -> isize {
     let b = arg!(one(buf, len));
     // SAFETY: the application's endpoint.
+    let desc = unsafe { one_desc(p, desc) };
+    // SAFETY: the application's endpoint.
     unsafe {
-        post(p, After::Transmit, |d, h| {
-            d.tsend(h, &mem(), b, dest, tag, ctx(context))
+        post(p, After::Transmit, |d, h| match desc {
+            None => d.tsend(h, &mem(), b, dest, tag, ctx(context)),
+            Some(m) => {
+                let (iov, desc) = ([b], [m]);
+                let args = TaggedArgs {
+                    desc: &desc,
+                    ..TaggedArgs::new(&iov, dest, tag, ctx(context))
+                };
+                d.tsendmsg(h, &mem(), &args, d.ep_tx_flags(h)?)
+            }
         })
     }
 }
@@ -141,12 +174,21 @@ unsafe extern "C" fn tsendv(
     tag: u64,
     context: *mut c_void,
 ) -> isize {
-    // SAFETY: the application's arrays of `count` entries.
-    let v = arg!(unsafe { Iovs::new(iov, desc, count) });
+    // SAFETY: the application's arrays of `count` entries (the descriptors only under
+    // FI_MR_LOCAL).
+    let v = arg!(unsafe { Iovs::new(iov, descs(p, desc), count) });
     // SAFETY: the application's endpoint.
     unsafe {
         post(p, After::Transmit, |d, h| {
-            d.tsendv(h, &mem(), v.iov(), dest, tag, ctx(context))
+            if v.desc().is_empty() {
+                d.tsendv(h, &mem(), v.iov(), dest, tag, ctx(context))
+            } else {
+                let args = TaggedArgs {
+                    desc: v.desc(),
+                    ..TaggedArgs::new(v.iov(), dest, tag, ctx(context))
+                };
+                d.tsendmsg(h, &mem(), &args, d.ep_tx_flags(h)?)
+            }
         })
     }
 }
@@ -158,7 +200,7 @@ unsafe extern "C" fn tsendmsg(
 ) -> isize {
     let mut iovs = None;
     // SAFETY: the application's message.
-    let args = arg!(unsafe { tmsg_args(msg, &mut iovs) });
+    let args = arg!(unsafe { tmsg_args(p, msg, &mut iovs) });
     // SAFETY: the application's endpoint.
     unsafe {
         post(p, After::sent(flags), |d, h| {
@@ -188,7 +230,7 @@ unsafe extern "C" fn tsenddata(
     p: *mut sys::fid_ep,
     buf: *const c_void,
     len: usize,
-    _desc: *mut c_void,
+    desc: *mut c_void,
     data: u64,
     dest: sys::fi_addr_t,
     tag: u64,
@@ -196,9 +238,21 @@ unsafe extern "C" fn tsenddata(
 ) -> isize {
     let b = arg!(one(buf, len));
     // SAFETY: the application's endpoint.
+    let desc = unsafe { one_desc(p, desc) };
+    // SAFETY: the application's endpoint.
     unsafe {
-        post(p, After::Transmit, |d, h| {
-            d.tsenddata(h, &mem(), b, data, dest, tag, ctx(context))
+        post(p, After::Transmit, |d, h| match desc {
+            None => d.tsenddata(h, &mem(), b, data, dest, tag, ctx(context)),
+            Some(m) => {
+                let (iov, desc) = ([b], [m]);
+                let args = TaggedArgs {
+                    desc: &desc,
+                    data,
+                    ..TaggedArgs::new(&iov, dest, tag, ctx(context))
+                };
+                let f = d.ep_tx_flags(h)? | Flags::REMOTE_CQ_DATA;
+                d.tsendmsg(h, &mem(), &args, f)
+            }
         })
     }
 }

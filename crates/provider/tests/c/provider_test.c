@@ -300,6 +300,25 @@ static void test_cntr(struct fid_domain *domain, struct fid_cntr **keep)
 	EXPECT(fi_cntr_wait(cntr, 7, 100), 0);
 	EXPECT(fi_cntr_wait(cntr, 8, 10), -FI_ETIMEDOUT);
 	*keep = cntr;
+
+	/* FI_WAIT_NONE: fi_cntr(3) calls fi_cntr_wait invalid there; it polls (fabtests'
+	 * fi_multi_mr waits so), with the same answers and timeout. */
+	attr.wait_obj = FI_WAIT_NONE;
+	cntr = NULL;
+	EXPECT(fi_cntr_open(domain, &attr, &cntr, NULL), 0);
+	if (!cntr)
+		return;
+	EXPECT(fi_cntr_add(cntr, 3), 0);
+	EXPECT(fi_cntr_wait(cntr, 3, 100), 0);
+	{
+		struct timespec t0, t;
+
+		clock_gettime(CLOCK_MONOTONIC, &t0);
+		EXPECT(fi_cntr_wait(cntr, 4, 20), -FI_ETIMEDOUT);
+		clock_gettime(CLOCK_MONOTONIC, &t);
+		EXPECT_TRUE((t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000 >= 19);
+	}
+	EXPECT(fi_close(&cntr->fid), 0);
 }
 
 static void test_mr(struct fid_domain *domain, struct fid_mr **keep)
@@ -1099,6 +1118,231 @@ out:
 		fi_freeinfo(info);
 }
 
+/* Polls both sides until A has `want_a` completions and B `want_b` (both are polled:
+ * each side's progress runs only through its own reads); B's go to `eb`. */
+static void pump(struct side *a, int want_a, struct side *b, struct fi_cq_tagged_entry *eb,
+		 int want_b)
+{
+	struct fi_cq_tagged_entry ea;
+	struct fi_cq_err_entry err;
+	int got_a = 0, got_b = 0, i;
+
+	for (i = 0; i < 20000 && (got_a < want_a || got_b < want_b); i++) {
+		memset(&err, 0, sizeof err);
+		if (fi_cq_readerr(a->cq, &err, 0) == 1 || fi_cq_readerr(b->cq, &err, 0) == 1) {
+			EXPECT(err.err, 0);
+			return;
+		}
+		if (got_a < want_a)
+			got_a += poll_cq(a->cq, &ea, 1, 0);
+		else
+			poll_cq(a->cq, &ea, 0, 0);
+		if (got_b < want_b)
+			got_b += poll_cq(b->cq, &eb[got_b], 1, 0);
+		else
+			poll_cq(b->cq, eb, 0, 0);
+	}
+	EXPECT(got_a, want_a);
+	EXPECT(got_b, want_b);
+}
+
+/* Local descriptors (fi_mr(3)). Without FI_MR_LOCAL a provider ignores `desc`, and
+ * applications pass anything there (fabtests' fi_multi_recv -M passes fi_mr_desc()
+ * where an array of descriptors belongs): every call below gets a `desc` that faults
+ * if read, and every message, tagged message, write and read arrives. With FI_MR_LOCAL
+ * every call reads them: the same calls with registered buffers and their regions'
+ * descriptors pass, a NULL descriptor is -FI_EINVAL and a buffer outside its region
+ * -FI_EACCES, at the one-buffer calls as at the vector and msg ones. */
+static void test_desc(struct fid_fabric *fabric, int local)
+{
+	struct fi_info *hints = fi_allocinfo(), *info = NULL;
+	struct side a, b;
+	struct fi_cq_tagged_entry eb[8];
+	/* A's buffers, B's receive buffers, B's RMA target. */
+	static char abuf[4096], bbuf[4096], target[4096];
+	char outside[16] = "not registered";
+	struct fid_mr *amr = NULL, *bmr = NULL, *tmr = NULL;
+	fi_addr_t to_b = FI_ADDR_NOTAVAIL, to_a = FI_ADDR_NOTAVAIL;
+	void *d = (void *)(uintptr_t)8, **dv = (void **)(uintptr_t)8;
+	void *rd = d, **rdv = dv, *av_desc[2], *bv_desc[2], *null_desc[2] = { NULL, NULL };
+	struct iovec iov[2];
+	struct fi_msg msg;
+	struct fi_msg_tagged tmsg;
+	struct fi_msg_rma rmsg;
+	struct fi_rma_iov riov;
+	uint64_t key, base;
+	int i;
+
+	memset(&a, 0, sizeof a);
+	memset(&b, 0, sizeof b);
+	hints->fabric_attr->prov_name = strdup("nostd");
+	hints->ep_attr->type = FI_EP_RDM;
+	hints->caps = FI_MSG | FI_TAGGED | FI_RMA;
+	hints->domain_attr->threading = FI_THREAD_DOMAIN;
+	hints->domain_attr->mr_mode = FI_MR_VIRT_ADDR | FI_MR_PROV_KEY | FI_MR_ALLOCATED |
+				      (local ? FI_MR_LOCAL : 0);
+	EXPECT(fi_getinfo(FI_VERSION(1, 17), NULL, NULL, 0, hints, &info), 0);
+	fi_freeinfo(hints);
+	if (!info)
+		goto out;
+	/* The provider needs no registration (it offers no FI_MR_LOCAL); a domain opened
+	 * with it all the same requires registered buffers. */
+	EXPECT(info->domain_attr->mr_mode & FI_MR_LOCAL, 0);
+	if (local)
+		info->domain_attr->mr_mode |= FI_MR_LOCAL;
+	if (open_side(fabric, info, &a) || open_side(fabric, info, &b))
+		goto out;
+	insert_each_other(&a, &b, &to_b, &to_a);
+	EXPECT(fi_mr_reg(b.domain, target, sizeof target, FI_REMOTE_READ | FI_REMOTE_WRITE, 0,
+			 1, 0, &tmr, NULL), 0);
+	if (local) {
+		EXPECT(fi_mr_reg(a.domain, abuf, sizeof abuf,
+				 FI_SEND | FI_RECV | FI_READ | FI_WRITE, 0, 2, 0, &amr, NULL), 0);
+		EXPECT(fi_mr_reg(b.domain, bbuf, sizeof bbuf, FI_RECV, 0, 3, 0, &bmr, NULL), 0);
+		if (!amr || !bmr)
+			goto out;
+		d = av_desc[0] = av_desc[1] = fi_mr_desc(amr);
+		rd = bv_desc[0] = bv_desc[1] = fi_mr_desc(bmr);
+		dv = av_desc;
+		rdv = bv_desc;
+	}
+	if (!tmr)
+		goto out;
+	key = fi_mr_key(tmr);
+	base = info->domain_attr->mr_mode & FI_MR_VIRT_ADDR ? (uint64_t)(uintptr_t)target : 0;
+	memset(bbuf, 0, sizeof bbuf);
+	for (i = 0; i < 8; i++)
+		snprintf(abuf + 64 * i, 64, "desc %d", i);
+
+	/* Messages: four receives, four sends, every form with a descriptor. */
+	EXPECT(fi_recv(b.ep, bbuf, 64, rd, FI_ADDR_UNSPEC, NULL), 0);
+	iov[0].iov_base = bbuf + 64;
+	iov[0].iov_len = 32;
+	iov[1].iov_base = bbuf + 96;
+	iov[1].iov_len = 32;
+	EXPECT(fi_recvv(b.ep, iov, rdv, 2, FI_ADDR_UNSPEC, NULL), 0);
+	iov[0].iov_base = bbuf + 128;
+	iov[0].iov_len = 64;
+	memset(&msg, 0, sizeof msg);
+	msg.msg_iov = iov;
+	msg.desc = rdv;
+	msg.iov_count = 1;
+	msg.addr = FI_ADDR_UNSPEC;
+	EXPECT(fi_recvmsg(b.ep, &msg, 0), 0);
+	EXPECT(fi_recv(b.ep, bbuf + 192, 64, rd, FI_ADDR_UNSPEC, NULL), 0);
+	EXPECT(fi_send(a.ep, abuf, 64, d, to_b, NULL), 0);
+	iov[0].iov_base = abuf + 64;
+	iov[0].iov_len = 32;
+	iov[1].iov_base = abuf + 96;
+	iov[1].iov_len = 32;
+	EXPECT(fi_sendv(a.ep, iov, dv, 2, to_b, NULL), 0);
+	iov[0].iov_base = abuf + 128;
+	iov[0].iov_len = 64;
+	msg.desc = dv;
+	msg.addr = to_b;
+	EXPECT(fi_sendmsg(a.ep, &msg, FI_COMPLETION), 0);
+	EXPECT(fi_senddata(a.ep, abuf + 192, 64, d, 0xda7a, to_b, NULL), 0);
+	pump(&a, 4, &b, eb, 4);
+	EXPECT(memcmp(bbuf, abuf, 256), 0);
+	EXPECT(eb[3].data, 0xda7a);
+
+	/* Tagged, the same four forms. */
+	EXPECT(fi_trecv(b.ep, bbuf + 256, 64, rd, FI_ADDR_UNSPEC, 1, 0, NULL), 0);
+	iov[0].iov_base = bbuf + 320;
+	iov[0].iov_len = 32;
+	iov[1].iov_base = bbuf + 352;
+	iov[1].iov_len = 32;
+	EXPECT(fi_trecvv(b.ep, iov, rdv, 2, FI_ADDR_UNSPEC, 2, 0, NULL), 0);
+	iov[0].iov_base = bbuf + 384;
+	iov[0].iov_len = 64;
+	memset(&tmsg, 0, sizeof tmsg);
+	tmsg.msg_iov = iov;
+	tmsg.desc = rdv;
+	tmsg.iov_count = 1;
+	tmsg.addr = FI_ADDR_UNSPEC;
+	tmsg.tag = 3;
+	EXPECT(fi_trecvmsg(b.ep, &tmsg, 0), 0);
+	EXPECT(fi_trecv(b.ep, bbuf + 448, 64, rd, FI_ADDR_UNSPEC, 4, 0, NULL), 0);
+	EXPECT(fi_tsend(a.ep, abuf + 256, 64, d, to_b, 1, NULL), 0);
+	iov[0].iov_base = abuf + 320;
+	iov[0].iov_len = 32;
+	iov[1].iov_base = abuf + 352;
+	iov[1].iov_len = 32;
+	EXPECT(fi_tsendv(a.ep, iov, dv, 2, to_b, 2, NULL), 0);
+	iov[0].iov_base = abuf + 384;
+	iov[0].iov_len = 64;
+	tmsg.desc = dv;
+	tmsg.addr = to_b;
+	EXPECT(fi_tsendmsg(a.ep, &tmsg, FI_COMPLETION), 0);
+	EXPECT(fi_tsenddata(a.ep, abuf + 448, 64, d, 0x7a9, to_b, 4, NULL), 0);
+	pump(&a, 4, &b, eb, 4);
+	EXPECT(memcmp(bbuf + 256, abuf + 256, 256), 0);
+	EXPECT(eb[3].tag, 4);
+
+	/* RMA: three writes into B's target, three reads back into A's buffer. */
+	EXPECT(fi_write(a.ep, abuf, 64, d, to_b, base, key, NULL), 0);
+	iov[0].iov_base = abuf + 64;
+	iov[0].iov_len = 32;
+	iov[1].iov_base = abuf + 96;
+	iov[1].iov_len = 32;
+	EXPECT(fi_writev(a.ep, iov, dv, 2, to_b, base + 64, key, NULL), 0);
+	iov[0].iov_base = abuf + 128;
+	iov[0].iov_len = 64;
+	riov.addr = base + 128;
+	riov.len = 64;
+	riov.key = key;
+	memset(&rmsg, 0, sizeof rmsg);
+	rmsg.msg_iov = iov;
+	rmsg.desc = dv;
+	rmsg.iov_count = 1;
+	rmsg.addr = to_b;
+	rmsg.rma_iov = &riov;
+	rmsg.rma_iov_count = 1;
+	EXPECT(fi_writemsg(a.ep, &rmsg, FI_COMPLETION), 0);
+	pump(&a, 3, &b, eb, 0);
+	EXPECT(memcmp(target, abuf, 192), 0);
+	EXPECT(fi_read(a.ep, abuf + 1024, 64, d, to_b, base, key, NULL), 0);
+	iov[0].iov_base = abuf + 1088;
+	iov[0].iov_len = 32;
+	iov[1].iov_base = abuf + 1120;
+	iov[1].iov_len = 32;
+	EXPECT(fi_readv(a.ep, iov, dv, 2, to_b, base + 64, key, NULL), 0);
+	iov[0].iov_base = abuf + 1152;
+	iov[0].iov_len = 64;
+	EXPECT(fi_readmsg(a.ep, &rmsg, FI_COMPLETION), 0);
+	pump(&a, 3, &b, eb, 0);
+	EXPECT(memcmp(abuf + 1024, abuf, 192), 0);
+
+	if (local) {
+		/* A NULL descriptor, and a buffer its descriptor's region does not hold. */
+		EXPECT(fi_send(a.ep, abuf, 8, NULL, to_b, NULL), -FI_EINVAL);
+		EXPECT(fi_tsend(a.ep, outside, 8, d, to_b, 1, NULL), -FI_EACCES);
+		EXPECT(fi_recv(b.ep, bbuf, 8, NULL, FI_ADDR_UNSPEC, NULL), -FI_EINVAL);
+		EXPECT(fi_trecv(b.ep, outside, 8, rd, FI_ADDR_UNSPEC, 1, 0, NULL), -FI_EACCES);
+		iov[0].iov_base = abuf;
+		iov[0].iov_len = 8;
+		EXPECT(fi_sendv(a.ep, iov, null_desc, 1, to_b, NULL), -FI_EINVAL);
+		EXPECT(fi_write(a.ep, outside, 8, d, to_b, base, key, NULL), -FI_EACCES);
+		EXPECT(fi_readv(a.ep, iov, null_desc, 1, to_b, base, key, NULL), -FI_EINVAL);
+		/* Inject copies the buffer at once: no descriptor needed (fi_msg(3)). */
+		EXPECT(fi_recv(b.ep, bbuf + 512, 16, rd, FI_ADDR_UNSPEC, NULL), 0);
+		EXPECT(fi_inject(a.ep, outside, sizeof outside, to_b), 0);
+		pump(&a, 0, &b, eb, 1);
+		EXPECT(strcmp(bbuf + 512, outside), 0);
+	}
+out:
+	if (tmr)
+		EXPECT(fi_close(&tmr->fid), 0);
+	if (amr)
+		EXPECT(fi_close(&amr->fid), 0);
+	if (bmr)
+		EXPECT(fi_close(&bmr->fid), 0);
+	close_side(&a);
+	close_side(&b);
+	if (info)
+		fi_freeinfo(info);
+}
+
 int main(void)
 {
 	struct fi_info *info;
@@ -1150,6 +1394,8 @@ int main(void)
 	test_more(fabric);
 	test_auto_progress(fabric);
 	test_rma(fabric);
+	test_desc(fabric, 0);
+	test_desc(fabric, 1);
 
 	/* fi_trywait: a domain is not a waitable object; a wait-less CQ cannot wait. */
 	wrong[0] = &domain->fid;
