@@ -81,8 +81,18 @@ bitflags! {
         const HMEM_DEVICE_ONLY = 1 << 46;
         /// FI_HMEM: device memory.
         const HMEM = 1 << 47;
-        /// FI_VARIABLE_MSG.
+        /// FI_VARIABLE_MSG (libfabric 1.x; removed in 2.0, whose bit 48 is
+        /// FI_EXACT_DIRECTED_RECV).
         const VARIABLE_MSG = 1 << 48;
+        /// FI_TAGGED_DIRECTED_RECV (API 2.0; 1.x's FI_HMEM_HOST_ALLOC bit): tagged
+        /// receives may name the sender.
+        const TAGGED_DIRECTED_RECV = 1 << 45;
+        /// FI_TAGGED_MULTI_RECV (API 2.0; 1.x's FI_HMEM_DEVICE_ONLY bit): FI_MULTI_RECV
+        /// on tagged receives.
+        const TAGGED_MULTI_RECV = 1 << 46;
+        /// FI_EXACT_DIRECTED_RECV (API 2.0; 1.x's FI_VARIABLE_MSG bit): directed
+        /// receives name one sender, never FI_ADDR_UNSPEC.
+        const EXACT_DIRECTED_RECV = 1 << 48;
         /// FI_RMA_PMEM.
         const RMA_PMEM = 1 << 49;
         /// FI_SOURCE_ERR: report unknown source addresses in error entries.
@@ -186,6 +196,8 @@ impl Flags {
         .union(Flags::RMA_PMEM)
         .union(Flags::DIRECTED_RECV)
         .union(Flags::VARIABLE_MSG)
+        .union(Flags::TAGGED_DIRECTED_RECV)
+        .union(Flags::TAGGED_MULTI_RECV)
         .union(Flags::MULTI_RECV)
         .union(Flags::SOURCE)
         .union(Flags::RMA_EVENT)

@@ -6,6 +6,7 @@ use ofi_nostd::Errno;
 use ofi_nostd::cntr::{Cntr, CntrAttr, CntrEvents};
 use ofi_nostd::domain::CntrHandle;
 use ofi_nostd::eq::WaitObj;
+use ofi_nostd::info::fi_version;
 use ofi_nostd::time::Instant;
 
 use crate::domain::{DomainFid, InDomain, Wake};
@@ -84,6 +85,9 @@ unsafe fn with_cntr<R>(
     unsafe { object::<CntrFid>(p.cast()) }?.with(f)
 }
 
+/// `enum fi_cntr_events` value 1 (libfabric 2.0's FI_CNTR_EVENTS_BYTES).
+const FI_CNTR_EVENTS_BYTES: sys::fi_cntr_events = 1;
+
 /// `fi_cntr_open`.
 ///
 /// # Safety
@@ -100,6 +104,11 @@ pub unsafe extern "C" fn open(
         let d = unsafe { DomainFid::from_c(domain) }?;
         // SAFETY: NULL or a valid attribute structure (application's contract).
         let a = unsafe { attr.as_ref() }.ok_or(Errno::EINVAL)?;
+        // FI_CNTR_EVENTS_BYTES (2.0: counting bytes, not completions) is not done; under
+        // 1.x the value names nothing (-FI_EINVAL below).
+        if a.events == FI_CNTR_EVENTS_BYTES && d.api_version() >= fi_version(2, 0) {
+            return Err(Errno::ENOSYS);
+        }
         let attr = CntrAttr {
             events: CntrEvents::from_raw(a.events as i32)?,
             wait_obj: WaitObj::from_raw(a.wait_obj as i32)?,

@@ -408,8 +408,10 @@ pub unsafe extern "C" fn open(
         }
     }
     let link_fd = plane.driver.wait_fd().map_or(-1, |f| f.as_raw_fd());
+    // From API 2.0 `progress` (data_progress's slot) alone says how both progress.
     let auto = info.domain_attr.data_progress == Progress::Auto
-        || info.domain_attr.control_progress == Progress::Auto;
+        || (info.domain_attr.control_progress == Progress::Auto
+            && fab.api_version() < ofi_nostd::info::fi_version(2, 0));
     // A progress thread enters the domain too: its data path locks whatever the
     // threading model.
     let data_locks = info.domain_attr.threading != Threading::Domain || auto;

@@ -776,11 +776,15 @@ fn build_abi_check(dir: &Path) -> PathBuf {
 }
 
 /// What `abi_check` printed: the core's version, the (info, dup) attribute maps of
-/// every entry, and the hints probes (`name` -> result code).
+/// every entry, the hints probes (`name` -> result code), what the semantics probes
+/// were granted (`name` -> "progress=N control=N caps=..."), and the counter probes
+/// (`name` -> result code).
 struct AbiReport {
     core: String,
     entries: Vec<(BTreeMap<String, String>, BTreeMap<String, String>)>,
     probes: BTreeMap<String, i32>,
+    grants: BTreeMap<String, String>,
+    cntrs: BTreeMap<String, String>,
 }
 
 /// Runs `abi_check` against `lib` (a path, or a soname the dynamic linker resolves),
@@ -798,11 +802,18 @@ fn abi_check(test: &str, lib: &Path, valgrind: bool) -> AbiReport {
     };
     let out = run_ok(c.arg(lib));
     let mut probes = BTreeMap::new();
+    let (mut grants, mut cntrs) = (BTreeMap::new(), BTreeMap::new());
     let mut report = String::new();
     for line in out.lines() {
         if let Some(probe) = line.strip_prefix("hints ") {
             let (name, rc) = probe.split_once(' ').expect("hints NAME RC");
             probes.insert(name.to_owned(), rc.parse().expect("a result code"));
+        } else if let Some(g) = line.strip_prefix("grant ") {
+            let (name, rest) = g.split_once(' ').expect("grant NAME ...");
+            grants.insert(name.to_owned(), rest.to_owned());
+        } else if let Some(c) = line.strip_prefix("cntr ") {
+            let (name, rc) = c.split_once(' ').expect("cntr NAME RC");
+            cntrs.insert(name.to_owned(), rc.to_owned());
         } else {
             report.push_str(line);
             report.push('\n');
@@ -829,6 +840,8 @@ fn abi_check(test: &str, lib: &Path, valgrind: bool) -> AbiReport {
         core,
         entries: pairs,
         probes,
+        grants,
+        cntrs,
     }
 }
 
@@ -901,13 +914,62 @@ fn libfabric2_reads_every_attribute_the_provider_set() {
     assert_eq!(two.probes["max_group_id=1"], enodata);
 }
 
+/// libfabric 2.0's semantics as 2.5.1 reads them (the 2.x man pages): one progress
+/// model (`progress`, reported in control_progress too) with FI_PROGRESS_CONTROL_UNIFIED;
+/// the capability bits 1.x used for other flags, FI_TAGGED_DIRECTED_RECV (45) and
+/// FI_EXACT_DIRECTED_RECV (48), granted as asked, FI_TAGGED_MULTI_RECV (46) not
+/// offered; FI_CNTR_EVENTS_BYTES -FI_ENOSYS (not done). The same values asked at API
+/// 1.17 through the same library name nothing (-FI_ENODATA, -FI_EINVAL).
+#[test]
+fn libfabric2_api_2_semantics() {
+    let two = abi_check("abi2-semantics", &libfabric2(), false);
+    let (enodata, enosys, einval) = (-61, -38, -22);
+    let caps = |name: &str| {
+        let hex = two.grants[name].split("caps=0x").nth(1).expect("caps");
+        u64::from_str_radix(hex.trim(), 16).expect("hex caps")
+    };
+    let (tagged_directed, exact, directed) = (1u64 << 45, 1u64 << 48, 1u64 << 59);
+    let p = &two.probes;
+    assert_eq!(p["control_unified"], 0, "{p:?}");
+    assert_eq!(
+        two.grants["control_unified"].split(" caps").next(),
+        Some("progress=3 control=3")
+    );
+    assert_eq!(p["control_unified@1.17"], enodata);
+    assert_eq!(p["auto"], 0);
+    assert!(
+        two.grants["auto"].starts_with("progress=1 control=1 "),
+        "{:?}",
+        two.grants
+    );
+    assert_eq!(p["tagged_directed_recv"], 0);
+    let c = caps("tagged_directed_recv");
+    assert_eq!(
+        c & (tagged_directed | exact | directed),
+        tagged_directed,
+        "{c:#x}"
+    );
+    assert_eq!(p["exact_directed_recv"], 0);
+    let c = caps("exact_directed_recv");
+    assert_eq!(c & (tagged_directed | exact | directed), exact, "{c:#x}");
+    assert_eq!(
+        p["exact_directed_recv@1.17"], enodata,
+        "1.17's FI_VARIABLE_MSG"
+    );
+    assert_eq!(p["tagged_multi_recv"], enodata);
+    assert_eq!(two.cntrs["events_comp"], "0");
+    assert_eq!(two.cntrs["events_bytes"], enosys.to_string());
+    assert_eq!(two.cntrs["events_bytes@1.17"], einval.to_string());
+}
+
 /// The same under valgrind: no invalid read or write in libfabric 2.x's fi_getinfo,
 /// fi_dupinfo, fi_tostr or fi_freeinfo of the provider's structures.
 #[test]
 fn libfabric2_valgrind_clean() {
     let two = abi_check("abi2-valgrind", &libfabric2(), true);
     assert!(!two.entries.is_empty());
-    assert_eq!(two.probes.len(), 4);
+    assert_eq!(two.probes.len(), 11);
+    assert_eq!(two.cntrs.len(), 3);
 }
 
 /// An MPI of the PyPI wheels.

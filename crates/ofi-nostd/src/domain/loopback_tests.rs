@@ -63,7 +63,11 @@ struct Node {
 
 impl Node {
     fn new(loopback_slots: usize) -> Node {
-        let info = default_info(EpType::Rdm, None, &cfg());
+        Node::with_info(loopback_slots, &default_info(EpType::Rdm, None, &cfg()))
+    }
+
+    /// A node whose domain is opened with `info`.
+    fn with_info(loopback_slots: usize, info: &crate::info::Info) -> Node {
         let mut fabric = Fabric::open(&FabricAttr::default(), 0, VecStorage, 1).unwrap();
         let caps = Capabilities::new(Medium::Ethernet, FRAME);
         let net = NetConfig::new(&caps, IP, 7000).with_ethernet([2, 0, 0, 0, 9, 1], 24, None);
@@ -72,7 +76,7 @@ impl Node {
             loopback_slots,
             ..DomainConfig::new(net, cfg(), 5)
         };
-        let dom = Domain::open(&mut fabric, &info, dc, VecStorage, 0).unwrap();
+        let dom = Domain::open(&mut fabric, info, dc, VecStorage, 0).unwrap();
         Node {
             _fabric: fabric,
             dom,
@@ -85,7 +89,11 @@ impl Node {
 
     /// An enabled endpoint of `ep_type` with its own CQs, bound to `av`.
     fn ep(&mut self, ep_type: EpType, av: AvHandle<VecStorage>) -> Ep {
-        let info = default_info(ep_type, None, &cfg());
+        self.ep_info(&default_info(ep_type, None, &cfg()), av)
+    }
+
+    /// An enabled endpoint opened with `info`, its own CQs, bound to `av`.
+    fn ep_info(&mut self, info: &crate::info::Info, av: AvHandle<VecStorage>) -> Ep {
         let attr = CqAttr {
             format: CqFormat::Tagged,
             size: 64,
@@ -94,7 +102,7 @@ impl Node {
         let d = &mut self.dom;
         let tx_cq = d.cq_open(&attr, 1).unwrap();
         let rx_cq = d.cq_open(&attr, 2).unwrap();
-        let h = d.ep_open(&info, 3).unwrap();
+        let h = d.ep_open(info, 3).unwrap();
         d.ep_bind(h, BindTarget::Cq(tx_cq), Flags::TRANSMIT)
             .unwrap();
         d.ep_bind(h, BindTarget::Cq(rx_cq), Flags::RECV).unwrap();
@@ -468,5 +476,73 @@ fn a_directed_receive_takes_messages_that_came_before_the_av_insert() {
     assert_eq!(sorted_ctx(&got[0]), vec![101, 102]);
     for op in 0..3 {
         n.check(op, 100 + op);
+    }
+}
+
+/// API 2.0's directed receives (fi_getinfo(3) of 2.x): FI_TAGGED_DIRECTED_RECV directs
+/// tagged receives alone; FI_EXACT_DIRECTED_RECV alone directs every receive and
+/// refuses FI_ADDR_UNSPEC there, with FI_TAGGED_DIRECTED_RECV only for tagged ones.
+/// B sends first, then C; a receive naming C takes C's message only when directed.
+#[test]
+fn api_2_directed_receive_capabilities() {
+    let exact = Flags::EXACT_DIRECTED_RECV;
+    let tagged = Flags::TAGGED_DIRECTED_RECV;
+    // (capabilities, message receives directed, tagged receives directed, exact)
+    for (extra, msg_dir, tag_dir, exact_applies) in [
+        (tagged, false, true, false),
+        (exact, true, true, true),
+        (tagged | exact, false, true, true),
+        (Flags::DIRECTED_RECV | exact, true, true, true),
+    ] {
+        // The domain offers 1.x's capabilities and `extra`; A takes `extra` alone.
+        let mut dom_info = default_info(EpType::Rdm, None, &cfg());
+        dom_info.caps |= extra;
+        let mut info = dom_info.clone();
+        info.caps = info.caps.difference(Flags::DIRECTED_RECV) | extra;
+        info.rx_attr.caps = info.rx_attr.caps.difference(Flags::DIRECTED_RECV) | extra;
+        let mut n = Node::with_info(DEFAULT_LOOPBACK_SLOTS, &dom_info);
+        let (av_a, av_b, av_c) = (n.av(), n.av(), n.av());
+        let a = n.ep_info(&info, av_a);
+        let b = n.ep(EpType::Rdm, av_b);
+        let c = n.ep(EpType::Rdm, av_c);
+        let from = n.insert(av_a, &[&b, &c]);
+        let to_a_b = n.insert(av_b, &[&a])[0];
+        let to_a_c = n.insert(av_c, &[&a])[0];
+        for (tag, base) in [(None, 0), (Some(9u64), 2)] {
+            n.fill(base, 40, 1);
+            n.fill(base + 1, 50, 2);
+            n.send(&b, base, 40, to_a_b, tag);
+            n.run(&[(b.tx_cq, 1)], 5000);
+            n.send(&c, base + 1, 50, to_a_c, tag);
+            n.run(&[(c.tx_cq, 1)], 5000);
+            let directed = if tag.is_some() { tag_dir } else { msg_dir };
+            // A receive naming C: C's 50 bytes when directed, else the first (B's 40).
+            let ctx = 200 + base as u64;
+            match tag {
+                Some(t) => n.dom.trecv(a.h, Node::dst(base + 1), from[1], t, 0, ctx),
+                None => n.dom.recv(a.h, Node::dst(base + 1), from[1], ctx),
+            }
+            .unwrap();
+            let got = n.run(&[(a.rx_cq, 1)], 100);
+            let want = if directed { 50 } else { 40 };
+            assert_eq!((got[0][0].0, got[0][0].2), (ctx, want), "{extra:?} {tag:?}");
+            // Then any source: refused where exact, else the other message.
+            let unspec = match tag {
+                Some(t) => n.dom.trecv(a.h, Node::dst(7), FI_ADDR_UNSPEC, t, 0, 1),
+                None => n.dom.recv(a.h, Node::dst(7), FI_ADDR_UNSPEC, 1),
+            };
+            if directed && exact_applies {
+                assert_eq!(unspec, Err(Errno::EINVAL), "{extra:?} {tag:?}");
+                match tag {
+                    Some(t) => n.dom.trecv(a.h, Node::dst(7), from[0], t, 0, 3),
+                    None => n.dom.recv(a.h, Node::dst(7), from[0], 3),
+                }
+                .unwrap();
+            } else {
+                unspec.unwrap();
+            }
+            let got = n.run(&[(a.rx_cq, 1)], 100);
+            assert_eq!(got[0][0].2, 90 - want, "{extra:?} {tag:?}");
+        }
     }
 }

@@ -38,6 +38,13 @@ impl<'a> MsgArgs<'a> {
     }
 }
 
+/// The capabilities that direct a tagged receive (see `post_any_recv`).
+const TAGGED_DIRECTED: Flags = Flags::DIRECTED_RECV
+    .union(Flags::TAGGED_DIRECTED_RECV)
+    .union(Flags::EXACT_DIRECTED_RECV);
+/// FI_EXACT_DIRECTED_RECV alone of these directs message receives too.
+const EXACT_OR_TAGGED: Flags = Flags::EXACT_DIRECTED_RECV.union(Flags::TAGGED_DIRECTED_RECV);
+
 impl<S: Storage> Domain<S> {
     /// `fi_sendmsg`: queues one message to `msg.addr`. -FI_EOPBADSTATE before enable,
     /// -FI_EINVAL for too many iovs or an address not in the AV, -FI_EMSGSIZE beyond
@@ -331,15 +338,27 @@ impl<S: Storage> Domain<S> {
         // by a claim, which names its message by the context of the peek that claimed
         // it (fi_tagged(3); Open MPI's MPI_Mrecv passes address 0, no AV entry under
         // FI_AV_MAP).
+        // API 2.0 (fi_getinfo(3)): FI_TAGGED_DIRECTED_RECV directs tagged receives
+        // alone; FI_EXACT_DIRECTED_RECV directs every receive by itself, and with
+        // FI_TAGGED_DIRECTED_RECV the tagged ones, refusing FI_ADDR_UNSPEC for them.
         let claim = flags.contains(Flags::CLAIM) && !flags.contains(Flags::PEEK);
-        let src = if ep.caps.contains(Flags::DIRECTED_RECV)
-            && msg.addr != FI_ADDR_UNSPEC
-            && !claim
-            && ep.ep_type != crate::info::EpType::Msg
-        {
-            let av = obj(ep.av.and_then(|a| self.res.avs.get(a)))?;
-            av.resolve(msg.addr).map_err(|_| Errno::EINVAL)?;
-            av.split_rx(msg.addr).0
+        let directed = if tag.is_some() {
+            ep.caps.intersects(TAGGED_DIRECTED)
+        } else {
+            ep.caps.contains(Flags::DIRECTED_RECV)
+                || ep.caps.intersection(EXACT_OR_TAGGED) == Flags::EXACT_DIRECTED_RECV
+        };
+        let src = if directed && !claim && ep.ep_type != crate::info::EpType::Msg {
+            if msg.addr == FI_ADDR_UNSPEC {
+                if ep.caps.contains(Flags::EXACT_DIRECTED_RECV) {
+                    return Err(Errno::EINVAL);
+                }
+                FI_ADDR_UNSPEC
+            } else {
+                let av = obj(ep.av.and_then(|a| self.res.avs.get(a)))?;
+                av.resolve(msg.addr).map_err(|_| Errno::EINVAL)?;
+                av.split_rx(msg.addr).0
+            }
         } else {
             FI_ADDR_UNSPEC
         };

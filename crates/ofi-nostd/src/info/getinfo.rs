@@ -238,6 +238,8 @@ impl ProviderConfig {
             Progress::Unspec => true,
             Progress::Manual => self.progress_manual,
             Progress::Auto => self.progress_auto,
+            // Manual progress whose control calls the application serializes too.
+            Progress::ControlUnified => self.progress_manual,
         }
     }
 }
@@ -307,6 +309,10 @@ const DGRAM_CAPS: Flags = Flags::MSG
     .union(Flags::SOURCE)
     .union(Flags::NAMED_RX_CTX);
 const COMM_CAPS: Flags = Flags::LOCAL_COMM.union(Flags::REMOTE_COMM);
+/// What RDM endpoints add from API 2.0, whose bits 1.x gave other meanings: directed
+/// receive for tagged receives alone, and directed receives that never name
+/// FI_ADDR_UNSPEC. Not FI_TAGGED_MULTI_RECV (multi-receive buffers take messages only).
+const RDM_CAPS_2_0: Flags = Flags::TAGGED_DIRECTED_RECV.union(Flags::EXACT_DIRECTED_RECV);
 
 /// Default transmit flags each type can honour.
 const RDM_TX_OP_FLAGS: Flags = Flags::INJECT
@@ -602,6 +608,10 @@ pub fn getinfo(
             {
                 let mut info = default_info(ep_type, Some(iface), cfg);
                 info.fabric_attr.api_version = version;
+                if ep_type == EpType::Rdm && version >= fi_version(2, 0) {
+                    info.caps |= RDM_CAPS_2_0;
+                    info.rx_attr.caps |= RDM_CAPS_2_0;
+                }
                 match hints {
                     Some(h) => match apply_hints(info, h, version, cfg) {
                         Some(i) => info = i,
@@ -772,15 +782,30 @@ fn apply_hints(mut info: Info, h: &Info, version: u32, cfg: &ProviderConfig) -> 
         t if t.concurrency_rank() <= cfg.threading.concurrency_rank() => t,
         _ => return None,
     };
-    for (hp, dp) in [
-        (ha.control_progress, &mut da.control_progress),
-        (ha.data_progress, &mut da.data_progress),
-    ] {
+    if version >= fi_version(2, 0) {
+        // One model from API 2.0: `progress` (1.x's data_progress slot) governs control
+        // and data alike (fi_domain(3)); control_progress is not read in hints, as by
+        // libfabric's own providers, and reports the same model.
+        let hp = ha.data_progress;
         if !cfg.progress_supported(hp) {
             return None;
         }
         if hp != Progress::Unspec {
-            *dp = hp;
+            da.data_progress = hp;
+        }
+        da.control_progress = da.data_progress;
+    } else {
+        for (hp, dp) in [
+            (ha.control_progress, &mut da.control_progress),
+            (ha.data_progress, &mut da.data_progress),
+        ] {
+            // FI_PROGRESS_CONTROL_UNIFIED is 2.0's.
+            if !cfg.progress_supported(hp) || hp == Progress::ControlUnified {
+                return None;
+            }
+            if hp != Progress::Unspec {
+                *dp = hp;
+            }
         }
     }
     if ha.resource_mgmt != ResourceMgmt::Unspec {

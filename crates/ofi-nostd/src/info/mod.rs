@@ -182,6 +182,7 @@ c_enum! {
         Unspec = 0, "FI_PROGRESS_UNSPEC";
         Auto = 1, "FI_PROGRESS_AUTO";
         Manual = 2, "FI_PROGRESS_MANUAL";
+        ControlUnified = 3, "FI_PROGRESS_CONTROL_UNIFIED";
     }
 }
 

@@ -1564,3 +1564,126 @@ fn scalable_endpoints_are_offered() {
         assert_eq!(i.domain_attr.max_ep_rx_ctx, crate::sep::MAX_CTX);
     }
 }
+
+/// getinfo at `version`.
+fn run_at(version: u32, hints: Option<&Info>, p: &Provider<'_>) -> Result<std::vec::Vec<Info>> {
+    let mut o = out();
+    let n = getinfo(version, None, None, Flags::empty(), hints, p, &mut o)?;
+    Ok(o[..n].to_vec())
+}
+
+/// API 2.0's progress (fi_domain(3) of 2.x): one model in `progress` (data_progress's
+/// slot) for control and data, FI_PROGRESS_CONTROL_UNIFIED granted where manual
+/// progress is; control_progress hints not read. Under 1.x, value 3 names nothing.
+#[test]
+fn api_2_progress_is_one_model() {
+    let v2 = fi_version(2, 5);
+    let hosted = with_cfg(ProviderConfig {
+        progress_auto: true,
+        ..ProviderConfig::DEFAULT
+    });
+    let mut h = rdm_hints();
+    h.domain_attr.data_progress = Progress::ControlUnified;
+    let r = run_at(v2, Some(&h), &hosted).unwrap();
+    assert!(
+        r.iter()
+            .all(|i| i.domain_attr.data_progress == Progress::ControlUnified
+                && i.domain_attr.control_progress == Progress::ControlUnified)
+    );
+    assert_eq!(
+        run_at(fi_version(1, 17), Some(&h), &hosted),
+        Err(Errno::ENODATA)
+    );
+    assert_eq!(
+        run_at(fi_version(2, 0), Some(&h), &hosted).unwrap()[0]
+            .domain_attr
+            .data_progress,
+        Progress::ControlUnified
+    );
+    // Manual only: CONTROL_UNIFIED still (it is manual progress).
+    let manual = with_cfg(ProviderConfig {
+        progress_manual: true,
+        progress_auto: false,
+        ..ProviderConfig::DEFAULT
+    });
+    assert!(run_at(v2, Some(&h), &manual).is_ok());
+    // Auto asked in `progress`: both report it; a control_progress hint is not read.
+    h.domain_attr.data_progress = Progress::Auto;
+    h.domain_attr.control_progress = Progress::Manual;
+    let r = run_at(v2, Some(&h), &hosted).unwrap();
+    assert_eq!(
+        (
+            r[0].domain_attr.control_progress,
+            r[0].domain_attr.data_progress
+        ),
+        (Progress::Auto, Progress::Auto)
+    );
+    h.domain_attr.data_progress = Progress::Unspec;
+    h.domain_attr.control_progress = Progress::Auto;
+    let r = run_at(v2, Some(&h), &manual).unwrap();
+    assert_eq!(
+        (
+            r[0].domain_attr.control_progress,
+            r[0].domain_attr.data_progress
+        ),
+        (Progress::Manual, Progress::Manual)
+    );
+    // Under 1.x both are read as before.
+    assert_eq!(
+        run_at(fi_version(1, 17), Some(&h), &manual),
+        Err(Errno::ENODATA)
+    );
+}
+
+/// API 2.0's capability bits 45 and 48 (1.x's FI_HMEM_HOST_ALLOC and FI_VARIABLE_MSG):
+/// FI_TAGGED_DIRECTED_RECV and FI_EXACT_DIRECTED_RECV are offered on RDM from 2.0
+/// only; FI_TAGGED_MULTI_RECV (bit 46) is not offered.
+#[test]
+fn api_2_directed_receive_caps() {
+    let v2 = fi_version(2, 5);
+    let both = Flags::TAGGED_DIRECTED_RECV | Flags::EXACT_DIRECTED_RECV;
+    let all = run_at(v2, None, &prov()).unwrap();
+    for i in &all {
+        let rdm = i.ep_attr.ep_type == EpType::Rdm;
+        assert_eq!(i.caps.contains(both), rdm, "{:?}", i.ep_attr.ep_type);
+        assert_eq!(i.rx_attr.caps.contains(both), rdm);
+        assert!(!i.tx_attr.caps.intersects(both));
+        assert!(!i.caps.contains(Flags::TAGGED_MULTI_RECV));
+    }
+    assert!(
+        run_at(fi_version(1, 17), None, &prov())
+            .unwrap()
+            .iter()
+            .all(|i| !i.caps.intersects(both | Flags::TAGGED_MULTI_RECV))
+    );
+    let mut h = rdm_hints();
+    h.caps = Flags::TAGGED | Flags::TAGGED_DIRECTED_RECV;
+    let r = run_at(v2, Some(&h), &prov()).unwrap();
+    assert!(r[0].caps.contains(Flags::TAGGED_DIRECTED_RECV));
+    assert!(
+        !r[0]
+            .caps
+            .intersects(Flags::DIRECTED_RECV | Flags::EXACT_DIRECTED_RECV)
+    );
+    assert_eq!(
+        run_at(fi_version(1, 17), Some(&h), &prov()),
+        Err(Errno::ENODATA)
+    );
+    h.caps = Flags::TAGGED | Flags::EXACT_DIRECTED_RECV;
+    assert!(
+        run_at(v2, Some(&h), &prov()).unwrap()[0]
+            .caps
+            .contains(Flags::EXACT_DIRECTED_RECV)
+    );
+    // 1.17's FI_VARIABLE_MSG, the same bit: not offered.
+    assert_eq!(
+        run_at(fi_version(1, 17), Some(&h), &prov()),
+        Err(Errno::ENODATA)
+    );
+    h.caps = Flags::TAGGED | Flags::TAGGED_MULTI_RECV;
+    assert_eq!(run_at(v2, Some(&h), &prov()), Err(Errno::ENODATA));
+    h.caps = Flags::MSG;
+    h.ep_attr.ep_type = EpType::Dgram;
+    h.rx_attr.caps = Flags::EXACT_DIRECTED_RECV;
+    assert_eq!(run_at(v2, Some(&h), &prov()), Err(Errno::ENODATA));
+}
