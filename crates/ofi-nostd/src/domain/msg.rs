@@ -342,23 +342,26 @@ impl<S: Storage> Domain<S> {
         // alone; FI_EXACT_DIRECTED_RECV directs every receive by itself, and with
         // FI_TAGGED_DIRECTED_RECV the tagged ones, refusing FI_ADDR_UNSPEC for them.
         let claim = flags.contains(Flags::CLAIM) && !flags.contains(Flags::PEEK);
-        let directed = if tag.is_some() {
-            ep.caps.intersects(TAGGED_DIRECTED)
-        } else {
-            ep.caps.contains(Flags::DIRECTED_RECV)
-                || ep.caps.intersection(EXACT_OR_TAGGED) == Flags::EXACT_DIRECTED_RECV
-        };
-        let src = if directed && !claim && ep.ep_type != crate::info::EpType::Msg {
-            if msg.addr == FI_ADDR_UNSPEC {
-                if ep.caps.contains(Flags::EXACT_DIRECTED_RECV) {
-                    return Err(Errno::EINVAL);
+        let directed = |caps: Flags| {
+            !claim
+                && ep.ep_type != crate::info::EpType::Msg
+                && if tag.is_some() {
+                    caps.intersects(TAGGED_DIRECTED)
+                } else {
+                    caps.contains(Flags::DIRECTED_RECV)
+                        || caps.intersection(EXACT_OR_TAGGED) == Flags::EXACT_DIRECTED_RECV
                 }
-                FI_ADDR_UNSPEC
-            } else {
-                let av = obj(ep.av.and_then(|a| self.res.avs.get(a)))?;
-                av.resolve(msg.addr).map_err(|_| Errno::EINVAL)?;
-                av.split_rx(msg.addr).0
+        };
+        // Any source (the common receive) tests one bit more than before 2.0's caps.
+        let src = if msg.addr == FI_ADDR_UNSPEC {
+            if ep.caps.contains(Flags::EXACT_DIRECTED_RECV) && directed(ep.caps) {
+                return Err(Errno::EINVAL);
             }
+            FI_ADDR_UNSPEC
+        } else if directed(ep.caps) {
+            let av = obj(ep.av.and_then(|a| self.res.avs.get(a)))?;
+            av.resolve(msg.addr).map_err(|_| Errno::EINVAL)?;
+            av.split_rx(msg.addr).0
         } else {
             FI_ADDR_UNSPEC
         };
