@@ -408,7 +408,10 @@ impl Conn {
             return false;
         }
         if self.state == ConnState::ShuttingDown {
+            // The side that shut down learns the connection is over too (as
+            // rdma_disconnect reports it at both ends): exactly one FI_SHUTDOWN each.
             self.state = ConnState::Closed;
+            self.owed = Some(CmEventKind::Shutdown);
         }
         true
     }
@@ -434,6 +437,7 @@ impl Conn {
             }
             ConnState::ShuttingDown if self.retry.exhausted(now, cfg) || peer_failed => {
                 self.state = ConnState::Closed;
+                self.owed = Some(CmEventKind::Shutdown);
             }
             _ => {}
         }

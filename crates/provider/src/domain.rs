@@ -452,7 +452,11 @@ fn log_drops(r: &hosted::drops::DropReport) {
 }
 
 /// `fi_close(domain)`: -FI_EBUSY while anything is open on it.
-unsafe extern "C" fn close(fid: *mut sys::fid) -> c_int {
+///
+/// # Safety
+///
+/// `fid` is NULL or a fid the caller gives up (fi_close's contract).
+pub(crate) unsafe extern "C" fn close(fid: *mut sys::fid) -> c_int {
     let shut = |d: &DomainFid| {
         {
             let mut g = d.inner.control();

@@ -103,14 +103,15 @@ unsafe extern "C" fn close(fid: *mut sys::fid) -> c_int {
     unsafe { crate::fid::close::<FabricFid>(fid, |f| f.inner.lock().check_close()) }
 }
 
-/// `fi_passive_ep`: MSG endpoints are not supported yet.
+/// `fi_passive_ep`: see [`crate::ep::pep::open`].
 unsafe extern "C" fn passive_ep(
-    _fabric: *mut sys::fid_fabric,
-    _info: *mut sys::fi_info,
-    _pep: *mut *mut sys::fid_pep,
-    _context: *mut c_void,
+    fabric: *mut sys::fid_fabric,
+    info: *mut sys::fi_info,
+    pep: *mut *mut sys::fid_pep,
+    context: *mut c_void,
 ) -> c_int {
-    neg(Errno::ENOSYS)
+    // SAFETY: forwarded from the application.
+    unsafe { crate::ep::pep::open(fabric, info, pep, context) }
 }
 
 /// `fi_domain2`: `flags` 0 is `fi_domain`; FI_PEER and other flags are not supported.

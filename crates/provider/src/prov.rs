@@ -97,6 +97,8 @@ pub fn config() -> ProviderConfig {
     let mut cfg = ProviderConfig::DEFAULT;
     // A progress thread per domain that asks for it (`crate::domain`).
     cfg.progress_auto = true;
+    // FI_EP_MSG: passive endpoints and connections (crate::ep::cm, crate::ep::pep).
+    cfg.msg_ep = true;
     if let Some(t) = crate::params::get_size(c"eager_threshold") {
         cfg.eager_threshold = t;
     }

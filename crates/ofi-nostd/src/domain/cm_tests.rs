@@ -320,9 +320,11 @@ fn connect_accept_exchange_and_shutdown_after_the_data() {
     );
     net.run(Duration::from_millis(10));
     assert_eq!(net.a.dom.conn(c).unwrap().state(), ConnState::Closed);
-    assert!(
-        net.a.events.is_empty(),
-        "no event at the side that shut down"
+    let ev = net.a.take(|_| true);
+    assert_eq!(
+        ev.iter().map(|e| (e.fid, &e.kind)).collect::<Vec<_>>(),
+        [(CmFid::Ep(c), &CmEventKind::Shutdown)],
+        "the side that shut down sees FI_SHUTDOWN once its peer acknowledged"
     );
     assert_eq!(net.b.dom.conn(s).unwrap().state(), ConnState::Closed);
 }
