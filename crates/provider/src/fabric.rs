@@ -18,6 +18,11 @@ pub const MAX_EQS: usize = 256;
 #[repr(C)]
 pub struct FabricFid {
     c: sys::fid_fabric,
+    /// The private domains of passive endpoints, by their address (IPv4, port): a
+    /// domain opened at one of them (an FI_CONNREQ info's `src_addr`, or an info whose
+    /// `handle` was a passive endpoint) is that domain, shared (see
+    /// [`crate::domain::open`]), so accepted endpoints answer from the listener's port.
+    pub(crate) listeners: std::sync::Mutex<Vec<([u8; 4], u16, usize)>>,
     /// The core fabric (its event queues live here).
     pub inner: Mutex<Fabric<Heap>>,
 }
@@ -44,6 +49,11 @@ unsafe impl FidObject for FabricFid {
 }
 
 impl FabricFid {
+    /// The registry of passive endpoints' domains, locked.
+    pub(crate) fn listeners(&self) -> std::sync::MutexGuard<'_, Vec<([u8; 4], u16, usize)>> {
+        self.listeners.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     /// The API version the application asked for (libfabric stores it in the fid after
     /// `fabric` returns).
     pub fn api_version(&self) -> u32 {
@@ -91,6 +101,7 @@ pub unsafe extern "C" fn open(
                 api_version: a.api_version,
             },
             inner: Mutex::new(f),
+            listeners: Default::default(),
         })
     };
     // SAFETY: NULL or writable (libfabric's contract).

@@ -204,6 +204,14 @@ pub unsafe extern "C" fn getinfo(
     let Ok(service) = (unsafe { cstr(service) }) else {
         return neg(Errno::ENODATA);
     };
+    // fi_getinfo(3) `handle`: a passive endpoint of ours lends its address (its domain
+    // is then shared by fi_domain, and fi_endpoint opens there at that address).
+    let pep = if hints.is_null() {
+        None
+    } else {
+        // SAFETY: the application's valid fi_info; its handle is NULL or a fid.
+        unsafe { crate::ep::pep::pep((*hints).handle.cast()) }.ok()
+    };
     let hints = if hints.is_null() {
         None
     } else {
@@ -215,6 +223,13 @@ pub unsafe extern "C" fn getinfo(
             _ => return neg(Errno::ENODATA),
         }
     };
+    let mut hints = hints;
+    if let (Some(p), Some(h)) = (pep, hints.as_mut()) {
+        match p.src_addr(h.addr_format) {
+            Ok(a) => h.src_addr = Some(a),
+            Err(e) => return neg(e),
+        }
+    }
     let infos = match core_getinfo(
         version,
         node,
@@ -227,6 +242,16 @@ pub unsafe extern "C" fn getinfo(
     };
     match crate::info::to_c(&infos, DomainAbi::of_core(core_api())) {
         Ok(list) => {
+            if let Some(p) = pep {
+                let mut n = list;
+                while !n.is_null() {
+                    // SAFETY: a node of the list just built.
+                    unsafe {
+                        (*n).handle = p.fid_addr() as sys::fid_t;
+                        n = (*n).next;
+                    }
+                }
+            }
             // SAFETY: checked writable above.
             unsafe { *info = list };
             0

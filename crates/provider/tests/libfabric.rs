@@ -297,6 +297,16 @@ fn c_poll_and_wait_sets_through_libfabric() {
     run_c_program("poll_test");
 }
 
+/// FI_EP_MSG through libfabric (`tests/c/cm_test.c`): connect / accept / data both
+/// ways (messages, tagged, RMA) / shutdown at both ends, refusals with reject data of
+/// every size 0..=256 after CONNREQ data of every size, 100 pending requests against
+/// the default backlog of 64, reconnecting after shutdown while waiting on the EQ's fd,
+/// and a peer process killed mid-transfer (FI_SHUTDOWN within the retry budget).
+#[test]
+fn c_connection_management_through_libfabric() {
+    run_c_program("cm_test");
+}
+
 /// fi_pingpong runs one at a time: each busy-polls a CPU on both sides.
 static PINGPONG: std::sync::Mutex<()> = std::sync::Mutex::new(());
 

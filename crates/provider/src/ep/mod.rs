@@ -251,7 +251,10 @@ unsafe fn open_as(
         // SAFETY: a non-NULL info of the application is a valid fi_info.
         let info = unsafe { crate::info::from_c(info) }.ok_or(Errno::EINVAL)?;
         let msg = info.ep_attr.ep_type == EpType::Msg;
-        let connreq = if msg && !handle.is_null() {
+        // A passive endpoint as `handle` (fi_getinfo with it) only lent its address.
+        // SAFETY: NULL or a fid.
+        let lent = unsafe { pep::pep(handle.cast()) }.is_ok();
+        let connreq = if msg && !handle.is_null() && !lent {
             // SAFETY: as above.
             let r = unsafe { pep::connreq(handle) }?;
             Some((r.pep.clone(), r.req))

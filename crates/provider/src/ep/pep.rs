@@ -6,10 +6,12 @@
 //! (they need its port): each passive endpoint opens a private domain of its own on
 //! the interface and address of its `info` (a `src_addr` with a port listens there;
 //! none or port 0, an ephemeral port that `fi_getname` reports), FI_THREAD_SAFE so its
-//! watchdog answers requests while the application sleeps on the EQ. The accepting
-//! endpoint lives on whatever domain the application opens with the FI_CONNREQ info
-//! (its `src_addr` names the interface with port 0, so that domain takes a port of its
-//! own): `fi_accept` takes the request off this listener and answers from there.
+//! watchdog answers requests while the application sleeps on the EQ. That domain is
+//! registered with the fabric at its address: `fi_domain` with an info naming it (an
+//! FI_CONNREQ info's `src_addr`, or an info whose `handle` was this passive endpoint)
+//! returns it, shared, so accepted endpoints answer from the listener's port as TCP's
+//! do (and an endpoint opened with a passive endpoint's info takes its address); its
+//! last `fi_close` closes it. `fi_accept` takes the request off the listener.
 //!
 //! Requests handed out stay allocated until the passive endpoint closes, so a
 //! `handle` used after fi_accept (fabtests' error paths call fi_reject with it) is
@@ -25,7 +27,7 @@ use ofi_nostd::addr::EpAddr;
 use ofi_nostd::cm::ConnReqId;
 use ofi_nostd::domain::PepHandle;
 use ofi_nostd::ep::EpOpt;
-use ofi_nostd::info::{EpType, Info, Threading};
+use ofi_nostd::info::{AddrFormat, EpType, Info, RawAddr, Threading};
 
 use crate::abi::DomainAbi;
 use crate::domain::DomainFid;
@@ -182,6 +184,18 @@ impl PepFid {
         self.c.fid.context as u64
     }
 
+    /// Its address in format `fmt` (or its own format when `fmt` is unspecified), for
+    /// an info whose `handle` it is.
+    pub(crate) fn src_addr(&self, fmt: AddrFormat) -> Result<RawAddr, Errno> {
+        let a = self.core.with(|d, h| d.with(|c| c.pep_addr(h)))?;
+        let fmt = if fmt == AddrFormat::UNSPEC {
+            self.info.addr_format
+        } else {
+            fmt
+        };
+        super::cm::raw_addr(fmt, &a)
+    }
+
     /// The private domain it listens on (NULL once closed).
     pub(crate) fn domain_ptr(&self) -> *const DomainFid {
         self.core
@@ -199,8 +213,9 @@ impl PepFid {
     }
 
     /// The FI_CONNREQ info of request `req` from `from`: the passive endpoint's info
-    /// with `src_addr` its interface (port 0: the accepting domain takes a port of its
-    /// own), `dest_addr` the connector and `handle` the request.
+    /// with `src_addr` its address (fi_domain there shares the listener's domain, so
+    /// the accepting endpoint answers from the listener's port), `dest_addr` the
+    /// connector and `handle` the request.
     pub(crate) fn connreq_info(
         &self,
         req: ConnReqId,
@@ -209,7 +224,8 @@ impl PepFid {
         let local = self.core.with(|d, h| d.with(|c| c.pep_addr(h)))?;
         let mut info = self.info.clone();
         let fmt = info.addr_format;
-        let src = EpAddr::new(local.ip, 0, 0);
+        // The listener's address: the accepting domain is the listener's (shared).
+        let src = EpAddr::new(local.ip, local.port, 0);
         info.src_addr = Some(super::cm::raw_addr(fmt, &src)?);
         info.dest_addr = Some(super::cm::raw_addr(fmt, &from)?);
         let c = crate::info::to_c(
@@ -279,12 +295,19 @@ fn close_domain(d: *const DomainFid) -> Result<(), Errno> {
     }
 }
 
-/// Opens a listener on a new private domain.
+/// Opens a listener on a new private domain, registered with the fabric at its
+/// address (so a domain opened there shares it).
 fn listen_at(fabric: *const FabricFid, info: &Info, context: u64) -> Result<PepAt, Errno> {
     let d = open_domain(fabric, info)?;
     // SAFETY: just opened.
-    match unsafe { &*d }.with(|c| c.pep_open(context)) {
-        Ok(handle) => Ok(PepAt { domain: d, handle }),
+    let dom = unsafe { &*d };
+    match dom.with(|c| Ok((c.pep_open(context)?, c.local_addr()))) {
+        Ok((handle, local)) => {
+            // SAFETY: a fabric outlives its passive endpoints.
+            let mut reg = unsafe { &*fabric }.listeners();
+            reg.push((local.ip, local.port, d as usize));
+            Ok(PepAt { domain: d, handle })
+        }
         Err(e) => {
             let _ = close_domain(d);
             Err(e)
