@@ -529,6 +529,8 @@ fn reconnect_after_shutdown() {
         assert_eq!(net.a.events.remove(0).kind, CmEventKind::Shutdown);
         net.run(Duration::from_millis(5));
         assert_eq!(net.b.dom.conn(s).unwrap().state(), ConnState::Closed);
+        let ev = net.b.take(|k| *k == CmEventKind::Shutdown);
+        assert_eq!(ev.len(), 1, "the side that shut down sees it once");
         net.a.dom.ep_close(c).unwrap();
         net.b.dom.ep_close(s).unwrap();
         net.a.completions(net.a.tx_cq);
