@@ -54,7 +54,7 @@ impl BoundEps {
     }
 
     /// The domains of the FI_EP_MSG endpoints in the list (their passes make the
-    /// connection events, [`crate::ep::cm::pump`]).
+    /// connection events, see `crate::ep::cm`).
     pub fn msg_domains(&self) -> Vec<*const DomainFid> {
         let l = self.list();
         l.iter()

@@ -230,6 +230,10 @@ pub unsafe extern "C" fn getinfo(
             Err(e) => return neg(e),
         }
     }
+    // libfabric's own markers (OFI_GETINFO_INTERNAL, OFI_CORE_PROV_ONLY,
+    // OFI_GETINFO_HIDDEN, OFI_OFFLOAD_PROV_ONLY: bits 58-61), which it passes on when a
+    // utility provider such as ofi_rxm asks its core provider, ask nothing of us.
+    let flags = flags & !(0xf << 58);
     let infos = match core_getinfo(
         version,
         node,

@@ -320,7 +320,10 @@ fn err_data_follows_the_api_version_rules() {
 #[test]
 fn err_data_capacity() {
     assert!(ErrData::<MAX_ERR_DATA>::new(&[0; MAX_ERR_DATA]).is_ok());
-    assert_eq!(ErrData::<MAX_ERR_DATA>::new(&[0; MAX_ERR_DATA + 1]), Err(Errno::EINVAL));
+    assert_eq!(
+        ErrData::<MAX_ERR_DATA>::new(&[0; MAX_ERR_DATA + 1]),
+        Err(Errno::EINVAL)
+    );
     assert!(ErrData::<MAX_ERR_DATA>::default().is_empty());
     assert_eq!(ErrData::<MAX_ERR_DATA>::new(&[1, 2]).unwrap().len(), 2);
 }

@@ -1,9 +1,8 @@
 //! `struct fid_ep`: active endpoints (fi_endpoint(3)), FI_EP_RDM, FI_EP_DGRAM and
-//! FI_EP_MSG (passive endpoints in [`pep`]), split
-//! as libfabric's own providers split theirs: the endpoint object here (lifecycle,
-//! bind, control, options), connection management in [`cm`], and one file per
-//! operation family: [`msg`] (fi_msg(3)), [`tagged`] (fi_tagged(3)), [`rma`]
-//! (fi_rma(3)) and [`atomic`] (fi_atomic(3)).
+//! FI_EP_MSG (passive endpoints in [`pep`]), split as libfabric's own providers split
+//! theirs: the endpoint object here (lifecycle, bind, control, options), connection
+//! management in [`cm`], and one file per operation family: [`msg`] (fi_msg(3)),
+//! [`tagged`] (fi_tagged(3)), [`rma`] (fi_rma(3)) and [`atomic`] (fi_atomic(3)).
 //!
 //! Every operation goes to the core domain ([`ofi_nostd::domain::Domain`]), which checks
 //! state, bindings, sizes and flags; these modules turn C arguments into core arguments
