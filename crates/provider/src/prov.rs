@@ -231,9 +231,22 @@ pub unsafe extern "C" fn getinfo(
         }
     }
     // libfabric's own markers (OFI_GETINFO_INTERNAL, OFI_CORE_PROV_ONLY,
-    // OFI_GETINFO_HIDDEN, OFI_OFFLOAD_PROV_ONLY: bits 58-61), which it passes on when a
-    // utility provider such as ofi_rxm asks its core provider, ask nothing of us.
-    let flags = flags & !(0xf << 58);
+    // OFI_GETINFO_HIDDEN, OFI_OFFLOAD_PROV_ONLY: bits 58-61) come when a utility
+    // provider (ofi_rxm, ofi_rxd) asks for a core under it. Answered only when the
+    // application named us ("nostd;ofi_rxm"): otherwise libfabric 1.17 lists the
+    // layered RDM entries before ours and a plain FI_PROVIDER=nostd would get ofi_rxm.
+    const INTERNAL: u64 = 0xf << 58;
+    if flags & INTERNAL != 0
+        && hints.as_ref().is_none_or(|h| {
+            !h.fabric_attr
+                .prov_name
+                .as_str()
+                .eq_ignore_ascii_case("nostd")
+        })
+    {
+        return neg(Errno::ENODATA);
+    }
+    let flags = flags & !INTERNAL;
     let infos = match core_getinfo(
         version,
         node,
