@@ -622,7 +622,11 @@ where
     });
     let ifaces: Vec<Interface<'_>> = host.iter().map(HostInterface::as_interface).collect();
     let prov = Provider {
-        cfg: ProviderConfig::DEFAULT,
+        // What the provider library offers, FI_EP_MSG included.
+        cfg: ProviderConfig {
+            msg_ep: true,
+            ..ProviderConfig::DEFAULT
+        },
         interfaces: &ifaces,
         resolver: &StdResolver,
     };

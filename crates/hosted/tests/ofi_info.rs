@@ -27,7 +27,7 @@ fn types(listing: &str) -> Vec<String> {
 }
 
 #[test]
-fn default_listing_rdm_before_dgram() {
+fn default_listing_rdm_before_dgram_before_msg() {
     let o = ofi_info(&[]);
     assert!(o.status.success(), "{}", stderr(&o));
     let out = stdout(&o);
@@ -35,15 +35,21 @@ fn default_listing_rdm_before_dgram() {
     let entries = out.matches("provider: nostd\n").count();
     let t = types(&out);
     assert_eq!(t.len(), entries);
-    // Every up IPv4 interface (at least lo) gives one RDM and one DGRAM entry.
-    assert!(entries >= 2 && entries.is_multiple_of(2), "{out}");
+    // Every up IPv4 interface (at least lo) gives one RDM, one DGRAM and one MSG entry.
+    assert!(entries >= 3 && entries.is_multiple_of(3), "{out}");
     let first_dgram = t
         .iter()
         .position(|t| t == "FI_EP_DGRAM")
         .expect("a DGRAM entry");
-    assert_eq!(first_dgram, entries / 2);
+    let first_msg = t
+        .iter()
+        .position(|t| t == "FI_EP_MSG")
+        .expect("a MSG entry");
+    assert_eq!(first_dgram, entries / 3);
+    assert_eq!(first_msg, 2 * entries / 3);
     assert!(t[..first_dgram].iter().all(|t| t == "FI_EP_RDM"));
-    assert!(t[first_dgram..].iter().all(|t| t == "FI_EP_DGRAM"));
+    assert!(t[first_dgram..first_msg].iter().all(|t| t == "FI_EP_DGRAM"));
+    assert!(t[first_msg..].iter().all(|t| t == "FI_EP_MSG"));
     // Six lines per entry, in fi_info's order.
     let keys: Vec<&str> = out
         .lines()
@@ -79,9 +85,12 @@ fn ep_type_filters() {
     assert!(!t.is_empty());
     assert!(t.iter().all(|t| t == "FI_EP_RDM"));
 
-    // No MSG endpoints: nothing matches.
+    // Connection-oriented endpoints.
     let o = ofi_info(&["-t", "FI_EP_MSG"]);
-    assert_eq!(o.status.code(), Some(61));
+    assert!(o.status.success());
+    let t = types(&stdout(&o));
+    assert!(!t.is_empty());
+    assert!(t.iter().all(|t| t == "FI_EP_MSG"));
 }
 
 #[test]
@@ -90,7 +99,11 @@ fn tagged_caps_filter_out_dgram() {
     assert!(o.status.success());
     let t = types(&stdout(&o));
     assert!(!t.is_empty());
-    assert!(t.iter().all(|t| t == "FI_EP_RDM"));
+    assert!(
+        t.iter().all(|t| t == "FI_EP_RDM" || t == "FI_EP_MSG"),
+        "{t:?}"
+    );
+    assert!(t.iter().any(|t| t == "FI_EP_MSG"));
 }
 
 #[test]

@@ -216,7 +216,9 @@ pub struct Conn {
     /// CONNREQ / ACCEPT data (what we send until answered).
     data: CmData,
     retry: Retry,
-    owed: Option<CmEventKind>,
+    /// Events owed, oldest first: FI_CONNECTED and FI_SHUTDOWN can both come out of
+    /// one pass (ESTABLISHED and SHUTDOWN in the same burst).
+    owed: Vec<CmEventKind, 2>,
     owe_established: bool,
     owe_shutdown_ack: bool,
 }
@@ -231,7 +233,7 @@ impl Conn {
             peer: None,
             data: CmData::new(),
             retry: Retry::now(Instant::ZERO, &CmConfig::DEFAULT),
-            owed: None,
+            owed: Vec::new(),
             owe_established: false,
             owe_shutdown_ack: false,
         })
@@ -337,7 +339,7 @@ impl Conn {
             ConnState::Connecting(pep) if pep.ip == from.ip => {
                 self.state = ConnState::Connected;
                 self.peer = Some(from);
-                self.owed = Some(CmEventKind::Connected(cm_data(data)));
+                self.owe(CmEventKind::Connected(cm_data(data)));
                 self.owe_established = true;
                 true
             }
@@ -355,7 +357,7 @@ impl Conn {
         match self.state {
             ConnState::Connecting(pep) if self.matches(conn_id) && pep.ip == from.ip => {
                 self.state = ConnState::Closed;
-                self.owed = Some(CmEventKind::Error {
+                self.owe(CmEventKind::Error {
                     err: Errno::ECONNREFUSED,
                     data: cm_data(data),
                 });
@@ -379,7 +381,7 @@ impl Conn {
     pub fn peer_is_up(&mut self) {
         if self.state == ConnState::Accepting {
             self.state = ConnState::Connected;
-            self.owed = Some(CmEventKind::Connected(CmData::new()));
+            self.owe(CmEventKind::Connected(CmData::new()));
         }
     }
 
@@ -394,7 +396,7 @@ impl Conn {
             | ConnState::Draining(_)
             | ConnState::ShuttingDown => {
                 self.state = ConnState::Closed;
-                self.owed = Some(CmEventKind::Shutdown);
+                self.owe(CmEventKind::Shutdown);
             }
             _ => {}
         }
@@ -408,7 +410,10 @@ impl Conn {
             return false;
         }
         if self.state == ConnState::ShuttingDown {
+            // The side that shut down learns the connection is over too (as
+            // rdma_disconnect reports it at both ends): exactly one FI_SHUTDOWN each.
             self.state = ConnState::Closed;
+            self.owe(CmEventKind::Shutdown);
         }
         true
     }
@@ -419,14 +424,14 @@ impl Conn {
         match self.state {
             ConnState::Connecting(_) | ConnState::Accepting if self.retry.exhausted(now, cfg) => {
                 self.state = ConnState::Closed;
-                self.owed = Some(CmEventKind::Error {
+                self.owe(CmEventKind::Error {
                     err: Errno::ETIMEDOUT,
                     data: CmData::new(),
                 });
             }
             ConnState::Connected if peer_failed => {
                 self.state = ConnState::Closed;
-                self.owed = Some(CmEventKind::Shutdown);
+                self.owe(CmEventKind::Shutdown);
             }
             ConnState::Draining(deadline) if drained || peer_failed || now >= deadline => {
                 self.state = ConnState::ShuttingDown;
@@ -434,6 +439,7 @@ impl Conn {
             }
             ConnState::ShuttingDown if self.retry.exhausted(now, cfg) || peer_failed => {
                 self.state = ConnState::Closed;
+                self.owe(CmEventKind::Shutdown);
             }
             _ => {}
         }
@@ -477,7 +483,7 @@ impl Conn {
 
     /// When [`Conn::due`] or [`Conn::poll`] next has something to do.
     pub fn deadline(&self) -> Option<Instant> {
-        if self.owe_established || self.owe_shutdown_ack || self.owed.is_some() {
+        if self.owe_established || self.owe_shutdown_ack || !self.owed.is_empty() {
             return Some(Instant::ZERO);
         }
         match self.state {
@@ -491,12 +497,25 @@ impl Conn {
 
     /// Whether it owes its EQ an event.
     pub fn owes_event(&self) -> bool {
-        self.owed.is_some()
+        !self.owed.is_empty()
     }
 
     /// The event it owes, taken.
     pub fn take_event(&mut self) -> Option<CmEventKind> {
-        self.owed.take()
+        if self.owed.is_empty() {
+            None
+        } else {
+            Some(self.owed.remove(0))
+        }
+    }
+
+    /// Owes `ev` after what is already owed (a full list keeps the newest).
+    fn owe(&mut self, ev: CmEventKind) {
+        if self.owed.is_full() {
+            self.owed.pop();
+        }
+        // Cannot fail: there is room now.
+        let _ = self.owed.push(ev);
     }
 }
 

@@ -18,7 +18,7 @@
 //! ([`EqPayload::write_c`]; LP64 layout, native byte order): `fid`, `context` and `info`
 //! are opaque `u64`s the C layer maps to and from its pointers.
 
-use crate::err_data::{ErrData, ErrDataOut, deliver_err_data, strerror};
+use crate::err_data::{ErrData, ErrDataOut, MAX_ERR_DATA, deliver_err_data, strerror};
 use crate::flags::Flags;
 use crate::ring::Ring;
 use crate::{Errno, Result};
@@ -73,9 +73,25 @@ impl EqEvent {
     pub const JOIN_COMPLETE: EqEvent = EqEvent(6);
 }
 
-/// Most connection data an FI_CONNREQ/FI_CONNECTED event carries; the future MSG
-/// endpoint's FI_OPT_CM_DATA_SIZE.
+/// Most connection data an FI_CONNREQ/FI_CONNECTED event carries: the MSG endpoints'
+/// FI_OPT_CM_DATA_SIZE (256) with `msg-ep`; 64 without it, so a build without FI_EP_MSG
+/// keeps small EQ slots.
+#[cfg(feature = "msg-ep")]
+pub const CM_DATA_MAX: usize = crate::cm::CM_DATA_MAX;
+/// Most connection data an FI_CONNREQ/FI_CONNECTED event carries (no `msg-ep`).
+#[cfg(not(feature = "msg-ep"))]
 pub const CM_DATA_MAX: usize = 64;
+
+/// Most provider error data an EQ error entry carries: a refused connection's reject
+/// data (as much as [`CM_DATA_MAX`]), or a CQ's [`MAX_ERR_DATA`] without `msg-ep`.
+pub const EQ_ERR_DATA_MAX: usize = if CM_DATA_MAX > MAX_ERR_DATA {
+    CM_DATA_MAX
+} else {
+    MAX_ERR_DATA
+};
+
+/// The error data of an EQ error entry.
+pub type EqErrData = ErrData<EQ_ERR_DATA_MAX>;
 
 /// `sizeof(struct fi_eq_entry)` on LP64.
 pub const FI_EQ_ENTRY_SIZE: usize = 24;
@@ -107,7 +123,7 @@ pub struct EqCmEntry {
     /// The `struct fi_info *` of the request (FI_CONNREQ), owned by the application once
     /// read; 0 otherwise.
     pub info: u64,
-    data_len: u8,
+    data_len: u16,
     data: [u8; CM_DATA_MAX],
 }
 
@@ -120,7 +136,7 @@ impl EqCmEntry {
         let mut e = EqCmEntry {
             fid,
             info,
-            data_len: data.len() as u8,
+            data_len: data.len() as u16,
             data: [0; CM_DATA_MAX],
         };
         e.data[..data.len()].copy_from_slice(data);
@@ -136,7 +152,7 @@ impl EqCmEntry {
 /// The bytes an application passed to fi_eq_write, returned as they are.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct EqUserData {
-    len: u8,
+    len: u16,
     bytes: [u8; EQ_WRITE_MAX],
 }
 
@@ -224,7 +240,7 @@ pub struct EqErrEntry {
     /// Provider-specific error number (this provider uses libfabric codes).
     pub prov_errno: i32,
     /// Provider-specific error data.
-    pub err_data: ErrData,
+    pub err_data: EqErrData,
 }
 
 impl EqErrEntry {
@@ -236,7 +252,7 @@ impl EqErrEntry {
             data: 0,
             err,
             prov_errno: err.code(),
-            err_data: ErrData::EMPTY,
+            err_data: EqErrData::EMPTY,
         }
     }
 }
@@ -299,7 +315,7 @@ pub struct EventQueue<S: AsRef<[EqSlot]> + AsMut<[EqSlot]>> {
     attr: EqAttr,
     ring: Ring<EqSlot, S>,
     overrun: bool,
-    last_err_data: ErrData,
+    last_err_data: EqErrData,
     armed: bool,
     wake: bool,
     generation: u64,
@@ -326,7 +342,7 @@ impl<S: AsRef<[EqSlot]> + AsMut<[EqSlot]>> EventQueue<S> {
             attr,
             ring: Ring::new(storage),
             overrun: false,
-            last_err_data: ErrData::EMPTY,
+            last_err_data: EqErrData::EMPTY,
             armed: false,
             wake: false,
             generation: 0,
@@ -377,7 +393,7 @@ impl<S: AsRef<[EqSlot]> + AsMut<[EqSlot]>> EventQueue<S> {
             return Err(Errno::EOVERRUN);
         }
         let mut user = EqUserData {
-            len: buf.len() as u8,
+            len: buf.len() as u16,
             bytes: [0; EQ_WRITE_MAX],
         };
         user.bytes[..buf.len()].copy_from_slice(buf);

@@ -16,28 +16,29 @@ pub const MAX_ERR_DATA: usize = 32;
 /// buffer of the application (fi_cq(3), fi_eq(3)).
 pub const API_VERSION_1_5: u32 = (1 << 16) | 5;
 
-/// Provider error data carried by an error entry: at most [`MAX_ERR_DATA`] bytes.
+/// Provider error data carried by an error entry: at most `N` bytes ([`MAX_ERR_DATA`]
+/// for CQ entries; EQ entries carry a connection's reject data, so theirs is larger).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ErrData {
-    len: u8,
-    bytes: [u8; MAX_ERR_DATA],
+pub struct ErrData<const N: usize = MAX_ERR_DATA> {
+    len: u16,
+    bytes: [u8; N],
 }
 
-impl ErrData {
+impl<const N: usize> ErrData<N> {
     /// No error data.
-    pub const EMPTY: ErrData = ErrData {
+    pub const EMPTY: ErrData<N> = ErrData {
         len: 0,
-        bytes: [0; MAX_ERR_DATA],
+        bytes: [0; N],
     };
 
-    /// Error data holding `data`; -FI_EINVAL if it is longer than [`MAX_ERR_DATA`].
-    pub fn new(data: &[u8]) -> Result<ErrData> {
-        if data.len() > MAX_ERR_DATA {
+    /// Error data holding `data`; -FI_EINVAL if it is longer than `N`.
+    pub fn new(data: &[u8]) -> Result<ErrData<N>> {
+        if data.len() > N || data.len() > usize::from(u16::MAX) {
             return Err(Errno::EINVAL);
         }
         let mut e = ErrData::EMPTY;
         e.bytes[..data.len()].copy_from_slice(data);
-        e.len = data.len() as u8;
+        e.len = data.len() as u16;
         Ok(e)
     }
 
@@ -57,7 +58,7 @@ impl ErrData {
     }
 }
 
-impl Default for ErrData {
+impl<const N: usize> Default for ErrData<N> {
     fn default() -> Self {
         ErrData::EMPTY
     }
@@ -81,11 +82,11 @@ pub enum ErrDataOut {
 
 /// Applies the err_data rules: copy into the application's buffer, or keep the data in
 /// the provider-owned buffer `keep`.
-pub(crate) fn deliver_err_data(
+pub(crate) fn deliver_err_data<const N: usize>(
     api_version: u32,
-    data: &ErrData,
+    data: &ErrData<N>,
     user: &mut [u8],
-    keep: &mut ErrData,
+    keep: &mut ErrData<N>,
 ) -> ErrDataOut {
     if api_version >= API_VERSION_1_5 && !user.is_empty() {
         let n = user.len().min(data.len());

@@ -16,7 +16,12 @@ use std::sync::{Mutex, MutexGuard};
 
 use ofi_nostd::eq::EqErrEntry;
 
+use hosted::storage::Heap;
+use ofi_nostd::domain::{EpHandle, PepHandle};
+
+use crate::domain::DomainFid;
 use crate::ep::EpFid;
+use crate::ep::pep::PepFid;
 use crate::eq::EqFid;
 
 /// The endpoints bound to one EQ.
@@ -48,6 +53,28 @@ impl BoundEps {
         }
     }
 
+    /// The domains of the FI_EP_MSG endpoints in the list (their passes make the
+    /// connection events, see `crate::ep::cm`).
+    pub fn msg_domains(&self) -> Vec<*const DomainFid> {
+        let l = self.list();
+        l.iter()
+            // SAFETY: in the list, so alive (see `remove`).
+            .map(|&e| unsafe { &*e })
+            .filter(|e| e.msg)
+            .map(|e| e.at.domain_ptr())
+            .collect()
+    }
+
+    /// The fid address and context of the endpoint `h` of domain `d` in the list.
+    pub fn find(&self, d: *const DomainFid, h: EpHandle<Heap>) -> Option<(u64, u64)> {
+        let l = self.list();
+        l.iter()
+            // SAFETY: in the list, so alive (see `remove`).
+            .map(|&e| unsafe { &*e })
+            .find(|e| std::ptr::eq(e.at.domain_ptr(), d) && e.at.handle == h)
+            .map(|e| (e.fid_addr(), e.context_addr()))
+    }
+
     /// Writes each endpoint's pending fault to `eq` as an error entry.
     pub fn collect(&self, eq: &EqFid) {
         let l = self.list();
@@ -67,5 +94,56 @@ impl BoundEps {
             };
             let _ = eq.post(|q| q.post_err(&entry));
         }
+    }
+}
+
+/// The passive endpoints bound to one EQ (their connection requests go to it).
+#[derive(Default)]
+pub struct BoundPeps(Mutex<Vec<*const PepFid>>);
+
+// SAFETY: as for `BoundEps`: the pointers are dereferenced under the list's lock while
+// the passive endpoints are alive (they leave the list before they are released).
+unsafe impl Send for BoundPeps {}
+// SAFETY: as above.
+unsafe impl Sync for BoundPeps {}
+
+impl BoundPeps {
+    fn list(&self) -> MutexGuard<'_, Vec<*const PepFid>> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// `pep` was bound to the EQ.
+    pub fn add(&self, pep: &PepFid) {
+        self.list().push(pep);
+    }
+
+    /// `pep` closes: it leaves the list before it is released.
+    pub fn remove(&self, pep: &PepFid) {
+        let mut l = self.list();
+        if let Some(i) = l.iter().position(|&p| std::ptr::eq(p, pep)) {
+            l.swap_remove(i);
+        }
+    }
+
+    /// The private domains the passive endpoints listen on.
+    pub fn domains(&self) -> Vec<*const DomainFid> {
+        let l = self.list();
+        l.iter()
+            // SAFETY: in the list, so alive (see `remove`).
+            .map(|&p| unsafe { &*p }.domain_ptr())
+            .filter(|d| !d.is_null())
+            .collect()
+    }
+
+    /// The fid address of the passive endpoint whose listener is `h` in `d`, and the
+    /// passive endpoint.
+    pub fn find(&self, d: *const DomainFid, h: PepHandle<Heap>) -> Option<(u64, *const PepFid)> {
+        let l = self.list();
+        l.iter()
+            .copied()
+            // SAFETY: in the list, so alive (see `remove`).
+            .find(|&p| unsafe { &*p }.is(d, h))
+            // SAFETY: as above.
+            .map(|p| (unsafe { &*p }.fid_addr(), p))
     }
 }

@@ -8,7 +8,7 @@ use std::ffi::{c_int, c_void};
 use std::ops::{Deref, DerefMut};
 use std::os::fd::{AsRawFd, BorrowedFd, RawFd};
 use std::sync::Arc;
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use hosted::mem::RawMemory;
 use hosted::runtime::{
@@ -162,6 +162,9 @@ pub struct DomainFid {
     /// The progress watchdog of FI_THREAD_SAFE domains, or the progress thread of
     /// FI_PROGRESS_AUTO domains (see [`spawn_thread`]).
     watchdog: Option<ProgressThread>,
+    /// Openers: a passive endpoint's private domain is shared with every fi_domain at
+    /// its address; the last fi_close closes it.
+    pub(crate) refs: AtomicUsize,
 }
 
 /// How long the application may leave a domain without progress before its watchdog
@@ -378,6 +381,19 @@ pub unsafe extern "C" fn open(
     }
     let iface = arg!(pick_interface(&info, &crate::prov::interfaces()));
     let port = src_addr(&info).map_or(0, |a| a.port);
+    if port != 0 {
+        let reg = fab.listeners();
+        let ip = iface.ip.octets();
+        if let Some(&(_, _, shared)) = reg.iter().find(|&&(i, p, _)| i == ip && p == port) {
+            // The address of a passive endpoint's domain: that domain, one more opener.
+            // SAFETY: registered while open (removed by its last close, under `reg`).
+            unsafe { &*(shared as *const DomainFid) }
+                .refs
+                .fetch_add(1, Ordering::AcqRel);
+            // SAFETY: checked non-NULL above.
+            return ret(unsafe { put(dom, shared as *mut sys::fid_domain) });
+        }
+    }
     let plane = arg!(crate::plane::open(&iface, port));
     let ethernet = plane.net.medium == Medium::Ethernet;
     let cfg = DomainConfig {
@@ -429,6 +445,7 @@ pub unsafe extern "C" fn open(
         mr_local: info.domain_attr.mr_mode.contains(MrMode::LOCAL),
         inner: DomainLock::new(Some(DomainState { rt }), data_locks),
         watchdog: None,
+        refs: AtomicUsize::new(1),
     });
     if data_locks {
         match spawn_thread(DomainPtr(obj.cast_const()), auto, activity, link_fd) {
@@ -461,7 +478,24 @@ fn log_drops(r: &hosted::drops::DropReport) {
 }
 
 /// `fi_close(domain)`: -FI_EBUSY while anything is open on it.
-unsafe extern "C" fn close(fid: *mut sys::fid) -> c_int {
+///
+/// # Safety
+///
+/// `fid` is NULL or a fid the caller gives up (fi_close's contract).
+pub(crate) unsafe extern "C" fn close(fid: *mut sys::fid) -> c_int {
+    // SAFETY: NULL or a fid (contract).
+    let d = arg!(unsafe { object::<DomainFid>(fid) });
+    // SAFETY: the fabric outlives its domains.
+    let fab = unsafe { &*d.fabric };
+    // Held to the end: an fi_domain joining a shared domain waits for this close
+    // (lock order: the registry, then the domain, then the fabric).
+    let mut reg = fab.listeners();
+    if d.refs.load(Ordering::Acquire) > 1 {
+        // A shared domain: one opener less.
+        d.refs.fetch_sub(1, Ordering::AcqRel);
+        return 0;
+    }
+    let me = std::ptr::from_ref(d) as usize;
     let shut = |d: &DomainFid| {
         {
             let mut g = d.inner.control();
@@ -482,6 +516,7 @@ unsafe extern "C" fn close(fid: *mut sys::fid) -> c_int {
             }
             *g = None;
         }
+        reg.retain(|&(_, _, p)| p != me);
         // The core domain is closed: end the watchdog before the fid goes.
         if let Some(t) = &d.watchdog {
             t.stop();

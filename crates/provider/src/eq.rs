@@ -28,8 +28,11 @@ pub struct EqFid {
     /// The wait object (natively, FI_WAIT_FD and FI_WAIT_UNSPEC: an eventfd signalled
     /// when an armed EQ receives an event).
     wait: Waiter,
-    /// The endpoints bound to it, whose critical errors it reports.
+    /// The endpoints bound to it, whose critical errors (and, for FI_EP_MSG, whose
+    /// connection events) it reports.
     pub(crate) eps: crate::critical::BoundEps,
+    /// The passive endpoints bound to it, whose connection requests it reports.
+    pub(crate) peps: crate::critical::BoundPeps,
 }
 
 static EQ_FI_OPS: sys::fi_ops = fi_ops_control(close, control::<EqFid>);
@@ -93,6 +96,19 @@ impl EqFid {
         })
     }
 
+    /// The eventfd of its native wait object, which domains signal for connection
+    /// events (`None` without one).
+    pub(crate) fn waiter_fd(&self) -> Option<std::os::fd::RawFd> {
+        self.wait.fd().map(crate::wait::event_fd)
+    }
+
+    /// Before a read, readerr, sread attempt or trywait: the bound endpoints' critical
+    /// errors, then the connection events their domains owe.
+    fn collect(&self) {
+        self.eps.collect(self);
+        crate::ep::cm::pump(self);
+    }
+
     fn fabric(&self) -> &FabricFid {
         // SAFETY: a fabric outlives its EQs (its fi_close is refused while one is open).
         unsafe { &*self.fabric }
@@ -149,6 +165,7 @@ pub unsafe extern "C" fn open(
             handle: f.inner.lock().eq_open(&attr, context as u64)?,
             wait,
             eps: Default::default(),
+            peps: Default::default(),
         })
     };
     // SAFETY: NULL or writable (application's contract); a wait set's member joins it.
@@ -202,7 +219,7 @@ unsafe extern "C" fn read(
     if event.is_null() || (buf.is_null() && len > 0) {
         return ret_len(Err(Errno::EINVAL));
     }
-    e.eps.collect(e);
+    e.collect();
     // SAFETY: pointers checked or the application's (contract).
     ret_len(e.with(|q| unsafe { read_locked(q, event, buf, len, flags) }))
 }
@@ -224,7 +241,7 @@ unsafe extern "C" fn readerr(
     // SAFETY: `buf` is the application's entry; err_data exists from API 1.5 on.
     let user = new_layout.then(|| unsafe { ((*buf).err_data, (*buf).err_data_size) });
     let mut err_data = ErrDataBuf::new(user);
-    e.eps.collect(e);
+    e.collect();
     let r = e.with(|q| {
         let out = q.readerr(Flags::from_bits_retain(flags), api, err_data.scratch())?;
         // SAFETY: the application's err_data holds its err_data_size bytes.
@@ -294,7 +311,7 @@ unsafe extern "C" fn sread(
         return ret_len(Err(err));
     }
     let r = poll_until(timeout, || {
-        e.eps.collect(e);
+        e.collect();
         // SAFETY: pointers checked or the application's (contract).
         match e.with(|q| unsafe { read_locked(q, event, buf, len, flags) }) {
             Err(Errno::EAGAIN) => None,
@@ -324,7 +341,7 @@ unsafe extern "C" fn strerror(
 pub unsafe fn trywait(f: *mut sys::fid) -> Result<Result<(), Errno>, Errno> {
     // SAFETY: forwarded contract.
     let e = unsafe { object::<EqFid>(f) }?;
-    e.eps.collect(e);
+    e.collect();
     Ok(e.with(|q| {
         e.wait.drain();
         q.trywait()

@@ -18,6 +18,11 @@ pub const MAX_EQS: usize = 256;
 #[repr(C)]
 pub struct FabricFid {
     c: sys::fid_fabric,
+    /// The private domains of passive endpoints, by their address (IPv4, port): a
+    /// domain opened at one of them (an FI_CONNREQ info's `src_addr`, or an info whose
+    /// `handle` was a passive endpoint) is that domain, shared (see
+    /// [`crate::domain::open`]), so accepted endpoints answer from the listener's port.
+    pub(crate) listeners: std::sync::Mutex<Vec<([u8; 4], u16, usize)>>,
     /// The core fabric (its event queues live here).
     pub inner: Mutex<Fabric<Heap>>,
 }
@@ -44,6 +49,11 @@ unsafe impl FidObject for FabricFid {
 }
 
 impl FabricFid {
+    /// The registry of passive endpoints' domains, locked.
+    pub(crate) fn listeners(&self) -> std::sync::MutexGuard<'_, Vec<([u8; 4], u16, usize)>> {
+        self.listeners.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     /// The API version the application asked for (libfabric stores it in the fid after
     /// `fabric` returns).
     pub fn api_version(&self) -> u32 {
@@ -91,6 +101,7 @@ pub unsafe extern "C" fn open(
                 api_version: a.api_version,
             },
             inner: Mutex::new(f),
+            listeners: Default::default(),
         })
     };
     // SAFETY: NULL or writable (libfabric's contract).
@@ -103,14 +114,15 @@ unsafe extern "C" fn close(fid: *mut sys::fid) -> c_int {
     unsafe { crate::fid::close::<FabricFid>(fid, |f| f.inner.lock().check_close()) }
 }
 
-/// `fi_passive_ep`: MSG endpoints are not supported yet.
+/// `fi_passive_ep`: see [`crate::ep::pep::open`].
 unsafe extern "C" fn passive_ep(
-    _fabric: *mut sys::fid_fabric,
-    _info: *mut sys::fi_info,
-    _pep: *mut *mut sys::fid_pep,
-    _context: *mut c_void,
+    fabric: *mut sys::fid_fabric,
+    info: *mut sys::fi_info,
+    pep: *mut *mut sys::fid_pep,
+    context: *mut c_void,
 ) -> c_int {
-    neg(Errno::ENOSYS)
+    // SAFETY: forwarded from the application.
+    unsafe { crate::ep::pep::open(fabric, info, pep, context) }
 }
 
 /// `fi_domain2`: `flags` 0 is `fi_domain`; FI_PEER and other flags are not supported.

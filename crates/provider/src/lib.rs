@@ -48,9 +48,13 @@
 //! Scalable endpoints ([`ep::sep`]): fi_scalable_ep with transmit and receive
 //! contexts, each an engine of its own.
 //!
-//! Not offered (-FI_ENOSYS): passive and MSG endpoints (the core and the safe API have
-//! them; these calls do not reach them yet), shared contexts and collectives (their ops
-//! tables exist and refuse), FI_WAIT_MUTEX_COND.
+//! Connection-oriented endpoints (FI_EP_MSG): passive endpoints ([`ep::pep`], each on a
+//! private domain at its address), fi_connect / fi_accept / fi_shutdown and the EQ's
+//! connection events ([`ep::cm`]); a connected endpoint's data operations are the
+//! endpoint code above.
+//!
+//! Not offered (-FI_ENOSYS): shared contexts and collectives (their ops tables exist
+//! and refuse), FI_WAIT_MUTEX_COND.
 
 pub mod abi;
 pub mod av;

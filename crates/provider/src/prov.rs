@@ -97,6 +97,8 @@ pub fn config() -> ProviderConfig {
     let mut cfg = ProviderConfig::DEFAULT;
     // A progress thread per domain that asks for it (`crate::domain`).
     cfg.progress_auto = true;
+    // FI_EP_MSG: passive endpoints and connections (crate::ep::cm, crate::ep::pep).
+    cfg.msg_ep = true;
     if let Some(t) = crate::params::get_size(c"eager_threshold") {
         cfg.eager_threshold = t;
     }
@@ -202,6 +204,14 @@ pub unsafe extern "C" fn getinfo(
     let Ok(service) = (unsafe { cstr(service) }) else {
         return neg(Errno::ENODATA);
     };
+    // fi_getinfo(3) `handle`: a passive endpoint of ours lends its address (its domain
+    // is then shared by fi_domain, and fi_endpoint opens there at that address).
+    let pep = if hints.is_null() {
+        None
+    } else {
+        // SAFETY: the application's valid fi_info; its handle is NULL or a fid.
+        unsafe { crate::ep::pep::pep((*hints).handle.cast()) }.ok()
+    };
     let hints = if hints.is_null() {
         None
     } else {
@@ -213,6 +223,30 @@ pub unsafe extern "C" fn getinfo(
             _ => return neg(Errno::ENODATA),
         }
     };
+    let mut hints = hints;
+    if let (Some(p), Some(h)) = (pep, hints.as_mut()) {
+        match p.src_addr(h.addr_format) {
+            Ok(a) => h.src_addr = Some(a),
+            Err(e) => return neg(e),
+        }
+    }
+    // libfabric's own markers (OFI_GETINFO_INTERNAL, OFI_CORE_PROV_ONLY,
+    // OFI_GETINFO_HIDDEN, OFI_OFFLOAD_PROV_ONLY: bits 58-61) come when a utility
+    // provider (ofi_rxm, ofi_rxd) asks for a core under it. Answered only when the
+    // application named us ("nostd;ofi_rxm"): otherwise libfabric 1.17 lists the
+    // layered RDM entries before ours and a plain FI_PROVIDER=nostd would get ofi_rxm.
+    const INTERNAL: u64 = 0xf << 58;
+    if flags & INTERNAL != 0
+        && hints.as_ref().is_none_or(|h| {
+            !h.fabric_attr
+                .prov_name
+                .as_str()
+                .eq_ignore_ascii_case("nostd")
+        })
+    {
+        return neg(Errno::ENODATA);
+    }
+    let flags = flags & !INTERNAL;
     let infos = match core_getinfo(
         version,
         node,
@@ -225,6 +259,16 @@ pub unsafe extern "C" fn getinfo(
     };
     match crate::info::to_c(&infos, DomainAbi::of_core(core_api())) {
         Ok(list) => {
+            if let Some(p) = pep {
+                let mut n = list;
+                while !n.is_null() {
+                    // SAFETY: a node of the list just built.
+                    unsafe {
+                        (*n).handle = p.fid_addr() as sys::fid_t;
+                        n = (*n).next;
+                    }
+                }
+            }
             // SAFETY: checked writable above.
             unsafe { *info = list };
             0

@@ -2,7 +2,8 @@
 
 use std::ffi::{CStr, c_char, c_int, c_void};
 
-use ofi_nostd::cq::{ErrDataOut, MAX_ERR_DATA};
+use ofi_nostd::cq::ErrDataOut;
+use ofi_nostd::eq::EQ_ERR_DATA_MAX;
 use ofi_nostd::{Errno, Result};
 
 /// The value of a check (a fid lookup, an argument conversion), or its error as the
@@ -200,7 +201,7 @@ pub unsafe fn put<T>(p: *mut T, v: T) -> Result<()> {
 pub struct ErrDataBuf {
     user: *mut c_void,
     len: usize,
-    scratch: [u8; MAX_ERR_DATA],
+    scratch: [u8; EQ_ERR_DATA_MAX],
 }
 
 impl ErrDataBuf {
@@ -213,9 +214,9 @@ impl ErrDataBuf {
             len: if user.is_null() {
                 0
             } else {
-                size.min(MAX_ERR_DATA)
+                size.min(EQ_ERR_DATA_MAX)
             },
-            scratch: [0; MAX_ERR_DATA],
+            scratch: [0; EQ_ERR_DATA_MAX],
         }
     }
 

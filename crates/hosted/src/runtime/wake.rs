@@ -13,6 +13,11 @@ pub enum Wake {
     Cq(CqHandle<Heap>),
     /// A counter.
     Cntr(CntrHandle),
+    /// An event queue waiting for the connection-management events of this domain
+    /// (FI_EP_MSG): signalled on every pass while one is pending; the number tells
+    /// registrations apart (the provider uses the fid of the endpoint or passive
+    /// endpoint bound to the EQ).
+    Cm(u64),
 }
 
 /// A native wait object progress can make readable (the safe API's eventfd, the
@@ -53,8 +58,11 @@ impl<S> Default for Wakeups<S> {
 }
 
 impl<S: Signal> Wakeups<S> {
-    /// Registers the wait object of a CQ or counter.
+    /// Registers the wait object of a CQ, counter or (for CM events) EQ.
     pub fn add(&mut self, w: Wake, s: S) {
+        if matches!(w, Wake::Cm(_)) {
+            self.armed = true;
+        }
         self.regs.push((w, s));
     }
 
@@ -89,6 +97,9 @@ impl<S: Signal> Wakeups<S> {
                 Wake::Cntr(h) => core
                     .cntr_mut(h)
                     .map_or((false, false), |c| (c.take_wakeup(), c.is_armed())),
+                // Connection events have no armed state: looked at on every pass while
+                // registered.
+                Wake::Cm(_) => (core.cm_event_pending(), true),
             };
             if fire {
                 s.signal();

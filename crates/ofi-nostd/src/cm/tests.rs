@@ -150,7 +150,12 @@ fn shutdown_waits_for_the_data_then_the_peer_sees_it_once() {
     assert!(!c.on_shutdown_ack(CON, 5), "from the wrong address");
     assert!(c.on_shutdown_ack(ACC, 5));
     assert_eq!(c.state(), ConnState::Closed);
-    assert!(!c.owes_event(), "fi_shutdown reports nothing locally");
+    assert_eq!(
+        c.take_event(),
+        Some(CmEventKind::Shutdown),
+        "the side that shut down sees the end too, once"
+    );
+    assert!(!c.on_shutdown_ack(ACC, 5) || !c.owes_event());
     // The drain wait is bounded by the budget.
     let (mut c, _) = connected();
     c.shutdown(ms(0), &CFG).unwrap();

@@ -281,7 +281,7 @@ fn zero_count_read_drives_progress_only() {
 
 #[test]
 fn err_data_follows_the_api_version_rules() {
-    let data = ErrData::new(&[1, 2, 3, 4, 5]).unwrap();
+    let data = ErrData::<MAX_ERR_DATA>::new(&[1, 2, 3, 4, 5]).unwrap();
     let err = CqErrEntry::new(9, comp::SEND_MSG, Errno::EIO).with_err_data(data);
     let mut c = cq::<4>(CqFormat::Context, true);
 
@@ -308,7 +308,7 @@ fn err_data_follows_the_api_version_rules() {
 
     // API < 1.5: the application's buffer is ignored.
     let other = CqErrEntry::new(9, comp::SEND_MSG, Errno::EIO)
-        .with_err_data(ErrData::new(&[7, 7]).unwrap());
+        .with_err_data(ErrData::<MAX_ERR_DATA>::new(&[7, 7]).unwrap());
     c.write_err(&other).unwrap();
     let mut user = [0u8; 16];
     let e = c.readerr(Flags::empty(), V1_4, &mut user).unwrap();
@@ -319,10 +319,13 @@ fn err_data_follows_the_api_version_rules() {
 
 #[test]
 fn err_data_capacity() {
-    assert!(ErrData::new(&[0; MAX_ERR_DATA]).is_ok());
-    assert_eq!(ErrData::new(&[0; MAX_ERR_DATA + 1]), Err(Errno::EINVAL));
-    assert!(ErrData::default().is_empty());
-    assert_eq!(ErrData::new(&[1, 2]).unwrap().len(), 2);
+    assert!(ErrData::<MAX_ERR_DATA>::new(&[0; MAX_ERR_DATA]).is_ok());
+    assert_eq!(
+        ErrData::<MAX_ERR_DATA>::new(&[0; MAX_ERR_DATA + 1]),
+        Err(Errno::EINVAL)
+    );
+    assert!(ErrData::<MAX_ERR_DATA>::default().is_empty());
+    assert_eq!(ErrData::<MAX_ERR_DATA>::new(&[1, 2]).unwrap().len(), 2);
 }
 
 #[test]

@@ -367,16 +367,9 @@ impl<S: Storage> Domain<S> {
         if self.cm.live == 0 {
             return None;
         }
-        for (h, l) in self.cm.peps.iter_mut() {
-            if let Some(kind) = l.take_event() {
-                return Some(CmEvent {
-                    fid: CmFid::Pep(h),
-                    context: l.context,
-                    eq: l.eq,
-                    kind,
-                });
-            }
-        }
+        // Endpoints first: a connector that saw FI_CONNECTED may send its next CONNREQ
+        // right behind its ESTABLISHED, and both can land in one pass; the accepting
+        // endpoint's FI_CONNECTED happened first.
         for (h, ep) in self.eps.iter() {
             let Some(c) = self
                 .cm
@@ -392,6 +385,16 @@ impl<S: Storage> Domain<S> {
                     fid: CmFid::Ep(h),
                     context: ep.context,
                     eq: ep.eq,
+                    kind,
+                });
+            }
+        }
+        for (h, l) in self.cm.peps.iter_mut() {
+            if let Some(kind) = l.take_event() {
+                return Some(CmEvent {
+                    fid: CmFid::Pep(h),
+                    context: l.context,
+                    eq: l.eq,
                     kind,
                 });
             }

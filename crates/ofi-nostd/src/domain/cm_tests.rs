@@ -320,9 +320,11 @@ fn connect_accept_exchange_and_shutdown_after_the_data() {
     );
     net.run(Duration::from_millis(10));
     assert_eq!(net.a.dom.conn(c).unwrap().state(), ConnState::Closed);
-    assert!(
-        net.a.events.is_empty(),
-        "no event at the side that shut down"
+    let ev = net.a.take(|_| true);
+    assert_eq!(
+        ev.iter().map(|e| (e.fid, &e.kind)).collect::<Vec<_>>(),
+        [(CmFid::Ep(c), &CmEventKind::Shutdown)],
+        "the side that shut down sees FI_SHUTDOWN once its peer acknowledged"
     );
     assert_eq!(net.b.dom.conn(s).unwrap().state(), ConnState::Closed);
 }
@@ -527,6 +529,8 @@ fn reconnect_after_shutdown() {
         assert_eq!(net.a.events.remove(0).kind, CmEventKind::Shutdown);
         net.run(Duration::from_millis(5));
         assert_eq!(net.b.dom.conn(s).unwrap().state(), ConnState::Closed);
+        let ev = net.b.take(|k| *k == CmEventKind::Shutdown);
+        assert_eq!(ev.len(), 1, "the side that shut down sees it once");
         net.a.dom.ep_close(c).unwrap();
         net.b.dom.ep_close(s).unwrap();
         net.a.completions(net.a.tx_cq);

@@ -27,10 +27,11 @@
 //! # Output
 //!
 //! Entries go into the caller's slice, best first: every RDM entry, then every DGRAM
-//! entry; within a type, interfaces on the destination's subnet first, then the
-//! caller's order. The return value is the number written. When more entries match than
-//! the slice holds, the slice is filled with the best ones and the call returns
-//! -FI_ETOOSMALL; a slice of [`MAX_ENTRIES_PER_INTERFACE`] × interfaces never truncates.
+//! entry, then every MSG entry (when the adapter serves them); within a type,
+//! interfaces on the destination's subnet first, then the caller's order. The return
+//! value is the number written. When more entries match than the slice holds, the slice
+//! is filled with the best ones and the call returns -FI_ETOOSMALL; a slice of
+//! [`MAX_ENTRIES_PER_INTERFACE`] × interfaces never truncates.
 
 use super::{
     API_VERSION, AddrFormat, AvType, DomainAttr, EpAttr, EpType, FABRIC_NAME, FI_SHARED_CONTEXT,
@@ -42,8 +43,13 @@ use crate::errno::{Errno, Result};
 use crate::flags::{CompOrder, Flags, Mode, MrMode, Order};
 use core::fmt::Write;
 
-/// Entries one interface can produce (one RDM, one DGRAM).
-pub const MAX_ENTRIES_PER_INTERFACE: usize = 2;
+/// Entries one interface can produce (one RDM, one DGRAM, and one MSG in a build with
+/// `msg-ep`).
+pub const MAX_ENTRIES_PER_INTERFACE: usize = if crate::served::MsgEp::SERVED.is_some() {
+    3
+} else {
+    2
+};
 
 /// The secondary capabilities granted without being asked: they cost nothing on this
 /// provider. FI_SOURCE is left out (it costs an address-vector reverse lookup per

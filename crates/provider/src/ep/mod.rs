@@ -1,8 +1,8 @@
-//! `struct fid_ep`: active endpoints (fi_endpoint(3)), FI_EP_RDM and FI_EP_DGRAM, split
-//! as libfabric's own providers split theirs: the endpoint object here (lifecycle,
-//! bind, control, options), connection management in [`cm`], and one file per
-//! operation family: [`msg`] (fi_msg(3)), [`tagged`] (fi_tagged(3)), [`rma`]
-//! (fi_rma(3)) and [`atomic`] (fi_atomic(3)).
+//! `struct fid_ep`: active endpoints (fi_endpoint(3)), FI_EP_RDM, FI_EP_DGRAM and
+//! FI_EP_MSG (passive endpoints in [`pep`]), split as libfabric's own providers split
+//! theirs: the endpoint object here (lifecycle, bind, control, options), connection
+//! management in [`cm`], and one file per operation family: [`msg`] (fi_msg(3)),
+//! [`tagged`] (fi_tagged(3)), [`rma`] (fi_rma(3)) and [`atomic`] (fi_atomic(3)).
 //!
 //! Every operation goes to the core domain ([`ofi_nostd::domain::Domain`]), which checks
 //! state, bindings, sizes and flags; these modules turn C arguments into core arguments
@@ -18,12 +18,15 @@
 
 use std::ffi::{c_int, c_void};
 use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 
 use hosted::storage::Heap;
 use ofi_nostd::Errno;
+use ofi_nostd::cm::ConnReqId;
 use ofi_nostd::domain::{BindTarget, Domain, EpHandle};
 use ofi_nostd::ep::{EpOpt, RX_OP_FLAGS, tx_defaults_ok};
 use ofi_nostd::flags::Flags;
+use ofi_nostd::info::EpType;
 
 use crate::av::AvFid;
 use crate::cntr::CntrFid;
@@ -39,6 +42,7 @@ mod args;
 pub mod atomic;
 pub mod cm;
 pub mod msg;
+pub mod pep;
 pub mod rma;
 pub mod sep;
 pub mod tagged;
@@ -59,6 +63,11 @@ pub struct EpFid {
     eq: AtomicPtr<EqFid>,
     /// Endpoint, scalable endpoint or one of its contexts ([`sep`]).
     role: sep::Role,
+    /// An FI_EP_MSG endpoint ([`cm`]).
+    pub(crate) msg: bool,
+    /// The connection request it was opened to accept (its info's `handle`), until
+    /// fi_accept takes it.
+    connreq: Mutex<Option<(Arc<pep::PepCore>, ConnReqId)>>,
 }
 
 impl EpFid {
@@ -128,6 +137,8 @@ impl EpFid {
             alias_rx: AtomicU64::new(flags.1.bits()),
             eq: AtomicPtr::new(std::ptr::null_mut()),
             role: sep::Role::Ep,
+            msg: false,
+            connreq: Mutex::new(None),
         }
     }
 
@@ -233,12 +244,28 @@ unsafe fn open_as(
         if info.is_null() {
             return Err(Errno::EINVAL);
         }
+        // SAFETY: non-NULL, the application's fi_info; `handle` is NULL or a fid (an
+        // FI_CONNREQ info's request).
+        let handle = unsafe { (*info).handle };
         // SAFETY: a non-NULL info of the application is a valid fi_info.
         let info = unsafe { crate::info::from_c(info) }.ok_or(Errno::EINVAL)?;
+        let msg = info.ep_attr.ep_type == EpType::Msg;
+        // A passive endpoint as `handle` (fi_getinfo with it) only lent its address.
+        // SAFETY: NULL or a fid.
+        let lent = unsafe { pep::pep(handle.cast()) }.is_ok();
+        let connreq = if msg && !handle.is_null() && !lent {
+            // SAFETY: as above.
+            let r = unsafe { pep::connreq(handle) }?;
+            Some((r.pep.clone(), r.req))
+        } else {
+            None
+        };
         let h = d.with(|core| open(core, &info, ctx(context)))?;
         let flags = (Flags::empty(), Flags::empty());
         let mut e = EpFid::new(d, h, std::ptr::null(), flags, context);
         e.role = role;
+        e.msg = msg;
+        e.connreq = Mutex::new(connreq);
         Ok(e)
     };
     // SAFETY: NULL or writable (application's contract).
@@ -256,6 +283,9 @@ unsafe extern "C" fn close(fid: *mut sys::fid) -> c_int {
             if e.is_alias() {
                 st.core.ep_mut(e.at.handle)?.alias_close()
             } else {
+                if e.msg {
+                    st.wakes.remove(hosted::runtime::Wake::Cm(e.fid_addr()));
+                }
                 // Acknowledge what arrived, send every peer a CLOSE, and linger for
                 // retransmissions until each acknowledged it (a lost last ACK would
                 // fail the peer's send).
@@ -353,8 +383,16 @@ unsafe extern "C" fn bind(fid: *mut sys::fid, bfid: *mut sys::fid, flags: u64) -
                     return Err(Errno::EDOMAIN);
                 }
                 let token = addr(std::ptr::from_ref(q));
-                e.at.domain()
-                    .with(|d| d.ep_bind(e.at.handle, BindTarget::Eq(token), flags))?;
+                e.at.domain().control(|st| {
+                    st.core.ep_bind(e.at.handle, BindTarget::Eq(token), flags)?;
+                    // Its domain's passes wake the EQ's waiter for connection events.
+                    if e.msg
+                        && let Some(w) = q.waiter_fd()
+                    {
+                        st.add_wake(hosted::runtime::Wake::Cm(e.fid_addr()), w);
+                    }
+                    Ok(())
+                })?;
                 q.bind_ref(true);
                 q.eps.add(e);
                 e.eq.store(std::ptr::from_ref(q).cast_mut(), Ordering::Release);
@@ -445,13 +483,15 @@ unsafe extern "C" fn control(fid: *mut sys::fid, cmd: c_int, arg: *mut c_void) -
             let flags = Flags::from_bits_retain(a.flags);
             match e.at.domain().with(|d| d.ep_mut(e.at.handle)?.alias(flags)) {
                 Ok(defaults) => {
-                    let obj = publish(EpFid::new(
+                    let mut alias = EpFid::new(
                         e.at.domain(),
                         e.at.handle,
                         std::ptr::from_ref(e),
                         defaults,
                         e.c.fid.context,
-                    ));
+                    );
+                    alias.msg = e.msg;
+                    let obj = publish(alias);
                     // SAFETY: checked non-NULL; a `struct fid **` (contract).
                     unsafe { a.fid.write_unaligned(obj.cast::<sys::fid>()) };
                     Ok(())
