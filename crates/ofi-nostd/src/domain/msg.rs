@@ -280,7 +280,26 @@ impl<S: Storage> Domain<S> {
         self.recvmsg(h, &MsgArgs::new(iov, src, context), flags)
     }
 
+    /// A receive posted to endpoint `h`: to its shared receive context if it has one,
+    /// else to its own queues.
+    #[inline(always)]
     pub(super) fn post_any_recv(
+        &mut self,
+        h: EpHandle<S>,
+        msg: &MsgArgs<'_>,
+        tag: Option<(u64, u64)>,
+        flags: Flags,
+    ) -> Result<()> {
+        #[cfg(feature = "shared-ctx")]
+        if let Some(s) = obj(self.eps.get(h))?.srx {
+            return self.srx_recvmsg(s, msg, tag, flags);
+        }
+        self.post_own_recv(h, msg, tag, flags)
+    }
+
+    /// A receive posted to endpoint `h`'s own queues.
+    #[inline(always)]
+    pub(super) fn post_own_recv(
         &mut self,
         h: EpHandle<S>,
         msg: &MsgArgs<'_>,
