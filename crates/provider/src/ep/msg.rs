@@ -60,7 +60,7 @@ unsafe extern "C" fn recvv(
 /// # Safety
 ///
 /// `msg` is NULL or a valid `struct fi_msg`.
-unsafe fn msg_args<'a>(
+pub(super) unsafe fn msg_args<'a>(
     msg: *const sys::fi_msg,
     v: &'a mut Option<Iovs>,
 ) -> Result<MsgArgs<'a>, Errno> {

@@ -69,7 +69,7 @@ unsafe extern "C" fn trecvv(
 /// # Safety
 ///
 /// `msg` is NULL or a valid `struct fi_msg_tagged`.
-unsafe fn tmsg_args<'a>(
+pub(super) unsafe fn tmsg_args<'a>(
     msg: *const sys::fi_msg_tagged,
     v: &'a mut Option<Iovs>,
 ) -> Result<TaggedArgs<'a>, Errno> {
