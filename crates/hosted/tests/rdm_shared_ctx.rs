@@ -154,10 +154,9 @@ fn exchange(tagged: bool, seed: u64) {
     }
     assert_eq!(c.nodes[1].dom.srx(b.srx).unwrap().waiting(), total / 2);
     for s in 0..PER {
-        for t in 0..N {
+        for (t, (&h, &dest)) in a.eps.iter().zip(&dests).enumerate() {
             let off = (1 << 20) | ((t * PER + s) * SLOT);
             let buf = c.nodes[0].put(off, &payload(t, s));
-            let (h, dest) = (a.eps[t], dests[t]);
             let ctx = (t * 1000 + s) as u64;
             c.nodes[0]
                 .op(|d, _, m| {
