@@ -101,6 +101,18 @@ pub struct Endpoint<S: Storage> {
     pub(crate) sep: Option<crate::sep::Contexts>,
     /// A context engine of a scalable endpoint (closed only with it).
     pub(crate) in_sep: bool,
+    /// Opened with `tx_ctx_cnt` / `rx_ctx_cnt` = FI_SHARED_CONTEXT: enabling needs a
+    /// shared transmit / receive context bound.
+    #[cfg(feature = "shared-ctx")]
+    pub(crate) shared_tx: bool,
+    #[cfg(feature = "shared-ctx")]
+    pub(crate) shared_rx: bool,
+    /// The shared transmit context bound.
+    #[cfg(feature = "shared-ctx")]
+    pub(crate) stx: Option<crate::pool::Handle<crate::stx::Stx<S>>>,
+    /// The shared receive context bound: receives posted here go to it.
+    #[cfg(feature = "shared-ctx")]
+    pub(crate) srx: Option<crate::pool::Handle<crate::srx::Srx<S>>>,
     /// What moves the endpoint's data: one engine per endpoint type.
     pub(crate) engine: Engine<S>,
 }

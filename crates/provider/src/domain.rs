@@ -564,24 +564,26 @@ unsafe extern "C" fn endpoint2(
     unsafe { endpoint(domain, info, ep, context) }
 }
 
-/// `fi_stx_context`: shared contexts are not offered.
+/// `fi_stx_context` ([`crate::ep::stx`]).
 unsafe extern "C" fn stx_ctx(
-    _domain: *mut sys::fid_domain,
-    _attr: *mut sys::fi_tx_attr,
-    _stx: *mut *mut sys::fid_stx,
-    _context: *mut c_void,
+    domain: *mut sys::fid_domain,
+    attr: *mut sys::fi_tx_attr,
+    stx: *mut *mut sys::fid_stx,
+    context: *mut c_void,
 ) -> c_int {
-    neg(Errno::ENOSYS)
+    // SAFETY: forwarded contract.
+    unsafe { crate::ep::stx::open(domain, attr, stx, context) }
 }
 
-/// `fi_srx_context`: shared contexts are not offered.
+/// `fi_srx_context` ([`crate::ep::srx`]).
 unsafe extern "C" fn srx_ctx(
-    _domain: *mut sys::fid_domain,
-    _attr: *mut sys::fi_rx_attr,
-    _rx_ep: *mut *mut sys::fid_ep,
-    _context: *mut c_void,
+    domain: *mut sys::fid_domain,
+    attr: *mut sys::fi_rx_attr,
+    rx_ep: *mut *mut sys::fid_ep,
+    context: *mut c_void,
 ) -> c_int {
-    neg(Errno::ENOSYS)
+    // SAFETY: forwarded contract.
+    unsafe { crate::ep::srx::open(domain, attr, rx_ep, context) }
 }
 
 /// `fi_query_atomic`: whether the domain's endpoints serve `op` on `datatype` (for the

@@ -69,7 +69,7 @@ unsafe fn key(p: *const u8, len: usize) -> Option<AuthKey> {
     AuthKey::from_slice(b).ok()
 }
 
-fn tx_from_c(t: &sys::fi_tx_attr) -> TxAttr {
+pub(crate) fn tx_from_c(t: &sys::fi_tx_attr) -> TxAttr {
     TxAttr {
         caps: Flags::from_bits_retain(t.caps),
         mode: Mode::from_bits_retain(t.mode),
@@ -84,7 +84,7 @@ fn tx_from_c(t: &sys::fi_tx_attr) -> TxAttr {
     }
 }
 
-fn rx_from_c(r: &sys::fi_rx_attr) -> RxAttr {
+pub(crate) fn rx_from_c(r: &sys::fi_rx_attr) -> RxAttr {
     RxAttr {
         caps: Flags::from_bits_retain(r.caps),
         mode: Mode::from_bits_retain(r.mode),

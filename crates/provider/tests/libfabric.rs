@@ -291,6 +291,14 @@ fn c_scalable_endpoints_through_libfabric() {
     run_c_program("sep_test");
 }
 
+/// Shared transmit and receive contexts through libfabric
+/// (`tests/c/shared_ctx_test.c`): N endpoints on one stx and one srx, receives taken
+/// by whichever endpoint a message reaches, cancel, bind and close rules.
+#[test]
+fn c_shared_contexts_through_libfabric() {
+    run_c_program("shared_ctx_test");
+}
+
 /// Poll sets and wait sets (fi_poll(3)) through libfabric: `tests/c/poll_test.c`.
 #[test]
 fn c_poll_and_wait_sets_through_libfabric() {

@@ -100,6 +100,7 @@ mod mr;
 mod poll;
 mod sep;
 mod shared;
+mod srx;
 mod table;
 
 pub use av::Av;
@@ -113,6 +114,7 @@ pub use error::{Error, PostError, Result};
 pub use mr::Mr;
 pub use poll::{PollSet, Pollable};
 pub use sep::{RxContext, ScalableEndpoint, TxContext};
+pub use srx::{SharedRxContext, SharedTxContext};
 pub use table::OpId;
 // The host runtime's parts the API's users name (their old paths).
 pub use crate::runtime::{

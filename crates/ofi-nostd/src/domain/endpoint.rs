@@ -71,8 +71,8 @@ impl<S: Storage> Domain<S> {
                 .intersects(crate::ep::unsupported_tx_flags(ep_type))
             // One transmit and one receive context: more, or shared ones, are scalable
             // or shared-context endpoints, not offered (FI_SHARED_CONTEXT is SIZE_MAX).
-            || info.ep_attr.tx_ctx_cnt > 1
-            || info.ep_attr.rx_ctx_cnt > 1
+            || (info.ep_attr.tx_ctx_cnt > 1 && !shared_ok(info.ep_attr.tx_ctx_cnt))
+            || (info.ep_attr.rx_ctx_cnt > 1 && !shared_ok(info.ep_attr.rx_ctx_cnt))
             // What the endpoint and its contexts ask for, within what the domain
             // offers (as libfabric's own providers check; a context asking for more
             // than its endpoint is the application's error, not refused).
@@ -136,6 +136,14 @@ impl<S: Storage> Domain<S> {
             aliases: 0,
             sep: None,
             in_sep: false,
+            #[cfg(feature = "shared-ctx")]
+            shared_tx: info.ep_attr.tx_ctx_cnt == crate::info::FI_SHARED_CONTEXT,
+            #[cfg(feature = "shared-ctx")]
+            shared_rx: info.ep_attr.rx_ctx_cnt == crate::info::FI_SHARED_CONTEXT,
+            #[cfg(feature = "shared-ctx")]
+            stx: None,
+            #[cfg(feature = "shared-ctx")]
+            srx: None,
             engine,
         };
         let h = self.eps.insert(ep).map_err(|_| Errno::ENOMEM)?;
@@ -287,7 +295,9 @@ impl<S: Storage> Domain<S> {
         if ep.av.is_none() && ep.ep_type != EpType::Msg {
             return Err(Errno::ENOAV);
         }
-        ep.state = EpState::Enabled;
+        #[cfg(feature = "shared-ctx")]
+        self.shared_enable(h)?;
+        obj(self.eps.get_mut(h))?.state = EpState::Enabled;
         Ok(())
     }
 
@@ -295,6 +305,12 @@ impl<S: Storage> Domain<S> {
     /// with an FI_ECANCELED error entry; one that already completed is not affected.
     /// Returns 0 either way ("request submitted").
     pub fn ep_cancel(&mut self, h: EpHandle<S>, context: u64) -> Result<()> {
+        #[cfg(feature = "shared-ctx")]
+        if let Some(s) = obj(self.eps.get(h))?.srx
+            && self.srx(s)?.position(context).is_some()
+        {
+            return self.srx_cancel(s, context);
+        }
         let ep = obj(self.eps.get_mut(h))?;
         if let Engine::Dgram(dg) = &mut ep.engine {
             let rx_cq = ep.rx_cq.as_ref().and_then(|b| self.res.cqs.get_mut(b.cq));
@@ -319,6 +335,8 @@ impl<S: Storage> Domain<S> {
     /// CLOSE (then stop sooner). `None`: close at once (no sessions, or not an RDM
     /// endpoint).
     pub fn ep_begin_close(&mut self, h: EpHandle<S>, now: Instant) -> Result<Option<Instant>> {
+        #[cfg(feature = "shared-ctx")]
+        self.shared_detach(h);
         let ep = self.eps.get_mut(h).ok_or(Errno::EINVAL)?;
         Ok(match &mut ep.engine {
             Engine::Rdm(r) => r.begin_close(now),
@@ -348,6 +366,8 @@ impl<S: Storage> Domain<S> {
         if ep.in_sep {
             return Err(Errno::EINVAL);
         }
+        #[cfg(feature = "shared-ctx")]
+        self.shared_detach(h);
         let mut ep = obj(self.eps.remove(h))?;
         self.cm.ep_closed(h.index());
         // Reservations of what is still queued: (transmit, receive).
@@ -379,4 +399,10 @@ impl<S: Storage> Domain<S> {
         }
         Ok(())
     }
+}
+
+/// Whether a context count above one is FI_SHARED_CONTEXT, which
+/// a build with `shared-ctx` takes.
+fn shared_ok(count: usize) -> bool {
+    cfg!(feature = "shared-ctx") && count == crate::info::FI_SHARED_CONTEXT
 }

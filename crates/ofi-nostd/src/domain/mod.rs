@@ -23,6 +23,8 @@ mod resource;
 use resource::Resources;
 mod rma;
 mod sep;
+#[cfg(feature = "shared-ctx")]
+mod shared;
 mod tagged;
 
 use crate::addr::EpAddr;
@@ -47,6 +49,8 @@ pub use cm::{CmEvent, CmFid, CmStats, MAX_PEPS, PepHandle};
 pub use msg::MsgArgs;
 pub use progress::{PassKind, ProgressReport};
 pub use rma::{RmaArgs, RmaIov};
+#[cfg(feature = "shared-ctx")]
+pub use shared::{SrxHandle, StxHandle};
 pub use tagged::TaggedArgs;
 
 /// Default [`DomainConfig::loopback_slots`]: a few packets, enough for a session with
@@ -153,6 +157,9 @@ pub struct Domain<S: Storage> {
     ctl_n: u8,
     /// Passive endpoints and the connections of FI_EP_MSG endpoints.
     cm: cm::CmTable<S>,
+    /// Shared transmit and receive contexts.
+    #[cfg(feature = "shared-ctx")]
+    shared: shared::Shared<S>,
 }
 
 fn obj<T>(p: Option<T>) -> Result<T> {
@@ -228,6 +235,8 @@ impl<S: Storage> Domain<S> {
             .slice(pc.mr_cnt * 2 + 1, || 0u32)
             .ok_or(Errno::ENOMEM)?;
         let cm = cm::CmTable::new(&mut store, pc.ep_cnt.min(u16::MAX as usize))?;
+        #[cfg(feature = "shared-ctx")]
+        let shared = shared::Shared::new(&mut store)?;
         let mut rng = Prng::new(cfg.key_seed);
         let mrs = MrTable::new(
             MrConfig {
@@ -269,6 +278,8 @@ impl<S: Storage> Domain<S> {
             ctl: [None; 8],
             ctl_n: 0,
             cm,
+            #[cfg(feature = "shared-ctx")]
+            shared,
         })
     }
 
@@ -281,12 +292,23 @@ impl<S: Storage> Domain<S> {
             && self.res.avs.is_empty()
             && self.res.mrs.is_empty()
             && self.eps.is_empty()
-            && self.cm.is_empty())
+            && self.cm.is_empty()
+            && self.shared_is_empty())
         {
             return Err((self, Errno::EBUSY));
         }
         fabric.domain_closed();
         Ok(())
+    }
+
+    #[cfg(feature = "shared-ctx")]
+    fn shared_is_empty(&self) -> bool {
+        self.shared.is_empty()
+    }
+
+    #[cfg(not(feature = "shared-ctx"))]
+    fn shared_is_empty(&self) -> bool {
+        true
     }
 
     /// The info the domain was opened with.

@@ -287,6 +287,9 @@ impl<S: Storage> Domain<S> {
         self.recvmsg(h, &MsgArgs::new(iov, src, context), flags)
     }
 
+    /// A receive posted to endpoint `h`: to its shared receive context if it has one,
+    /// else to its own queues.
+    #[inline(always)]
     pub(super) fn post_any_recv(
         &mut self,
         h: EpHandle<S>,
@@ -294,7 +297,41 @@ impl<S: Storage> Domain<S> {
         tag: Option<(u64, u64)>,
         flags: Flags,
     ) -> Result<()> {
+        self.post_recv_to(h, msg, tag, flags, true)
+    }
+
+    /// A receive posted to endpoint `h`'s own queues (what a shared receive context
+    /// hands it).
+    #[cfg(feature = "shared-ctx")]
+    pub(super) fn post_own_recv(
+        &mut self,
+        h: EpHandle<S>,
+        msg: &MsgArgs<'_>,
+        tag: Option<(u64, u64)>,
+        flags: Flags,
+    ) -> Result<()> {
+        self.post_recv_to(h, msg, tag, flags, false)
+    }
+
+    /// The receive post; `shared`: to the endpoint's shared receive context if bound
+    /// (one test of a field of the endpoint already loaded, folded away for the
+    /// context's own hand-offs).
+    #[inline(always)]
+    fn post_recv_to(
+        &mut self,
+        h: EpHandle<S>,
+        msg: &MsgArgs<'_>,
+        tag: Option<(u64, u64)>,
+        flags: Flags,
+        shared: bool,
+    ) -> Result<()> {
         let ep = obj(self.eps.get_mut(h))?;
+        #[cfg(feature = "shared-ctx")]
+        if shared && let Some(s) = ep.srx {
+            return self.srx_recvmsg(s, msg, tag, flags);
+        }
+        #[cfg(not(feature = "shared-ctx"))]
+        let _ = shared;
         ep.require_enabled()?;
         if ep.rx_cq.is_none() {
             // Nowhere to report the receive's completion, nor its failure.

@@ -114,6 +114,11 @@ impl<S: Storage> Domain<S> {
                     self.rx_datagram(now, src, payload, mem);
                 }
             });
+            // Shared receive contexts' waiting receives take what arrived.
+            #[cfg(feature = "shared-ctx")]
+            if transport && self.shared.waiting > 0 {
+                self.srx_progress();
+            }
             // What arrived is in the CQs now: hand it to the application before the
             // transmit half, which the next pass runs (the application's next post or
             // read; `poll_timeout` says "at once" meanwhile). A reply the application
@@ -403,6 +408,10 @@ impl<S: Storage> Domain<S> {
             self.stats.rx_wrong_type += 1;
             return;
         };
+        #[cfg(feature = "shared-ctx")]
+        if self.shared.waiting > 0 {
+            self.srx_feed(slot, &from);
+        }
         let Some(ep) = self.eps.get_mut_by_index(slot) else {
             self.stats.rx_no_endpoint += 1;
             return;

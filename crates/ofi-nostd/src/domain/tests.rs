@@ -938,12 +938,9 @@ fn other_endpoint_types_are_refused() {
 fn fi_endpoint_refuses_contexts_and_caps_it_does_not_offer() {
     type Edit = fn(&mut Info);
     let (_, mut dom) = open_domain([10, 0, 0, 1]);
-    let cases: [(&str, Edit); 5] = [
+    let cases: [(&str, Edit); 4] = [
         ("two tx contexts", |i| i.ep_attr.tx_ctx_cnt = 2),
         ("two rx contexts", |i| i.ep_attr.rx_ctx_cnt = 2),
-        ("shared tx context", |i| {
-            i.ep_attr.tx_ctx_cnt = crate::info::FI_SHARED_CONTEXT
-        }),
         ("a tx cap not offered", |i| i.tx_attr.caps |= Flags::FENCE),
         ("an rx cap not offered", |i| {
             i.rx_attr.caps |= Flags::RMA_PMEM
@@ -1169,3 +1166,7 @@ fn each_kind_of_bad_datagram_has_its_own_counter() {
     b.progress();
     assert_eq!(b.dom.ep(b.ep).unwrap().stats().rx_no_buffer, 1);
 }
+
+#[cfg(feature = "shared-ctx")]
+#[path = "shared_tests.rs"]
+mod shared;

@@ -446,8 +446,9 @@ pub fn default_info(ep_type: EpType, iface: Option<&Interface<'_>>, cfg: &Provid
             // Scalable endpoints (`crate::sep`): contexts per endpoint.
             max_ep_tx_ctx: crate::sep::MAX_CTX,
             max_ep_rx_ctx: crate::sep::MAX_CTX,
-            max_ep_stx_ctx: 0,
-            max_ep_srx_ctx: 0,
+            // Shared contexts (`crate::stx`, `crate::srx`): endpoints per context.
+            max_ep_stx_ctx: SHARED_EPS,
+            max_ep_srx_ctx: SHARED_EPS,
             cntr_cnt: cfg.cntr_cnt,
             mr_iov_limit: cfg.mr_iov_limit,
             caps: comm,
@@ -472,6 +473,13 @@ pub fn default_info(ep_type: EpType, iface: Option<&Interface<'_>>, cfg: &Provid
     }
     info
 }
+
+/// Endpoints one shared context serves (`max_ep_stx_ctx` / `max_ep_srx_ctx`): none
+/// without `shared-ctx`.
+#[cfg(feature = "shared-ctx")]
+const SHARED_EPS: usize = crate::srx::MAX_SHARED_EPS;
+#[cfg(not(feature = "shared-ctx"))]
+const SHARED_EPS: usize = 0;
 
 /// The mr_mode bits that bind for these capabilities (RMA-target bits only with RMA or
 /// atomics, FI_MR_HMEM only with FI_HMEM; the legacy values never).
@@ -864,9 +872,13 @@ fn apply_hints(mut info: Info, h: &Info, version: u32, cfg: &ProviderConfig) -> 
         (he.tx_ctx_cnt, &mut ea.tx_ctx_cnt),
         (he.rx_ctx_cnt, &mut ea.rx_ctx_cnt),
     ] {
-        // More than one context is a scalable endpoint's (fi_scalable_ep); shared
-        // contexts are not offered.
-        if hc == FI_SHARED_CONTEXT || hc > crate::sep::MAX_CTX {
+        // More than one context is a scalable endpoint's (fi_scalable_ep);
+        // FI_SHARED_CONTEXT asks for a shared one, in a build with `shared-ctx`.
+        if hc == FI_SHARED_CONTEXT && SHARED_EPS > 0 {
+            *ec = hc;
+            continue;
+        }
+        if hc > crate::sep::MAX_CTX {
             return None;
         }
         *ec = hc.max(1);

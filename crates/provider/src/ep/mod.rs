@@ -45,6 +45,8 @@ pub mod msg;
 pub mod pep;
 pub mod rma;
 pub mod sep;
+pub mod srx;
+pub mod stx;
 pub mod tagged;
 
 /// An open endpoint, or an alias of one.
@@ -92,7 +94,7 @@ static EP_FI_OPS: sys::fi_ops = sys::fi_ops {
     ops_set: Some(no_ops_set),
 };
 
-static EP_OPS: sys::fi_ops_ep = sys::fi_ops_ep {
+pub(super) static EP_OPS: sys::fi_ops_ep = sys::fi_ops_ep {
     size: size_of::<sys::fi_ops_ep>(),
     cancel: Some(cancel),
     getopt: Some(getopt),
@@ -320,7 +322,8 @@ unsafe extern "C" fn close(fid: *mut sys::fid) -> c_int {
 /// `fi_ep_bind`: a CQ (FI_TRANSMIT / FI_RECV / FI_SELECTIVE_COMPLETION), a counter
 /// (FI_SEND, FI_RECV, ...), the AV or an EQ, all before fi_enable, per the core's
 /// rules. Objects of another domain are -FI_EDOMAIN; memory regions (FI_MR_ENDPOINT is
-/// not offered) and other fids are -FI_EINVAL; shared contexts -FI_ENOSYS.
+/// not offered) and other fids are -FI_EINVAL; a shared transmit or receive context
+/// (flags 0) as [`Domain::ep_bind_stx`] / [`Domain::ep_bind_srx`] say.
 unsafe extern "C" fn bind(fid: *mut sys::fid, bfid: *mut sys::fid, flags: u64) -> c_int {
     // SAFETY: NULL or a fid.
     let e = arg!(unsafe { object::<EpFid>(fid) });
@@ -398,7 +401,26 @@ unsafe extern "C" fn bind(fid: *mut sys::fid, bfid: *mut sys::fid, flags: u64) -
                 e.eq.store(std::ptr::from_ref(q).cast_mut(), Ordering::Release);
                 Ok(())
             }
-            sys::FI_CLASS_STX_CTX | sys::FI_CLASS_SRX_CTX => Err(Errno::ENOSYS),
+            sys::FI_CLASS_STX_CTX => {
+                // SAFETY: a fid (contract).
+                let s = unsafe { object::<stx::StxFid>(bfid) }?;
+                same(s.at.domain_ptr())?;
+                if !flags.is_empty() {
+                    return Err(Errno::EINVAL);
+                }
+                e.at.domain()
+                    .with(|d| d.ep_bind_stx(e.at.handle, s.at.handle))
+            }
+            sys::FI_CLASS_SRX_CTX => {
+                // SAFETY: a fid (contract).
+                let s = unsafe { object::<srx::SrxFid>(bfid) }?;
+                same(s.at.domain_ptr())?;
+                if !flags.is_empty() {
+                    return Err(Errno::EINVAL);
+                }
+                e.at.domain()
+                    .with(|d| d.ep_bind_srx(e.at.handle, s.at.handle))
+            }
             _ => Err(Errno::EINVAL),
         }
     })();
@@ -521,7 +543,7 @@ unsafe extern "C" fn cancel(fid: *mut sys::fid, context: *mut c_void) -> isize {
 }
 
 /// `fi_getopt` at FI_OPT_ENDPOINT (size_t options); -FI_ETOOSMALL for a short buffer.
-unsafe extern "C" fn getopt(
+pub(super) unsafe extern "C" fn getopt(
     fid: *mut sys::fid,
     level: c_int,
     optname: c_int,
@@ -551,7 +573,7 @@ unsafe extern "C" fn getopt(
 }
 
 /// `fi_setopt` at FI_OPT_ENDPOINT (size_t options).
-unsafe extern "C" fn setopt(
+pub(super) unsafe extern "C" fn setopt(
     fid: *mut sys::fid,
     level: c_int,
     optname: c_int,
@@ -582,7 +604,7 @@ unsafe extern "C" fn rx_size_left(p: *mut sys::fid_ep) -> isize {
 }
 
 /// `fi_tx_size_left`.
-unsafe extern "C" fn tx_size_left(p: *mut sys::fid_ep) -> isize {
+pub(super) unsafe extern "C" fn tx_size_left(p: *mut sys::fid_ep) -> isize {
     // SAFETY: forwarded contract.
     let e = arg!(unsafe { ep(p) });
     ret_len(

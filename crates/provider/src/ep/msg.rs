@@ -83,7 +83,7 @@ unsafe extern "C" fn recvv(
 /// # Safety
 ///
 /// `p` is NULL or a fid; `msg` is NULL or a valid `struct fi_msg`.
-unsafe fn msg_args<'a>(
+pub(super) unsafe fn msg_args<'a>(
     p: *const sys::fid_ep,
     msg: *const sys::fi_msg,
     v: &'a mut Option<Iovs>,

@@ -90,7 +90,7 @@ unsafe extern "C" fn trecvv(
 /// # Safety
 ///
 /// `p` is NULL or a fid; `msg` is NULL or a valid `struct fi_msg_tagged`.
-unsafe fn tmsg_args<'a>(
+pub(super) unsafe fn tmsg_args<'a>(
     p: *const sys::fid_ep,
     msg: *const sys::fi_msg_tagged,
     v: &'a mut Option<Iovs>,

@@ -616,9 +616,6 @@ fn attributes_beyond_the_offer_are_enodata() {
         ("tx_ctx_cnt", |h, _| {
             h.ep_attr.tx_ctx_cnt = ofi_nostd_max_ctx() + 1
         }),
-        ("rx_ctx_cnt shared", |h, _| {
-            h.ep_attr.rx_ctx_cnt = FI_SHARED_CONTEXT
-        }),
         ("mr_key_size", |h, b| {
             h.domain_attr.mr_key_size = b.domain_attr.mr_key_size + 1
         }),
@@ -641,8 +638,12 @@ fn attributes_beyond_the_offer_are_enodata() {
         ("max_ep_rx_ctx", |h, _| {
             h.domain_attr.max_ep_rx_ctx = ofi_nostd_max_ctx() + 1
         }),
-        ("max_ep_stx_ctx", |h, _| h.domain_attr.max_ep_stx_ctx = 1),
-        ("max_ep_srx_ctx", |h, _| h.domain_attr.max_ep_srx_ctx = 1),
+        ("max_ep_stx_ctx", |h, b| {
+            h.domain_attr.max_ep_stx_ctx = b.domain_attr.max_ep_stx_ctx + 1
+        }),
+        ("max_ep_srx_ctx", |h, b| {
+            h.domain_attr.max_ep_srx_ctx = b.domain_attr.max_ep_srx_ctx + 1
+        }),
         ("cntr_cnt", |h, b| {
             h.domain_attr.cntr_cnt = b.domain_attr.cntr_cnt + 1
         }),
@@ -1689,4 +1690,33 @@ fn api_2_directed_receive_caps() {
     h.ep_attr.ep_type = EpType::Dgram;
     h.rx_attr.caps = Flags::EXACT_DIRECTED_RECV;
     assert_eq!(run_at(v2, Some(&h), &prov()), Err(Errno::ENODATA));
+}
+
+#[test]
+fn shared_contexts_are_offered_as_the_build_says() {
+    // FI_SHARED_CONTEXT for both sides, on RDM and DGRAM (fi_stx_context,
+    // fi_srx_context); without `shared-ctx` it is refused and none offered.
+    let n = if cfg!(feature = "shared-ctx") { 16 } else { 0 };
+    for dgram in [false, true] {
+        let mut h = rdm_hints();
+        if dgram {
+            h.ep_attr.ep_type = EpType::Dgram;
+            h.caps = Flags::MSG;
+        }
+        h.ep_attr.tx_ctx_cnt = FI_SHARED_CONTEXT;
+        h.ep_attr.rx_ctx_cnt = FI_SHARED_CONTEXT;
+        let r = run(None, None, Flags::empty(), Some(&h), &prov());
+        if n == 0 {
+            assert!(r.is_err());
+            continue;
+        }
+        let r = r.unwrap();
+        assert!(!r.is_empty());
+        for i in &r {
+            assert_eq!(i.ep_attr.tx_ctx_cnt, FI_SHARED_CONTEXT);
+            assert_eq!(i.ep_attr.rx_ctx_cnt, FI_SHARED_CONTEXT);
+            assert_eq!(i.domain_attr.max_ep_stx_ctx, n);
+            assert_eq!(i.domain_attr.max_ep_srx_ctx, n);
+        }
+    }
 }

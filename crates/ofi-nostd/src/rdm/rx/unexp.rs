@@ -67,3 +67,25 @@ impl<S: Storage> Rdm<S> {
         }
     }
 }
+
+#[cfg(feature = "shared-ctx")]
+impl<S: Storage> Rdm<S> {
+    /// Whether an unexpected message waits that a receive of this kind, source and
+    /// tag would take: where a shared receive context hands its receive
+    /// ([`crate::srx`]).
+    pub(crate) fn ux_matches(
+        &mut self,
+        tagged: bool,
+        src: FiAddr,
+        tag: u64,
+        ignore: u64,
+        ctx: &Ctx<'_, S>,
+    ) -> bool {
+        self.recv.unexpected_len() > 0 && self.ux_find(tagged, src, tag, ignore, ctx).is_some()
+    }
+
+    /// Whether a message was claimed (FI_PEEK | FI_CLAIM) with `context` here.
+    pub(crate) fn holds_claim(&self, context: u64) -> bool {
+        self.recv.claimed_by(context).is_some()
+    }
+}

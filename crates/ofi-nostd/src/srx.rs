@@ -1,0 +1,171 @@
+//! Shared receive contexts (fi_endpoint(3) "SHARED CONTEXTS", `fi_srx_context`): one
+//! set of posted receives that every endpoint bound to it takes messages for.
+//!
+//! Each bound endpoint keeps its own engine (sessions, sequencing, unexpected
+//! messages); its own posted queues stay empty, so whatever arrives for it waits as an
+//! unexpected message. The context holds the application's receives in the order they
+//! were posted, and the domain hands a receive to the bound endpoint that has a
+//! matching message (tag, FI_DIRECTED_RECV source), where the engine's own matching
+//! completes it on that endpoint's CQ, as fi_endpoint(3) says completions of a shared
+//! context go. A message from one sender to one endpoint is matched in its order, so
+//! per-sender order holds; DGRAM endpoints take a waiting buffer when a datagram
+//! arrives for them and their own queue is empty.
+
+use crate::ep::EpHandle;
+use crate::errno::{Errno, Result};
+use crate::fid::AvHandle;
+use crate::flags::{FiAddr, Flags};
+use crate::info::EpType;
+use crate::iov::{IOV_LIMIT, IovList};
+use crate::mem::IoVec;
+use crate::storage::Storage;
+
+/// Endpoints one shared context can be bound to (`max_ep_stx_ctx` / `max_ep_srx_ctx`).
+pub const MAX_SHARED_EPS: usize = 16;
+
+/// Shared contexts of each kind a domain opens.
+pub const MAX_SHARED_CTX: usize = 8;
+
+/// A receive waiting in a shared receive context for a message.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct SrxRecv {
+    pub(crate) iov: IovList,
+    pub(crate) desc: [u64; IOV_LIMIT],
+    pub(crate) addr: FiAddr,
+    pub(crate) context: u64,
+    pub(crate) tag: Option<(u64, u64)>,
+    pub(crate) flags: Flags,
+}
+
+impl SrxRecv {
+    /// The buffers as posted.
+    pub(crate) fn iov(&self) -> &[IoVec] {
+        self.iov.as_slice()
+    }
+}
+
+/// A shared receive context.
+pub struct Srx<S: Storage> {
+    pub(crate) context: u64,
+    /// Receive capabilities (empty: the domain's).
+    pub(crate) caps: Flags,
+    /// Default receive flags (`rx_attr.op_flags`).
+    pub(crate) op_flags: Flags,
+    pub(crate) iov_limit: usize,
+    /// The endpoints bound, in bind order (their engines are searched in it).
+    pub(crate) eps: heapless::Vec<EpHandle<S>, MAX_SHARED_EPS>,
+    /// The type of the endpoints bound (the first fixes it).
+    pub(crate) ep_type: Option<EpType>,
+    /// The AV every bound connectionless endpoint shares (the first enabled fixes it).
+    pub(crate) av: Option<AvHandle<S>>,
+    waiting: S::Slice<SrxRecv>,
+    len: usize,
+}
+
+impl<S: Storage> Srx<S> {
+    /// A context holding up to `size` waiting receives, from `store`.
+    pub(crate) fn new(
+        store: &mut S,
+        size: usize,
+        caps: Flags,
+        op_flags: Flags,
+        iov_limit: usize,
+        context: u64,
+    ) -> Result<Self> {
+        Ok(Srx {
+            context,
+            caps,
+            op_flags,
+            iov_limit,
+            eps: heapless::Vec::new(),
+            ep_type: None,
+            av: None,
+            waiting: store
+                .slice(size.max(1), SrxRecv::default)
+                .ok_or(Errno::ENOMEM)?,
+            len: 0,
+        })
+    }
+
+    /// The application's context.
+    pub fn context(&self) -> u64 {
+        self.context
+    }
+
+    /// Receives waiting for a message.
+    pub fn waiting(&self) -> usize {
+        self.len
+    }
+
+    /// How many receives can wait (`rx_attr.size`).
+    pub fn capacity(&self) -> usize {
+        self.waiting.as_ref().len()
+    }
+
+    /// Endpoints bound now.
+    pub fn bound(&self) -> usize {
+        self.eps.len()
+    }
+
+    /// The default receive flags.
+    pub fn op_flags(&self) -> Flags {
+        self.op_flags
+    }
+
+    /// Appends a receive; -FI_EAGAIN when full.
+    pub(crate) fn push(&mut self, r: SrxRecv) -> Result<()> {
+        let slot = self
+            .waiting
+            .as_mut()
+            .get_mut(self.len)
+            .ok_or(Errno::EAGAIN)?;
+        *slot = r;
+        self.len += 1;
+        Ok(())
+    }
+
+    /// Waiting receive `i` (in posting order).
+    pub(crate) fn get(&self, i: usize) -> Option<SrxRecv> {
+        (i < self.len).then(|| self.waiting.as_ref()[i])
+    }
+
+    /// Takes waiting receive `i` out, keeping the others' order.
+    pub(crate) fn remove(&mut self, i: usize) -> Option<SrxRecv> {
+        let r = self.get(i)?;
+        self.waiting.as_mut()[i..self.len].rotate_left(1);
+        self.len -= 1;
+        Some(r)
+    }
+
+    /// The waiting receive posted with `context`.
+    pub(crate) fn position(&self, context: u64) -> Option<usize> {
+        self.waiting.as_ref()[..self.len]
+            .iter()
+            .position(|r| r.context == context)
+    }
+
+    /// Forgets every waiting receive (the context closes).
+    pub(crate) fn clear(&mut self) {
+        self.len = 0;
+    }
+
+    /// Binds endpoint `h` of type `t`: -FI_EINVAL for another type than the bound
+    /// ones' or beyond [`MAX_SHARED_EPS`].
+    pub(crate) fn bind(&mut self, h: EpHandle<S>, t: EpType) -> Result<()> {
+        if self.ep_type.is_some_and(|b| b != t) {
+            return Err(Errno::EINVAL);
+        }
+        self.eps.push(h).map_err(|_| Errno::EINVAL)?;
+        self.ep_type = Some(t);
+        Ok(())
+    }
+
+    /// Unbinds endpoint `h` (it closes); the last one leaves the type and AV free.
+    pub(crate) fn unbind(&mut self, h: EpHandle<S>) {
+        self.eps.retain(|e| *e != h);
+        if self.eps.is_empty() {
+            self.ep_type = None;
+            self.av = None;
+        }
+    }
+}
