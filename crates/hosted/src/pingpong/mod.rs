@@ -8,8 +8,9 @@
 //! its `k`/`m` abbreviations and its `=`/`+`/`-` mark between `#sent` and `#ack`).
 //! Additions: `-W` warmup iterations (not timed), `--mode bandwidth|rate`, a choice of
 //! kernel data plane, seeded loss (`--loss`), a pcap capture (`--pcap`), manual or
-//! automatic progress, busy-polling or blocking waits, CPU pinning and a bound on every
-//! wait (`--timeout`). Run `ofi-pingpong --help` for the whole list.
+//! automatic progress, busy-polling or blocking waits, CPU pinning, a bound on every
+//! wait (`--timeout`), and rate and bandwidth over a scalable endpoint with one pinned
+//! thread per context pair (`--contexts N`, see `contexts.rs`). Run `ofi-pingpong --help` for the whole list.
 //!
 //! # Modes
 //!
