@@ -19,6 +19,7 @@ use crate::ws::Workspace;
 #[path = "bench_provider.rs"]
 mod bench_provider;
 pub use bench_provider::train_provider;
+mod contexts;
 mod dpdk;
 mod pingpong;
 mod veth;
@@ -84,6 +85,7 @@ fn sections() -> Vec<Box<dyn Section>> {
         Box::new(Matching),
         Box::new(Engine),
         Box::new(pingpong::PingPong),
+        Box::new(contexts::Contexts),
         Box::new(dpdk::DpdkMemif),
         Box::new(bench_provider::Provider),
         Box::new(veth::Veth),

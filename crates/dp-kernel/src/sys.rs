@@ -135,6 +135,44 @@ pub(crate) fn bind_packet(fd: RawFd, ifindex: c_int) -> io::Result<()> {
     Ok(())
 }
 
+/// A `SO_REUSEPORT` UDP socket bound to `addr`, so that several can share it (one
+/// receive queue each).
+pub(crate) fn reuseport_udp_socket(addr: std::net::SocketAddrV4) -> io::Result<OwnedFd> {
+    // SAFETY: plain system call with integer arguments.
+    let fd =
+        owned(unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) })?;
+    setsockopt(
+        fd.as_raw_fd(),
+        libc::SOL_SOCKET,
+        libc::SO_REUSEPORT,
+        &1 as &c_int,
+    )?;
+    let sin = libc::sockaddr_in {
+        sin_family: libc::AF_INET as libc::sa_family_t,
+        sin_port: addr.port().to_be(),
+        sin_addr: libc::in_addr {
+            s_addr: u32::from(*addr.ip()).to_be(),
+        },
+        sin_zero: [0; 8],
+    };
+    let len = mem::size_of::<libc::sockaddr_in>() as socklen_t;
+    // SAFETY: `sin` is a live, fully initialised `sockaddr_in` of `len` bytes, read only
+    // during the call.
+    cvt(unsafe { libc::bind(fd.as_raw_fd(), ptr::from_ref(&sin).cast(), len) })?;
+    Ok(fd)
+}
+
+/// Attach a classic BPF program that picks the socket of a `SO_REUSEPORT` group
+/// (`SO_ATTACH_REUSEPORT_CBPF`): it runs on the UDP payload and returns an index.
+pub(crate) fn attach_reuseport_filter(fd: RawFd, prog: &[libc::sock_filter]) -> io::Result<()> {
+    let fprog = libc::sock_fprog {
+        len: u16::try_from(prog.len()).map_err(|_| io::ErrorKind::InvalidInput)?,
+        // The kernel copies the program and never writes through this pointer.
+        filter: prog.as_ptr().cast_mut(),
+    };
+    setsockopt(fd, libc::SOL_SOCKET, libc::SO_ATTACH_REUSEPORT_CBPF, &fprog)
+}
+
 /// Attach a classic BPF program to a socket (`SO_ATTACH_FILTER`).
 pub(crate) fn attach_filter(fd: RawFd, prog: &[libc::sock_filter]) -> io::Result<()> {
     let fprog = libc::sock_fprog {

@@ -132,6 +132,31 @@ impl UdpConfig {
     }
 }
 
+/// The `SO_ATTACH_REUSEPORT_CBPF` program of [`UdpLink::queues`]: the context index
+/// of the destination endpoint id (big-endian at payload offset 10, index in bits
+/// 10..16, `wire::packet::EP_CTX_SHIFT`), modulo `n`. A datagram shorter than that
+/// ends the program, which then returns 0: link 0.
+fn context_steering(n: u32) -> [libc::sock_filter; 5] {
+    const LD_H_ABS: u16 = (libc::BPF_LD | libc::BPF_H | libc::BPF_ABS) as u16;
+    const RSH_K: u16 = (libc::BPF_ALU | libc::BPF_RSH | libc::BPF_K) as u16;
+    const AND_K: u16 = (libc::BPF_ALU | libc::BPF_AND | libc::BPF_K) as u16;
+    const MOD_K: u16 = (libc::BPF_ALU | libc::BPF_MOD | libc::BPF_K) as u16;
+    const RET_A: u16 = (libc::BPF_RET | libc::BPF_A) as u16;
+    let op = |code, k| libc::sock_filter {
+        code,
+        jt: 0,
+        jf: 0,
+        k,
+    };
+    [
+        op(LD_H_ABS, 10),
+        op(RSH_K, wire::packet::EP_CTX_SHIFT),
+        op(AND_K, (1 << (16 - wire::packet::EP_CTX_SHIFT)) - 1),
+        op(MOD_K, n.max(1)),
+        op(RET_A, 0),
+    ]
+}
+
 /// A non-blocking UDP socket with batched receive and transmit rings; see the
 /// [module docs](self) for the flush rule and the MTU.
 #[derive(Debug)]
@@ -158,6 +183,38 @@ impl UdpLink {
 
     /// Bind and configure a socket and allocate its rings.
     pub fn new(cfg: UdpConfig) -> io::Result<Self> {
+        Self::check(&cfg)?;
+        let sock = UdpSocket::bind(SocketAddr::V4(cfg.bind))?;
+        Self::with_socket(cfg, sock)
+    }
+
+    /// One link per receive queue of a scalable endpoint's contexts (issue #31): `n`
+    /// sockets (`1..=64`) on one address with `SO_REUSEPORT` (the first binds
+    /// `cfg.bind`, port 0 included; the others its address), and a classic BPF
+    /// program steering each datagram by the context index in its destination
+    /// endpoint id (wire protocol 3.9: bits 10..16 of header bytes 10..12) to link
+    /// `index % n`. Link 0 gets what names no context (every plain endpoint, and
+    /// datagrams too short to carry an id); every link may send.
+    pub fn queues(cfg: UdpConfig, n: usize) -> io::Result<Vec<UdpLink>> {
+        if n == 0 || n > 64 {
+            return Err(invalid(format!("{n} queues (1..=64)")));
+        }
+        Self::check(&cfg)?;
+        let first = UdpSocket::from(sys::reuseport_udp_socket(cfg.bind)?);
+        let bound = match first.local_addr()? {
+            SocketAddr::V4(a) => a,
+            SocketAddr::V6(_) => return Err(io::Error::other("IPv4 socket with IPv6 address")),
+        };
+        sys::attach_reuseport_filter(first.as_raw_fd(), &context_steering(n as u32))?;
+        let mut links = vec![Self::with_socket(cfg.clone(), first)?];
+        for _ in 1..n {
+            let sock = UdpSocket::from(sys::reuseport_udp_socket(bound)?);
+            links.push(Self::with_socket(cfg.clone(), sock)?);
+        }
+        Ok(links)
+    }
+
+    fn check(cfg: &UdpConfig) -> io::Result<()> {
         if cfg.ring == 0 || cfg.ring > MAX_RING {
             return Err(invalid(format!(
                 "ring of {} slots (1..={MAX_RING})",
@@ -170,7 +227,11 @@ impl UdpLink {
                 cfg.max_payload
             )));
         }
-        let sock = UdpSocket::bind(SocketAddr::V4(cfg.bind))?;
+        Ok(())
+    }
+
+    /// Configures a bound socket and allocates its rings.
+    fn with_socket(cfg: UdpConfig, sock: UdpSocket) -> io::Result<Self> {
         sock.set_nonblocking(true)?;
         let fd = sock.as_raw_fd();
         sys::setsockopt(

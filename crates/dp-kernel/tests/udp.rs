@@ -502,3 +502,71 @@ fn receive_skips_the_empty_call_after_a_partial_refill_and_loses_nothing() {
     let want: Vec<_> = (0..20).map(|i| msg("b", i)).collect();
     assert_eq!(out, want);
 }
+
+/// A datagram like a wire header whose destination endpoint id (bytes 10..12) is
+/// `ep_id`, with `tag` after the header.
+fn to_endpoint(ep_id: u16, tag: u8) -> Vec<u8> {
+    let mut d = vec![0u8; 33];
+    d[..2].copy_from_slice(b"ON");
+    d[10..12].copy_from_slice(&ep_id.to_be_bytes());
+    d[32] = tag;
+    d
+}
+
+/// `UdpLink::queues`: three sockets on one address; a datagram for context `k` of an
+/// endpoint (its index in bits 10..16 of the destination id) lands on queue `k % 3`,
+/// one that names no context (or is too short to carry an id) on queue 0; each queue
+/// can send. Bad queue counts are refused.
+#[test]
+fn queues_steer_by_the_context_index() {
+    let mut qs = UdpLink::queues(config(16), 3).expect("three SO_REUSEPORT sockets");
+    let addr = qs[0].local_addr();
+    assert_ne!(addr.port(), 0);
+    assert!(qs.iter().all(|q| q.local_addr() == addr), "one address");
+    let peer = UdpSocket::bind("127.0.0.1:0").unwrap();
+    // (context index, base id) -> the queue it must reach.
+    let cases: [(u16, u16, usize); 6] = [
+        (0, 7, 0),
+        (1, 7, 1),
+        (2, 7, 2),
+        (3, 7, 0),
+        (5, 1, 2),
+        (63, 0, 0),
+    ];
+    for (i, &(ctx, base, _)) in cases.iter().enumerate() {
+        let id = base | (ctx << wire::packet::EP_CTX_SHIFT);
+        peer.send_to(&to_endpoint(id, i as u8), addr).unwrap();
+    }
+    peer.send_to(b"short", addr).unwrap();
+    let mut want: [Vec<u8>; 3] = Default::default();
+    for (i, &(_, _, q)) in cases.iter().enumerate() {
+        want[q].push(i as u8);
+    }
+    want[0].push(b's');
+    for (q, link) in qs.iter_mut().enumerate() {
+        let got: Vec<u8> = recv_n(link, want[q].len())
+            .into_iter()
+            .map(|(_, d)| if d.len() == 33 { d[32] } else { d[0] })
+            .collect();
+        assert_eq!(got, want[q], "queue {q}");
+        assert!(
+            recv_burst_for(link, 1, Duration::from_millis(50)).is_empty(),
+            "queue {q}: nothing else"
+        );
+    }
+    // Every queue sends from the shared address.
+    let to = UdpAddr::new(Ipv4Addr::LOCALHOST, peer.local_addr().unwrap().port());
+    peer.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    for (q, link) in qs.iter_mut().enumerate() {
+        assert!(send(link, to, &[q as u8]));
+        link.flush();
+        let mut b = [0u8; 8];
+        let (n, from) = peer.recv_from(&mut b).unwrap();
+        assert_eq!(
+            (n, b[0], from),
+            (1, q as u8, std::net::SocketAddr::V4(addr))
+        );
+    }
+    assert!(UdpLink::queues(config(16), 0).is_err());
+    assert!(UdpLink::queues(config(16), 65).is_err());
+}

@@ -351,6 +351,59 @@ fn bandwidth_and_rate() {
     assert!(c.ok() && s.ok(), "client: {c:?}\nserver: {s:?}");
 }
 
+/// `--contexts 2`: rate and bandwidth over a scalable endpoint on each side, one
+/// thread per context pair, every byte checked (a message that reached the wrong
+/// context fails its pattern); each row counts both pairs' messages. A client and
+/// server with different counts both fail; ping-pong mode is refused.
+#[test]
+fn contexts_over_a_scalable_endpoint() {
+    let _g = serial();
+    for mode in ["rate", "bandwidth"] {
+        let (s, c) = same(&[
+            "-e",
+            "rdm",
+            "--mode",
+            mode,
+            "--contexts",
+            "2",
+            "-S",
+            "1,64,4k,64k",
+            "-c",
+            "-I",
+            "300",
+            "--window",
+            "16",
+        ]);
+        assert!(c.ok() && s.ok(), "{mode}: client {c:?}\nserver {s:?}");
+        let r = rows(&c.stdout);
+        let sizes: Vec<&str> = r.iter().map(|x| x.0.as_str()).collect();
+        assert_eq!(sizes, ["1", "64", "4k", "64k"], "{}", c.stdout);
+        for (size, sent, ack) in &r {
+            assert_eq!(
+                (sent.as_str(), ack.as_str()),
+                ("600", "=600"),
+                "{mode} {size}"
+            );
+        }
+    }
+    let (s, c) = pair(
+        &["-e", "rdm", "--mode", "rate", "--contexts", "2"],
+        &["-e", "rdm", "--mode", "rate", "--contexts", "1", "-I", "10"],
+    );
+    assert!(!c.ok() && !s.ok(), "client {c:?}\nserver {s:?}");
+    assert!(
+        s.stderr
+            .contains("the client runs 1 contexts, this server 2"),
+        "{s:?}"
+    );
+    let out = Command::new(BIN)
+        .args(["-e", "rdm", "--contexts", "2", "--timeout", "1"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--contexts needs"));
+}
+
 #[test]
 fn multi_receive_buffers_in_every_mode() {
     let _g = serial();

@@ -794,6 +794,82 @@ fn open_mpi_over_the_provider() {
     assert_eq!(used, 4, "every rank uses the nostd provider:\n{stderr}");
 }
 
+/// The `libfabric:nostd:sep: closed` lines of `stderr` (`FI_LOG_LEVEL=info`), each as
+/// the packets every context of that scalable endpoint received.
+fn sep_contexts_received(stderr: &str) -> Vec<Vec<u64>> {
+    stderr
+        .lines()
+        .filter_map(|l| {
+            l.split_once("libfabric:nostd:sep: closed, ")
+                .map(|(_, r)| r)
+        })
+        .map(|r| {
+            r.split("; context ")
+                .skip(1)
+                .map(|c| {
+                    let received = c.split(", ").nth(1).and_then(|x| x.split(' ').next());
+                    received
+                        .and_then(|n| n.parse().ok())
+                        .unwrap_or_else(|| panic!("a received count in {c:?}"))
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// Open MPI's mtl ofi over scalable endpoints: `mtl_ofi_enable_sep 1` with
+/// `mtl_ofi_thread_grouping 1` and 4 contexts per rank (16 / 4 local ranks), so
+/// MPI_COMM_WORLD and each communicator created after it get a transmit and receive
+/// context of their own. `mpi_test` and `mpi_threads` (MPI_THREAD_MULTIPLE, two
+/// threads each on its own communicator, every value checked) pass on 4 ranks, and the
+/// provider's log shows the path taken: each rank opened one scalable endpoint with 4
+/// contexts, and in `mpi_threads` two contexts besides context 0 carried the threads'
+/// traffic.
+#[test]
+fn open_mpi_over_scalable_endpoints() {
+    let mca = [
+        &PML_CM_NOSTD[..],
+        &[
+            "--mca",
+            "mtl_ofi_enable_sep",
+            "1",
+            "--mca",
+            "mtl_ofi_thread_grouping",
+            "1",
+            "--mca",
+            "mtl_ofi_num_ctxts",
+            "4",
+            "-x",
+            "FI_LOG_LEVEL=info",
+        ],
+    ]
+    .concat();
+    for name in ["mpi_test", "mpi_threads"] {
+        let (_, stderr) = mpi_run(&format!("mpi-sep-{name}"), name, &mca, false, &[]);
+        let opened = stderr
+            .matches("libfabric:nostd:sep: opened, 4 transmit and 4 receive contexts")
+            .count();
+        assert_eq!(opened, 4, "one scalable endpoint per rank:\n{stderr}");
+        let seps = sep_contexts_received(&stderr);
+        assert_eq!(seps.len(), 4, "{stderr}");
+        assert!(
+            !stderr.contains("libfabric:nostd:ep: closed"),
+            "no plain endpoint:\n{stderr}"
+        );
+        for ctx in &seps {
+            assert_eq!(ctx.len(), 4, "{seps:?}");
+            assert!(ctx[0] > 0, "MPI_COMM_WORLD on context 0: {seps:?}");
+            if name == "mpi_threads" {
+                let busy = ctx[1..].iter().filter(|&&n| n > 1000).count();
+                assert_eq!(
+                    busy, 2,
+                    "each thread's communicator on its own context: {seps:?}"
+                );
+            }
+        }
+    }
+}
+
 /// MPI one-sided communication on the provider's RMA and atomics: Open MPI's osc/rdma
 /// over btl/ofi, with FI_PROVIDER=nostd so libfabric offers no other provider (a
 /// window osc/rdma cannot serve fails to allocate, so the run cannot fall back).
@@ -1189,6 +1265,51 @@ impl WheelMpi {
 #[test]
 fn libfabric2_mpich5_runs_the_mpi_tests() {
     WheelMpi::Mpich.run_tests("mpich5", None);
+}
+
+/// MPICH 5 with two VCIs per rank (`MPIR_CVAR_CH4_NUM_VCIS=2`) over the provider: the
+/// wheel is built with `--enable-ofi-domain`, so each VCI opens a domain of its own and
+/// on it a scalable endpoint with one transmit and one receive context (MPICH takes
+/// scalable endpoints when `max_ep_tx_ctx` > 1). `mpi_test`, `mpi_osc` and
+/// `mpi_threads` (MPI_THREAD_MULTIPLE, two threads each on its own communicator) pass
+/// on 4 ranks; the provider's log shows two scalable endpoints per rank, and in
+/// `mpi_threads` both carried traffic.
+#[test]
+fn libfabric2_mpich5_over_scalable_endpoints() {
+    let mpi = WheelMpi::Mpich;
+    let dir = provider_dir("mpich5-sep");
+    let work = scratch("mpich5-sep-build");
+    for name in ["mpi_test", "mpi_osc", "mpi_threads"] {
+        let exe = mpi.build(name, &work);
+        let mut c = mpi.launch(&dir, &exe, 4, None);
+        c.env("MPIR_CVAR_CH4_NUM_VCIS", "2")
+            .env("FI_LOG_LEVEL", "info");
+        let out = c
+            .output()
+            .unwrap_or_else(|e| panic!("cannot run {c:?}: {e}"));
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            out.status.success() && stdout.contains(&format!("{name}: 4 ranks, 0 failures")),
+            "{name} ({}):\n{stdout}\n{stderr}",
+            out.status
+        );
+        let opened = stderr
+            .matches("libfabric:nostd:sep: opened, 1 transmit and 1 receive contexts")
+            .count();
+        assert_eq!(
+            opened, 8,
+            "two scalable endpoints (VCIs) per rank:\n{stderr}"
+        );
+        let seps = sep_contexts_received(&stderr);
+        assert_eq!(seps.len(), 8, "{stderr}");
+        if name == "mpi_threads" {
+            assert!(
+                seps.iter().all(|c| c.len() == 1 && c[0] > 1000),
+                "both VCIs of every rank carried the threads' traffic: {seps:?}"
+            );
+        }
+    }
 }
 
 /// Open MPI 5.0.11 of PyPI (mtl ofi asks API 1.18, gets our domain with

@@ -8,8 +8,9 @@
 //! its `k`/`m` abbreviations and its `=`/`+`/`-` mark between `#sent` and `#ack`).
 //! Additions: `-W` warmup iterations (not timed), `--mode bandwidth|rate`, a choice of
 //! kernel data plane, seeded loss (`--loss`), a pcap capture (`--pcap`), manual or
-//! automatic progress, busy-polling or blocking waits, CPU pinning and a bound on every
-//! wait (`--timeout`). Run `ofi-pingpong --help` for the whole list.
+//! automatic progress, busy-polling or blocking waits, CPU pinning, a bound on every
+//! wait (`--timeout`), and rate and bandwidth over a scalable endpoint with one pinned
+//! thread per context pair (`--contexts N`, see `contexts.rs`). Run `ofi-pingpong --help` for the whole list.
 //!
 //! # Modes
 //!
@@ -88,6 +89,7 @@ use clap::{Parser, ValueEnum};
 
 use crate::api::{AutoProgress, ProgressMode};
 
+mod contexts;
 mod plane;
 mod run;
 mod serve;
@@ -299,9 +301,16 @@ pub struct Args {
     /// 16 KiB): one post per buffer of at least 64 KiB instead of one per message.
     #[arg(long)]
     pub multi_recv: bool,
-    /// Pin the process (and its progress thread) to this CPU.
+    /// Pin the process (and its progress thread) to this CPU; with --contexts, the
+    /// first context's thread (context k runs on CPU N+k).
     #[arg(long, value_name = "N")]
     pub cpu: Option<usize>,
+    /// Run over a scalable endpoint with this many transmit and receive contexts, one
+    /// thread per context pair, each pinned to its own CPU (-e rdm, -m msg, --mode
+    /// rate or bandwidth, UDP; both sides need the same N). Rows count the messages of
+    /// all pairs.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u8).range(1..=16))]
+    pub contexts: Option<u8>,
     /// The domain's auth key: `0x` and hex digits, or any other string as its bytes.
     /// Both sides need the same key; every packet then carries a MAC under it (wire
     /// protocol 4.10), and a peer with another key or none is refused

@@ -54,6 +54,9 @@ pub(super) fn main(args: &Args, out: &mut dyn Write, err: &mut dyn Write) -> Res
             "--iface and --ip are for --dataplane tap|af_packet (use -s on UDP)",
         ));
     }
+    if let Some(n) = args.contexts {
+        return super::contexts::main(args, usize::from(n), out, err);
+    }
     if let Some(cpu) = args.cpu {
         pin(cpu)?;
     }
@@ -281,7 +284,7 @@ fn describe(ep: u8, op: u8, mode: u8, check: u8) -> String {
 // Client
 // ---------------------------------------------------------------------------------------
 
-fn resolve(server: &str, dst_port: Option<u16>) -> Result<SocketAddrV4, Failure> {
+pub(super) fn resolve(server: &str, dst_port: Option<u16>) -> Result<SocketAddrV4, Failure> {
     let (host, port) = match server.rsplit_once(':') {
         Some((h, p)) if p.parse::<u16>().is_ok() => (h, p.parse::<u16>().ok()),
         _ => (server, None),

@@ -51,7 +51,16 @@ pub unsafe extern "C" fn open(
     context: *mut c_void,
 ) -> c_int {
     // SAFETY: forwarded contract.
-    unsafe { super::open_as(domain, info, sep_out, context, Role::Sep, Domain::sep_open) }
+    let rc = unsafe { super::open_as(domain, info, sep_out, context, Role::Sep, Domain::sep_open) };
+    if rc == 0 && crate::domain::log_info() {
+        // SAFETY: opened, so `info` was a valid fi_info with its ep_attr.
+        let a = unsafe { (*info).ep_attr.as_ref() };
+        let (tx, rx) = a.map_or((1, 1), |a| (a.tx_ctx_cnt.max(1), a.rx_ctx_cnt.max(1)));
+        log_line(format!(
+            "libfabric:nostd:sep: opened, {tx} transmit and {rx} receive contexts\n"
+        ));
+    }
+    rc
 }
 
 /// `fi_tx_context` / `fi_rx_context` of a scalable endpoint: context `index` with
@@ -144,6 +153,9 @@ pub(super) fn close(e: &EpFid) -> Option<Result<(), Errno>> {
                     !engines.iter().any(|&g| st.core.ep_lingering(g))
                 });
             }
+            if crate::domain::log_info() {
+                log_contexts(&st.core, &engines);
+            }
             st.core.sep_close(h)
         })),
     }
@@ -175,4 +187,28 @@ pub(super) unsafe extern "C" fn rx_ctx(
     let op_flags = unsafe { attr.as_ref() }.map_or(0, |a| a.op_flags);
     // SAFETY: forwarded contract.
     unsafe { open_ctx(sep, CtxSide::Rx, index, op_flags, rx, context) }
+}
+
+/// What each context engine of a closing scalable endpoint carried, on stderr (with
+/// `FI_LOG_LEVEL=info`): shows which contexts an application really used.
+fn log_contexts(core: &Domain<Heap>, engines: &[EpHandle<Heap>]) {
+    let mut line = format!("libfabric:nostd:sep: closed, {} contexts", engines.len());
+    for (k, &g) in engines.iter().enumerate() {
+        if let Some(r) = core.ep(g).ok().and_then(|ep| ep.rdm()) {
+            let s = r.stats();
+            line.push_str(&format!(
+                "; context {k}: {} packets sent, {} received",
+                s.tx_packets, s.rx_packets
+            ));
+        }
+    }
+    line.push('\n');
+    log_line(line);
+}
+
+/// One log line in one write(2), so the lines of processes sharing a stderr pipe (an
+/// MPI job's ranks) do not interleave.
+fn log_line(line: String) {
+    use std::io::Write;
+    let _ = std::io::stderr().lock().write_all(line.as_bytes());
 }
