@@ -82,6 +82,7 @@ const CQ_SIZE: usize = 32;
 /// receive posted first), and timeouts for a slow core (QEMU's TCG) rather than a LAN.
 pub const RDM_CONFIG: RdmConfig = RdmConfig {
     window: 32,
+    rx_window: 0,
     max_peers: 4,
     reorder_slots: 8,
     unexp_slots: 8,

@@ -416,6 +416,11 @@ pub unsafe extern "C" fn open(
     if let Some(w) = crate::params::get_size(c"window") {
         rc.window = u16::try_from(w).unwrap_or(u16::MAX);
     }
+    if let Some(w) = crate::params::get_size(c"rx_window") {
+        rc.rx_window = u16::try_from(w).unwrap_or(u16::MAX);
+        // Room to hold what a span beyond the window brings out of order.
+        rc.reorder_slots = rc.reorder_slots.max(usize::from(rc.rx_window));
+    }
     {
         if let Err(e) = d.set_rdm_config(rc) {
             let mut f = fab.inner.lock();

@@ -36,7 +36,12 @@ pub const PARAMS: &[Param] = &[
     Param {
         name: c"window",
         kind: sys::fi_param_type_FI_PARAM_SIZE_T,
-        help: c"Packets in flight per peer before waiting for acknowledgements (default: the engine's)",
+        help: c"Packets outstanding per peer (sent and neither acknowledged nor selectively acknowledged nor deemed lost) before waiting for acknowledgements, at most 1024 (default: the engine's, 64)",
+    },
+    Param {
+        name: c"rx_window",
+        kind: sys::fi_param_type_FI_PARAM_SIZE_T,
+        help: c"Sequence numbers a peer's packets may run ahead of the cumulative acknowledgement, both ways (the receive window; at least the window, at most 16384): larger than the window, a lost packet does not stop the sender while it is repaired. Packets held out of order also need reorder slots (default: the window)",
     },
     Param {
         name: c"loss",

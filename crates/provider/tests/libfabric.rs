@@ -214,6 +214,7 @@ fn fi_info_e_shows_the_parameters() {
         ("FI_NOSTD_IFACE", "String"),
         ("FI_NOSTD_EAGER_THRESHOLD", "size_t"),
         ("FI_NOSTD_WINDOW", "size_t"),
+        ("FI_NOSTD_RX_WINDOW", "size_t"),
         ("FI_NOSTD_LOSS", "String"),
         ("FI_NOSTD_AUTH_KEY", "String"),
     ] {

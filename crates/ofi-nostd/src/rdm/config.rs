@@ -5,12 +5,20 @@ use super::*;
 /// Tunables of the reliability engine. Times are microseconds of the caller's clock.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RdmConfig {
-    /// Receive window in packets (reorder buffer per peer, announced in the handshake)
-    /// and the sender's in-flight limit per peer, at most 1,024. Above 64 only with
-    /// peers that take SACK ranges (spec 5.6; others get 64). The send window and
-    /// reorder index take `max_peers` times this (rounded up to a power of two) entries
-    /// of the domain's storage, so size it to the bandwidth-delay product.
+    /// The sender's in-flight limit per peer, at most 1,024: packets outstanding, that
+    /// is sent and neither acknowledged, selectively acknowledged nor deemed lost (RFC
+    /// 6675's pipe). Above 64 only with peers that take SACK ranges (spec 5.6; others
+    /// get 64). Size it to the bandwidth-delay product.
     pub window: u16,
+    /// Sequence numbers a session may run ahead of its cumulative ack, both ways: the
+    /// receive window announced in the handshake (the reorder index per peer) and how
+    /// far this sender lets its packets run ahead of the peer's cumulative ack. 0: the
+    /// same as `window`; otherwise at least `window`, at most 16,384. Larger than
+    /// `window`, a lost packet that holds the cumulative ack back for two round trips
+    /// no longer stops the sender (with reorder slots to hold what arrives meanwhile).
+    /// The send window and reorder index take `max_peers` times the span (rounded up
+    /// to a power of two) entries of the domain's storage.
+    pub rx_window: u16,
     /// Peers per endpoint (the peer table's capacity).
     pub max_peers: usize,
     /// Out-of-order packets an endpoint can hold for all its peers (`max_pkt` bytes
@@ -71,6 +79,7 @@ impl RdmConfig {
     /// HELLOs (about 1.4 s: peers of one job do not all start at once).
     pub const DEFAULT: RdmConfig = RdmConfig {
         window: 64,
+        rx_window: 0,
         max_peers: 64,
         reorder_slots: 512,
         unexp_slots: 512,
@@ -95,6 +104,8 @@ impl RdmConfig {
     pub fn validate(&self) -> Result<()> {
         if self.window == 0
             || self.window > 1024
+            || (self.rx_window != 0 && self.rx_window < self.window)
+            || self.rx_window > MAX_RX_WINDOW
             || self.max_peers == 0
             || self.max_peers > u16::MAX as usize - 1
             || self.reorder_slots >= NO_SLOT as usize
@@ -106,6 +117,21 @@ impl RdmConfig {
             return Err(Errno::EINVAL);
         }
         Ok(())
+    }
+}
+
+/// The largest [`RdmConfig::rx_window`].
+pub const MAX_RX_WINDOW: u16 = 16384;
+
+impl RdmConfig {
+    /// The sequence span per peer: [`RdmConfig::rx_window`], or `window` where it is 0.
+    #[inline(always)]
+    pub const fn span(&self) -> u16 {
+        if self.rx_window > self.window {
+            self.rx_window
+        } else {
+            self.window
+        }
     }
 }
 

@@ -148,7 +148,7 @@ impl<S: Storage> Rdm<S> {
                 ver_max: VERSION,
                 rx_session,
                 isn,
-                window: self.cfg.window,
+                window: self.cfg.span(),
                 max_pkt: self.max_pkt as u16,
                 credits,
                 caps: our_caps(self.cfg.crc) | self.mac_caps(),

@@ -76,7 +76,7 @@ use crate::storage::Storage;
 use crate::time::{Duration, Instant};
 
 use active::ActiveRecvs;
-pub use config::{EpFault, RdmConfig, RdmStats};
+pub use config::{EpFault, MAX_RX_WINDOW, RdmConfig, RdmStats};
 pub(crate) use ctx::{Ctx, Sent, TxPort};
 #[cfg(feature = "atomic")]
 pub(crate) use op::AtomicMeta;
@@ -208,7 +208,8 @@ impl<S: Storage> Rdm<S> {
             return Err(Errno::EINVAL);
         }
         let np = cfg.max_peers;
-        let window = cfg.window as usize;
+        // Both tables cover the span, not just the packets outstanding.
+        let window = cfg.span() as usize;
         let reo = ReorderBuf::new(store, cfg.reorder_slots, max_pkt, np, window)?;
         let useg = wire::packet::max_msg_payload(max_pkt, false, false).min(cfg.unexp_seg);
         let segs = SegPool::new(store, cfg.unexp_slots, useg)?;

@@ -1,5 +1,7 @@
 //! The reorder pool: out-of-order packets of every peer held in one shared pool of
-//! `max_pkt`-byte slots, and per peer an index from sequence number to slot.
+//! `max_pkt`-byte slots, and per peer an index from sequence number to slot (and, with
+//! SACK ranges, a bitmap of the sequence numbers held, so that finding a thousand
+//! held packets for an acknowledgement's ranges reads words, not a thousand entries).
 
 use super::*;
 
@@ -19,6 +21,11 @@ pub(in crate::rdm) struct ReorderBuf<S: Storage> {
     /// A stack of the free slots: the first `nfree` entries.
     free: S::Slice<u16>,
     nfree: usize,
+    /// With the `sack` feature, per peer `bmask + 1` bits: bit `seq & bmask` set when
+    /// packet `seq` is held. Empty without it.
+    bits: S::Slice<u64>,
+    /// Bits per peer minus one (the stride, at least 64, minus one).
+    bmask: usize,
 }
 
 impl<S: Storage> ReorderBuf<S> {
@@ -46,6 +53,13 @@ impl<S: Storage> ReorderBuf<S> {
                 i - 1
             })
             .ok_or(Errno::ENOMEM)?;
+        let bw = w.max(64);
+        let words = if cfg!(feature = "sack") {
+            peers.checked_mul(bw / 64).ok_or(Errno::ENOMEM)?
+        } else {
+            0
+        };
+        let bits = store.slice(words, || 0u64).ok_or(Errno::ENOMEM)?;
         Ok(ReorderBuf {
             idx,
             mask: w - 1,
@@ -54,7 +68,53 @@ impl<S: Storage> ReorderBuf<S> {
             len,
             free,
             nfree: slots,
+            bits,
+            bmask: bw - 1,
         })
+    }
+
+    /// The bitmap word and bit of `seq` of peer `p`.
+    #[inline]
+    fn bit(&self, p: usize, seq: u32) -> (usize, u32) {
+        let b = (p * (self.bmask + 1)) | (seq as usize & self.bmask);
+        (b / 64, (b % 64) as u32)
+    }
+
+    /// Marks `seq` of peer `p` held or not.
+    #[inline]
+    fn set_bit(&mut self, p: usize, seq: u32, on: bool) {
+        let (w, b) = self.bit(p, seq);
+        if let Some(word) = self.bits.as_mut().get_mut(w) {
+            if on {
+                *word |= 1 << b;
+            } else {
+                *word &= !(1 << b);
+            }
+        }
+    }
+
+    /// Whether the bitmap is kept (the `sack` feature).
+    #[inline]
+    pub(in crate::rdm) fn has_bits(&self) -> bool {
+        !self.bits.as_ref().is_empty()
+    }
+
+    /// 64 bits of peer `p`'s bitmap from `seq` on: bit `i` set when `seq + i` is held.
+    /// 0 without the bitmap.
+    pub(in crate::rdm) fn held64(&self, p: usize, seq: u32) -> u64 {
+        let per = (self.bmask + 1) / 64;
+        let (w, b) = self.bit(p, seq);
+        let bits = self.bits.as_ref();
+        let Some(&lo) = bits.get(w) else {
+            return 0;
+        };
+        if b == 0 {
+            return lo;
+        }
+        // The next word of the same peer, wrapping around its bitmap.
+        let base = p * per;
+        let next = base + (w - base + 1) % per;
+        (lo >> b) | (bits[next] << (64 - b))
     }
 
     /// Slots free.
@@ -91,6 +151,7 @@ impl<S: Storage> ReorderBuf<S> {
         self.len.as_mut()[slot as usize] = pkt.len() as u16;
         let i = self.at(p, seq);
         self.idx.as_mut()[i] = slot;
+        self.set_bit(p, seq, true);
         true
     }
 
@@ -119,6 +180,7 @@ impl<S: Storage> ReorderBuf<S> {
     pub(in crate::rdm) fn release(&mut self, p: usize, seq: u32, slot: u16) {
         let i = self.at(p, seq);
         self.idx.as_mut()[i] = NO_SLOT;
+        self.set_bit(p, seq, false);
         self.free_slot(slot);
     }
 
@@ -137,6 +199,10 @@ impl<S: Storage> ReorderBuf<S> {
             if slot != NO_SLOT {
                 self.free_slot(slot);
             }
+        }
+        let per = (self.bmask + 1) / 64;
+        if let Some(words) = self.bits.as_mut().get_mut(p * per..(p + 1) * per) {
+            words.fill(0);
         }
     }
 }
@@ -168,6 +234,34 @@ mod tests {
         r.release(0, 3, slot);
         assert_eq!(r.slot(0, 3), NO_SLOT);
         assert_eq!(r.free_slots(), 2);
+    }
+
+    #[test]
+    fn the_bitmap_follows_what_is_held() {
+        // 300 slots, 2 peers, a span of 200 (a stride of 256: four words per peer).
+        let mut r = ReorderBuf::<VecStorage>::new(&mut VecStorage, 300, 16, 2, 200).unwrap();
+        assert_eq!(r.has_bits(), cfg!(feature = "sack"));
+        if !r.has_bits() {
+            return;
+        }
+        let base = u32::MAX - 10; // across the wrap and a word boundary
+        for o in [1u32, 2, 3, 70, 199] {
+            assert!(r.hold(1, base.wrapping_add(o), &[o as u8]));
+        }
+        assert!(r.hold(0, base.wrapping_add(2), &[0]));
+        assert_eq!(r.held64(1, base), 0b1110);
+        assert_eq!(r.held64(1, base.wrapping_add(1)), 0b111);
+        // From the end of the peer's bitmap into its start.
+        assert_eq!(r.held64(1, base.wrapping_add(10)), 1 << 60);
+        assert_eq!(r.held64(1, base.wrapping_add(150)), 1 << 49);
+        assert_eq!(r.held64(0, base), 0b100, "another peer's bits");
+        let slot = r.slot(1, base.wrapping_add(2));
+        r.release(1, base.wrapping_add(2), slot);
+        assert_eq!(r.held64(1, base), 0b1010);
+        r.clear(1);
+        assert_eq!(r.held64(1, base.wrapping_add(1)), 0);
+        assert_eq!(r.held64(1, base.wrapping_add(190)), 0);
+        assert_eq!(r.held64(0, base), 0b100);
     }
 
     #[test]

@@ -27,7 +27,7 @@ pub(in crate::rdm) fn negotiated(mut params: Params) -> Params {
     params
 }
 
-/// Finds held packets beyond the bitmap as SACK ranges, one offset at a time.
+/// Finds held packets beyond the bitmap as SACK ranges, 64 offsets at a time.
 pub(in crate::rdm) struct RangeScan {
     /// First offset from `cum_ack` not looked at.
     off: u32,
@@ -48,17 +48,30 @@ impl RangeScan {
         }
     }
 
-    /// Runs the scan over `is_held(offset)`: the ranges, lowest first, as many as fit.
-    pub(in crate::rdm) fn run(mut self, mut is_held: impl FnMut(u32) -> bool) -> SackRanges {
+    /// Runs the scan over `held64(offset)` (bit `i` set: offset `offset + i` is held;
+    /// bits beyond the window are ignored): the ranges, lowest first, as many as fit.
+    /// A word without a held packet costs one call; a run of held packets one range
+    /// step, however long.
+    pub(in crate::rdm) fn run(mut self, mut held64: impl FnMut(u32) -> u64) -> SackRanges {
         let mut r = SackRanges::EMPTY;
         while self.left > 0 && self.off < self.end {
-            if is_held(self.off) {
-                if !r.push(self.off) {
-                    break;
-                }
-                self.left -= 1;
+            let n = (self.end - self.off).min(64);
+            let mut w = held64(self.off);
+            if n < 64 {
+                w &= (1u64 << n) - 1;
             }
-            self.off += 1;
+            if w == 0 {
+                self.off += n;
+                continue;
+            }
+            let first = w.trailing_zeros();
+            let ones = (w >> first).trailing_ones();
+            let start = self.off + first;
+            if !r.push_run(start, ones) {
+                break;
+            }
+            self.left = self.left.saturating_sub(ones);
+            self.off = start + ones;
         }
         r
     }
@@ -98,8 +111,8 @@ impl<S: Storage> Rdm<S> {
     #[inline(never)]
     pub(in crate::rdm) fn sack_body(&self, p: usize, a: AckRepr) -> Body<'static> {
         let (cum, held) = (a.cum_ack, self.peers[p].rx.held);
-        let ranges = RangeScan::new(held, a.sack.count_ones(), self.cfg.window as u32)
-            .run(|off| self.reo.slot(p, cum.wrapping_add(off)) != NO_SLOT);
+        let ranges = RangeScan::new(held, a.sack.count_ones(), self.cfg.span() as u32)
+            .run(|off| self.reo.held64(p, cum.wrapping_add(off)));
         if ranges.is_empty() {
             Body::Ack(a)
         } else {
@@ -151,6 +164,11 @@ mod tests {
         assert_eq!(negotiated(p(1024, wcaps::SACK_RANGES)).window, wide);
     }
 
+    /// The 64 offsets from `o` on that `held` says are held, as a word.
+    fn word(held: impl Fn(u32) -> bool, o: u32) -> u64 {
+        (0..64).filter(|&i| held(o + i)).fold(0, |w, i| w | 1 << i)
+    }
+
     #[test]
     fn the_scan_reports_the_lowest_ranges_and_stops_when_all_are_found() {
         // Held: offsets 0 (a refused head), 3 (bitmap), 70..80 and 200.
@@ -158,33 +176,47 @@ mod tests {
         let mut looked = 0;
         let r = RangeScan::new(13, 1, 1024).run(|o| {
             looked += 1;
-            held(o)
+            word(held, o)
         });
         assert_eq!(
             (r.len(), r.get(0), r.get(1)),
             (2, Some((70, 10)), Some((200, 1)))
         );
-        // The held count includes the head, which no scan finds: it runs to the window.
-        assert_eq!(looked, 1024 - RANGES_FROM);
+        // The held count includes the head, which no scan finds: it runs to the
+        // window, a word at a time (two calls for the run, two for 200's word).
+        assert!(looked <= (1024 - RANGES_FROM).div_ceil(64) + 3, "{looked}");
         let mut looked = 0;
         let r = RangeScan::new(12, 1, 1024).run(|o| {
             looked += 1;
-            held(o)
+            word(held, o)
         });
         assert_eq!(r.packets(), 11);
-        assert_eq!(
-            looked,
-            200 - RANGES_FROM + 1,
-            "stops at the last held packet"
-        );
+        assert_eq!(looked, 3, "stops at the last held packet");
         // Nothing beyond the bitmap, or a window the bitmap covers: no scan at all.
         assert!(RangeScan::new(1, 1, 1024).run(|_| panic!()).is_empty());
         assert!(RangeScan::new(5, 0, 64).run(|_| panic!()).is_empty());
+        // Bits beyond the window are not the window's.
+        let r = RangeScan::new(100, 0, 100).run(|_| u64::MAX);
+        assert_eq!(
+            (r.len(), r.get(0)),
+            (1, Some((RANGES_FROM, 100 - RANGES_FROM)))
+        );
+    }
+
+    #[test]
+    fn runs_across_words_are_one_range() {
+        // Held: 100 ..= 300, then 310.
+        let held = |o: u32| (100..=300).contains(&o) || o == 310;
+        let r = RangeScan::new(202, 0, 4096).run(|o| word(held, o));
+        assert_eq!(
+            (r.len(), r.get(0), r.get(1)),
+            (2, Some((100, 201)), Some((310, 1)))
+        );
     }
 
     #[test]
     fn more_holes_than_ranges_keep_the_lowest() {
-        let r = RangeScan::new(1000, 0, 1024).run(|o| o % 2 == 1);
+        let r = RangeScan::new(1000, 0, 1024).run(|o| word(|x| x % 2 == 1, o));
         assert!(r.is_full());
         assert_eq!(r.get(0), Some((65, 1)));
         assert_eq!(r.get(wire::packet::MAX_RANGES - 1), Some((65 + 28, 1)));

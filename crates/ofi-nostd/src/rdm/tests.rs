@@ -80,6 +80,8 @@ std::thread_local! {
     static SHORT_ACK: core::cell::Cell<bool> = const { core::cell::Cell::new(true) };
     /// `RdmConfig::reorder_slots` of the hosts this test opens.
     static REORDER_SLOTS: core::cell::Cell<usize> = const { core::cell::Cell::new(32) };
+    /// `RdmConfig::rx_window` of the hosts this test opens.
+    static RX_WINDOW: core::cell::Cell<u16> = const { core::cell::Cell::new(0) };
     /// `RdmConfig::unexp_seg` of the hosts this test opens.
     static UNEXP_SEG: core::cell::Cell<usize> =
         const { core::cell::Cell::new(crate::rdm::RdmConfig::DEFAULT.unexp_seg) };
@@ -112,6 +114,7 @@ fn host_window(ip: [u8; 4], seed: u64, add: Flags, remove: Flags, window: u16) -
         unexp_slots: 32,
         unexp_msgs: 16,
         window,
+        rx_window: RX_WINDOW.with(|r| r.get()),
         bundle: BUNDLE.with(|b| b.get()),
         short_ack: SHORT_ACK.with(|b| b.get()),
         unexp_seg: UNEXP_SEG.with(|u| u.get()),

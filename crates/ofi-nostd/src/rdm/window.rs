@@ -198,20 +198,6 @@ impl<S: Storage> SendWindow<S> {
         Some(was)
     }
 
-    /// Whether a packet of peer `p` in `from .. to` is selectively acknowledged (the
-    /// receiver is alive and the path delivers: a timeout then means loss).
-    pub(in crate::rdm) fn any_sacked(&self, p: usize, from: u32, to: u32) -> bool {
-        let mut s = from;
-        while wire::seq::seq_lt(s, to) {
-            let e = self.get(p, s);
-            if e.live && e.sacked {
-                return true;
-            }
-            s = s.wrapping_add(1);
-        }
-        false
-    }
-
     /// Forgets every entry of peer `p` (its session ended).
     pub(in crate::rdm) fn clear(&mut self, p: usize) {
         let w = self.stride();

@@ -135,6 +135,20 @@ impl SackRanges {
         true
     }
 
+    /// Adds the `n` offsets `off .. off + n` (at least one), as `n` calls of
+    /// [`SackRanges::push`] would, in one step: a receiver that finds its held packets
+    /// a word of a bitmap at a time adds whole runs. `false` (nothing changed) when
+    /// `push(off)` would be, or the run ends beyond [`RANGES_END`].
+    pub fn push_run(&mut self, off: u32, n: u32) -> bool {
+        if n == 0 || off.checked_add(n).is_none_or(|e| e > RANGES_END) || !self.push(off) {
+            return false;
+        }
+        let i = self.len() - 1;
+        // `push` made the run's first offset part of range `i`; the rest follows it.
+        self.len[i] += (n - 1) as u16;
+        true
+    }
+
     /// Bytes on the wire.
     pub const fn wire_len(&self) -> usize {
         size_of::<SackHeader>() + self.len() * size_of::<SackRangeRec>()

@@ -163,6 +163,9 @@ pub struct PeerInfo {
     pub snd_limit: u32,
     /// Packets queued for retransmission.
     pub rtx_pending: u32,
+    /// Packets outstanding: in flight, less those selectively acknowledged and those
+    /// queued for retransmission (what the window limits).
+    pub pipe: u32,
     /// Next sequence number expected from the peer.
     pub rcv_nxt: u32,
     /// Out-of-order packets held.
@@ -249,6 +252,7 @@ impl<S: Storage> Rdm<S> {
                 snd_una: p.tx.snd_una,
                 snd_limit: p.tx.snd_limit,
                 rtx_pending: p.tx.rtx_pending,
+                pipe: p.tx.pipe(),
                 rcv_nxt: p.rx.rcv_nxt,
                 held: p.rx.held,
                 blocked: p.rx.blocked,
@@ -346,7 +350,7 @@ impl<S: Storage> Rdm<S> {
                 (self.reo.free_slots() / n as usize).max(1),
             ),
         };
-        (share.min(free_share + peer.rx.held as usize).max(1) as u32).min(self.cfg.window as u32)
+        (share.min(free_share + peer.rx.held as usize).max(1) as u32).min(self.cfg.span() as u32)
     }
 
     /// Starts a fresh session attempt with peer `p` as initiator.
@@ -409,7 +413,7 @@ impl<S: Storage> Rdm<S> {
         } else {
             self.next_epoch()
         };
-        let window = self.cfg.window;
+        let window = self.cfg.span();
         let params = sack::negotiated(params);
         let init_credits = self.credits_for(p);
         let peer = &mut self.peers[p];

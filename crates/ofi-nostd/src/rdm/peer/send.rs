@@ -1,6 +1,8 @@
 //! The send half of a peer: sequence numbers, credits, the RTT estimator and the
 //! retransmission timer, and its FIFO of operations.
 
+use wire::seq::{seq_le, seq_lt};
+
 use super::*;
 
 /// RFC 6298 round-trip estimator, in microseconds.
@@ -128,10 +130,101 @@ pub(in crate::rdm) struct SendHalf {
     pub(in crate::rdm) ack_held: Option<(wire::packet::AckRepr, Instant)>,
     /// Timeouts waiting for the acknowledgement that says whether they were spurious.
     pub(in crate::rdm) rto_recovery: Option<RtoRecovery>,
-    /// One past the highest sequence number selectively acknowledged this session:
-    /// nothing above it can be fast-retransmitted, so the walk starts there (with a
-    /// 1,024-packet window most of what is in flight is above it).
-    pub(in crate::rdm) sack_top: u32,
+    /// The SACK scoreboard: what selective acks told us, kept so that no
+    /// acknowledgement walks the whole window.
+    pub(in crate::rdm) sb: Scoreboard,
+}
+
+/// What the sender knows from selective acks (RFC 6675's scoreboard, in counts and
+/// marks): how many packets in flight are selectively acknowledged, the three highest
+/// of them (a packet below the third has three above it: deemed lost), how far loss
+/// marking has got, and where the lowest packet queued for retransmission may be.
+#[derive(Debug, Clone, Copy)]
+pub(in crate::rdm) struct Scoreboard {
+    /// Window entries live and selectively acknowledged.
+    pub(in crate::rdm) sacked: u32,
+    /// The three highest sequence numbers selectively acknowledged, highest first
+    /// (only those within `snd_una .. next_seq` mean anything).
+    pub(in crate::rdm) hi: [u32; 3],
+    /// Every packet before this one with three selectively acknowledged above it was
+    /// looked at for fast retransmit (only within `snd_una ..= next_seq`).
+    pub(in crate::rdm) lost_upto: u32,
+    /// No packet before this one is queued for retransmission (a hint: only within
+    /// `snd_una ..= next_seq`).
+    pub(in crate::rdm) rtx_from: u32,
+    /// When the first packet resent and not acknowledged since is a round trip old
+    /// (fast retransmit then looks at it again); never when there is none.
+    pub(in crate::rdm) rescan_at: Instant,
+}
+
+impl Scoreboard {
+    /// Nothing known: a session whose next packet is `isn`.
+    pub(in crate::rdm) const fn new(isn: u32) -> Scoreboard {
+        let below = isn.wrapping_sub(1);
+        Scoreboard {
+            sacked: 0,
+            hi: [below; 3],
+            lost_upto: isn,
+            rtx_from: isn,
+            rescan_at: NEVER,
+        }
+    }
+
+    /// Packet `s` was selectively acknowledged (news).
+    #[inline]
+    pub(in crate::rdm) fn sacked(&mut self, s: u32) {
+        self.sacked += 1;
+        let h = &mut self.hi;
+        if seq_lt(h[0], s) {
+            *h = [s, h[0], h[1]];
+        } else if seq_lt(h[1], s) && s != h[0] {
+            *h = [h[0], s, h[1]];
+        } else if seq_lt(h[2], s) && s != h[0] && s != h[1] {
+            h[2] = s;
+        }
+    }
+
+    /// A selectively acknowledged packet was cumulatively acknowledged: once none is
+    /// left, what is known of the highest ones is stale.
+    #[inline]
+    pub(in crate::rdm) fn retired(&mut self, cum: u32) {
+        self.sacked = self.sacked.saturating_sub(1);
+        if self.sacked == 0 {
+            self.hi = [cum.wrapping_sub(1); 3];
+        }
+    }
+
+    /// Packet `s` was queued for retransmission.
+    #[inline]
+    pub(in crate::rdm) fn marked(&mut self, s: u32, una: u32) {
+        if !seq_le(una, self.rtx_from) || seq_lt(s, self.rtx_from) {
+            self.rtx_from = s;
+        }
+    }
+
+    /// Where to look for packets queued for retransmission: `rtx_from` if it lies in
+    /// `una ..= next`, else `una`.
+    #[inline]
+    pub(in crate::rdm) fn rtx_start(&self, una: u32, next: u32) -> u32 {
+        if seq_le(una, self.rtx_from) && seq_le(self.rtx_from, next) {
+            self.rtx_from
+        } else {
+            una
+        }
+    }
+
+    /// Fast retransmit's limit: every packet before the third highest selectively
+    /// acknowledged one in `una .. next` has three above it. `una` when fewer than three
+    /// are.
+    #[inline]
+    pub(in crate::rdm) fn lost_below(&self, una: u32, next: u32) -> u32 {
+        let l = self.hi[2];
+        if seq_le(una, l) && seq_lt(l, next) && seq_lt(l, self.hi[1]) {
+            l
+        } else {
+            una
+        }
+    }
 }
 
 impl SendHalf {
@@ -163,7 +256,7 @@ impl SendHalf {
         ka_probe: false,
         ack_held: None,
         rto_recovery: None,
-        sack_top: 0,
+        sb: Scoreboard::new(0),
     };
 }
 
@@ -172,6 +265,29 @@ impl SendHalf {
     #[inline]
     pub(in crate::rdm) fn in_flight(&self) -> u32 {
         self.next_seq.wrapping_sub(self.snd_una)
+    }
+
+    /// Packets outstanding (RFC 6675's pipe): in flight, less those selectively
+    /// acknowledged and those deemed lost and not yet sent again.
+    #[inline]
+    pub(in crate::rdm) fn pipe(&self) -> u32 {
+        self.in_flight()
+            .saturating_sub(self.sb.sacked)
+            .saturating_sub(self.rtx_pending)
+    }
+
+    /// Whether a window of `wnd` packets lets one more out: fewer than `wnd` in
+    /// flight (the common case, decided without more), or with SACK ranges fewer than
+    /// `wnd` outstanding. The span (`snd_limit`) is checked apart.
+    #[inline(always)]
+    pub(in crate::rdm) fn window_open(&self, wnd: u32) -> bool {
+        self.in_flight() < wnd || (cfg!(feature = "sack") && self.pipe() < wnd)
+    }
+
+    /// Whether one more packet fills a window of `wnd` packets.
+    #[inline(always)]
+    pub(in crate::rdm) fn window_fills(&self, wnd: u32) -> bool {
+        self.in_flight() + 1 >= wnd && (!cfg!(feature = "sack") || self.pipe() + 1 >= wnd)
     }
 
     /// A new session whose first sequence number is `isn`, with `credits` packets
@@ -189,7 +305,7 @@ impl SendHalf {
         self.live_at = None;
         self.ka_probe = false;
         self.rto_recovery = None;
-        self.sack_top = isn;
+        self.sb = Scoreboard::new(isn);
         self.cursor = self.op_head;
     }
 

@@ -2,6 +2,7 @@
 //! the eviction order, a full table), the eviction rule, the RTT estimator, and the
 //! send and receive halves.
 
+use super::send::Scoreboard;
 use super::*;
 use crate::storage::test_storage::VecStorage;
 
@@ -174,6 +175,79 @@ fn send_half() {
     t.rtx_done();
     t.rtx_done();
     assert_eq!(t.rtx_pending, 0);
+}
+
+#[test]
+fn the_pipe_leaves_out_what_is_selectively_acknowledged_or_queued_again() {
+    let mut t = SendHalf::EMPTY;
+    t.start(u32::MAX - 4, 64);
+    t.next_seq = t.next_seq.wrapping_add(10);
+    assert_eq!((t.in_flight(), t.pipe()), (10, 10));
+    assert!(!t.window_open(10) && t.window_fills(11) && !t.window_fills(12));
+    t.sb.sacked(u32::MAX);
+    t.sb.sacked(1);
+    t.rtx_pending = 1;
+    assert_eq!(t.pipe(), 7);
+    // Ten in flight, seven outstanding: a window of 10 lets more out.
+    assert!(t.window_open(10) == cfg!(feature = "sack"));
+    assert!(t.window_open(11));
+}
+
+#[test]
+fn the_scoreboard_keeps_the_three_highest_and_what_they_make_lost() {
+    let isn = u32::MAX - 2;
+    let (una, next) = (isn, isn.wrapping_add(100));
+    let mut b = Scoreboard::new(isn);
+    assert_eq!(
+        b.lost_below(una, next),
+        una,
+        "nothing selectively acknowledged"
+    );
+    // Out of order, across the wrap: 10, 30, 20, 5 (offsets from isn).
+    for o in [10u32, 30, 20] {
+        b.sacked(isn.wrapping_add(o));
+    }
+    assert_eq!(b.hi, [30, 20, 10].map(|o| isn.wrapping_add(o)));
+    assert_eq!(b.lost_below(una, next), isn.wrapping_add(10));
+    b.sacked(isn.wrapping_add(5));
+    assert_eq!(
+        b.hi,
+        [30, 20, 10].map(|o| isn.wrapping_add(o)),
+        "below the third"
+    );
+    b.sacked(isn.wrapping_add(25));
+    assert_eq!(b.hi, [30, 25, 20].map(|o| isn.wrapping_add(o)));
+    assert_eq!(b.sacked, 5);
+    // The third highest outside the flight means nothing.
+    assert_eq!(
+        b.lost_below(isn.wrapping_add(21), next),
+        isn.wrapping_add(21)
+    );
+    // Retired one by one: the last one makes them stale.
+    for _ in 0..4 {
+        b.retired(isn.wrapping_add(31));
+    }
+    assert_eq!(b.hi[0], isn.wrapping_add(30));
+    b.retired(isn.wrapping_add(31));
+    assert_eq!(b.hi, [isn.wrapping_add(30); 3]);
+    assert_eq!(
+        b.lost_below(isn.wrapping_add(31), next),
+        isn.wrapping_add(31)
+    );
+    // Where retransmissions start: the lowest marked, within the flight.
+    assert_eq!(b.rtx_start(una, next), isn);
+    b.rtx_from = isn.wrapping_add(50);
+    b.marked(isn.wrapping_add(60), una);
+    assert_eq!(b.rtx_start(una, next), isn.wrapping_add(50));
+    b.marked(isn.wrapping_add(40), una);
+    assert_eq!(b.rtx_start(una, next), isn.wrapping_add(40));
+    assert_eq!(
+        b.rtx_start(isn.wrapping_add(45), next),
+        isn.wrapping_add(45),
+        "below una"
+    );
+    b.marked(isn.wrapping_add(70), isn.wrapping_add(45));
+    assert_eq!(b.rtx_from, isn.wrapping_add(70), "a stale hint is replaced");
 }
 
 #[test]

@@ -251,7 +251,7 @@ impl<S: Storage> Rdm<S> {
             self.stats.rx_closing += 1;
             return;
         }
-        if d as u32 >= self.cfg.window as u32 {
+        if d as u32 >= self.cfg.span() as u32 {
             self.stats.rx_out_of_window += 1;
             if ack_req {
                 self.peers[p].rx.ack_now = true;

@@ -20,6 +20,8 @@ struct Run {
     b: crate::rdm::RdmStats,
     /// The most packets A had in flight to B.
     max_in_flight: u32,
+    /// The most packets A had outstanding to B (its pipe).
+    max_pipe: u32,
     /// SACK packets B sent, as parsed.
     sacks: Vec<wire::packet::SackRepr>,
 }
@@ -62,6 +64,7 @@ fn transfer(window: u16, drop: &[usize], strip: bool) -> Run {
         a: stats(&a),
         b: stats(&b),
         max_in_flight: 0,
+        max_pipe: 0,
         sacks: Vec::new(),
     };
     let (mut sent, mut got) = (0, 0);
@@ -85,6 +88,7 @@ fn transfer(window: u16, drop: &[usize], strip: bool) -> Run {
         }
         if let Some(pi) = a.dom.ep(a.ep).unwrap().rdm().unwrap().peers().next() {
             run.max_in_flight = run.max_in_flight.max(pi.next_seq.wrapping_sub(pi.snd_una));
+            run.max_pipe = run.max_pipe.max(pi.pipe);
         }
         b.progress(now);
         let src_b = Some(UdpAddr::new(b.ip.into(), 7000));
@@ -157,4 +161,41 @@ fn the_configured_window_is_what_both_sides_get() {
         r.max_in_flight
     );
     assert_eq!((r.a.tx_fast_retransmits, r.a.rto_expirations), (1, 0));
+}
+
+#[test]
+fn the_window_counts_packets_outstanding_within_a_larger_span() {
+    // A 128-packet window within a 1,024-packet span: while the early holes hold the
+    // cumulative ack back, A runs far beyond 128 packets from it, never with more than
+    // 128 outstanding (neither acknowledged nor selectively acknowledged).
+    RX_WINDOW.with(|r| r.set(1024));
+    let r = transfer(128, &[10, 11, 400], false);
+    RX_WINDOW.with(|r| r.set(0));
+    assert!(r.max_in_flight > 128 + 64, "in flight: {}", r.max_in_flight);
+    assert!(r.max_in_flight <= 1024, "in flight: {}", r.max_in_flight);
+    assert!(r.max_pipe <= 128, "outstanding: {}", r.max_pipe);
+    assert_eq!(r.a.tx_fast_retransmits, 3);
+    assert_eq!((r.a.tx_timeout_retransmits, r.a.rto_expirations), (0, 0));
+}
+
+#[test]
+fn a_span_beyond_the_window_is_refused_below_it() {
+    let c = crate::rdm::RdmConfig {
+        window: 256,
+        rx_window: 128,
+        ..crate::rdm::RdmConfig::DEFAULT
+    };
+    assert_eq!(c.validate(), Err(crate::errno::Errno::EINVAL));
+    let c = crate::rdm::RdmConfig {
+        rx_window: crate::rdm::MAX_RX_WINDOW + 1,
+        ..c
+    };
+    assert_eq!(c.validate(), Err(crate::errno::Errno::EINVAL));
+    let c = crate::rdm::RdmConfig { rx_window: 0, ..c };
+    assert_eq!((c.validate(), c.span()), (Ok(()), 256));
+    let c = crate::rdm::RdmConfig {
+        rx_window: 4096,
+        ..c
+    };
+    assert_eq!((c.validate(), c.span()), (Ok(()), 4096));
 }

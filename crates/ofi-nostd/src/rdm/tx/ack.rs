@@ -27,9 +27,13 @@ impl<S: Storage> Rdm<S> {
     /// Packet `seq` of peer `p` was sent again: its window entry and the RTO.
     pub(in crate::rdm) fn resent(&mut self, p: usize, seq: u32, now: Instant) {
         self.win.get_mut(p, seq).resent(now);
+        let floor = self.cfg.rto_min.total_micros() / 4;
         let pm = &mut self.peers[p];
         pm.tx.rtx_done();
         pm.tx.arm_rto(now);
+        // Fast retransmit looks at it again once it is a round trip old.
+        let again = now + Duration::from_micros(pm.tx.rtt.srtt.max(floor));
+        pm.tx.sb.rescan_at = pm.tx.sb.rescan_at.min(again);
     }
 
     /// A window entry was acknowledged: cumulatively (`delivered`) or selectively
@@ -78,13 +82,22 @@ impl<S: Storage> Rdm<S> {
     pub(in crate::rdm) fn ack_body(&self, p: usize, now: Instant) -> AckRepr {
         let credits = self.credits_for(p);
         let peer = &self.peers[p];
-        let w = self.cfg.window as u32;
+        let w = self.cfg.span() as u32;
         let mut sack = 0u64;
         if peer.rx.held > 0 {
-            for i in 0..64u32.min(w.saturating_sub(1)) {
-                let s = peer.rx.rcv_nxt.wrapping_add(1 + i);
-                if self.reo.slot(p, s) != NO_SLOT {
-                    sack |= 1 << i;
+            let bits = 64u32.min(w.saturating_sub(1));
+            if self.reo.has_bits() {
+                // A word of the held bitmap, cut to the window.
+                sack = self.reo.held64(p, peer.rx.rcv_nxt.wrapping_add(1));
+                if bits < 64 {
+                    sack &= (1u64 << bits) - 1;
+                }
+            } else {
+                for i in 0..bits {
+                    let s = peer.rx.rcv_nxt.wrapping_add(1 + i);
+                    if self.reo.slot(p, s) != NO_SLOT {
+                        sack |= 1 << i;
+                    }
                 }
             }
         }
@@ -227,6 +240,9 @@ impl<S: Storage> Rdm<S> {
             }
             s = s.wrapping_add(1);
         }
+        if marked > 0 {
+            self.peers[p].tx.sb.rtx_from = cum;
+        }
         self.peers[p].tx.rtx_pending += marked;
         self.stats.tx_timeout_retransmits += u64::from(marked);
         if marked > 0 {
@@ -254,10 +270,7 @@ impl<S: Storage> Rdm<S> {
         let Some(e) = self.win.sack(p, s) else {
             return false;
         };
-        let tx = &mut self.peers[p].tx;
-        if seq_le(tx.sack_top, s) {
-            tx.sack_top = s.wrapping_add(1);
-        }
+        self.peers[p].tx.sb.sacked(s);
         if e.retx == 0 {
             let r = now.saturating_duration_since(e.sent_at).total_micros();
             *sample = Some(sample.map_or(r, |x| x.min(r)));
@@ -295,6 +308,85 @@ impl<S: Storage> Rdm<S> {
             }
         }
         news
+    }
+
+    /// Fast retransmit after a selective acknowledgement from peer `p`: an unacked
+    /// packet with at least 3 selectively acknowledged packets above it (RFC 6675's
+    /// IsLost) goes again. A packet sent once goes at once: the packets above it left
+    /// after it, and waiting an RTT for the next acknowledgement turns a loss near the
+    /// end of a burst (no acknowledgement follows) into a timeout. Only packets not
+    /// looked at before are walked (those below the third highest selectively
+    /// acknowledged one, from where the last walk stopped), so an acknowledgement costs
+    /// what it newly reports, not the window; once per RTT the walk starts over from
+    /// `snd_una` for retransmissions that were lost again. Out of line: the short path
+    /// has no selective acks.
+    #[inline(never)]
+    fn fast_retransmit(&mut self, p: usize, now: Instant) {
+        let floor = self.cfg.rto_min.total_micros() / 4;
+        let tx = &self.peers[p].tx;
+        let srtt = Duration::from_micros(tx.rtt.srtt.max(floor));
+        let (una, next) = (tx.snd_una, tx.next_seq);
+        // Nothing new queued: no packet will follow to be selectively acknowledged, so
+        // one above a hole is enough (RFC 5827's early retransmit); else a loss in the
+        // last packets before a pause (a rendezvous waiting for its CTS) waits for the
+        // timeout.
+        let idle =
+            tx.cursor == NIL && tx.rndv_ready == 0 && tx.cts_pending == 0 && tx.resp_pending == 0;
+        let hi = tx.sb.hi[0];
+        let lost = if idle && seq_le(una, hi) && seq_lt(hi, next) {
+            hi
+        } else {
+            tx.sb.lost_below(una, next)
+        };
+        let from = if seq_le(una, tx.sb.lost_upto) && seq_le(tx.sb.lost_upto, next) {
+            tx.sb.lost_upto
+        } else {
+            una
+        };
+        // Packets resent once may be lost again: when the first of them is a round
+        // trip old, the walk starts over from `snd_una` (to where the last one
+        // reached), and finds when the next one will be.
+        let rescan = now >= tx.sb.rescan_at;
+        let end = if rescan && seq_lt(lost, from) {
+            from
+        } else {
+            lost
+        };
+        let mut s = if rescan { una } else { from };
+        let mut marked = 0u32;
+        let mut first = None;
+        let mut again = NEVER;
+        while seq_lt(s, end) {
+            let e = self.win.get_mut(p, s);
+            if e.live && !e.sacked && !e.rtx {
+                let due = if e.retx == 0 {
+                    seq_le(from, s)
+                } else if e.sent_at + srtt <= now {
+                    true
+                } else {
+                    again = again.min(e.sent_at + srtt);
+                    false
+                };
+                if due && seq_lt(s, lost) {
+                    e.rtx = true;
+                    marked += 1;
+                    first.get_or_insert(s);
+                }
+            }
+            s = s.wrapping_add(1);
+        }
+        let tx = &mut self.peers[p].tx;
+        tx.sb.lost_upto = if seq_lt(from, lost) { lost } else { from };
+        tx.sb.rescan_at = if rescan {
+            again
+        } else {
+            tx.sb.rescan_at.min(again)
+        };
+        if let Some(f) = first {
+            tx.sb.marked(f, una);
+            tx.rtx_pending += marked;
+            self.stats.tx_fast_retransmits += u64::from(marked);
+        }
     }
 
     /// A READ_RESP data packet was acknowledged (first time): its answer is freed once
@@ -380,6 +472,9 @@ impl<S: Storage> Rdm<S> {
                     let pm = &mut self.peers[p];
                     pm.tx.rtx_done();
                 }
+                if e.sacked {
+                    self.peers[p].tx.sb.retired(a.cum_ack);
+                }
                 if !e.sacked && matches!(e.regen, Regen::ReadData { .. } | Regen::AtomicData { .. })
                 {
                     self.resp_acked(&e.regen);
@@ -423,7 +518,7 @@ impl<S: Storage> Rdm<S> {
             let lim = a
                 .credits
                 .min(pm.session.params.window.max(1) as u32)
-                .min(cfg.window as u32);
+                .min(cfg.span() as u32);
             pm.tx.snd_limit = a.cum_ack.wrapping_add(lim);
             pm.tx.last_ack_ts = a.ts;
         }
@@ -431,40 +526,8 @@ impl<S: Storage> Rdm<S> {
             let unacked_left = pm.tx.in_flight() > 0;
             pm.tx.rto_at = unacked_left.then(|| now + Duration::from_micros(pm.tx.rtt.rto));
         }
-        // Fast retransmit: an unacked packet with at least 3 selectively acked packets
-        // above it, at most once per RTT. A packet sent once goes at once: the packets
-        // above it left after it, and waiting an RTT for the next acknowledgement
-        // turns a loss near the end of a burst (no acknowledgement follows) into a
-        // timeout.
         if a.sack != 0 || !ranges.is_empty() {
-            let srtt = Duration::from_micros(pm.tx.rtt.srtt.max(cfg.rto_min.total_micros() / 4));
-            let (una, next) = (pm.tx.snd_una, pm.tx.next_seq);
-            let mut above = 0u32;
-            // From the highest selectively acknowledged packet down (within `una ..
-            // next`; nothing at all when it is below `una`).
-            let top = pm.tx.sack_top;
-            let mut s = if seq_lt(top, next) { top } else { next };
-            if seq_lt(s, una) {
-                s = una;
-            }
-            let mut marked = 0u32;
-            while s != una {
-                s = s.wrapping_sub(1);
-                let e = *self.win.get(p, s);
-                if !e.live {
-                    continue;
-                }
-                if e.sacked {
-                    above += 1;
-                } else if above >= 3 && !e.rtx && (e.retx == 0 || e.sent_at + srtt <= now) {
-                    self.win.get_mut(p, s).rtx = true;
-                    marked += 1;
-                }
-            }
-            if marked > 0 {
-                self.peers[p].tx.rtx_pending += marked;
-                self.stats.tx_fast_retransmits += marked as u64;
-            }
+            self.fast_retransmit(p, now);
         }
         // Only what the acknowledgement let go (a wider window or more credits for
         // queued data, a fast retransmission) needs the transmitter now. Completions

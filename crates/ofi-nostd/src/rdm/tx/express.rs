@@ -50,7 +50,7 @@ impl<S: Storage> Rdm<S> {
             return None;
         }
         let wnd = (self.cfg.window as u32).min(pr.session.params.window.max(1) as u32);
-        if pr.tx.in_flight() >= wnd || !seq_lt(pr.tx.next_seq, pr.tx.snd_limit) {
+        if !pr.tx.window_open(wnd) || !seq_lt(pr.tx.next_seq, pr.tx.snd_limit) {
             return None; // no room in the window, or no credit: `pump` probes
         }
         let o = pr.tx.cursor;

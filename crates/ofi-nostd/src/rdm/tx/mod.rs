@@ -392,22 +392,30 @@ impl<S: Storage> Rdm<S> {
             try_send!(self.send_ack(p, now, port));
         }
         // Retransmissions first: they hold up the receiver's in-order delivery.
+        // From the lowest that may be queued (`Scoreboard::rtx_from`), not the window's
+        // start: recovery from many holes then walks the window once, not per hole.
         if self.peers[p].tx.rtx_pending > 0 {
-            let peer = self.peers[p];
-            let mut s = peer.tx.snd_una;
+            let tx = &self.peers[p].tx;
+            let mut s = tx.sb.rtx_start(tx.snd_una, tx.next_seq);
             while seq_lt(s, self.peers[p].tx.next_seq) && self.peers[p].tx.rtx_pending > 0 {
                 let e = *self.win.get(p, s);
                 if e.live && e.rtx {
+                    // Where to start again if the link fills now.
+                    self.peers[p].tx.sb.rtx_from = s;
                     try_send!(self.send_plan(p, Plan::Regen(s, e.regen), now, port, mem, ctx));
                 }
                 s = s.wrapping_add(1);
             }
+            let tx = &mut self.peers[p].tx;
+            // Nothing queued was found (a count that drifted): the next walk starts
+            // from the window's start, as it always did.
+            tx.sb.rtx_from = if tx.rtx_pending > 0 { tx.snd_una } else { s };
         }
         // New packets, within the window and the peer's credits.
         loop {
             let peer = &self.peers[p];
             let wnd = (self.cfg.window as u32).min(peer.session.params.window.max(1) as u32);
-            let room = peer.tx.in_flight() < wnd && seq_lt(peer.tx.next_seq, peer.tx.snd_limit);
+            let room = peer.tx.window_open(wnd) && seq_lt(peer.tx.next_seq, peer.tx.snd_limit);
             let Some(plan) = self.next_new(p) else {
                 self.peers[p].tx.probe_at = None;
                 break;

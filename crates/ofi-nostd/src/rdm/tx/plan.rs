@@ -16,7 +16,7 @@ impl<S: Storage> Rdm<S> {
     pub(in crate::rdm) fn next_carries_ack(&self, p: usize) -> bool {
         let peer = &self.peers[p];
         let next = if peer.tx.rtx_pending > 0 {
-            let mut s = peer.tx.snd_una;
+            let mut s = peer.tx.sb.rtx_start(peer.tx.snd_una, peer.tx.next_seq);
             let mut found = None;
             while seq_lt(s, peer.tx.next_seq) {
                 let e = self.win.get(p, s);
@@ -29,7 +29,7 @@ impl<S: Storage> Rdm<S> {
             found
         } else {
             let wnd = (self.cfg.window as u32).min(peer.session.params.window.max(1) as u32);
-            let room = peer.tx.in_flight() < wnd && seq_lt(peer.tx.next_seq, peer.tx.snd_limit);
+            let room = peer.tx.window_open(wnd) && seq_lt(peer.tx.next_seq, peer.tx.snd_limit);
             if room { self.next_new(p) } else { None }
         };
         next.is_some_and(|r| {
@@ -183,7 +183,7 @@ impl<S: Storage> Rdm<S> {
     /// out (then it asks for an immediate ACK, whatever else is queued).
     pub(in crate::rdm) fn next_fills_limit(&self, peer: &Peer) -> bool {
         let wnd = (self.cfg.window as u32).min(peer.session.params.window.max(1) as u32);
-        peer.tx.in_flight() + 1 >= wnd || peer.tx.next_seq.wrapping_add(1) == peer.tx.snd_limit
+        peer.tx.window_fills(wnd) || peer.tx.next_seq.wrapping_add(1) == peer.tx.snd_limit
     }
 
     /// Whether, after `r`, peer `p` would have nothing more to send right away (then

@@ -144,7 +144,7 @@ impl<S: Storage> Rdm<S> {
             at: now,
             rto: peer.tx.rtt.rto,
             timeouts: peer.tx.timeouts,
-            silent: !self.win.any_sacked(p, peer.tx.snd_una, peer.tx.next_seq),
+            silent: peer.tx.sb.sacked == 0,
         });
         let allowance = if rec.silent { 1 } else { u32::MAX };
         let rto = Duration::from_micros(peer.tx.rtt.rto);
@@ -164,6 +164,9 @@ impl<S: Storage> Rdm<S> {
         }
         let pm = &mut self.peers[p];
         pm.tx.rto_recovery = Some(rec);
+        if marked > 0 {
+            pm.tx.sb.rtx_from = peer.tx.snd_una;
+        }
         pm.tx.rtx_pending += marked;
         if pm.tx.rtx_pending == 0 && pm.tx.in_flight() > 0 {
             // The peer holds every packet in flight (all selectively acknowledged: a

@@ -209,3 +209,49 @@ fn fuzz_seeds_parse_and_re_emit() {
         assert_eq!(packet(&s)[24..], b[24..]);
     }
 }
+
+#[test]
+fn push_run_is_the_run_pushed_one_at_a_time() {
+    let mut r = SackRanges::EMPTY;
+    assert!(r.push_run(70, 10));
+    assert!(r.push_run(80, 5), "adjacent: extends the range");
+    assert!(r.push_run(90, 1));
+    assert_eq!(r, ranges(&(70..85).chain([90]).collect::<Vec<_>>()));
+    assert!(!r.push_run(89, 3), "below the last offset held");
+    assert!(!r.push_run(100, 0), "empty");
+    assert!(!r.push_run(RANGES_END - 2, 3), "beyond the reach");
+    assert!(r.push_run(RANGES_END - 3, 3));
+    assert_eq!(r.get(2), Some((RANGES_END - 3, 3)));
+    let mut full = SackRanges::EMPTY;
+    for i in 0..MAX_RANGES as u32 {
+        assert!(full.push_run(100 + 10 * i, 2));
+    }
+    let was = full;
+    assert!(!full.push_run(1000, 4), "a new range in a full list");
+    assert_eq!(full, was);
+    assert!(
+        full.push_run(100 + 10 * (MAX_RANGES as u32 - 1) + 2, 4),
+        "extends the last"
+    );
+}
+
+proptest! {
+    #[test]
+    fn push_run_matches_push(runs in proptest::collection::vec((0u32..40, 1u32..40), 0..30)) {
+        let (mut a, mut b) = (SackRanges::EMPTY, SackRanges::EMPTY);
+        let mut off = RANGES_FROM;
+        for (gap, n) in runs {
+            off += gap;
+            let ok = a.push_run(off, n);
+            // One at a time: the first offset decides (it extends or starts a range,
+            // or fails in a full list); the rest extend.
+            let first = b.push(off);
+            for o in off + 1..off + n {
+                prop_assert!(!first || b.push(o));
+            }
+            prop_assert_eq!(ok, first);
+            off += n;
+        }
+        prop_assert_eq!(a, b);
+    }
+}
