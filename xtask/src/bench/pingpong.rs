@@ -78,6 +78,14 @@ impl Tool {
         }
     }
 
+    /// `ofi-pingpong` at `bin` with `extra` arguments on both sides.
+    pub fn ofi_with(label: String, bin: PathBuf, extra: Vec<&'static str>) -> Self {
+        Tool {
+            extra,
+            ..Tool::ofi(label, bin)
+        }
+    }
+
     /// `fi_pingpong -p <provider> -e rdm`, both sides with `env`.
     pub fn fi(label: String, provider: &'static str, env: Vec<(&'static str, String)>) -> Self {
         Tool {
