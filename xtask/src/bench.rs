@@ -19,6 +19,7 @@ use crate::ws::Workspace;
 #[path = "bench_provider.rs"]
 mod bench_provider;
 pub use bench_provider::train_provider;
+mod auth;
 mod contexts;
 mod dpdk;
 mod pingpong;
@@ -89,6 +90,7 @@ fn sections() -> Vec<Box<dyn Section>> {
         Box::new(dpdk::DpdkMemif),
         Box::new(bench_provider::Provider),
         Box::new(veth::Veth),
+        Box::new(auth::Auth),
     ]
 }
 
@@ -684,7 +686,9 @@ mod tests {
         };
         assert_eq!(
             keys(&[]),
-            ["matching", "engine", "udp", "memif", "provider", "veth"]
+            [
+                "matching", "engine", "udp", "memif", "provider", "veth", "auth"
+            ]
         );
         // Report order, whatever the order asked in.
         assert_eq!(keys(&["provider", "memif"]), ["memif", "provider"]);

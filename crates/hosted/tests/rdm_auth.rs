@@ -15,7 +15,10 @@ use ofi_nostd::flags::FI_ADDR_UNSPEC;
 use ofi_nostd::mem::IoVec;
 use ofi_nostd::rdm::{PeerState, RdmStats};
 use ofi_nostd::time::Duration;
-use wire::packet::{AckRepr, Body, CloseRepr, Packet, PacketType, Repr, close, mac};
+use wire::packet::{
+    AckRepr, Body, CloseRepr, Header, Packet, PacketType, RejectRepr, Repr, RetryRepr, close, mac,
+    reject,
+};
 
 const B: u64 = Node::BASE;
 const KEY: &[u8] = b"job 29 shared secret";
@@ -297,9 +300,11 @@ fn a_peer_without_a_key_is_refused_by_one_with_a_key_both_ways() {
         c.nodes[from]
             .op(|d, ep, m| d.send(ep, m, IoVec::new(a, 14), to, ctx))
             .unwrap();
+        // A keyed side cannot verify the unkeyed side's REJECT: it fails when its
+        // handshake times out (about 1.4 s), not at once.
         let mut t = Vec::new();
-        for _ in 0..2000 {
-            c.run_for(Duration::from_micros(100));
+        for _ in 0..3000 {
+            c.run_for(Duration::from_millis(1));
             let n = &mut c.nodes[from];
             n.drain_cq(n.tx_cq, &mut t);
             if !t.is_empty() {
@@ -316,6 +321,78 @@ fn a_peer_without_a_key_is_refused_by_one_with_a_key_both_ways() {
     let mut r = Vec::new();
     n.drain_cq(n.rx_cq, &mut r);
     assert!(r.is_empty());
+}
+
+#[test]
+fn a_forged_reject_or_retry_neither_fails_nor_stalls_a_keyed_handshake() {
+    let mut c = cluster(KEY);
+    c.sim.set_tap(true);
+    c.nodes[1]
+        .op(|d, ep, _| d.trecv(ep, IoVec::new(B + 8192, 64), FI_ADDR_UNSPEC, 1, 0, 1))
+        .unwrap();
+    let a = c.nodes[0].put(0, &payload(1));
+    c.nodes[0]
+        .op(|d, ep, m| d.tsend(ep, m, IoVec::new(a, 64), 1, 1, 1))
+        .unwrap();
+    // The attacker sees node 0's first HELLO leave and answers it at once, as node 1,
+    // before node 1's own answer can arrive: REJECT(AUTH_FAILED) and a RETRY with a
+    // made-up cookie, each with a made-up MAC and without one.
+    let (from0, to1) = (node_addr(&c, 0), node_addr(&c, 1));
+    let mut tapped = Vec::new();
+    let end = c.sim.now() + Duration::from_millis(5);
+    let is_hello = |d: &Datagram| {
+        d.src == from0
+            && d.dst == to1
+            && Packet::new_unchecked(&d.payload[..]).packet_type() == Some(PacketType::Hello)
+    };
+    c.run_until(end, u64::MAX, |c| {
+        tapped.extend(c.sim.take_tapped());
+        tapped.iter().any(is_hello)
+    })
+    .expect("node 0 says HELLO");
+    let hello = tapped.iter().find(|d| is_hello(d)).unwrap();
+    let h = Repr::parse_bytes(&hello.payload).unwrap();
+    let Body::Hello(hb) = h.body else {
+        panic!("{h:?}")
+    };
+    let header = Header {
+        src_ep: h.header.dst_ep,
+        dst_ep: h.header.src_ep,
+        session: hb.rx_session,
+        seq: 0,
+        crc: h.header.crc,
+        ack_req: false,
+    };
+    let spoof = c.sim.add_port(to1);
+    let bodies = [
+        Body::Reject(RejectRepr {
+            reason: reject::AUTH_FAILED,
+            ver_min: 1,
+            ver_max: 1,
+        }),
+        Body::Retry(RetryRepr { cookie: [0x5A; 16] }),
+    ];
+    for body in bodies {
+        for trailer in [true, false] {
+            c.sim
+                .send(spoof, from0, &forge(&Repr { header, body }, trailer));
+        }
+    }
+    let _forgeries = c.sim.take_tapped();
+    // The handshake completes and the message arrives.
+    let rx = c.wait_cq(1, true, 1, Duration::from_secs(2)).unwrap();
+    delivered_once(&c, 1, &rx, 1, 1);
+    let tx = c.wait_cq(0, false, 1, Duration::from_secs(1)).unwrap();
+    assert_eq!(tx[0].err, None, "{tx:?}");
+    let s = stats(&c, 0);
+    assert_eq!(s.rx_bad_mac, 4, "{s:?}");
+    assert_eq!((s.peer_failures, s.sessions), (0, 1), "{s:?}");
+    assert_eq!(peer_state(&c, 0, 1), Some(PeerState::Established));
+    // Node 1's genuine RETRY was sealed (under the answer key) and accepted.
+    tapped.extend(c.sim.take_tapped());
+    let retry = sniffed(&c, &tapped, 1, 0, PacketType::Retry);
+    assert!(mac::has_mac(&retry));
+    assert!(s.retries_received >= 1, "{s:?}");
 }
 
 #[test]

@@ -59,7 +59,24 @@ impl<S: Storage> Rdm<S> {
     /// Queues an unsessioned reply; dropped when the queue is full (the other side
     /// retries, so this only delays it).
     pub(super) fn queue_ctl(&mut self, to: EpAddr, session: u32, kind: CtlKind) {
-        if self.ctl.push(CtlReply { to, session, kind }) {
+        self.queue_answer(to, session, kind, None);
+    }
+
+    /// Queues REJECT or RETRY answering a HELLO with nonce `answers` (sealed under the
+    /// answer key when `Some`, spec 4.10).
+    pub(super) fn queue_answer(
+        &mut self,
+        to: EpAddr,
+        session: u32,
+        kind: CtlKind,
+        answers: Option<u64>,
+    ) {
+        if self.ctl.push(CtlReply {
+            to,
+            session,
+            kind,
+            answers,
+        }) {
             self.tx_ready = true;
         }
     }
@@ -105,10 +122,10 @@ impl<S: Storage> Rdm<S> {
                 CtlKind::Reset(reason) => Body::Reset(CloseRepr { reason, ack: None }),
                 CtlKind::Retry(cookie) => Body::Retry(RetryRepr { cookie }),
             };
-            let seal = if matches!(c.kind, CtlKind::Reset(_)) {
-                self.reset_seal()
-            } else {
-                mac::Seal::NONE
+            let seal = match (c.kind, c.answers) {
+                (CtlKind::Reset(_), _) => mac::SealFor::Reset,
+                (_, Some(nonce)) => mac::SealFor::Answer(nonce),
+                (_, None) => mac::SealFor::Nothing,
             };
             match self.send_ctl(&c.to, &Repr { header, body }, seal, port) {
                 Sent::LinkFull => return false,
@@ -263,14 +280,16 @@ impl<S: Storage> Rdm<S> {
     ) {
         if !(h.ver_min <= VERSION && VERSION <= h.ver_max) {
             self.stats.rx_bad_handshake += 1;
-            self.queue_ctl(from, h.rx_session, CtlKind::Reject(reject::VERSION));
+            let a = self.answer_to(h);
+            self.queue_answer(from, h.rx_session, CtlKind::Reject(reject::VERSION), a);
             return;
         }
         // With a key, a peer that would not MAC its packets is refused as one
         // without the key (spec 4.10: no downgrade).
         if !self.auth_ok(raw, h.mac.is_some(), None) || !self.mac_peer_ok(h.caps) {
             self.stats.auth_failures += 1;
-            self.queue_ctl(from, h.rx_session, CtlKind::Reject(reject::AUTH_FAILED));
+            let a = self.answer_to(h);
+            self.queue_answer(from, h.rx_session, CtlKind::Reject(reject::AUTH_FAILED), a);
             return;
         }
         let params = Params {
@@ -291,7 +310,8 @@ impl<S: Storage> Rdm<S> {
                 match self.peer_slot(&from, now) {
                     Ok(p) => (p, confirmed),
                     Err(_) => {
-                        self.queue_ctl(from, h.rx_session, CtlKind::Reject(reject::NO_RESOURCES));
+                        let (a, k) = (self.answer_to(h), CtlKind::Reject(reject::NO_RESOURCES));
+                        self.queue_answer(from, h.rx_session, k, a);
                         return;
                     }
                 }
@@ -379,7 +399,8 @@ impl<S: Storage> Rdm<S> {
                 return Some(false);
             }
             self.stats.legacy_hellos_refused += 1;
-            self.queue_ctl(from, h.rx_session, CtlKind::Reject(reject::NO_RESOURCES));
+            let a = self.answer_to(h);
+            self.queue_answer(from, h.rx_session, CtlKind::Reject(reject::NO_RESOURCES), a);
             return None;
         }
         let local_ep = self.local.ep_id;
@@ -394,7 +415,8 @@ impl<S: Storage> Rdm<S> {
             }
         }
         let c = self.cookie_key.make(now, &from, local_ep, h);
-        self.queue_ctl(from, h.rx_session, CtlKind::Retry(c));
+        let a = self.answer_to(h);
+        self.queue_answer(from, h.rx_session, CtlKind::Retry(c), a);
         None
     }
 

@@ -1,11 +1,18 @@
 //! The per-packet MAC under an auth key (spec 4.10): session keys derived in the
 //! handshake, the seal a packet gets on its way out and the check before a received
-//! one changes anything. BLAKE3 in keyed mode: a PRF, so retransmissions need no
-//! per-packet nonce, and SIMD on long packets. Without feature `auth-mac` (the DPU
-//! firmware) none of it exists: the endpoint never announces AUTH_MAC, and a keyed
-//! peer refuses it.
+//! one changes anything. The tag is AES-128 of the packet's POLYVAL hash (the tag of
+//! AES-GCM-SIV without its nonce): a universal hash runs at CLMUL / PMULL speed, and
+//! encrypting the hash (rather than masking it with a per-packet pad) makes the MAC a
+//! PRF of the packet, so no nonce has to stay unique: a retransmission with another
+//! piggybacked ack, and a RESET any keyed endpoint may send, are simply other messages.
+//! Without feature `auth-mac` (the DPU firmware) none of it exists: the endpoint never
+//! announces AUTH_MAC, and a keyed peer refuses it.
 
+use aes::Aes128Enc;
+use aes::cipher::{BlockCipherEncrypt, KeyInit};
 use hmac::{Hmac, Mac};
+use polyval::Polyval;
+use polyval::universal_hash::UniversalHash;
 use sha2::Sha256;
 use wire::packet::mac::{self as wmac, TRAILER_LEN};
 use wire::packet::{Body, Repr, caps as wcaps};
@@ -14,18 +21,20 @@ use super::*;
 
 type HmacSha256 = Hmac<Sha256>;
 
-/// A MAC key (a BLAKE3 key).
-pub(super) type Key = [u8; 32];
+/// Key material as the handshake derives it: AES-128 key (bytes 0..16), POLYVAL hash
+/// key H (bytes 16..32).
+pub(super) type KeyBytes = [u8; 32];
 
-const SESSION_LABEL: &[u8] = b"ofi-nostd session v1";
-const RESET_LABEL: &[u8] = b"ofi-nostd reset v1";
+const SESSION_LABEL: &[u8] = b"ofi-nostd session v2";
+const RESET_LABEL: &[u8] = b"ofi-nostd reset v2";
+const ANSWER_LABEL: &[u8] = b"ofi-nostd answer v2";
 
 /// Direction byte of packets from the session's initiator.
 pub(super) const FROM_INITIATOR: u8 = 0;
 /// Direction byte of packets from the session's responder.
 pub(super) const FROM_RESPONDER: u8 = 1;
 
-fn hmac(auth: &[u8], parts: &[&[u8]]) -> Key {
+fn hmac(auth: &[u8], parts: &[&[u8]]) -> KeyBytes {
     let Ok(mut m) = HmacSha256::new_from_slice(auth) else {
         return [0; 32];
     };
@@ -35,9 +44,9 @@ fn hmac(auth: &[u8], parts: &[&[u8]]) -> Key {
     m.finalize().into_bytes().into()
 }
 
-/// The key of one direction of a session: HMAC-SHA-256(auth_key, label || initiator's
-/// nonce || responder's nonce || `dir`).
-pub(super) fn direction_key(auth: &[u8], initiator: u64, responder: u64, dir: u8) -> Key {
+/// The key material of one direction of a session: HMAC-SHA-256(auth_key, label ||
+/// initiator's nonce || responder's nonce || `dir`).
+pub(super) fn direction_key(auth: &[u8], initiator: u64, responder: u64, dir: u8) -> KeyBytes {
     hmac(
         auth,
         &[
@@ -49,18 +58,62 @@ pub(super) fn direction_key(auth: &[u8], initiator: u64, responder: u64, dir: u8
     )
 }
 
-/// The key of RESETs, which a side sends also for sessions it no longer holds.
-pub(super) fn reset_key(auth: &[u8]) -> Key {
+/// The key material of RESETs, which a side sends also for sessions it no longer holds.
+pub(super) fn reset_key(auth: &[u8]) -> KeyBytes {
     hmac(auth, &[RESET_LABEL])
 }
 
-/// The tag of packet bytes `signed` (`0 .. len`).
-#[inline]
-fn tag(key: &Key, signed: &[u8]) -> [u8; TRAILER_LEN] {
-    let h = blake3::keyed_hash(key, signed);
-    let mut t = [0u8; TRAILER_LEN];
-    t.copy_from_slice(&h.as_bytes()[..TRAILER_LEN]);
-    t
+/// The key material of a REJECT or RETRY answering the HELLO with `nonce`: the
+/// responder may hold nothing of the initiator, the initiator knows its nonce.
+pub(super) fn answer_key(auth: &[u8], nonce: u64) -> KeyBytes {
+    hmac(auth, &[ANSWER_LABEL, &nonce.to_be_bytes()])
+}
+
+/// A MAC key ready for use: POLYVAL with H's powers precomputed, AES-128's round keys.
+#[derive(Clone)]
+pub(super) struct Key {
+    hash: Polyval,
+    aes: Aes128Enc,
+}
+
+impl Key {
+    /// The key of material `k` (AES key, then H).
+    pub(super) fn new(k: &KeyBytes) -> Key {
+        let a: [u8; 16] = core::array::from_fn(|i| k[i]);
+        let h: [u8; 16] = core::array::from_fn(|i| k[16 + i]);
+        Key {
+            hash: Polyval::new(&h.into()),
+            aes: Aes128Enc::new(&a.into()),
+        }
+    }
+
+    /// The tag of packet bytes `signed` (`0 .. len`): AES_K(POLYVAL_H(`signed`
+    /// zero-padded to 16-byte blocks, then one block of its length in bits, 64-bit
+    /// little-endian, and 8 zero bytes)).
+    #[inline]
+    fn tag(&self, signed: &[u8]) -> [u8; TRAILER_LEN] {
+        let mut h = self.hash.clone();
+        h.update_padded(signed);
+        let mut len = [0u8; 16];
+        len[..8].copy_from_slice(&((signed.len() as u64) << 3).to_le_bytes());
+        h.update(&[len.into()]);
+        let mut b = h.finalize();
+        self.aes.encrypt_block(&mut b);
+        b.into()
+    }
+}
+
+impl Default for Key {
+    fn default() -> Key {
+        Key::new(&[0; 32])
+    }
+}
+
+impl core::fmt::Debug for Key {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        // Key material stays out of logs.
+        f.write_str("Key(..)")
+    }
 }
 
 /// Fills the trailer of the packet just written at the start of `buf` (`n` bytes, with
@@ -76,7 +129,7 @@ pub(super) fn seal(key: &Key, buf: &mut [u8], n: usize) -> usize {
     let Ok((signed, trailer)) = wmac::split_mut(&mut buf[..n + TRAILER_LEN]) else {
         return 0;
     };
-    *trailer = tag(key, signed);
+    *trailer = key.tag(signed);
     n + TRAILER_LEN
 }
 
@@ -86,22 +139,23 @@ pub(super) fn verify(key: &Key, raw: &[u8]) -> bool {
     let Ok((signed, trailer)) = wmac::split(raw) else {
         return false;
     };
-    let t = tag(key, signed);
+    let t = key.tag(signed);
     // Constant time: no early exit on the first differing byte.
     t.iter().zip(trailer).fold(0u8, |acc, (a, b)| acc | (a ^ b)) == 0
 }
 
 /// What a packet leaving for a peer gets: a MAC under this key, or nothing (no auth
-/// key: bytes and cost exactly as without 4.10).
+/// key: bytes and cost exactly as without 4.10). Borrows the key: copying round keys
+/// per packet would cost more than the tag of a short one.
 #[derive(Clone, Copy)]
-pub(super) struct Seal(Option<Key>);
+pub(super) struct Seal<'a>(Option<&'a Key>);
 
-impl Seal {
+impl<'a> Seal<'a> {
     /// No MAC.
-    pub(super) const NONE: Seal = Seal(None);
+    pub(super) const NONE: Seal<'static> = Seal(None);
 
     /// A MAC under `key`.
-    pub(super) fn with(key: Key) -> Seal {
+    pub(super) fn with(key: &'a Key) -> Seal<'a> {
         Seal(Some(key))
     }
 
@@ -115,15 +169,29 @@ impl Seal {
     /// the datagram length.
     #[inline(always)]
     pub(super) fn apply(&self, buf: &mut [u8], n: usize) -> usize {
-        match &self.0 {
+        match self.0 {
             None => n,
             Some(k) => seal(k, buf, n),
         }
     }
 }
 
+/// Whose key a control packet is sealed with (resolved where it is sent, so the
+/// sender may hold `&mut self` until then).
+#[derive(Clone, Copy)]
+pub(super) enum SealFor {
+    /// No MAC (handshake packets; REJECT and RETRY to an initiator without AUTH_MAC).
+    Nothing,
+    /// Peer `p`'s session.
+    Peer(usize),
+    /// The reset key.
+    Reset,
+    /// The answer key of the HELLO with this nonce (REJECT, RETRY).
+    Answer(u64),
+}
+
 /// The MAC keys of a peer slot's current session.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Default)]
 pub(super) struct SessionMac {
     /// The receive session id the keys belong to (0: none yet).
     pub(super) rx_session: u32,
@@ -147,15 +215,20 @@ impl SessionMac {
     ) -> SessionMac {
         let ki = direction_key(auth, initiator, responder, FROM_INITIATOR);
         if own {
+            let k = Key::new(&ki);
             return SessionMac {
                 rx_session,
-                tx: ki,
-                rx: ki,
+                tx: k.clone(),
+                rx: k,
             };
         }
         let kr = direction_key(auth, initiator, responder, FROM_RESPONDER);
         let (tx, rx) = if we_initiated { (ki, kr) } else { (kr, ki) };
-        SessionMac { rx_session, tx, rx }
+        SessionMac {
+            rx_session,
+            tx: Key::new(&tx),
+            rx: Key::new(&rx),
+        }
     }
 }
 
@@ -174,7 +247,7 @@ impl<S: Storage> MacState<S> {
         let n = if on { peers } else { 0 };
         Ok(MacState {
             on,
-            reset: if on { reset_key(auth) } else { [0; 32] },
+            reset: Key::new(&if on { reset_key(auth) } else { [0; 32] }),
             macs: store.slice(n, SessionMac::default).ok_or(Errno::ENOMEM)?,
         })
     }
@@ -189,7 +262,7 @@ impl<S: Storage> MacState<S> {
 impl<S: Storage> Rdm<S> {
     /// The seal of packets to peer `p`'s session.
     #[inline(always)]
-    pub(super) fn seal_for(&self, p: usize) -> Seal {
+    pub(super) fn seal_for(&self, p: usize) -> Seal<'_> {
         if !self.mac.on {
             return Seal::NONE;
         }
@@ -197,20 +270,52 @@ impl<S: Storage> Rdm<S> {
     }
 
     #[cold]
-    fn session_seal(&self, p: usize) -> Seal {
+    fn session_seal(&self, p: usize) -> Seal<'_> {
         self.mac
             .macs
             .as_ref()
             .get(p)
-            .map_or(Seal::NONE, |m| Seal::with(m.tx))
+            .map_or(Seal::NONE, |m| Seal::with(&m.tx))
     }
 
-    /// The seal of RESETs (the reset key, spec 4.10).
-    pub(super) fn reset_seal(&self) -> Seal {
-        if self.mac.on {
-            Seal::with(self.mac.reset)
-        } else {
-            Seal::NONE
+    /// Runs `f` with the seal `s` names (an answer key exists only for the call).
+    #[inline(always)]
+    pub(super) fn with_seal<R>(&self, s: SealFor, f: impl FnOnce(Seal<'_>) -> R) -> R {
+        match s {
+            SealFor::Nothing => f(Seal::NONE),
+            SealFor::Peer(p) => f(self.seal_for(p)),
+            SealFor::Reset if self.mac.on => f(Seal::with(&self.mac.reset)),
+            SealFor::Answer(n) if self.mac.on => self.with_answer_seal(n, f),
+            SealFor::Reset | SealFor::Answer(_) => f(Seal::NONE),
+        }
+    }
+
+    #[cold]
+    fn with_answer_seal<R>(&self, nonce: u64, f: impl FnOnce(Seal<'_>) -> R) -> R {
+        let k = Key::new(&answer_key(&self.auth, nonce));
+        f(Seal::with(&k))
+    }
+
+    /// The nonce an answer to HELLO `h` is sealed for: with a key, to an initiator
+    /// that announced AUTH_MAC (one that would not check it gets it unsealed).
+    pub(super) fn answer_to(&self, h: &wire::packet::HelloRepr) -> Option<u64> {
+        (self.mac.on && h.caps & wcaps::AUTH_MAC != 0).then_some(h.nonce)
+    }
+
+    /// A packet that failed its MAC check: a REJECT(AUTH_FAILED) of our handshake
+    /// in progress is remembered (the peer may hold another key, or it is forged), so
+    /// the handshake, which goes on, fails with -FI_EKEYREJECTED if it times out.
+    #[cold]
+    pub(super) fn mac_dropped(&mut self, from: &EpAddr, repr: &Repr<'_>) {
+        let Body::Reject(r) = repr.body else { return };
+        if r.reason != wire::packet::reject::AUTH_FAILED {
+            return;
+        }
+        if let Some(p) = self.peers.find(from) {
+            let pm = &mut self.peers[p];
+            if pm.state == PeerState::HelloSent && repr.header.session == pm.session.rx_session {
+                pm.session.key_refused = true;
+            }
         }
     }
 
@@ -258,6 +363,15 @@ impl<S: Storage> Rdm<S> {
         let Some(p) = self.peers.find(from) else {
             return true;
         };
+        if matches!(repr.body, Body::Reject(_) | Body::Retry(_)) {
+            let pr = &self.peers[p];
+            if pr.state != PeerState::HelloSent || repr.header.session != pr.session.rx_session {
+                // Not an answer to our handshake: the handshake drops it as stray.
+                return true;
+            }
+            let k = answer_key(&self.auth, pr.session.our_nonce);
+            return verify(&Key::new(&k), raw);
+        }
         let session = repr.header.session;
         if let Some(m) = self.mac.macs.as_ref().get(p)
             && m.rx_session == session
@@ -273,7 +387,7 @@ impl<S: Storage> Rdm<S> {
         if let Some(c) = pr.session.cand.filter(|c| c.rx_session == session) {
             // The peer's HELLO opened the candidate: its packets are the initiator's.
             let k = direction_key(&self.auth, c.their_nonce, c.our_nonce, FROM_INITIATOR);
-            return verify(&k, raw);
+            return verify(&Key::new(&k), raw);
         }
         true
     }

@@ -8,11 +8,11 @@ use super::*;
 
 /// What a packet leaving gets: nothing, without the feature.
 #[derive(Clone, Copy)]
-pub(super) struct Seal;
+pub(super) struct Seal<'a>(core::marker::PhantomData<&'a ()>);
 
-impl Seal {
+impl Seal<'_> {
     /// No MAC.
-    pub(super) const NONE: Seal = Seal;
+    pub(super) const NONE: Seal<'static> = Seal(core::marker::PhantomData);
 
     /// Bytes the datagram grows by: none.
     #[inline(always)]
@@ -43,17 +43,39 @@ impl<S: Storage> MacState<S> {
     }
 }
 
+/// Whose key a control packet is sealed with: nobody's, without the feature.
+#[derive(Clone, Copy)]
+pub(super) enum SealFor {
+    /// No MAC.
+    Nothing,
+    /// Peer `p`'s session.
+    Peer(#[allow(dead_code)] usize),
+    /// The reset key.
+    Reset,
+    /// An answer key.
+    Answer(#[allow(dead_code)] u64),
+}
+
 impl<S: Storage> Rdm<S> {
     /// No MAC.
     #[inline(always)]
-    pub(super) fn seal_for(&self, _p: usize) -> Seal {
+    pub(super) fn seal_for(&self, _p: usize) -> Seal<'_> {
         Seal::NONE
     }
 
-    /// No MAC.
-    pub(super) fn reset_seal(&self) -> Seal {
-        Seal::NONE
+    /// Runs `f` without a seal.
+    #[inline(always)]
+    pub(super) fn with_seal<R>(&self, _s: SealFor, f: impl FnOnce(Seal<'_>) -> R) -> R {
+        f(Seal::NONE)
     }
+
+    /// No answer is sealed.
+    pub(super) fn answer_to(&self, _h: &wire::packet::HelloRepr) -> Option<u64> {
+        None
+    }
+
+    /// Never called (`on` is false).
+    pub(super) fn mac_dropped(&mut self, _from: &EpAddr, _repr: &Repr<'_>) {}
 
     /// Nothing announced.
     pub(super) fn mac_caps(&self) -> u64 {

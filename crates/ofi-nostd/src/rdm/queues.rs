@@ -74,6 +74,9 @@ pub(crate) struct CtlReply {
     pub(crate) session: u32,
     /// Which reply.
     pub(crate) kind: CtlKind,
+    /// The nonce of the HELLO a REJECT or RETRY answers, when it is sealed under the
+    /// answer key (spec 4.10: we hold a key and the initiator announced AUTH_MAC).
+    pub(crate) answers: Option<u64>,
 }
 
 /// Which unsessioned reply.
@@ -239,6 +242,7 @@ mod tests {
             to: EpAddr::new([1, 2, 3, 4], 5, 6),
             session: s,
             kind: CtlKind::Reset(1),
+            answers: None,
         };
         let mut q = CtlQueue::new();
         assert!(q.is_empty());

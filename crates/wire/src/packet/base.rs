@@ -206,21 +206,19 @@ impl PacketType {
         )
     }
 
-    /// Flag bits allowed on this type beyond `CRC` and `ACK_REQ` (`SHORT_ACK` only with
-    /// `ACK`, except on ACK packets).
     /// Whether packets of this type may carry the per-packet MAC trailer (spec 4.10):
-    /// every type of an established session; not the handshake's, not DGRAM.
+    /// every type of an established session, and the answers to a HELLO (REJECT,
+    /// RETRY) under the answer key; not HELLO and HELLO_ACK (their proof is in the
+    /// body), not DGRAM.
     pub const fn takes_mac(self) -> bool {
         !matches!(
             self,
-            PacketType::Hello
-                | PacketType::HelloAck
-                | PacketType::Reject
-                | PacketType::Retry
-                | PacketType::Dgram
+            PacketType::Hello | PacketType::HelloAck | PacketType::Dgram
         )
     }
 
+    /// Flag bits allowed on this type beyond `CRC` and `ACK_REQ` (`SHORT_ACK` only with
+    /// `ACK`, except on ACK packets).
     pub(super) const fn extra_flags(self) -> u16 {
         let ack = if self.is_sequenced() {
             flags::ACK | flags::SHORT_ACK

@@ -372,6 +372,7 @@ impl<S: Storage> Rdm<S> {
         peer.session.hello_rto = rto;
         peer.session.send_hello_ack = false;
         peer.session.cookie = None;
+        peer.session.key_refused = false;
         self.tx_ready = true;
         // Ops already queued belong to the new session.
         let head = peer.tx.op_head;

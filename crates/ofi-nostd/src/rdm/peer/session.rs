@@ -95,6 +95,10 @@ pub(in crate::rdm) struct Session {
     /// HELLO, or sent a packet of the session): only then does it get a CLOSE. A
     /// session an older initiator's HELLO opened is unconfirmed until its first packet.
     pub(in crate::rdm) confirmed: bool,
+    /// Under a key, a REJECT(AUTH_FAILED) came for this handshake that our key could
+    /// not verify (spec 4.10: a peer with another key, or a forgery): the handshake
+    /// goes on, and fails with -FI_EKEYREJECTED if it times out.
+    pub(in crate::rdm) key_refused: bool,
 }
 
 impl Session {
@@ -126,6 +130,7 @@ impl Session {
         closed_by_peer: false,
         cookie: None,
         confirmed: false,
+        key_refused: false,
     };
 }
 

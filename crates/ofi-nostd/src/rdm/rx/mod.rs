@@ -84,6 +84,7 @@ impl<S: Storage> Rdm<S> {
         // Under an auth key nothing of a packet counts before its MAC (spec 4.10).
         if self.mac.on() && repr.packet_type().takes_mac() && !self.mac_rx_ok(&from, repr, raw) {
             self.stats.rx_bad_mac += 1;
+            self.mac_dropped(&from, repr);
             return;
         }
         // A held acknowledgement of this peer goes first: it is older than this packet.

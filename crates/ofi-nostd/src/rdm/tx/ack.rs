@@ -135,7 +135,7 @@ impl<S: Storage> Rdm<S> {
             header: self.header(p, peer.tx.next_seq, false),
             body,
         };
-        let r = self.send_ctl(&peer.addr, &head, self.seal_for(p), port);
+        let r = self.send_ctl(&peer.addr, &head, SealFor::Peer(p), port);
         if r == Sent::Yes {
             self.stats.acks_sent += 1;
             self.stats.sacks_sent += u64::from(matches!(body, Body::Sack(_)));
@@ -159,7 +159,7 @@ impl<S: Storage> Rdm<S> {
                 echo_ts: peer.rx.ts_recent,
             }),
         };
-        self.send_ctl(&peer.addr, &head, self.seal_for(p), port)
+        self.send_ctl(&peer.addr, &head, SealFor::Peer(p), port)
     }
 
     /// Sends a packet without payload (sealed by `seal`, spec 4.10).
@@ -167,16 +167,18 @@ impl<S: Storage> Rdm<S> {
         &mut self,
         to: &EpAddr,
         head: &Repr<'_>,
-        seal: Seal,
+        seal: SealFor,
         port: &mut P,
     ) -> Sent {
         let len = head.buffer_len();
-        let r = port.send(to, len + seal.room(), |buf| {
-            let n = buf
-                .get_mut(..len)
-                .and_then(|b| head.emit_bytes(b).ok())
-                .unwrap_or(0);
-            seal.apply(buf, n)
+        let r = self.with_seal(seal, |seal| {
+            port.send(to, len + seal.room(), |buf| {
+                let n = buf
+                    .get_mut(..len)
+                    .and_then(|b| head.emit_bytes(b).ok())
+                    .unwrap_or(0);
+                seal.apply(buf, n)
+            })
         });
         if r == Sent::Yes {
             self.stats.tx_packets += 1;

@@ -244,7 +244,7 @@ impl<S: Storage> Rdm<S> {
         port: &mut P,
         mem: &M,
         faults: &mut [Option<Errno>; MAX_BUNDLE],
-        seal: Seal,
+        seal: Seal<'_>,
     ) -> Sent {
         let BundleShape {
             first,

@@ -21,7 +21,7 @@ use wire::packet::{
 };
 use wire::seq::{seq_le, seq_lt};
 
-use super::mac::Seal;
+use super::mac::{Seal, SealFor};
 use super::*;
 
 pub(super) use fail::Keep;

@@ -41,7 +41,12 @@ impl<S: Storage> Rdm<S> {
             PeerState::HelloSent
                 if now >= peer.hello_at && peer.hello_tries >= cfg.hello_retries =>
             {
-                self.fail_peer(p, Errno::EHOSTUNREACH, Keep::Nothing, now, ctx);
+                let err = if self.peers[p].session.key_refused {
+                    Errno::EKEYREJECTED
+                } else {
+                    Errno::EHOSTUNREACH
+                };
+                self.fail_peer(p, err, Keep::Nothing, now, ctx);
             }
             PeerState::Established => {
                 if let Some(t) = peer.ack_at

@@ -109,3 +109,32 @@ fn the_flag_is_refused_on_handshake_packets() {
         Err(Error::BadFlags)
     );
 }
+
+/// REJECT and RETRY answer a keyed initiator under the answer key (4.10): the flag
+/// parses on them, and the trailer is found.
+#[test]
+fn answers_to_a_hello_take_the_flag() {
+    use crate::packet::{RejectRepr, RetryRepr, reject};
+    let h = Header {
+        seq: 0,
+        ack_req: false,
+        ..header(true)
+    };
+    for body in [
+        Body::Reject(RejectRepr {
+            reason: reject::AUTH_FAILED,
+            ver_min: 1,
+            ver_max: 1,
+        }),
+        Body::Retry(RetryRepr { cookie: [7; 16] }),
+    ] {
+        let r = Repr { header: h, body };
+        let mut buf = [0u8; 64];
+        let len = r.emit_bytes(&mut buf).unwrap();
+        set_mac_flag(&mut buf[..len]);
+        Packet::new_unchecked(&mut buf[..len]).fill_checksum();
+        let dgram = &buf[..len + TRAILER_LEN];
+        assert_eq!(Repr::parse_bytes(dgram), Ok(r), "{body:?}");
+        assert_eq!(split(dgram).map(|(s, _)| s.len()), Ok(len));
+    }
+}
