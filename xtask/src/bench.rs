@@ -687,7 +687,7 @@ mod tests {
         assert_eq!(
             keys(&[]),
             [
-                "matching", "engine", "udp", "memif", "provider", "veth", "auth"
+                "matching", "engine", "udp", "contexts", "memif", "provider", "veth", "auth"
             ]
         );
         // Report order, whatever the order asked in.
