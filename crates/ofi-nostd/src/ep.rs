@@ -7,6 +7,14 @@
 //! options, and the engine that moves its data: [`Dgram`] or
 //! [`Rdm`].
 
+/// Shared receive contexts (fi_srx_context): a child of the endpoint module, whose
+/// endpoints they serve.
+#[cfg(feature = "shared-ctx")]
+pub mod srx;
+/// Shared transmit contexts (fi_stx_context).
+#[cfg(feature = "shared-ctx")]
+pub mod stx;
+
 pub use crate::bind::{CntrBindings, CqBinding};
 use crate::dgram::Dgram;
 pub use crate::dgram::{EpStats, RecvOp, RecvQueue, TxOp, TxQueue};
@@ -109,10 +117,10 @@ pub struct Endpoint<S: Storage> {
     pub(crate) shared_rx: bool,
     /// The shared transmit context bound.
     #[cfg(feature = "shared-ctx")]
-    pub(crate) stx: Option<crate::pool::Handle<crate::stx::Stx<S>>>,
+    pub(crate) stx: Option<crate::pool::Handle<crate::ep::stx::Stx<S>>>,
     /// The shared receive context bound: receives posted here go to it.
     #[cfg(feature = "shared-ctx")]
-    pub(crate) srx: Option<crate::pool::Handle<crate::srx::Srx<S>>>,
+    pub(crate) srx: Option<crate::pool::Handle<crate::ep::srx::Srx<S>>>,
     /// What moves the endpoint's data: one engine per endpoint type.
     pub(crate) engine: Engine<S>,
 }

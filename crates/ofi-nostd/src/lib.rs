@@ -37,11 +37,7 @@ pub mod rdm;
 pub mod ring;
 pub mod sep;
 mod served;
-#[cfg(feature = "shared-ctx")]
-pub mod srx;
 pub mod storage;
-#[cfg(feature = "shared-ctx")]
-pub mod stx;
 pub mod time;
 pub mod tostr;
 pub mod wait;

@@ -1,5 +1,5 @@
 //! Shared receive and transmit contexts (fi_endpoint(3) "SHARED CONTEXTS") over the
-//! core's [`ofi_nostd::srx`] and [`ofi_nostd::stx`].
+//! core's [`ofi_nostd::ep::srx`] and [`ofi_nostd::ep::stx`].
 //!
 //! Open the contexts ([`Domain::shared_rx_context`], [`Domain::shared_tx_context`]),
 //! open endpoints with [`Domain::shared_endpoint`], bind them

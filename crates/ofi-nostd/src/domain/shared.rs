@@ -1,10 +1,12 @@
-//! Shared transmit and receive contexts on their domain ([`crate::stx`],
-//! [`crate::srx`]): open, bind to endpoints, post to and cancel on a shared receive
+//! Shared transmit and receive contexts on their domain ([`crate::ep::stx`],
+//! [`crate::ep::srx`]): open, bind to endpoints, post to and cancel on a shared receive
 //! context, hand its receives to the bound endpoints that have their messages, and
 //! close.
 
 use super::{Domain, obj};
 use crate::cq::{CqErrEntry, comp};
+use crate::ep::srx::{MAX_SHARED_CTX, MAX_SHARED_EPS, Srx, SrxRecv};
+use crate::ep::stx::Stx;
 use crate::ep::{Engine, EpHandle, EpState};
 use crate::errno::{Errno, Result};
 use crate::fid::{AvObj, Objects};
@@ -12,9 +14,7 @@ use crate::flags::{FI_ADDR_UNSPEC, FiAddr, Flags};
 use crate::info::{EpType, RxAttr, TxAttr};
 use crate::iov::{IOV_LIMIT, IovList};
 use crate::pool::{Handle, Pool, Slot};
-use crate::srx::{MAX_SHARED_CTX, MAX_SHARED_EPS, Srx, SrxRecv};
 use crate::storage::Storage;
-use crate::stx::Stx;
 
 use super::msg::MsgArgs;
 

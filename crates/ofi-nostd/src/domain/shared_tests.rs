@@ -147,9 +147,9 @@ fn every_refusal_of_shared_contexts() {
     let mut n = 2;
     while d.srx_open(&RxAttr::default(), 0).is_ok() {
         n += 1;
-        assert!(n <= crate::srx::MAX_SHARED_CTX);
+        assert!(n <= crate::ep::srx::MAX_SHARED_CTX);
     }
-    assert_eq!(n, crate::srx::MAX_SHARED_CTX);
+    assert_eq!(n, crate::ep::srx::MAX_SHARED_CTX);
     assert_eq!(d.srx_open(&RxAttr::default(), 0).err(), Some(Errno::ENOMEM));
 }
 

@@ -446,7 +446,7 @@ pub fn default_info(ep_type: EpType, iface: Option<&Interface<'_>>, cfg: &Provid
             // Scalable endpoints (`crate::sep`): contexts per endpoint.
             max_ep_tx_ctx: crate::sep::MAX_CTX,
             max_ep_rx_ctx: crate::sep::MAX_CTX,
-            // Shared contexts (`crate::stx`, `crate::srx`): endpoints per context.
+            // Shared contexts (fi_stx_context, fi_srx_context): endpoints per context.
             max_ep_stx_ctx: SHARED_EPS,
             max_ep_srx_ctx: SHARED_EPS,
             cntr_cnt: cfg.cntr_cnt,
@@ -477,7 +477,7 @@ pub fn default_info(ep_type: EpType, iface: Option<&Interface<'_>>, cfg: &Provid
 /// Endpoints one shared context serves (`max_ep_stx_ctx` / `max_ep_srx_ctx`): none
 /// without `shared-ctx`.
 #[cfg(feature = "shared-ctx")]
-const SHARED_EPS: usize = crate::srx::MAX_SHARED_EPS;
+const SHARED_EPS: usize = super::MAX_SHARED_EPS;
 #[cfg(not(feature = "shared-ctx"))]
 const SHARED_EPS: usize = 0;
 

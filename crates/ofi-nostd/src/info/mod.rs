@@ -529,6 +529,9 @@ pub struct Info {
     pub fabric_attr: FabricAttr,
 }
 
+/// Endpoints one shared context can be bound to (`max_ep_stx_ctx` / `max_ep_srx_ctx`).
+pub const MAX_SHARED_EPS: usize = 16;
+
 #[cfg(test)]
 mod tests {
     use super::*;

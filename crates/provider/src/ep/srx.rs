@@ -1,4 +1,4 @@
-//! `fi_srx_context`: shared receive contexts over the core's [`ofi_nostd::srx`].
+//! `fi_srx_context`: shared receive contexts over the core's [`ofi_nostd::ep::srx`].
 //!
 //! A shared receive context is a `struct fid_ep` of class FI_CLASS_SRX_CTX that takes
 //! receives (fi_msg(3), fi_tagged(3)), `fi_cancel` and `fi_rx_size_left`; its

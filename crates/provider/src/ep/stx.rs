@@ -1,4 +1,4 @@
-//! `fi_stx_context`: shared transmit contexts over the core's [`ofi_nostd::stx`].
+//! `fi_stx_context`: shared transmit contexts over the core's [`ofi_nostd::ep::stx`].
 //! Operations are posted to the endpoints bound to one; the context itself only
 //! binds and closes (its `fi_ops_ep` is the endpoint's, which refuses a fid that is
 //! not an endpoint with -FI_EINVAL).

@@ -72,7 +72,7 @@ impl<S: Storage> Rdm<S> {
 impl<S: Storage> Rdm<S> {
     /// Whether an unexpected message waits that a receive of this kind, source and
     /// tag would take: where a shared receive context hands its receive
-    /// ([`crate::srx`]).
+    /// ([`crate::ep::srx`]).
     pub(crate) fn ux_matches(
         &mut self,
         tagged: bool,

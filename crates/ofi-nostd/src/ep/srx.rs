@@ -20,8 +20,7 @@ use crate::iov::{IOV_LIMIT, IovList};
 use crate::mem::IoVec;
 use crate::storage::Storage;
 
-/// Endpoints one shared context can be bound to (`max_ep_stx_ctx` / `max_ep_srx_ctx`).
-pub const MAX_SHARED_EPS: usize = 16;
+pub use crate::info::MAX_SHARED_EPS;
 
 /// Shared contexts of each kind a domain opens.
 pub const MAX_SHARED_CTX: usize = 8;

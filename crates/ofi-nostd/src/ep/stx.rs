@@ -8,9 +8,9 @@
 //! address), so the context is a binding, not a queue of its own.
 
 use crate::ep::EpHandle;
+use crate::ep::srx::MAX_SHARED_EPS;
 use crate::errno::{Errno, Result};
 use crate::flags::Flags;
-use crate::srx::MAX_SHARED_EPS;
 use crate::storage::Storage;
 
 /// A shared transmit context.
