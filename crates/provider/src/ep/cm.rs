@@ -1,6 +1,6 @@
 //! Connection management of active endpoints (fi_cm(3)): `fi_getname`, `fi_setname`,
 //! `fi_getpeer`, `fi_connect`, `fi_accept`, `fi_shutdown`, and the connection events
-//! the domains owe their EQs ([`pump`]). Passive endpoints (`fi_listen`, `fi_reject`)
+//! the domains owe their EQs (`pump`). Passive endpoints (`fi_listen`, `fi_reject`)
 //! are [`super::pep`].
 //!
 //! A connected endpoint is the core's FI_EP_MSG endpoint (an RDM engine restricted to
