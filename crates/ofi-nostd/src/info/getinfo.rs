@@ -874,7 +874,7 @@ fn apply_hints(mut info: Info, h: &Info, version: u32, cfg: &ProviderConfig) -> 
     ] {
         // More than one context is a scalable endpoint's (fi_scalable_ep);
         // FI_SHARED_CONTEXT asks for a shared one, in a build with `shared-ctx`.
-        if hc == FI_SHARED_CONTEXT && SHARED_EPS > 0 {
+        if hc == FI_SHARED_CONTEXT && cfg!(feature = "shared-ctx") {
             *ec = hc;
             continue;
         }
