@@ -13,7 +13,7 @@ use ofi_nostd::Errno;
 use ofi_nostd::domain::{MsgArgs, SrxHandle};
 use ofi_nostd::flags::Flags;
 
-use super::args::{Iovs, ctx, one};
+use super::args::{Iovs, ctx, descs, one};
 use super::{atomic, cm, msg, rma, tagged};
 use crate::domain::{DomainFid, InDomain};
 use crate::fid::{FidObject, fi_ops_control, object, open_into};
@@ -164,21 +164,19 @@ unsafe fn post(
     ret_len(r.map(|()| 0))
 }
 
+/// fi_recv on the srx. Descriptors are never read here: an srx has no endpoint whose
+/// domain asks for them (`args::descs` with no endpoint), as in every srx call.
 unsafe extern "C" fn recv(
     p: *mut sys::fid_ep,
     buf: *mut c_void,
     len: usize,
-    desc: *mut c_void,
+    _desc: *mut c_void,
     src: sys::fi_addr_t,
     context: *mut c_void,
 ) -> isize {
     let b = arg!(one(buf, len));
-    let d = [desc as u64];
     let iov = [b];
-    let m = MsgArgs {
-        desc: &d,
-        ..MsgArgs::new(&iov, src, ctx(context))
-    };
+    let m = MsgArgs::new(&iov, src, ctx(context));
     // SAFETY: forwarded contract.
     unsafe { post(p, &m, None, None) }
 }
@@ -192,7 +190,7 @@ unsafe extern "C" fn recvv(
     context: *mut c_void,
 ) -> isize {
     // SAFETY: `count` entries of `iov` (and `desc` if not NULL) (contract).
-    let v = arg!(unsafe { Iovs::new(iov, srx_descs(desc), count) });
+    let v = arg!(unsafe { Iovs::new(iov, descs(std::ptr::null(), desc), count) });
     let m = MsgArgs {
         desc: v.desc(),
         ..MsgArgs::new(v.iov(), src, ctx(context))
@@ -214,19 +212,15 @@ unsafe extern "C" fn trecv(
     p: *mut sys::fid_ep,
     buf: *mut c_void,
     len: usize,
-    desc: *mut c_void,
+    _desc: *mut c_void,
     src: sys::fi_addr_t,
     tag: u64,
     ignore: u64,
     context: *mut c_void,
 ) -> isize {
     let b = arg!(one(buf, len));
-    let d = [desc as u64];
     let iov = [b];
-    let m = MsgArgs {
-        desc: &d,
-        ..MsgArgs::new(&iov, src, ctx(context))
-    };
+    let m = MsgArgs::new(&iov, src, ctx(context));
     // SAFETY: forwarded contract.
     unsafe { post(p, &m, Some((tag, ignore)), None) }
 }
@@ -243,7 +237,7 @@ unsafe extern "C" fn trecvv(
     context: *mut c_void,
 ) -> isize {
     // SAFETY: `count` entries of `iov` (and `desc` if not NULL) (contract).
-    let v = arg!(unsafe { Iovs::new(iov, srx_descs(desc), count) });
+    let v = arg!(unsafe { Iovs::new(iov, descs(std::ptr::null(), desc), count) });
     let m = MsgArgs {
         desc: v.desc(),
         ..MsgArgs::new(v.iov(), src, ctx(context))
@@ -291,12 +285,4 @@ unsafe extern "C" fn rx_size_left(p: *mut sys::fid_ep) -> isize {
     // SAFETY: forwarded contract.
     let s = arg!(unsafe { srx(p) });
     ret_len(s.at.domain().data(|st| st.core.srx_size_left(s.at.handle)))
-}
-
-/// Descriptors of a receive posted to a shared receive context: never read (a NULL
-/// endpoint reads none, see `args::descs`). fi_mr(3) has providers without FI_MR_LOCAL
-/// ignore them, and getinfo never offers FI_MR_LOCAL; an srx of a domain an application
-/// gave FI_MR_LOCAL itself still posts without them.
-fn srx_descs(_desc: *mut *mut c_void) -> *mut *mut c_void {
-    std::ptr::null_mut()
 }
