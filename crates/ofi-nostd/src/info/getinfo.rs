@@ -320,6 +320,12 @@ const COMM_CAPS: Flags = Flags::LOCAL_COMM.union(Flags::REMOTE_COMM);
 /// FI_ADDR_UNSPEC. Not FI_TAGGED_MULTI_RECV (multi-receive buffers take messages only).
 const RDM_CAPS_2_0: Flags = Flags::TAGGED_DIRECTED_RECV.union(Flags::EXACT_DIRECTED_RECV);
 
+/// Capabilities that narrow what an endpoint accepts (FI_EXACT_DIRECTED_RECV refuses
+/// FI_ADDR_UNSPEC): offered, but granted only to an application that names them, never
+/// as part of "everything" to one that asks for no capabilities. (1.x's bit 48,
+/// FI_VARIABLE_MSG, is not offered.)
+const NARROWING_CAPS: Flags = Flags::EXACT_DIRECTED_RECV;
+
 /// Default transmit flags each type can honour.
 const RDM_TX_OP_FLAGS: Flags = Flags::INJECT
     .union(Flags::COMPLETION)
@@ -626,12 +632,15 @@ pub fn getinfo(
                     info.caps |= RDM_CAPS_2_0;
                     info.rx_attr.caps |= RDM_CAPS_2_0;
                 }
+
                 match hints {
                     Some(h) => match apply_hints(info, h, version, cfg) {
                         Some(i) => info = i,
                         None => continue,
                     },
                     None => {
+                        info.caps.remove(NARROWING_CAPS);
+                        info.rx_attr.caps.remove(NARROWING_CAPS);
                         if let Some((m, local_mr)) =
                             match_mr_mode(version, &Info::default(), info.caps, cfg)
                         {
@@ -719,7 +728,7 @@ fn apply_hints(mut info: Info, h: &Info, version: u32, cfg: &ProviderConfig) -> 
         comm_asked
     };
     let caps = if h.caps.is_empty() {
-        offered.difference(COMM_CAPS) | comm
+        offered.difference(COMM_CAPS | NARROWING_CAPS.difference(asked)) | comm
     } else {
         h.caps.difference(COMM_CAPS) | (offered & FREE_SECONDARY_CAPS) | comm
     };

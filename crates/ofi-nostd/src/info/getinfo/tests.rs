@@ -1646,13 +1646,27 @@ fn api_2_progress_is_one_model() {
 fn api_2_directed_receive_caps() {
     let v2 = fi_version(2, 5);
     let both = Flags::TAGGED_DIRECTED_RECV | Flags::EXACT_DIRECTED_RECV;
-    let all = run_at(v2, None, &prov()).unwrap();
-    for i in &all {
-        let rdm = i.ep_attr.ep_type == EpType::Rdm;
-        assert_eq!(i.caps.contains(both), rdm, "{:?}", i.ep_attr.ep_type);
-        assert_eq!(i.rx_attr.caps.contains(both), rdm);
-        assert!(!i.tx_attr.caps.intersects(both));
-        assert!(!i.caps.contains(Flags::TAGGED_MULTI_RECV));
+    // Asking for nothing grants FI_TAGGED_DIRECTED_RECV, never the narrowing
+    // FI_EXACT_DIRECTED_RECV (MPICH 5 opens its endpoint with such an info and posts
+    // FI_ADDR_UNSPEC receives for MPI_ANY_SOURCE).
+    let mut empty = rdm_hints();
+    empty.caps = Flags::empty();
+    for hints in [None, Some(&empty)] {
+        let all = run_at(v2, hints, &prov()).unwrap();
+        for i in &all {
+            let rdm = i.ep_attr.ep_type == EpType::Rdm;
+            assert_eq!(
+                i.caps.contains(Flags::TAGGED_DIRECTED_RECV),
+                rdm,
+                "{:?}",
+                i.ep_attr.ep_type
+            );
+            assert_eq!(i.rx_attr.caps.contains(Flags::TAGGED_DIRECTED_RECV), rdm);
+            assert!(!i.caps.contains(Flags::EXACT_DIRECTED_RECV));
+            assert!(!i.rx_attr.caps.contains(Flags::EXACT_DIRECTED_RECV));
+            assert!(!i.tx_attr.caps.intersects(both));
+            assert!(!i.caps.contains(Flags::TAGGED_MULTI_RECV));
+        }
     }
     assert!(
         run_at(fi_version(1, 17), None, &prov())
