@@ -19,7 +19,7 @@ use ofi_nostd::eq::EqErrEntry;
 use hosted::storage::Heap;
 use ofi_nostd::domain::{EpHandle, PepHandle};
 
-use crate::domain::DomainFid;
+use crate::domain::{DomainFid, DomainRef};
 use crate::ep::EpFid;
 use crate::ep::pep::PepFid;
 use crate::eq::EqFid;
@@ -55,13 +55,15 @@ impl BoundEps {
 
     /// The domains of the FI_EP_MSG endpoints in the list (their passes make the
     /// connection events, see `crate::ep::cm`).
-    pub fn msg_domains(&self) -> Vec<*const DomainFid> {
+    pub(crate) fn msg_domains(&self) -> Vec<DomainRef> {
         let l = self.list();
         l.iter()
             // SAFETY: in the list, so alive (see `remove`).
             .map(|&e| unsafe { &*e })
             .filter(|e| e.msg)
-            .map(|e| e.at.domain_ptr())
+            // SAFETY: an endpoint's domain refuses fi_close while the endpoint is open,
+            // and it is open while in the list.
+            .map(|e| unsafe { DomainRef::retain(e.at.domain_ptr()) })
             .collect()
     }
 
@@ -126,12 +128,11 @@ impl BoundPeps {
     }
 
     /// The private domains the passive endpoints listen on.
-    pub fn domains(&self) -> Vec<*const DomainFid> {
+    pub(crate) fn domains(&self) -> Vec<DomainRef> {
         let l = self.list();
         l.iter()
             // SAFETY: in the list, so alive (see `remove`).
-            .map(|&p| unsafe { &*p }.domain_ptr())
-            .filter(|d| !d.is_null())
+            .filter_map(|&p| unsafe { &*p }.retain_domain())
             .collect()
     }
 

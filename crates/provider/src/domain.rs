@@ -167,6 +167,47 @@ pub struct DomainFid {
     pub(crate) refs: AtomicUsize,
 }
 
+/// One more opener of a domain, held by a pass that runs outside the lock of the list
+/// it found the domain in (an EQ's connection pump): an `fi_close` of the domain (or of
+/// the passive endpoint that owns it) meanwhile only drops its own reference, and the
+/// last reference to go closes it.
+pub(crate) struct DomainRef(*const DomainFid);
+
+impl DomainRef {
+    /// Takes a reference to `d`.
+    ///
+    /// # Safety
+    ///
+    /// `d` is open for as long as this call runs (the caller holds the lock that keeps
+    /// it so).
+    pub(crate) unsafe fn retain(d: *const DomainFid) -> DomainRef {
+        // SAFETY: open (contract).
+        unsafe { &*d }.refs.fetch_add(1, Ordering::AcqRel);
+        DomainRef(d)
+    }
+
+    /// The domain's address (for comparisons).
+    pub(crate) fn ptr(&self) -> *const DomainFid {
+        self.0
+    }
+}
+
+impl Deref for DomainRef {
+    type Target = DomainFid;
+    fn deref(&self) -> &DomainFid {
+        // SAFETY: open while referenced (the last reference closes it, in `drop`).
+        unsafe { &*self.0 }
+    }
+}
+
+impl Drop for DomainRef {
+    fn drop(&mut self) {
+        // SAFETY: our reference: `close` drops it, or closes the domain if it was the
+        // last (a failed close leaves the domain as the application's close would).
+        let _ = unsafe { close(self.0.cast_mut().cast()) };
+    }
+}
+
 /// How long the application may leave a domain without progress before its watchdog
 /// or progress thread runs a pass for it.
 const WATCHDOG_PERIOD: std::time::Duration = std::time::Duration::from_millis(1);

@@ -272,15 +272,14 @@ pub(super) unsafe extern "C" fn join(
 /// Runs a pass on each domain of the FI_EP_MSG endpoints and passive endpoints bound
 /// to `eq` and posts the connection events they owe to the EQs they name.
 pub(crate) fn pump(eq: &EqFid) {
-    let mut doms: Vec<*const DomainFid> = eq.eps.msg_domains();
+    // References, not pointers: a passive endpoint or endpoint may close on another
+    // thread while this pass runs; its domain then closes with the last reference.
+    let mut doms = eq.eps.msg_domains();
     doms.extend(eq.peps.domains());
-    doms.sort();
-    doms.dedup();
-    for d in doms {
-        // SAFETY: the domain of an object bound to `eq`, which is open while bound
-        // (a domain with an endpoint open refuses fi_close; a passive endpoint's private
-        // domain closes with it, after it left the list).
-        let dom = unsafe { &*d };
+    doms.sort_by_key(|d| d.ptr());
+    doms.dedup_by_key(|d| d.ptr());
+    for dom in doms {
+        let d = dom.ptr();
         let events = dom
             .control(|st| {
                 st.progress();

@@ -30,7 +30,7 @@ use ofi_nostd::ep::EpOpt;
 use ofi_nostd::info::{AddrFormat, EpType, Info, RawAddr, Threading};
 
 use crate::abi::DomainAbi;
-use crate::domain::DomainFid;
+use crate::domain::{DomainFid, DomainRef};
 use crate::eq::EqFid;
 use crate::fabric::FabricFid;
 use crate::fid::{FidObject, no_ops_open, no_ops_set, no_tostr, object, open_into, publish};
@@ -196,12 +196,12 @@ impl PepFid {
         super::cm::raw_addr(fmt, &a)
     }
 
-    /// The private domain it listens on (NULL once closed).
-    pub(crate) fn domain_ptr(&self) -> *const DomainFid {
-        self.core
-            .at()
-            .as_ref()
-            .map_or(std::ptr::null(), |a| a.domain)
+    /// A reference to the private domain it listens on (`None` once closed), taken
+    /// under the lock its close takes, so the domain stays open while referenced.
+    pub(crate) fn retain_domain(&self) -> Option<DomainRef> {
+        let g = self.core.at();
+        // SAFETY: open while `at` holds it (see `PepCore`).
+        g.as_ref().map(|a| unsafe { DomainRef::retain(a.domain) })
     }
 
     /// Whether `h` is its listener in `d`.

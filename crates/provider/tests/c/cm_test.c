@@ -5,9 +5,13 @@
  * data of every size 0..=256 (and CONNREQ data of every size); 100 connection requests
  * pending at once against the default backlog; reconnecting after shutdown, waiting on
  * the EQ's fd; and a peer process killed mid-transfer, which the survivor sees as
- * FI_SHUTDOWN or an error entry within the retry budget.
+ * FI_SHUTDOWN or an error entry within the retry budget; and passive endpoints opened
+ * and closed while another thread reads their EQ (each read runs a pass on their
+ * domains).
  */
 #include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -650,6 +654,60 @@ static void test_peer_killed(void)
 	close_conn(&s);
 }
 
+struct reader {
+	struct fid_eq *eq;
+	atomic_int stop;
+	long reads, unexpected;
+};
+
+static void *read_loop(void *arg)
+{
+	struct reader *r = arg;
+	unsigned char buf[sizeof(struct fi_eq_cm_entry) + CM_MAX];
+	uint32_t ev;
+
+	/* Bounded: the main thread stops it after its loop (or at the cap). */
+	while (!atomic_load(&r->stop) && r->reads < 50000000) {
+		ssize_t n = fi_eq_read(r->eq, &ev, buf, sizeof buf, 0);
+
+		r->reads++;
+		if (n != -FI_EAGAIN)
+			r->unexpected++;
+	}
+	return NULL;
+}
+
+/* Passive endpoints bound to an EQ that another thread keeps reading, each closed
+ * while those reads run passes on its private domain: every call succeeds, nothing is
+ * read but -FI_EAGAIN, and the EQ closes once they are gone. */
+static void test_close_while_reading(void)
+{
+	struct fi_eq_attr attr = { .wait_obj = FI_WAIT_NONE };
+	struct reader r = { 0 };
+	pthread_t t;
+	int i;
+
+	EXPECT(fi_eq_open(fabric, &attr, &r.eq, NULL), 0);
+	if (!r.eq)
+		return;
+	EXPECT(pthread_create(&t, NULL, read_loop, &r), 0);
+	for (i = 0; i < 200; i++) {
+		struct fid_pep *p = NULL;
+
+		EXPECT(fi_passive_ep(fabric, info, &p, NULL), 0);
+		if (!p)
+			break;
+		EXPECT(fi_pep_bind(p, &r.eq->fid, 0), 0);
+		EXPECT(fi_listen(p), 0);
+		EXPECT(fi_close(&p->fid), 0);
+	}
+	atomic_store(&r.stop, 1);
+	EXPECT(pthread_join(t, NULL), 0);
+	EXPECT_TRUE(r.reads > 0);
+	EXPECT(r.unexpected, 0);
+	EXPECT(fi_close(&r.eq->fid), 0);
+}
+
 static struct fi_info *msg_info(void)
 {
 	struct fi_info *hints = fi_allocinfo(), *got = NULL;
@@ -733,6 +791,8 @@ int main(int argc, char **argv)
 	test_reconnect(&cl);
 	printf("reconnect: %d checks, %d failed\n", checks, failures);
 	test_peer_killed();
+	test_close_while_reading();
+	printf("close while reading: %d checks, %d failed\n", checks, failures);
 
 	close_conn(&cl);
 	EXPECT(fi_close(&pep->fid), 0);
