@@ -433,6 +433,59 @@ fn rdm_to_a_host_that_never_answers_arp_fails_as_unreachable() {
     assert!(s.arp_requests_sent <= 30, "{s:?}");
 }
 
+/// fi_inject to a peer that never answers: no entry at the post, but its failure
+/// writes an error entry (fi_msg(3): an inject writes none only if it completes
+/// successfully), with the endpoint's context (fi_inject has none). Both with the
+/// default completion level and with FI_INJECT_COMPLETE in the endpoint's op_flags,
+/// under which the send completed (silently) at once.
+#[test]
+fn a_failed_inject_reports_an_error_entry() {
+    for op_flags in [Flags::empty(), Flags::INJECT_COMPLETE] {
+        failed_inject(op_flags);
+    }
+}
+
+fn failed_inject(op_flags: Flags) {
+    let mut n = Node::new(DEFAULT_LOOPBACK_SLOTS);
+    let av = n.av();
+    let mut info = default_info(EpType::Rdm, None, &cfg());
+    info.tx_attr.op_flags |= op_flags;
+    let a = n.ep_info(&info, av);
+    let ghost = EpAddr::new([10, 9, 0, 2], 7000, 0);
+    let mut out = [0; 1];
+    n.dom
+        .av_mut(av)
+        .unwrap()
+        .insert(AvAddrs::Ep(&[ghost]), Some(&mut out), Flags::empty(), None)
+        .unwrap();
+    n.fill(0, 10, 1);
+    let mem = SliceMemory::new(BASE, &mut n.mem);
+    n.dom.inject(a.h, &mem, Node::src(0, 10), out[0]).unwrap();
+    assert!(n.read(a.tx_cq).is_empty(), "an inject wrote a completion");
+    let mut got = Vec::new();
+    for _ in 0..60_000 {
+        n.step(true, Duration::from_millis(1));
+        got.extend(n.read(a.tx_cq));
+        if !got.is_empty() {
+            break;
+        }
+    }
+    assert_eq!(
+        got.len(),
+        1,
+        "the failed inject reported nothing ({op_flags:?})"
+    );
+    // Context 3: the endpoint's (`Node::ep_info`).
+    assert_eq!((got[0].0, got[0].1), (3, Err(Errno::EHOSTUNREACH)));
+    for _ in 0..100 {
+        n.step(true, Duration::from_millis(1));
+    }
+    assert!(
+        n.read(a.tx_cq).is_empty(),
+        "more than one entry for one inject"
+    );
+}
+
 /// Messages that arrive before the application inserted their sender's address (Open
 /// MPI adds a peer to its AV when the peer first makes contact, through an any-source
 /// receive) are queued with no source; a directed receive (and a directed FI_PEEK)

@@ -170,6 +170,26 @@ impl<S: Storage> Ctx<'_, S> {
         };
     }
 
+    /// A send that completed at once without a CQ entry (fi_inject) failed later: its
+    /// error entry (fi_msg(3): no entry is written only "if the transfer completes
+    /// successfully"). The counter counted it when it was posted, so only the CQ learns.
+    pub(super) fn tx_failed_late(&mut self, context: u64, kind: TxKind, err: Errno) {
+        let flags = match kind {
+            TxKind::Msg => crate::cq::comp::SEND_MSG,
+            TxKind::Tagged => crate::cq::comp::SEND_TAGGED,
+            // Only message sends complete at once without an entry.
+            _ => return,
+        };
+        let ctx = if context == 0 {
+            self.ep_context
+        } else {
+            context
+        };
+        if let Some(cq) = self.tx_cq.as_ref().and_then(|b| self.cqs.get_mut(b.cq)) {
+            let _ = cq.write_err(&CqErrEntry::new(ctx, flags, err));
+        }
+    }
+
     /// A receive finished: success, truncation (`olen` bytes dropped) or `err`.
     pub(super) fn rx_done(
         &mut self,

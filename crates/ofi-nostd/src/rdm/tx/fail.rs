@@ -40,6 +40,9 @@ impl<S: Storage> Rdm<S> {
                 if !op.completed {
                     failed += 1;
                     ctx.tx_done(op.context, op.kind(), Err(err), true, op.reserved);
+                } else if op.level == Level::Inject && !op.completion {
+                    failed += 1;
+                    ctx.tx_failed_late(op.context, op.kind(), err);
                 }
             } else if let Some(op) = self.ops.get_mut_by_index(o as usize) {
                 if op.started {
