@@ -328,11 +328,19 @@ impl<S: Storage> Domain<S> {
     }
 
     /// `fi_shutdown`: no new operations; SHUTDOWN leaves once the peer acknowledged
-    /// everything sent. -FI_ENOTCONN when not connected.
+    /// everything sent. -FI_ENOTCONN when not connected. Posted receives are canceled
+    /// (-FI_ECANCELED entries, written before this returns, as fi_cm(3) asks); sends
+    /// already posted finish (the peer acknowledges them before the SHUTDOWN).
     pub fn shutdown(&mut self, h: EpHandle<S>) -> Result<()> {
         obj(self.eps.get(h))?;
         let (now, cfg) = (self.last_now, self.cm.cfg);
-        obj(self.cm.conn_mut(h.index()))?.shutdown(now, &cfg)
+        obj(self.cm.conn_mut(h.index()))?.shutdown(now, &cfg)?;
+        let ep = obj(self.eps.get_mut(h))?;
+        let (mut ctx, rdm) = self.res.rdm_ctx(ep);
+        if let Some(r) = rdm {
+            r.cancel_all_recvs(&mut ctx);
+        }
+        Ok(())
     }
 
     /// `fi_getpeer`: -FI_ENOTCONN before the peer is known, -FI_EINVAL for an

@@ -329,6 +329,40 @@ fn connect_accept_exchange_and_shutdown_after_the_data() {
     assert_eq!(net.b.dom.conn(s).unwrap().state(), ConnState::Closed);
 }
 
+/// fi_shutdown cancels the endpoint's posted receives (fi_cm(3): their FI_ECANCELED
+/// entries are written before it returns); the peer's receives are its own, and a
+/// send posted before the shutdown still arrives.
+#[test]
+fn shutdown_cancels_posted_receives_before_it_returns() {
+    let mut net = Net2::new(2, 3);
+    let p = net.b.pep();
+    let c = net.a.ep(5);
+    let s = net.connect(p, c);
+    for ctx in [300, 301] {
+        net.a
+            .dom
+            .recv(c, IoVec::new(BASE + 0x8000, 64), 0, ctx)
+            .unwrap();
+    }
+    net.b
+        .dom
+        .recv(s, IoVec::new(BASE + 0x8000, 64), 0, 400)
+        .unwrap();
+    send(&mut net.a, c, 0, b"bye", 7).unwrap();
+    net.a.dom.shutdown(c).unwrap();
+    let mut got = net.a.completions(net.a.rx_cq);
+    got.sort_by_key(|e| e.0);
+    assert_eq!(
+        got,
+        [(300, Err(Errno::ECANCELED)), (301, Err(Errno::ECANCELED))],
+        "at return of fi_shutdown"
+    );
+    assert!(net.run_until(Duration::from_millis(200), |n| !n.b.events.is_empty()));
+    assert_eq!(net.b.completions(net.b.rx_cq), [(400, Ok(3))]);
+    assert_eq!(&net.b.mem[0x8000..0x8003], b"bye");
+    assert!(net.a.completions(net.a.rx_cq).is_empty());
+}
+
 #[test]
 fn reject_carries_data_of_every_size_and_connreq_too() {
     let mut net = Net2::new(2, 2);
