@@ -693,7 +693,10 @@ mod tests {
         // Report order, whatever the order asked in.
         assert_eq!(keys(&["provider", "memif"]), ["memif", "provider"]);
         let err = select(&["memif".into(), "tap".into()]).err().unwrap();
-        assert!(err.contains("`tap`") && err.contains("udp, memif"), "{err}");
+        assert!(
+            err.contains("`tap`") && err.contains("udp, contexts, memif"),
+            "{err}"
+        );
     }
 
     #[test]
