@@ -252,7 +252,8 @@ pub struct RdmStats {
     pub closes_sent: u64,
     /// CLOSEs processed (the peer's endpoint closed: its session then ends).
     pub closes_received: u64,
-    /// Sessions that failed (timeout, reset, reject, handshake timeout).
+    /// Sessions that failed (timeout, reset, reject, handshake timeout); not those the
+    /// peer closed in order (`closes_received`).
     pub peer_failures: u64,
     /// ... of which: retransmission timeouts without an answer (-FI_ETIMEDOUT).
     pub fail_retransmit: u64,

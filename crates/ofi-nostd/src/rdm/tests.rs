@@ -1753,6 +1753,11 @@ fn close_is_acknowledged_and_ends_the_peer_session_and_the_linger() {
         "the send the closed endpoint never took fails"
     );
     assert_eq!(stats(&b).closes_received, 1);
+    assert_eq!(
+        stats(&b).peer_failures,
+        0,
+        "an orderly CLOSE is not a failure"
+    );
     let ack = carry(&mut b, &mut a);
     assert_eq!(ack.len(), 1, "the CLOSE is acknowledged at once");
     a.progress(now);

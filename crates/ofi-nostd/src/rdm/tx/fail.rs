@@ -19,7 +19,11 @@ impl<S: Storage> Rdm<S> {
         self.take_held_ack(p, ctx);
         let peer = self.peers[p];
         let epoch = peer.session.epoch;
-        self.stats.peer_failures += 1;
+        // A session the peer closed in order (CLOSE) ended, it did not fail
+        // (`closes_received` counts those).
+        if !peer.session.closed_by_peer {
+            self.stats.peer_failures += 1;
+        }
         // Operations this failure completes in error: with none, and unless the peer
         // closed gracefully, only the endpoint's EQ can tell the application.
         let mut failed = 0u32;
