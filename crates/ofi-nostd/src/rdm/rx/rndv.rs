@@ -162,21 +162,28 @@ impl<S: Storage> Rdm<S> {
             self.stats.rx_protocol_errors += 1;
             return;
         };
-        let Some(a) = self.active.get(h).copied() else {
-            return;
-        };
         let len = d.payload.len() as u64;
-        if a.peer as usize != p
-            || a.epoch != epoch
-            || !a.rndv
-            || a.discard
-            || d.offset != a.got
-            || d.offset + len > a.granted
-        {
+        // Borrowed, not copied: the record (with its iov) is read for every DATA packet.
+        let r = {
+            let Some(a) = self.active.get(h) else {
+                return;
+            };
+            if a.peer as usize != p
+                || a.epoch != epoch
+                || !a.rndv
+                || a.discard
+                || d.offset != a.got
+                || d.offset + len > a.granted
+            {
+                None
+            } else {
+                Some(iov_write(mem, a.context, a.iov.as_slice(), d.offset, d.payload).err())
+            }
+        };
+        let Some(r) = r else {
             self.stats.rx_protocol_errors += 1;
             return;
-        }
-        let r = iov_write(mem, a.context, a.iov.as_slice(), d.offset, d.payload).err();
+        };
         let grant = self.grant_size();
         let Some(am) = self.active.get_mut(h) else {
             return;

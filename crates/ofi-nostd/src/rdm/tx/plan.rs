@@ -351,8 +351,7 @@ impl<S: Storage> Rdm<S> {
         // also on a retransmission: never a replayed one).
         // A CLOSE always carries one: it is the closing side's final word on what it
         // took, and the peer fails whatever it does not cover.
-        let ack = (self.peers[p].rx.owes_ack() || matches!(regen, Regen::Close))
-            .then(|| self.ack_body(p, now));
+        let owes = self.peers[p].rx.owes_ack() || matches!(regen, Regen::Close);
         if !retrans {
             self.replied(p, now);
         }
@@ -546,12 +545,15 @@ impl<S: Storage> Rdm<S> {
             let mut head = Repr { header, body };
             // The header's length, measured once: a carried ack adds exactly its field.
             let mut hl = head.buffer_len();
-            if let Some(a) = ack
-                && hl + payload.len() + a.wire_len() <= limit
-                && head.body.set_ack(Some(a)).is_ok()
-            {
-                carried = Some(a);
-                hl += a.wire_len();
+            // Built only where even the short form fits: a full-size packet of a bulk
+            // transfer, whose sender owes the peer an ACK for a CTS, never carries one.
+            if owes && hl + payload.len() + wire::packet::hdr_len::SHORT_ACK <= limit {
+                let a = this.ack_body(p, now);
+                if hl + payload.len() + a.wire_len() <= limit && head.body.set_ack(Some(a)).is_ok()
+                {
+                    carried = Some(a);
+                    hl += a.wire_len();
+                }
             }
             debug_assert_eq!(hl, head.buffer_len());
             let total = hl + payload.len();
