@@ -13,6 +13,7 @@ use aes::cipher::{BlockCipherEncrypt, KeyInit};
 use hmac::{Hmac, Mac};
 use polyval::Polyval;
 use polyval::universal_hash::UniversalHash;
+use polyval_wide::WideKey;
 use sha2::Sha256;
 use wire::packet::mac::{self as wmac, TRAILER_LEN};
 use wire::packet::{Body, Repr, caps as wcaps};
@@ -73,6 +74,8 @@ pub(super) fn answer_key(auth: &[u8], nonce: u64) -> KeyBytes {
 #[derive(Clone)]
 pub(super) struct Key {
     hash: Polyval,
+    /// The same hash sixteen blocks per step, where the CPU has AVX-512 VPCLMULQDQ.
+    wide: WideKey,
     aes: Aes128Enc,
 }
 
@@ -83,6 +86,7 @@ impl Key {
         let h: [u8; 16] = core::array::from_fn(|i| k[16 + i]);
         Key {
             hash: Polyval::new(&h.into()),
+            wide: WideKey::new(h),
             aes: Aes128Enc::new(&a.into()),
         }
     }
@@ -92,12 +96,17 @@ impl Key {
     /// little-endian, and 8 zero bytes)).
     #[inline]
     fn tag(&self, signed: &[u8]) -> [u8; TRAILER_LEN] {
-        let mut h = self.hash.clone();
-        h.update_padded(signed);
         let mut len = [0u8; 16];
         len[..8].copy_from_slice(&((signed.len() as u64) << 3).to_le_bytes());
-        h.update(&[len.into()]);
-        let mut b = h.finalize();
+        let mut b = match self.wide.hash(signed, len) {
+            Some(x) => x.into(),
+            None => {
+                let mut h = self.hash.clone();
+                h.update_padded(signed);
+                h.update(&[len.into()]);
+                h.finalize()
+            }
+        };
         self.aes.encrypt_block(&mut b);
         b.into()
     }
