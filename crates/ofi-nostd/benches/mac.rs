@@ -6,7 +6,7 @@
 //!   chosen at run time through CPUID either way, `cpufeatures`).
 //! - `polyval_aes`: POLYVAL (CLMUL / PMULL) over the packet and its length, then one
 //!   AES-128 block: the tag of AES-GCM-SIV without its nonce, what 4.10 uses.
-//! - `polyval_wide_aes`: the same tag with `polyval-wide` (AVX-512 VPCLMULQDQ, sixteen
+//! - `polyval_wide_aes`: the same tag with `polyval-wide` (AVX-512 VPCLMULQDQ, thirty-two
 //!   blocks per reduction) where the CPU has it: what 4.10 computes on such a CPU.
 //! - `poly1305_aes`: Poly1305 (AVX2) under a fixed `r`, then one AES-128 block.
 //!

@@ -1,5 +1,5 @@
-//! POLYVAL (RFC 8452) of long inputs sixteen 16-byte blocks per step: AVX-512
-//! VPCLMULQDQ multiplies four 128-bit lanes per instruction, the sixteen products are
+//! POLYVAL (RFC 8452) of long inputs thirty-two 16-byte blocks per step: AVX-512
+//! VPCLMULQDQ multiplies four 128-bit lanes per instruction, the thirty-two products are
 //! summed unreduced and reduced once. The `polyval` crate multiplies one lane at a
 //! time (about 1.1 instructions per byte); a MAC over 64 KiB loopback datagrams then
 //! costs more than the copies it rides with. Same function (the tests check every
@@ -10,12 +10,14 @@
 use polyval::hazmat::FieldElement;
 
 /// Blocks per step.
-const BLOCKS: usize = 16;
+const BLOCKS: usize = 32;
+/// 512-bit vectors per step.
+const VECS: usize = BLOCKS / 4;
 /// Bytes per step.
 const STEP: usize = 16 * BLOCKS;
 
-/// A POLYVAL key ready for the wide path: H^16, H^15, ..., H^1 (POLYVAL products), the
-/// order the sixteen blocks of one step take them.
+/// A POLYVAL key ready for the wide path: H^32, H^31, ..., H^1 (POLYVAL products), the
+/// order the thirty-two blocks of one step take them.
 #[derive(Clone)]
 pub struct WideKey {
     pow: [[u8; 16]; BLOCKS],
@@ -60,7 +62,7 @@ impl core::fmt::Debug for WideKey {
 mod imp {
     use core::arch::x86_64::*;
 
-    use super::{BLOCKS, STEP};
+    use super::{BLOCKS, STEP, VECS};
 
     cpufeatures::new!(vpclmul, "avx512f", "vpclmulqdq", "pclmulqdq");
 
@@ -106,7 +108,7 @@ mod imp {
         _mm_xor_si128(a, b)
     }
 
-    /// One step: `s` · `s_pow` + the [`BLOCKS`] blocks at `x` times H^16 .. H^1 (`p`;
+    /// One step: `s` · `s_pow` + the [`BLOCKS`] blocks at `x` times H^32 .. H^1 (`p`;
     /// `pk` holds each power's two halves XORed, in its low half), reduced once. The
     /// blocks' products do not depend on `s`, so only its own product and the
     /// reduction are on the chain from one step to the next. Karatsuba: three
@@ -115,8 +117,8 @@ mod imp {
     #[target_feature(enable = "avx512f,vpclmulqdq,pclmulqdq")]
     fn step(
         x: &[u8; STEP],
-        p: &[__m512i; 4],
-        pk: &[__m512i; 4],
+        p: &[__m512i; VECS],
+        pk: &[__m512i; VECS],
         s: __m128i,
         s_pow: __m128i,
     ) -> __m128i {
@@ -125,8 +127,8 @@ mod imp {
             _mm512_setzero_si512(),
             _mm512_setzero_si512(),
         );
-        for i in 0..4 {
-            // SAFETY: `x` is STEP = 4 × 64 bytes; an unaligned 64-byte load in bounds.
+        for i in 0..VECS {
+            // SAFETY: `x` is STEP = VECS × 64 bytes; an unaligned 64-byte load in bounds.
             let xi = unsafe { _mm512_loadu_si512(x.as_ptr().add(64 * i).cast()) };
             let xk = _mm512_xor_si512(xi, _mm512_shuffle_epi32(xi, _MM_PERM_BADC));
             lo = _mm512_xor_si512(lo, _mm512_clmulepi64_epi128(xi, p[i], 0x00));
@@ -152,13 +154,13 @@ mod imp {
     #[target_feature(enable = "avx512f,vpclmulqdq,pclmulqdq")]
     fn hash_wide(pow: &[[u8; 16]; BLOCKS], data: &[u8], last: [u8; 16]) -> [u8; 16] {
         let load = |k: usize| {
-            // SAFETY: `pow` is BLOCKS × 16 = 256 contiguous bytes; 64 from 64·k, k < 4.
+            // SAFETY: `pow` is BLOCKS × 16 = VECS × 64 contiguous bytes; 64 from 64·k, k < VECS.
             unsafe { _mm512_loadu_si512(pow.as_ptr().cast::<u8>().add(64 * k).cast()) }
         };
-        let p = [load(0), load(1), load(2), load(3)];
+        let p: [__m512i; VECS] = core::array::from_fn(load);
         let pk = p.map(|v| _mm512_xor_si512(v, _mm512_shuffle_epi32(v, _MM_PERM_BADC)));
         let power = |k: usize| {
-            // H^k, 1 <= k <= 16. SAFETY: `pow[BLOCKS - k]` is 16 bytes; unaligned load.
+            // H^k, 1 <= k <= 32. SAFETY: `pow[BLOCKS - k]` is 16 bytes; unaligned load.
             unsafe { _mm_loadu_si128(pow[BLOCKS - k].as_ptr().cast()) }
         };
         let mut s = _mm_setzero_si128();
@@ -170,7 +172,7 @@ mod imp {
             s = step(c, &p, &pk, s, power(BLOCKS));
         }
         // The tail: the rest in whole blocks (the last zero-padded), then `last`; at
-        // most 17 blocks. The first goes alone when there are 17; the others end a
+        // most 33 blocks. The first goes alone when there are 33; the others end a
         // zeroed step (zero blocks add nothing), and `s` takes H^k for k of them.
         let rest = steps.remainder();
         let mut blocks = rest.len().div_ceil(16) + 1;

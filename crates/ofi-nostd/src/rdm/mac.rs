@@ -74,7 +74,7 @@ pub(super) fn answer_key(auth: &[u8], nonce: u64) -> KeyBytes {
 #[derive(Clone)]
 pub(super) struct Key {
     hash: Polyval,
-    /// The same hash sixteen blocks per step, where the CPU has AVX-512 VPCLMULQDQ.
+    /// The same hash thirty-two blocks per step, where the CPU has AVX-512 VPCLMULQDQ.
     wide: WideKey,
     aes: Aes128Enc,
 }
