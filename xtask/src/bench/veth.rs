@@ -97,13 +97,8 @@ impl Section for Veth {
     }
 
     fn run(&self, ctx: &Ctx<'_>) -> Result<Outcome> {
-        if !cmd::is_root() {
-            return Ok(skipped("needs root (it creates network namespaces)"));
-        }
-        for (tool, package) in [("ip", "iproute2"), ("taskset", "util-linux")] {
-            if !cmd::on_path(tool) {
-                return Ok(skipped(&format!("needs `{tool}` (Debian: {package})")));
-            }
+        if let Some(why) = unavailable() {
+            return Ok(skipped(&why));
         }
         cmd::run(&mut ctx.ws.cargo([
             "build",
@@ -134,36 +129,63 @@ impl Section for Veth {
             have_fi,
             iperf3: cmd::on_path("iperf3"),
         };
-        sweep();
-        // A second section in the same run would find the handler set: that is fine.
-        let _ = ctrlc::set_handler(|| {
-            eprintln!("bench veth: interrupted: removing the network namespaces");
-            let mut armed = ARMED.lock().unwrap_or_else(PoisonError::into_inner);
-            if let Some(t) = armed.take() {
-                t.teardown();
-            }
-            std::process::exit(130);
-        });
-        let _guard = Guard;
         let sizes: &[usize] = if ctx.quick { &QUICK_SIZES } else { &SIZES };
         let mut all = Vec::new();
         for mtu in MTUS {
-            let topo = Topology::new(std::process::id());
-            println!(
-                "  MTU {mtu}: namespaces {} and {}",
-                topo.netns[0], topo.netns[1]
-            );
-            {
-                let mut armed = ARMED.lock().unwrap_or_else(PoisonError::into_inner);
-                *armed = Some(topo.clone());
-                topo.setup(mtu)
-            }?;
-            let r = measure(&bins, &topo, mtu, sizes, ctx.quick);
-            disarm()?;
-            all.push(r);
+            all.push(on_pair(mtu, |place| {
+                measure(&bins, place, mtu, sizes, ctx.quick)
+            })?);
         }
         Ok(render(&all, sizes, &bins, ctx.quick))
     }
+}
+
+/// Whether this host can build a veth pair between namespaces (root, `ip`, `taskset`);
+/// why not otherwise.
+pub(super) fn unavailable() -> Option<String> {
+    if !cmd::is_root() {
+        return Some("needs root (it creates network namespaces)".into());
+    }
+    for (tool, package) in [("ip", "iproute2"), ("taskset", "util-linux")] {
+        if !cmd::on_path(tool) {
+            return Some(format!("needs `{tool}` (Debian: {package})"));
+        }
+    }
+    None
+}
+
+/// Runs `f` with a veth pair at `mtu` between two new namespaces, server side at
+/// `{NET}.1`: removed afterwards, on an error, a panic (drop guard) and Ctrl-C
+/// (handler). What every section that measures a real MTU uses.
+pub(super) fn on_pair<T>(mtu: u32, f: impl FnOnce(&Place) -> T) -> Result<T> {
+    sweep();
+    // A second section in the same run would find the handler set: that is fine.
+    let _ = ctrlc::set_handler(|| {
+        eprintln!("bench veth: interrupted: removing the network namespaces");
+        let mut armed = ARMED.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(t) = armed.take() {
+            t.teardown();
+        }
+        std::process::exit(130);
+    });
+    let _guard = Guard;
+    let topo = Topology::new(std::process::id());
+    println!(
+        "  MTU {mtu}: namespaces {} and {}",
+        topo.netns[0], topo.netns[1]
+    );
+    {
+        let mut armed = ARMED.lock().unwrap_or_else(PoisonError::into_inner);
+        *armed = Some(topo.clone());
+        topo.setup(mtu)
+    }?;
+    let place = Place {
+        netns: Some(topo.netns.clone()),
+        server: format!("{NET}.1"),
+    };
+    let r = f(&place);
+    disarm()?;
+    Ok(r)
 }
 
 /// The programs measured.
@@ -201,13 +223,11 @@ impl Bins {
     }
 }
 
-/// Every row at one MTU, on `topo`.
-fn measure(bins: &Bins, topo: &Topology, mtu: u32, sizes: &[usize], quick: bool) -> Results {
-    let place = Place {
-        netns: Some(topo.netns.clone()),
-        server: format!("{NET}.1"),
-    };
+/// Every row at one MTU, at `place` (a veth pair).
+fn measure(bins: &Bins, place: &Place, mtu: u32, sizes: &[usize], quick: bool) -> Results {
     let tools = bins.tools(mtu);
+    let no_ns = [String::new(), String::new()];
+    let netns = place.netns.as_ref().unwrap_or(&no_ns);
     let mut r = Results {
         mtu,
         pingpong: vec![Vec::new(); tools.len()],
@@ -216,7 +236,7 @@ fn measure(bins: &Bins, topo: &Topology, mtu: u32, sizes: &[usize], quick: bool)
     };
     for &size in sizes {
         for (t, tool) in tools.iter().enumerate() {
-            let m = pingpong::measure_at(tool, size, pingpong::iterations(size, quick), &place);
+            let m = pingpong::measure_at(tool, size, pingpong::iterations(size, quick), place);
             println!(
                 "  MTU {mtu} {:<30} {size:>8} B: {}",
                 tool.label,
@@ -239,8 +259,8 @@ fn measure(bins: &Bins, topo: &Topology, mtu: u32, sizes: &[usize], quick: bool)
     for (i, label) in STREAMS.iter().enumerate() {
         let got = match i {
             0 if !bins.iperf3 => Err("iperf3 is not installed (Debian: iperf3)".into()),
-            0 => iperf3(topo, secs),
-            _ => udp_stream(&bins.stream, topo, secs, i == 1),
+            0 => iperf3(netns, secs),
+            _ => udp_stream(&bins.stream, netns, secs, i == 1),
         };
         println!(
             "  MTU {mtu} {label:<44}: {}",
@@ -315,10 +335,10 @@ fn pair(mut server: Command, mut client: Command) -> Result<(String, String)> {
 }
 
 /// A TCP stream from the client's namespace to the server's: the receiver's MB/s.
-fn iperf3(topo: &Topology, secs: u32) -> Result<f64> {
+fn iperf3(netns: &[String; 2], secs: u32) -> Result<f64> {
     let port = "5301";
     let server = in_ns(
-        &topo.netns[0],
+        &netns[0],
         CPUS.0,
         Path::new("iperf3"),
         &["-s", "-1", "-p", port],
@@ -326,7 +346,7 @@ fn iperf3(topo: &Topology, secs: u32) -> Result<f64> {
     let t = secs.to_string();
     let dst = format!("{NET}.1");
     let client = in_ns(
-        &topo.netns[1],
+        &netns[1],
         CPUS.1,
         Path::new("iperf3"),
         &["-c", &dst, "-p", port, "-t", &t, "-J"],
@@ -341,9 +361,9 @@ fn iperf3(topo: &Topology, secs: u32) -> Result<f64> {
 }
 
 /// A raw UDP stream through `UdpLink`, with or without GSO: the receiver's MB/s.
-fn udp_stream(bin: &Path, topo: &Topology, secs: u32, gso: bool) -> Result<f64> {
+fn udp_stream(bin: &Path, netns: &[String; 2], secs: u32, gso: bool) -> Result<f64> {
     let port = "5302";
-    let server = in_ns(&topo.netns[0], CPUS.0, bin, &["-B", port]);
+    let server = in_ns(&netns[0], CPUS.0, bin, &["-B", port]);
     let t = secs.to_string();
     let dst = format!("{NET}.1");
     let mut args = vec!["-t", &t, "-P", port];
@@ -351,7 +371,7 @@ fn udp_stream(bin: &Path, topo: &Topology, secs: u32, gso: bool) -> Result<f64> 
         args.push("--no-gso");
     }
     args.push(&dst);
-    let client = in_ns(&topo.netns[1], CPUS.1, bin, &args);
+    let client = in_ns(&netns[1], CPUS.1, bin, &args);
     let (received, _) = pair(server, client)?;
     parse_stream(&received).ok_or_else(|| format!("udp_stream printed no result: {received}"))
 }
