@@ -79,6 +79,9 @@ fn plane_kind(
     port: u16,
     peer: Option<Ipv4Addr>,
 ) -> Result<(PlaneKind, Option<String>), Failure> {
+    if args.dpdk_mtu.is_some() && args.dataplane != Dataplane::Dpdk {
+        return Err(Failure::new("--dpdk-mtu needs --dataplane dpdk"));
+    }
     match args.dataplane {
         Dataplane::Udp => {
             let mut cfg = UdpConfig::new(SocketAddrV4::new(local_ip, port));
@@ -137,6 +140,7 @@ fn dpdk(args: &Args, eth: Ethernet) -> Result<PlaneKind, Failure> {
         eal,
         vdev: args.dpdk_vdev.clone(),
         name: args.dpdk_port.clone(),
+        mtu: args.dpdk_mtu,
         link_up: args.is_client().then_some(args.timeout),
         ready_fd: false,
     };
