@@ -62,7 +62,9 @@ struct Plan {
     latency_iters: usize,
     rate_rows: usize,
     rate_iters: usize,
-    /// Raw stream runs per MTU, and the seconds of each.
+    /// Raw stream runs per MTU, and the seconds of each (a pair of processes runs at
+    /// one of two speeds on shared hosts, up to 4x apart: several short runs show
+    /// both).
     stream_runs: usize,
     stream_secs: f64,
     /// ofi-pingpong `--mode bandwidth` rows per size and MTU, and the messages of a
@@ -94,8 +96,8 @@ impl Plan {
                 latency_iters: 5_000,
                 rate_rows: 5,
                 rate_iters: 200_000,
-                stream_runs: 3,
-                stream_secs: 2.0,
+                stream_runs: 5,
+                stream_secs: 1.0,
                 bulk_rows: 3,
                 bulk_iters: [10_000, 1_000],
             }
@@ -138,6 +140,22 @@ impl Bulk {
     fn raw_mb(&self) -> Option<f64> {
         let runs = self.raw.as_ref().ok()?;
         (!runs.is_empty()).then(|| median(&runs.iter().map(|r| r.mb_per_sec).collect::<Vec<_>>()))
+    }
+
+    /// The raw stream's median MB/s, with the range of its runs when there are several;
+    /// or why there is none.
+    fn raw_text(&self) -> String {
+        match (&self.raw, self.raw_mb()) {
+            (Ok(runs), Some(mb)) if runs.len() > 1 => {
+                let v = runs.iter().map(|r| r.mb_per_sec);
+                let lo = v.clone().fold(f64::INFINITY, f64::min);
+                let hi = v.fold(0.0, f64::max);
+                format!("{mb:.0} MB/s (runs {lo:.0} to {hi:.0})")
+            }
+            (Ok(_), Some(mb)) => format!("{mb:.0} MB/s"),
+            (Err(e), _) => format!("FAILED: {}", one_line(e)),
+            _ => "no runs".into(),
+        }
     }
 }
 
@@ -775,11 +793,7 @@ fn render(r: &Results) -> Outcome {
             md,
             "| raw memif stream, MTU {} ({frame} B frames, one way, median of runs) | {} | | |",
             b.mtu,
-            match (&b.raw, raw) {
-                (Ok(_), Some(mb)) => format!("{mb:.0} MB/s"),
-                (Err(e), _) => format!("FAILED: {}", one_line(e)),
-                _ => "no runs".into(),
-            }
+            b.raw_text()
         );
         for ((_, label, _), row) in BULK_SIZES.iter().zip(&b.ofi) {
             let _ = writeln!(
@@ -877,15 +891,7 @@ fn render(r: &Results) -> Outcome {
     }
     for b in &r.bulk {
         let raw = b.raw_mb();
-        let mut line = format!(
-            "  MTU {}: raw stream {}",
-            b.mtu,
-            match (&b.raw, raw) {
-                (Ok(_), Some(mb)) => format!("{mb:.0}"),
-                (Err(e), _) => format!("FAILED ({})", one_line(e)),
-                _ => "no runs".into(),
-            }
-        );
+        let mut line = format!("  MTU {}: raw stream {}", b.mtu, b.raw_text());
         for ((_, label, _), row) in BULK_SIZES.iter().zip(&b.ofi) {
             line.push_str(&format!("; ofi-pingpong {label} {}", bulk_cell(row, raw)));
         }
@@ -914,7 +920,10 @@ the adapter flushes once after every pass (`crates/hosted/src/runtime/plane.rs`,
 packets leave in bursts. MTU 9000: memif's driver has no MTU to set, so it is the \
 stack's and the links' (`ofi-pingpong --dpdk-mtu`, `memif_echo --mtu`), with mbufs and \
 memif buffers (`bsize=9216`) that hold a 9014-byte frame whole (`PortConfig::with_mtu`). \
-Only the measured build of ofi-pingpong runs these rows.\n";
+Only the measured build of ofi-pingpong runs these rows. A pair of processes streams at \
+one of two speeds on a shared host, up to 4x apart from one pair to the next (as the raw \
+echo's two speeds), so the raw stream runs several times and shows its range; the ratio is \
+to its median run.\n";
 
 /// A bulk row's cell: the median row's MB/s and its ratio to the raw stream's.
 fn bulk_cell(row: &Row<Vec<f64>>, raw: Option<f64>) -> String {
@@ -1026,7 +1035,7 @@ mod tests {
         let out = render(&r);
         let md = &out.markdown;
         assert!(
-            md.contains("| raw memif stream, MTU 1500 (1514 B frames, one way, median of runs) | 4000 MB/s | | |"),
+            md.contains("| raw memif stream, MTU 1500 (1514 B frames, one way, median of runs) | 4000 MB/s (runs 3000 to 5000) | | |"),
             "{md}"
         );
         assert!(
@@ -1059,10 +1068,10 @@ mod tests {
         assert_eq!(out.summary.len(), 6, "{:?}", out.summary);
         assert_eq!(
             out.summary[4],
-            "  MTU 1500: raw stream 4000; ofi-pingpong 64 KiB 2000 MB/s (0.50x raw); \
-             ofi-pingpong 1 MiB FAILED: x"
+            "  MTU 1500: raw stream 4000 MB/s (runs 3000 to 5000); ofi-pingpong 64 KiB 2000 MB/s \
+             (0.50x raw); ofi-pingpong 1 MiB FAILED: x"
         );
-        assert!(out.summary[5].starts_with("  MTU 9000: raw stream FAILED (no / socket)"));
+        assert!(out.summary[5].starts_with("  MTU 9000: raw stream FAILED: no / socket;"));
         assert!(!md.contains("MISSED"));
     }
 
