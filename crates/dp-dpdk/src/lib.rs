@@ -77,6 +77,7 @@ pub use link::{DpdkLink, MAX_BURST, Stats};
 pub use mbuf::{DEFAULT_DATA_ROOM, HEADROOM, Mbuf, Mempool, PoolLayout};
 #[cfg(feature = "dpdk")]
 pub use port::{
-    DEFAULT_MBUFS, DEFAULT_RING, DONE_MAGIC, ETHERTYPE_DONE, LinkStatus, MEMIF_DOWN_TIMEOUT,
-    MEMIF_PEER_GRACE, MEMIF_SERVER_GRACE, MEMIF_SETTLE, Port, PortConfig, PortStats, port_name,
+    DEFAULT_MBUFS, DEFAULT_RING, DONE_MAGIC, ETHERTYPE_DONE, LinkStatus, MEMIF_DEFAULT_BSIZE,
+    MEMIF_DOWN_TIMEOUT, MEMIF_PEER_GRACE, MEMIF_SERVER_GRACE, MEMIF_SETTLE, Port, PortConfig,
+    PortStats, data_room_for_mtu, port_name,
 };

@@ -10,7 +10,8 @@
 //!   when the link is dropped; a token dropped without `consume` leaves its mbuf for the
 //!   next `receive`. Multi-segment frames (larger than one mbuf) are freed and counted
 //!   ([`Stats::rx_dropped`]): the ports are configured without scatter, so they only
-//!   come from a peer with a larger MTU.
+//!   come from a peer with a larger MTU (or, on `net_memif`, frames larger than its
+//!   `bsize` buffers: see [`PortConfig::mtu`](crate::PortConfig::mtu)).
 //! * **Transmit** (zero copy): [`Link::transmit`] lends a fresh mbuf's data room
 //!   (`rte_pktmbuf_append` of up to [`Capabilities::mtu`] bytes), the stack writes the
 //!   whole frame there, the token trims it to the length the stack reports and queues

@@ -66,7 +66,17 @@ pub struct PortConfig {
     /// Data room of each mbuf, headroom included; frames up to `data_room - 128` bytes
     /// fit in one segment, which is what the links use.
     pub data_room: u16,
-    /// MTU to set (`None`: keep the device's).
+    /// MTU to set (`None`: keep the device's); frames are up to 14 bytes longer, and
+    /// the data room must hold them (the port refuses to open otherwise; see
+    /// [`PortConfig::with_mtu`]).
+    ///
+    /// `net_memif` has no MTU of its own: DPDK 22.11's driver reports a fixed 1500
+    /// (no `mtu_set`, `max_rx_pktlen` 1518, so ethdev refuses any larger MTU) while it
+    /// carries frames of any length, copied into `bsize`-byte shared buffers (2048 by
+    /// default) chained per frame. There the MTU is not given to the device: it is the
+    /// MTU the links size their frames by ([`Port::mtu`]). A frame larger than `bsize`
+    /// arrives as several mbufs, which the links drop: give `bsize=` too
+    /// ([`PortConfig::with_mtu`] does).
     pub mtu: Option<u16>,
     /// Receive every frame, not only those to the port's MAC (ignored where the device
     /// cannot).
@@ -88,6 +98,21 @@ impl PortConfig {
             mtu: None,
             promiscuous: true,
         }
+    }
+
+    /// Frames of an `mtu`-byte IP packet: sets [`mtu`](Self::mtu), a data room that
+    /// holds such a frame in one mbuf ([`data_room_for_mtu`]), and, on a hot-plugged
+    /// `net_memif` device whose arguments give no `bsize=` and whose frames outgrow the
+    /// driver's default 2048-byte buffers, `bsize=` of that room (less the headroom):
+    /// one shared buffer per frame, one mbuf per buffer. Both ends of a memif
+    /// connection need the same.
+    pub fn with_mtu(mut self, mtu: u16) -> Self {
+        self.mtu = Some(mtu);
+        self.data_room = data_room_for_mtu(mtu);
+        if let Some(args) = &self.devargs {
+            self.devargs = Some(memif_args_for_room(args, self.data_room));
+        }
+        self
     }
 
     /// A virtual device hot-plugged when the port opens: `name` like `net_memif7`
@@ -250,6 +275,19 @@ impl Port {
                 return Err(e);
             }
         };
+        if let Some(mtu) = cfg.mtu {
+            let frame = usize::from(mtu) + wire::frame::ETH_HEADER_LEN;
+            let room = usize::from(cfg.data_room.saturating_sub(crate::mbuf::HEADROOM));
+            if frame > room {
+                close();
+                return Err(Error::InvalidArgument(format!(
+                    "MTU {mtu} needs frames of {frame} bytes; mbufs of data room {} hold \
+                     {room} (see PortConfig::with_mtu)",
+                    cfg.data_room
+                )));
+            }
+        }
+        let memif = driver.contains("memif");
         let n = POOL_COUNTER.fetch_add(1, Ordering::Relaxed);
         let mempool = Eal::get()
             .ok_or_else(|| Error::InvalidArgument("EAL not initialised".into()))
@@ -277,7 +315,7 @@ impl Port {
                 return Err(e);
             }
         };
-        match Self::start(id, cfg, queues, socket, &mempool) {
+        match Self::start(id, cfg, queues, socket, &mempool, memif) {
             Ok((mac, mtu)) => Ok(PortShared {
                 id,
                 name: cfg.name.clone(),
@@ -334,17 +372,19 @@ impl Port {
         Ok((queues, driver, socket))
     }
 
-    /// Configure the queues, start, read MAC and MTU.
+    /// Configure the queues, start, read MAC and MTU (`memif`: the configured MTU is
+    /// the links', not the device's; see [`PortConfig::mtu`]).
     fn start(
         id: u16,
         cfg: &PortConfig,
         queues: u16,
         socket: i32,
         mempool: &Mempool,
+        memif: bool,
     ) -> Result<([u8; 6], u16), Error> {
         let socket_u = u32::try_from(socket).unwrap_or(u32::MAX); // SOCKET_ID_ANY
         let mut conf = sys::rte_eth_conf::default();
-        if let Some(mtu) = cfg.mtu {
+        if let Some(mtu) = cfg.mtu.filter(|_| !memif) {
             conf.rxmode.mtu = u32::from(mtu);
         }
         // SAFETY: valid port id; conf is a fully initialised (zeroed) rte_eth_conf.
@@ -390,6 +430,9 @@ impl Port {
         let mut mtu = 1500u16;
         // SAFETY: valid port and out pointer; on failure mtu keeps the Ethernet default.
         let _ = unsafe { sys::rte_eth_dev_get_mtu(id, &mut mtu) };
+        if memif && let Some(m) = cfg.mtu {
+            mtu = m;
+        }
         Ok((mac.addr_bytes, mtu))
     }
 
@@ -649,6 +692,36 @@ fn memif_client_role(devargs: &str) -> bool {
         .any(|kv| kv.trim().eq_ignore_ascii_case("role=client"))
 }
 
+/// The memif driver's default `bsize` (`ETH_MEMIF_DEFAULT_PKT_BUFFER_SIZE`).
+pub const MEMIF_DEFAULT_BSIZE: u16 = 2048;
+
+/// The data room (headroom included) of mbufs that hold the frame of an `mtu`-byte IP
+/// packet in one segment: [`DEFAULT_DATA_ROOM`] up to an MTU of 1500 or so, else the
+/// frame rounded up to KiB plus the headroom (MTU 9000: 9216 + 128).
+pub fn data_room_for_mtu(mtu: u16) -> u16 {
+    let frame = u32::from(mtu) + wire::frame::ETH_HEADER_LEN as u32;
+    let room = frame.div_ceil(1024) * 1024 + u32::from(crate::mbuf::HEADROOM);
+    u16::try_from(room)
+        .unwrap_or(u16::MAX)
+        .max(DEFAULT_DATA_ROOM)
+}
+
+/// `devargs` of a `net_memif` device with `bsize=` of mbufs of `data_room` appended
+/// when they give none and that room outgrows the driver's default buffers; any
+/// other device's, or ones that give `bsize=`, unchanged.
+fn memif_args_for_room(devargs: &str, data_room: u16) -> String {
+    let bsize = data_room.saturating_sub(crate::mbuf::HEADROOM);
+    let memif = devargs.starts_with("net_memif");
+    let given = devargs
+        .split(',')
+        .any(|kv| kv.trim().to_ascii_lowercase().starts_with("bsize="));
+    if memif && !given && bsize > MEMIF_DEFAULT_BSIZE {
+        format!("{devargs},bsize={bsize}")
+    } else {
+        devargs.to_owned()
+    }
+}
+
 /// The name DPDK gives port `id`, if it exists.
 pub fn port_name(id: u16) -> Option<String> {
     let mut buf = [0 as c_char; 64]; // RTE_ETH_NAME_MAX_LEN
@@ -667,7 +740,38 @@ pub fn port_name(id: u16) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
-    use super::{DONE_MAGIC, done_frame, is_done_frame, memif_client_role};
+    use super::{
+        DEFAULT_DATA_ROOM, DONE_MAGIC, PortConfig, data_room_for_mtu, done_frame, is_done_frame,
+        memif_args_for_room, memif_client_role,
+    };
+
+    #[test]
+    fn a_jumbo_mtu_gets_mbufs_and_memif_buffers_that_hold_a_frame() {
+        assert_eq!(data_room_for_mtu(1500), DEFAULT_DATA_ROOM);
+        assert_eq!(data_room_for_mtu(576), DEFAULT_DATA_ROOM);
+        assert_eq!(data_room_for_mtu(9000), 9216 + 128);
+        assert_eq!(data_room_for_mtu(u16::MAX), u16::MAX);
+        let c = PortConfig::vdev("net_memif0", "role=server,socket=/tmp/m.sock").with_mtu(9000);
+        assert_eq!(c.mtu, Some(9000));
+        assert_eq!(c.data_room, 9344);
+        assert_eq!(
+            c.devargs.as_deref(),
+            Some("net_memif0,role=server,socket=/tmp/m.sock,bsize=9216")
+        );
+        // MTU 1500 keeps the driver's default buffers; a given bsize is kept; other
+        // devices get no bsize.
+        let c = PortConfig::vdev("net_memif0", "role=client").with_mtu(1500);
+        assert_eq!(c.devargs.as_deref(), Some("net_memif0,role=client"));
+        assert_eq!(
+            memif_args_for_room("net_memif1,BSIZE=16384", 9344),
+            "net_memif1,BSIZE=16384"
+        );
+        assert_eq!(
+            memif_args_for_room("net_af_packet0,iface=v0", 9344),
+            "net_af_packet0,iface=v0"
+        );
+        assert_eq!(PortConfig::new("0000:3b:00.0").with_mtu(9000).devargs, None);
+    }
 
     #[test]
     fn a_last_frame_is_told_apart_from_any_other() {

@@ -48,8 +48,14 @@ fn with_free_lcore(args: &str) -> Vec<String> {
 /// Opens one queue pair of a port: the virtual device `vdev` hot-plugged from its
 /// device arguments (`net_memif0,role=server,socket=/tmp/m.sock`: the name, then its
 /// comma-separated arguments), else the device EAL knows as `name` (a `--vdev` option
-/// or a PCI address), else port 0.
-pub fn open_port(eal: &'static Eal, vdev: Option<&str>, name: Option<&str>) -> Result<Port, Error> {
+/// or a PCI address), else port 0; with `mtu`, at that MTU and with mbufs (and memif
+/// buffers) that hold its frames ([`PortConfig::with_mtu`]).
+pub fn open_port(
+    eal: &'static Eal,
+    vdev: Option<&str>,
+    name: Option<&str>,
+    mtu: Option<u16>,
+) -> Result<Port, Error> {
     let mut cfg = match (vdev, name) {
         (Some(devargs), _) => {
             let (name, args) = devargs.split_once(',').unwrap_or((devargs, ""));
@@ -60,6 +66,9 @@ pub fn open_port(eal: &'static Eal, vdev: Option<&str>, name: Option<&str>) -> R
             Error::InvalidArgument("no DPDK port (give --vdev in the EAL arguments)".into())
         })?),
     };
+    if let Some(mtu) = mtu {
+        cfg = cfg.with_mtu(mtu);
+    }
     cfg.queues = Some(1);
     Port::open(eal, &cfg)
 }

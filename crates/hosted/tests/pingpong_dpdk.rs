@@ -366,6 +366,50 @@ fn memif_rdm_with_loss_and_a_capture() {
     assert!(records > 100, "{records} frames captured");
 }
 
+/// `--dpdk-mtu 9000` over net_memif (whose driver has no MTU: the stack's, with mbufs
+/// and memif buffers that hold a 9014-byte frame): every message delivered and checked,
+/// and the client's capture holds frames of exactly 9014 bytes, none larger.
+#[test]
+fn memif_rdm_at_mtu_9000() {
+    let _g = serial();
+    let dir = TempDir::new("pp-memif-jumbo");
+    let cap = dir.0.join("client.pcap");
+    let run = args(&[
+        "-e",
+        "rdm",
+        "--dpdk-mtu",
+        "9000",
+        "-S",
+        "1,8k,64k,1m",
+        "-c",
+        "-I",
+        "8",
+        "-W",
+        "1",
+        "--timeout",
+        "60",
+    ]);
+    let mut client = run.clone();
+    client.extend(["--pcap".into(), cap.to_str().unwrap().into()]);
+    let (s, c) = memif_pair(&dir, "msg", 5, run, client);
+    assert!(c.status.success(), "client failed: {c:#?}\nserver: {s:#?}");
+    assert!(s.status.success(), "server failed: {s:#?}\nclient: {c:#?}");
+    let rows = rows(&c.stdout);
+    let sizes: Vec<&str> = rows.iter().map(|r| r[0]).collect();
+    assert_eq!(sizes, ["1", "8k", "64k", "1m"], "{}", c.stdout);
+    for r in &rows {
+        assert_eq!((r[1], r[2]), ("8", "=8"), "row {r:?} of:\n{}", c.stdout);
+    }
+    let bytes = std::fs::read(&cap).expect("the capture");
+    let u32_at = |i: usize| u32::from_le_bytes(bytes[i..i + 4].try_into().unwrap());
+    let (mut at, mut largest) = (24, 0);
+    while at + 16 <= bytes.len() {
+        largest = largest.max(u32_at(at + 8));
+        at += 16 + u32_at(at + 8) as usize;
+    }
+    assert_eq!(largest, 9014, "the largest frame sent");
+}
+
 /// A veth pair: `a` in the root namespace (for the DPDK driver), `b` in namespace
 /// `ns` at `kernel_ip`/24 with transmit checksum offload off. Returns the guard that
 /// removes it all, armed before anything exists.

@@ -3,6 +3,14 @@
 //! (`crates/dp-dpdk/examples/memif_echo.rs`) in the same run, on the same two pinned
 //! cores (EAL `-l`).
 //!
+//! Bulk transfers the same way, at MTU 1500 and 9000: `ofi-pingpong --mode bandwidth`
+//! of 64 KiB and 1 MiB messages (`--dpdk-mtu`), next to a raw memif stream of whole
+//! frames (`memif_echo --stream`: 1514 or 9014 bytes, sent one way in bursts of 32 as
+//! fast as the driver takes them, counted by the receiver). memif's driver has no MTU
+//! to set, so MTU 9000 is the stack's and the links' alone, with mbufs and memif
+//! buffers (`bsize=`) that hold a 9014-byte frame in one piece (`PortConfig::with_mtu`).
+//! Bulk rows have no target: they report MB/s and the ratio to the raw stream.
+//!
 //! Targets (a benchmark, not a test): the 64 B ping-pong latency of ofi-pingpong at most
 //! 1.5x the raw echo's, and a 64 B message rate (`--mode rate`) of at least 5 million
 //! messages per second on one core.
@@ -35,6 +43,11 @@ const LATENCY_RATIO: f64 = 1.5;
 const RATE_MMSGS: f64 = 5.0;
 /// The longest one process pair may run.
 const PAIR_LIMIT: Duration = Duration::from_secs(180);
+/// The MTUs of the bulk rows.
+const MTUS: [u16; 2] = [1500, 9000];
+/// The bulk message sizes: `-S` argument, label, bytes.
+const BULK_SIZES: [(&str, &str, usize); 2] =
+    [("64k", "64 KiB", 64 << 10), ("1m", "1 MiB", 1 << 20)];
 
 /// How much to measure.
 struct Plan {
@@ -49,6 +62,15 @@ struct Plan {
     latency_iters: usize,
     rate_rows: usize,
     rate_iters: usize,
+    /// Raw stream runs per MTU, and the seconds of each (a pair of processes runs at
+    /// one of two speeds on shared hosts, up to 4x apart: several short runs show
+    /// both).
+    stream_runs: usize,
+    stream_secs: f64,
+    /// ofi-pingpong `--mode bandwidth` rows per size and MTU, and the messages of a
+    /// row per [`BULK_SIZES`] entry.
+    bulk_rows: usize,
+    bulk_iters: [usize; 2],
 }
 
 impl Plan {
@@ -61,6 +83,10 @@ impl Plan {
                 latency_iters: 5_000,
                 rate_rows: 3,
                 rate_iters: 50_000,
+                stream_runs: 1,
+                stream_secs: 0.5,
+                bulk_rows: 2,
+                bulk_iters: [2_000, 200],
             }
         } else {
             Plan {
@@ -70,6 +96,10 @@ impl Plan {
                 latency_iters: 5_000,
                 rate_rows: 5,
                 rate_iters: 200_000,
+                stream_runs: 5,
+                stream_secs: 1.0,
+                bulk_rows: 3,
+                bulk_iters: [10_000, 1_000],
             }
         }
     }
@@ -88,6 +118,57 @@ struct Results {
     cpus: (usize, usize),
     /// The plain release build measured beside a profile-guided one.
     plain: Option<Plain>,
+    /// The bulk rows, per [`MTUS`] entry.
+    bulk: Vec<Bulk>,
+}
+
+/// What a row measured, or why it could not.
+type Row<T> = std::result::Result<T, String>;
+
+/// The bulk rows of one MTU.
+#[derive(Debug, Clone, PartialEq)]
+struct Bulk {
+    mtu: u16,
+    /// The raw stream's runs.
+    raw: Row<Vec<Stream>>,
+    /// ofi-pingpong `--mode bandwidth` MB/s per row, per [`BULK_SIZES`] entry.
+    ofi: Vec<Row<Vec<f64>>>,
+}
+
+impl Bulk {
+    /// The raw stream's MB/s (median run).
+    fn raw_mb(&self) -> Option<f64> {
+        let runs = self.raw.as_ref().ok()?;
+        (!runs.is_empty()).then(|| median(&runs.iter().map(|r| r.mb_per_sec).collect::<Vec<_>>()))
+    }
+
+    /// The raw stream's median MB/s, with the range of its runs when there are several;
+    /// or why there is none.
+    fn raw_text(&self) -> String {
+        match (&self.raw, self.raw_mb()) {
+            (Ok(runs), Some(mb)) if runs.len() > 1 => {
+                let v = runs.iter().map(|r| r.mb_per_sec);
+                let lo = v.clone().fold(f64::INFINITY, f64::min);
+                let hi = v.fold(0.0, f64::max);
+                format!("{mb:.0} MB/s (runs {lo:.0} to {hi:.0})")
+            }
+            (Ok(_), Some(mb)) => format!("{mb:.0} MB/s"),
+            (Err(e), _) => format!("FAILED: {}", one_line(e)),
+            _ => "no runs".into(),
+        }
+    }
+}
+
+/// One run of the raw stream (`memif_echo --stream`): what the receiver counted, what
+/// the sender sent and dropped.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Stream {
+    size: usize,
+    frames: u64,
+    secs: f64,
+    mb_per_sec: f64,
+    sent: u64,
+    tx_dropped: u64,
 }
 
 /// The plain release build's message rates, each taken right after the measured
@@ -137,7 +218,7 @@ impl Round {
 
 impl Section for DpdkMemif {
     fn title(&self) -> &'static str {
-        "DPDK: ofi-pingpong over memif against a raw memif echo"
+        "DPDK: ofi-pingpong over memif against a raw memif echo and stream"
     }
 
     fn key(&self) -> &'static str {
@@ -282,6 +363,37 @@ fn measure(bins: &Bins, dir: &Path, plan: &Plan) -> Result<Results> {
         parse_raw(&out).ok_or_else(|| format!("no result line from memif_echo:\n{out}"))
     };
 
+    // The raw stream, one run at `mtu`.
+    let raw_stream = |tag: &str, mtu: u16| -> Result<Stream> {
+        let sock = sock_dir.join(format!("{tag}.sock"));
+        let s = sock.to_string_lossy().into_owned();
+        let mtu = mtu.to_string();
+        let mut server = Command::new(&bins.echo);
+        server.args([
+            "server",
+            "--socket",
+            &s,
+            "--mtu",
+            &mtu,
+            "--eal",
+            &eal(&format!("{tag}-s"), cs),
+        ]);
+        let mut client = Command::new(&bins.echo);
+        client.args([
+            "client",
+            "--socket",
+            &s,
+            "--mtu",
+            &mtu,
+            "--eal",
+            &eal(&format!("{tag}-c"), cc),
+            "--stream",
+            &plan.stream_secs.to_string(),
+        ]);
+        let out = pair(server, client, &sock, dir, tag)?;
+        parse_stream(&out).ok_or_else(|| format!("no result line from memif_echo --stream:\n{out}"))
+    };
+
     // ofi-pingpong: latency, then message rate.
     let pingpong_with = |bin: &Path, tag: &str, extra: &[String]| -> Result<String> {
         let sock = sock_dir.join(format!("{tag}.sock"));
@@ -403,12 +515,54 @@ fn measure(bins: &Bins, dir: &Path, plan: &Plan) -> Result<Results> {
         }),
         _ => None,
     };
+    // Bulk: at each MTU the raw stream, then ofi-pingpong's bandwidth rows. A row that
+    // fails is reported as such; the others still run.
+    let mut bulk = Vec::with_capacity(MTUS.len());
+    for mtu in MTUS {
+        println!(
+            "==> bench: MTU {mtu}: raw memif stream of {}-byte frames, {} run(s) of {} s",
+            u32::from(mtu) + 14,
+            plan.stream_runs,
+            plan.stream_secs
+        );
+        let raw = (0..plan.stream_runs)
+            .map(|i| raw_stream(&format!("stream{mtu}-{i}"), mtu))
+            .collect::<Result<Vec<_>>>();
+        if let Err(e) = &raw {
+            println!("==> bench: MTU {mtu}: raw stream failed: {e}");
+        }
+        let mut ofi = Vec::with_capacity(BULK_SIZES.len());
+        for ((arg, label, _), iters) in BULK_SIZES.iter().zip(plan.bulk_iters) {
+            println!(
+                "==> bench: MTU {mtu}: ofi-pingpong RDM over memif, {label} --mode bandwidth, \
+                 {} rows of {iters}",
+                plan.bulk_rows
+            );
+            let args = [
+                "--mode".into(),
+                "bandwidth".into(),
+                "--dpdk-mtu".into(),
+                mtu.to_string(),
+                "-S".into(),
+                vec![*arg; plan.bulk_rows].join(","),
+                "-I".into(),
+                iters.to_string(),
+            ];
+            let r = pingpong(&format!("bw{mtu}-{arg}"), &args).and_then(|out| rows(&out, 5));
+            if let Err(e) = &r {
+                println!("==> bench: MTU {mtu}: ofi-pingpong {label} failed: {e}");
+            }
+            ofi.push(r);
+        }
+        bulk.push(Bulk { mtu, raw, ofi });
+    }
     Ok(Results {
         rounds,
         rate_mmsgs,
         rate_multi_mmsgs,
         cpus: (cs, cc),
         plain,
+        bulk,
     })
 }
 
@@ -515,6 +669,24 @@ fn parse_raw(out: &str) -> Option<[f64; 5]> {
     ])
 }
 
+/// memif_echo's stream result line.
+fn parse_stream(out: &str) -> Option<Stream> {
+    let line = out.lines().find(|l| l.starts_with("raw memif stream:"))?;
+    let words: Vec<&str> = line.split_whitespace().collect();
+    let after = |key: &str| -> Option<&str> {
+        let i = words.iter().position(|w| *w == key)?;
+        words.get(i + 1).copied()
+    };
+    Some(Stream {
+        size: after("size")?.parse().ok()?,
+        frames: after("frames")?.parse().ok()?,
+        secs: after("secs")?.parse().ok()?,
+        mb_per_sec: after("mb_per_sec")?.parse().ok()?,
+        sent: after("sent")?.parse().ok()?,
+        tx_dropped: after("tx_dropped")?.parse().ok()?,
+    })
+}
+
 /// Column `i` (0-based) of ofi-pingpong's result rows.
 fn column(out: &str, i: usize) -> Vec<f64> {
     out.lines()
@@ -614,7 +786,29 @@ fn render(r: &Results) -> Outcome {
             median(&p.rate_multi_mmsgs)
         );
     }
+    for b in &r.bulk {
+        let frame = u32::from(b.mtu) + 14;
+        let raw = b.raw_mb();
+        let _ = writeln!(
+            md,
+            "| raw memif stream, MTU {} ({frame} B frames, one way, median of runs) | {} | | |",
+            b.mtu,
+            b.raw_text()
+        );
+        for ((_, label, _), row) in BULK_SIZES.iter().zip(&b.ofi) {
+            let _ = writeln!(
+                md,
+                "| ofi-pingpong RDM over memif, MTU {}, {label} `--mode bandwidth`, median row | {} | | |",
+                b.mtu,
+                bulk_cell(row, raw)
+            );
+        }
+    }
     md.push('\n');
+    if !r.bulk.is_empty() {
+        md.push_str(BULK_NOTE);
+        md.push('\n');
+    }
     for (i, rd) in r.rounds.iter().enumerate() {
         let _ = writeln!(
             md,
@@ -644,6 +838,31 @@ fn render(r: &Results) -> Outcome {
         list(&r.rate_mmsgs),
         list(&r.rate_multi_mmsgs)
     );
+    for b in &r.bulk {
+        let mut line = format!("MTU {}: raw stream runs: ", b.mtu);
+        match &b.raw {
+            Ok(runs) => {
+                let each: Vec<String> = runs
+                    .iter()
+                    .map(|s| {
+                        format!(
+                            "{:.0} MB/s ({} frames of {} B in {:.2} s; sent {}, {} dropped at a full ring)",
+                            s.mb_per_sec, s.frames, s.size, s.secs, s.sent, s.tx_dropped
+                        )
+                    })
+                    .collect();
+                line.push_str(&each.join(", "));
+            }
+            Err(e) => line.push_str(&format!("failed: {}", one_line(e))),
+        }
+        for ((_, label, _), row) in BULK_SIZES.iter().zip(&b.ofi) {
+            match row {
+                Ok(v) => line.push_str(&format!("; {label} rows (MB/s): {}", list(v))),
+                Err(e) => line.push_str(&format!("; {label}: failed: {}", one_line(e))),
+            }
+        }
+        let _ = writeln!(md, "\n{line}.");
+    }
     let mut summary = vec![
         "dpdk memif, 64 B:".to_owned(),
         format!(
@@ -667,10 +886,67 @@ fn render(r: &Results) -> Outcome {
             median(&p.rate_multi_mmsgs)
         ));
     }
+    if !r.bulk.is_empty() {
+        summary.push("dpdk memif, bulk (one way, MB/s; ratio to the raw stream):".to_owned());
+    }
+    for b in &r.bulk {
+        let raw = b.raw_mb();
+        let mut line = format!("  MTU {}: raw stream {}", b.mtu, b.raw_text());
+        for ((_, label, _), row) in BULK_SIZES.iter().zip(&b.ofi) {
+            line.push_str(&format!("; ofi-pingpong {label} {}", bulk_cell(row, raw)));
+        }
+        summary.push(line);
+    }
     Outcome {
         markdown: md,
         summary,
         plots: Vec::new(),
+    }
+}
+
+/// What the bulk rows are, under the table.
+const BULK_NOTE: &str = "Bulk rows: the raw stream sends whole Ethernet frames one way \
+(`memif_echo --stream`, bursts of 32 frames per `rte_eth_tx_burst`, as fast as memif takes \
+them; the receiver counts frames and bytes between its first and last burst) and counts \
+frame bytes, headers included; ofi-pingpong (`--mode bandwidth`, 64 messages in flight, \
+one acknowledgement per row) counts message bytes, so the ratio is the stack's goodput over \
+the frames memif moves (a 1514-byte frame carries 1472 bytes of UDP payload, the \
+protocol's header included). \
+The stack batches too: each packet a progress pass sends goes to the link's transmit \
+array, which hands up to 32 to the driver per `rte_eth_tx_burst` \
+(`crates/dp-dpdk/src/link.rs`, `DpdkTxToken::consume_with` and `DpdkLink::flush`), and \
+the adapter flushes once after every pass (`crates/hosted/src/runtime/plane.rs`, \
+`Driver::progress`), in which the RDM engine sends all its window allows: a message's \
+packets leave in bursts. MTU 9000: memif's driver has no MTU to set, so it is the \
+stack's and the links' (`ofi-pingpong --dpdk-mtu`, `memif_echo --mtu`), with mbufs and \
+memif buffers (`bsize=9216`) that hold a 9014-byte frame whole (`PortConfig::with_mtu`). \
+Only the measured build of ofi-pingpong runs these rows. A pair of processes streams at \
+one of two speeds on a shared host, up to 4x apart from one pair to the next (as the raw \
+echo's two speeds), so the raw stream runs several times and shows its range; the ratio is \
+to its median run.\n";
+
+/// A bulk row's cell: the median row's MB/s and its ratio to the raw stream's.
+fn bulk_cell(row: &Row<Vec<f64>>, raw: Option<f64>) -> String {
+    match row {
+        Ok(v) if !v.is_empty() => {
+            let mb = median(v);
+            match raw {
+                Some(r) if r > 0.0 => format!("{mb:.0} MB/s ({:.2}x raw)", mb / r),
+                _ => format!("{mb:.0} MB/s"),
+            }
+        }
+        Ok(_) => "no rows".into(),
+        Err(e) => format!("FAILED: {}", one_line(e)),
+    }
+}
+
+/// The first line of an error, for a table cell or a summary line.
+fn one_line(e: &str) -> String {
+    let first = e.lines().next().unwrap_or_default().replace('|', "/");
+    if first.chars().count() > 160 {
+        format!("{}...", first.chars().take(160).collect::<String>())
+    } else {
+        first
     }
 }
 
@@ -702,6 +978,104 @@ mod tests {
     }
 
     #[test]
+    fn parses_the_raw_stream() {
+        let out = "memif_echo: x\nraw memif stream: size 9014 frames 1000 bytes 9014000 secs \
+                   0.500000 mb_per_sec 18028.0 sent 1100 tx_dropped 3\n";
+        assert_eq!(
+            parse_stream(out),
+            Some(Stream {
+                size: 9014,
+                frames: 1000,
+                secs: 0.5,
+                mb_per_sec: 18028.0,
+                sent: 1100,
+                tx_dropped: 3,
+            })
+        );
+        assert_eq!(parse_stream("raw memif stream: size 1514 frames"), None);
+        assert_eq!(parse_stream("nothing"), None);
+    }
+
+    #[test]
+    fn bulk_rows() {
+        let stream = |mb_per_sec: f64| Stream {
+            size: 1514,
+            frames: 10,
+            secs: 1.0,
+            mb_per_sec,
+            sent: 12,
+            tx_dropped: 2,
+        };
+        let r = Results {
+            rounds: vec![Round {
+                raw_batch_ns: 2000.0,
+                raw_median_ns: 1900.0,
+                raw_p99_ns: 3000.0,
+                raw_min_ns: 1000.0,
+                latency_us: vec![1.2],
+                plain_latency_us: None,
+            }],
+            rate_mmsgs: vec![5.0],
+            rate_multi_mmsgs: vec![5.0],
+            cpus: (0, 1),
+            plain: None,
+            bulk: vec![
+                Bulk {
+                    mtu: 1500,
+                    raw: Ok(vec![stream(4000.0), stream(5000.0), stream(3000.0)]),
+                    ofi: vec![Ok(vec![2000.0, 1000.0, 3000.0]), Err("x\ny".into())],
+                },
+                Bulk {
+                    mtu: 9000,
+                    raw: Err("no | socket\nmore".into()),
+                    ofi: vec![Ok(vec![6000.0]), Ok(vec![])],
+                },
+            ],
+        };
+        let out = render(&r);
+        let md = &out.markdown;
+        assert!(
+            md.contains("| raw memif stream, MTU 1500 (1514 B frames, one way, median of runs) | 4000 MB/s (runs 3000 to 5000) | | |"),
+            "{md}"
+        );
+        assert!(
+            md.contains(
+                "MTU 1500, 64 KiB `--mode bandwidth`, median row | 2000 MB/s (0.50x raw) | | |"
+            ),
+            "{md}"
+        );
+        assert!(
+            md.contains("MTU 1500, 1 MiB `--mode bandwidth`, median row | FAILED: x | | |"),
+            "{md}"
+        );
+        assert!(
+            md.contains(
+                "MTU 9000 (9014 B frames, one way, median of runs) | FAILED: no / socket | | |"
+            ),
+            "{md}"
+        );
+        // No raw figure: no ratio.
+        assert!(
+            md.contains("MTU 9000, 64 KiB `--mode bandwidth`, median row | 6000 MB/s | | |"),
+            "{md}"
+        );
+        assert!(
+            md.contains("MTU 9000, 1 MiB `--mode bandwidth`, median row | no rows | | |"),
+            "{md}"
+        );
+        assert!(md.contains("MTU 1500: raw stream runs: 4000 MB/s (10 frames of 1514 B in 1.00 s; sent 12, 2 dropped"), "{md}");
+        assert!(md.contains("rte_eth_tx_burst"));
+        assert_eq!(out.summary.len(), 6, "{:?}", out.summary);
+        assert_eq!(
+            out.summary[4],
+            "  MTU 1500: raw stream 4000 MB/s (runs 3000 to 5000); ofi-pingpong 64 KiB 2000 MB/s \
+             (0.50x raw); ofi-pingpong 1 MiB FAILED: x"
+        );
+        assert!(out.summary[5].starts_with("  MTU 9000: raw stream FAILED: no / socket;"));
+        assert!(!md.contains("MISSED"));
+    }
+
+    #[test]
     fn verdicts() {
         let round = |raw_batch_ns: f64, latency_us: Vec<f64>| Round {
             raw_batch_ns,
@@ -722,6 +1096,7 @@ mod tests {
             rate_multi_mmsgs: vec![5.0, 6.5, 6.0],
             cpus: (0, 1),
             plain: None,
+            bulk: Vec::new(),
         };
         let out = render(&r);
         assert!(

@@ -278,6 +278,13 @@ pub struct Args {
     /// address) [default: port 0].
     #[arg(long, value_name = "NAME")]
     pub dpdk_port: Option<String>,
+    /// The dpdk data plane's MTU (IP packet size; frames are 14 bytes longer), which
+    /// the stack sizes its packets by: set on the port, with mbufs that hold its frames
+    /// [default: the port's]. On net_memif, whose driver has no MTU of its own, the
+    /// MTU is the stack's alone, and memif's shared buffers are made that large too
+    /// (bsize=, unless --dpdk-vdev gives one): both sides need the same.
+    #[arg(long, value_name = "MTU", value_parser = clap::value_parser!(u16).range(68..=16000))]
+    pub dpdk_mtu: Option<u16>,
     /// Lose each frame this process sends or receives with this probability (a seeded
     /// FaultLink on our link).
     #[arg(long, value_name = "RATE", default_value_t = 0.0, value_parser = parse_rate)]

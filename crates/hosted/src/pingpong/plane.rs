@@ -79,6 +79,9 @@ fn plane_kind(
     port: u16,
     peer: Option<Ipv4Addr>,
 ) -> Result<(PlaneKind, Option<String>), Failure> {
+    if args.dpdk_mtu.is_some() && args.dataplane != Dataplane::Dpdk {
+        return Err(Failure::new("--dpdk-mtu needs --dataplane dpdk"));
+    }
     match args.dataplane {
         Dataplane::Udp => {
             let mut cfg = UdpConfig::new(SocketAddrV4::new(local_ip, port));
@@ -137,6 +140,7 @@ fn dpdk(args: &Args, eth: Ethernet) -> Result<PlaneKind, Failure> {
         eal,
         vdev: args.dpdk_vdev.clone(),
         name: args.dpdk_port.clone(),
+        mtu: args.dpdk_mtu,
         link_up: args.is_client().then_some(args.timeout),
         ready_fd: false,
     };
@@ -225,6 +229,12 @@ mod tests {
         let a = args(&["--dataplane", "dpdk", "--ip", "10.0.0.1/24"]);
         let e = plane_kind(&a, Ipv4Addr::LOCALHOST, 0, None).unwrap_err();
         assert!(e.to_string().contains("fixed UDP port"), "{e}");
+        // An MTU is the DPDK port's only: anywhere else it is refused, not ignored.
+        let a = args(&["--dpdk-mtu", "9000"]);
+        let e = plane_kind(&a, Ipv4Addr::LOCALHOST, 7, None).unwrap_err();
+        assert_eq!(e.to_string(), "--dpdk-mtu needs --dataplane dpdk");
+        assert_eq!(args(&["--dpdk-mtu", "9000"]).dpdk_mtu, Some(9000));
+        assert!(Args::try_parse_from(["ofi-pingpong", "--dpdk-mtu", "20"]).is_err());
         let a = args(&[
             "--dataplane",
             "af_packet",

@@ -68,6 +68,9 @@ pub struct DpdkPort {
     pub vdev: Option<String>,
     /// A device EAL probed (a `--vdev` of its arguments, a PCI address); neither: port 0.
     pub name: Option<String>,
+    /// The MTU to open the port with ([`PortConfig::with_mtu`](crate::dpdk::PortConfig::with_mtu));
+    /// `None`: the device's.
+    pub mtu: Option<u16>,
     /// Wait at most this long for the port's link to come up before taking the queue
     /// (a memif client: until it connected to the server's socket).
     pub link_up: Option<std::time::Duration>,
@@ -216,6 +219,7 @@ pub fn open_plane_with<M: PassMemory + ?Sized>(
                 eal,
                 vdev: Some(vdev),
                 name: None,
+                mtu: None,
                 link_up: None,
                 ready_fd: true,
             };
@@ -236,8 +240,13 @@ fn dpdk<M: PassMemory + ?Sized>(
 ) -> Result<Plane<M>, OpenError> {
     use crate::dpdk::{DpdkPlane, open_port};
     let link_err = OpenError::Link;
-    let p = open_port(port.eal, port.vdev.as_deref(), port.name.as_deref())
-        .map_err(|e| link_err(io::Error::other(format!("DPDK port: {e}"))))?;
+    let p = open_port(
+        port.eal,
+        port.vdev.as_deref(),
+        port.name.as_deref(),
+        port.mtu,
+    )
+    .map_err(|e| link_err(io::Error::other(format!("DPDK port: {e}"))))?;
     let named = |kind: io::ErrorKind, e: crate::dpdk::Error| {
         link_err(io::Error::new(kind, format!("DPDK port {}: {e}", p.name())))
     };
