@@ -337,60 +337,45 @@ fn measure(bins: &Bins, dir: &Path, plan: &Plan) -> Result<Results> {
     let sock_dir = dir.join("sock");
     std::fs::create_dir_all(&sock_dir).map_err(|e| format!("{}: {e}", sock_dir.display()))?;
 
-    // The raw echo, one run (`tag` names its files and socket).
-    let raw_echo = |tag: &str| -> Result<[f64; 5]> {
+    // One memif_echo pair (`tag` names its files and socket), each side with its
+    // own arguments: the client's output.
+    let echo_pair = |tag: &str, server_args: &[&str], client_args: &[&str]| -> Result<String> {
         let sock = sock_dir.join(format!("{tag}.sock"));
         let s = sock.to_string_lossy().into_owned();
         let mut server = Command::new(&bins.echo);
-        server.args([
-            "server",
-            "--socket",
-            &s,
-            "--eal",
-            &eal(&format!("{tag}-s"), cs),
-        ]);
+        server
+            .args([
+                "server",
+                "--socket",
+                &s,
+                "--eal",
+                &eal(&format!("{tag}-s"), cs),
+            ])
+            .args(server_args);
         let mut client = Command::new(&bins.echo);
-        client.args([
-            "client",
-            "--socket",
-            &s,
-            "--eal",
-            &eal(&format!("{tag}-c"), cc),
-            "--iters",
-            &plan.raw_iters.to_string(),
-        ]);
-        let out = pair(server, client, &sock, dir, tag)?;
+        client
+            .args([
+                "client",
+                "--socket",
+                &s,
+                "--eal",
+                &eal(&format!("{tag}-c"), cc),
+            ])
+            .args(client_args);
+        pair(server, client, &sock, dir, tag)
+    };
+
+    // The raw echo, one run.
+    let raw_echo = |tag: &str| -> Result<[f64; 5]> {
+        let out = echo_pair(tag, &[], &["--iters", &plan.raw_iters.to_string()])?;
         parse_raw(&out).ok_or_else(|| format!("no result line from memif_echo:\n{out}"))
     };
 
     // The raw stream, one run at `mtu`.
     let raw_stream = |tag: &str, mtu: u16| -> Result<Stream> {
-        let sock = sock_dir.join(format!("{tag}.sock"));
-        let s = sock.to_string_lossy().into_owned();
         let mtu = mtu.to_string();
-        let mut server = Command::new(&bins.echo);
-        server.args([
-            "server",
-            "--socket",
-            &s,
-            "--mtu",
-            &mtu,
-            "--eal",
-            &eal(&format!("{tag}-s"), cs),
-        ]);
-        let mut client = Command::new(&bins.echo);
-        client.args([
-            "client",
-            "--socket",
-            &s,
-            "--mtu",
-            &mtu,
-            "--eal",
-            &eal(&format!("{tag}-c"), cc),
-            "--stream",
-            &plan.stream_secs.to_string(),
-        ]);
-        let out = pair(server, client, &sock, dir, tag)?;
+        let secs = plan.stream_secs.to_string();
+        let out = echo_pair(tag, &["--mtu", &mtu], &["--mtu", &mtu, "--stream", &secs])?;
         parse_stream(&out).ok_or_else(|| format!("no result line from memif_echo --stream:\n{out}"))
     };
 
