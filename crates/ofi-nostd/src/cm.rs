@@ -51,11 +51,18 @@ pub struct CmConfig {
 }
 
 impl CmConfig {
-    /// 1 ms doubling to 100 ms, 50 sends (about 4.5 s), backlog 64 of 128 slots.
+    /// 1 ms doubling to 250 ms, 67 sends (about 15 s), backlog 64 of 128 slots.
+    ///
+    /// The budget is the time a busy listener has to answer: with the old 4.5 s, 100
+    /// connectors against one listener all timed out once in CI on a loaded 2-vCPU
+    /// host (normally they are answered in about 0.1 s). TCP's connect gives up after
+    /// about two minutes; 15 s still reports a host that is gone within a test's
+    /// patience. Waits stay at most 250 ms apart: a connector held back by a full
+    /// backlog tries again that soon.
     pub const DEFAULT: CmConfig = CmConfig {
         retry_initial: Duration::from_millis(1),
-        retry_max: Duration::from_millis(100),
-        max_sends: 50,
+        retry_max: Duration::from_millis(250),
+        max_sends: 67,
         backlog: 64,
         backlog_slots: 128,
     };

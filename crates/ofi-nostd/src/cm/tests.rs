@@ -25,11 +25,11 @@ fn retry_doubles_to_its_max_and_gives_up_after_the_budget() {
         waits.push((r.deadline() - t).total_micros() / 1000);
         t = r.deadline();
     }
-    assert_eq!(&waits[..8], &[1, 2, 4, 8, 16, 32, 64, 100]);
-    assert!(waits[8..].iter().all(|w| *w == 100));
+    assert_eq!(&waits[..9], &[1, 2, 4, 8, 16, 32, 64, 128, 250]);
+    assert!(waits[8..].iter().all(|w| *w == 250));
     assert!(r.exhausted(t, &CFG));
     assert_eq!(t - ms(0), CFG.budget());
-    assert_eq!(CFG.budget().total_micros(), 127_000 + 43 * 100_000);
+    assert_eq!(CFG.budget().total_micros(), 255_000 + 59 * 250_000);
 }
 
 #[test]
