@@ -414,6 +414,17 @@ impl<S: AsRef<[EqSlot]> + AsMut<[EqSlot]>> EventQueue<S> {
         self.push_provider(EqSlot(Slot::Event(event, payload)))
     }
 
+    /// The `info` of every unread FI_CONNREQ entry: the application owns an info only
+    /// once it has read it, so a provider closing the EQ frees these.
+    pub fn unread_connreq_infos(&self) -> impl Iterator<Item = u64> + '_ {
+        self.ring.iter().filter_map(|s| match s {
+            EqSlot(Slot::Event(ev, EqPayload::Cm(cm))) if *ev == EqEvent::CONNREQ => {
+                (cm.info != 0).then_some(cm.info)
+            }
+            _ => None,
+        })
+    }
+
     /// Queues a provider error event (as [`EventQueue::post`]).
     pub fn post_err(&mut self, entry: &EqErrEntry) -> Result<()> {
         self.push_provider(EqSlot(Slot::Err(*entry)))

@@ -172,10 +172,24 @@ pub unsafe extern "C" fn open(
     unsafe { crate::wait::join::<EqFid, _>(eq, open_into(eq, make)) }
 }
 
-/// `fi_close(eq)`: -FI_EBUSY while bound.
+/// `fi_close(eq)`: -FI_EBUSY while bound. The infos of FI_CONNREQ events nobody read
+/// are still ours, and freed.
 unsafe extern "C" fn close(fid: *mut sys::fid) -> c_int {
+    let shut = |e: &EqFid| -> Result<(), Errno> {
+        let infos: Vec<u64> = {
+            let mut f = e.fabric().inner.lock();
+            let infos = f.eq(e.handle)?.unread_connreq_infos().collect();
+            f.eq_close(e.handle)?;
+            infos
+        };
+        for info in infos {
+            // SAFETY: built by `connreq_info` and never handed to the application.
+            unsafe { sys::fi_freeinfo(info as *mut sys::fi_info) };
+        }
+        Ok(())
+    };
     // SAFETY: forwarded contract.
-    unsafe { crate::fid::close::<EqFid>(fid, |e| e.fabric().inner.lock().eq_close(e.handle)) }
+    unsafe { crate::fid::close::<EqFid>(fid, shut) }
 }
 
 /// One read attempt on a locked EQ; the event's C form goes to `buf`.

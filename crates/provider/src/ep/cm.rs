@@ -317,10 +317,16 @@ fn deliver(d: *const DomainFid, ev: CmEvent<Heap>) {
                 Ok(i) => i,
                 Err(_) => return,
             };
-            q.post(|x| {
+            let r = q.post(|x| {
                 let cm = EqCmEntry::new(fid, info as u64, &data)?;
                 x.post(EqEvent::CONNREQ, EqPayload::Cm(cm))
-            })
+            });
+            if r.is_err() {
+                // Not queued (an overrun EQ): nobody will read the info.
+                // SAFETY: built by `connreq_info` just now, handed to no one.
+                unsafe { crate::sys::fi_freeinfo(info) };
+            }
+            r
         }
         CmFid::Ep(h) => {
             let Some((fid, context)) = q.eps.find(d, h) else {

@@ -717,6 +717,42 @@ static void test_close_while_reading(void)
 	EXPECT(fi_close(&r.eq->fid), 0);
 }
 
+/* A passive endpoint and its EQ closed with a CONNREQ nobody read (seen with FI_PEEK):
+ * the provider frees that request's info (AddressSanitizer's leak check fails the
+ * program otherwise). */
+static void test_unread_connreq(struct conn *cl)
+{
+	struct fi_eq_attr attr = { .wait_obj = FI_WAIT_NONE };
+	unsigned char buf[sizeof(struct fi_eq_cm_entry) + CM_MAX];
+	unsigned char name[64];
+	size_t len = sizeof name;
+	struct fid_eq *eq = NULL;
+	struct fid_pep *p = NULL;
+	struct fid_ep *ep;
+	struct timespec t0;
+	uint32_t event = 0;
+	ssize_t r;
+
+	EXPECT(fi_eq_open(fabric, &attr, &eq, NULL), 0);
+	EXPECT(fi_passive_ep(fabric, info, &p, NULL), 0);
+	if (!eq || !p)
+		return;
+	EXPECT(fi_pep_bind(p, &eq->fid, 0), 0);
+	EXPECT(fi_listen(p), 0);
+	EXPECT(fi_getname(&p->fid, name, &len), 0);
+	ep = open_ep(cl->dom, info, cl->cq, ceq, NULL);
+	EXPECT(fi_connect(ep, name, "x", 1), 0);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	do {
+		r = fi_eq_read(eq, &event, buf, sizeof buf, FI_PEEK);
+	} while (r == -FI_EAGAIN && ms_since(&t0) < 10000 && !usleep(200));
+	EXPECT(r, sizeof(struct fi_eq_cm_entry) + 1);
+	EXPECT(event, FI_CONNREQ);
+	EXPECT(fi_close(&ep->fid), 0);
+	EXPECT(fi_close(&p->fid), 0);
+	EXPECT(fi_close(&eq->fid), 0);
+}
+
 static struct fi_info *msg_info(void)
 {
 	struct fi_info *hints = fi_allocinfo(), *got = NULL;
@@ -802,6 +838,8 @@ int main(int argc, char **argv)
 	test_peer_killed();
 	test_close_while_reading();
 	printf("close while reading: %d checks, %d failed\n", checks, failures);
+	test_unread_connreq(&cl);
+	printf("unread connreq: %d checks, %d failed\n", checks, failures);
 
 	close_conn(&cl);
 	EXPECT(fi_close(&pep->fid), 0);
