@@ -346,3 +346,236 @@ fn closing_with_receives_waiting_and_sends_queued() {
     }
     c.run_for(Duration::from_millis(20));
 }
+
+/// Multi-recv buffers of one shared receive context, filled by every endpoint bound
+/// to it: each buffer posted, its pieces and its release.
+#[derive(Default)]
+struct MultiLog {
+    /// (context, base, len) of every buffer posted.
+    posted: Vec<(u64, u64, usize)>,
+    /// Every completion, per receiving endpoint, in CQ order.
+    got: Vec<Vec<Completion>>,
+}
+
+const BUF: usize = 1024;
+
+impl MultiLog {
+    /// Posts multi-recv buffer number `posted.len()` (a region of its own) of `len`.
+    fn post(&mut self, node: &mut Node, srx: SrxHandle<S>, len: usize) -> Result<(), Errno> {
+        let j = self.posted.len();
+        let off = (2 << 20) + j * (64 << 10);
+        let at = Node::BASE + off as u64;
+        let buf = [IoVec::new(at, len)];
+        let ctx = 0x1000 + j as u64;
+        let m = MsgArgs::new(&buf, FI_ADDR_UNSPEC, ctx);
+        node.dom.srx_recvmsg(srx, &m, None, Flags::MULTI_RECV)?;
+        self.posted.push((ctx, at, len));
+        Ok(())
+    }
+
+    /// Completions so far that release a buffer.
+    fn released(&self) -> usize {
+        self.got.iter().flatten().filter(|x| is_release(x)).count()
+    }
+
+    /// Pieces (messages) so far.
+    fn pieces(&self) -> usize {
+        self.got.iter().flatten().filter(|x| x.len > 0).count()
+    }
+
+    /// Checks every message of `per` from each of `N` senders landed once, intact,
+    /// on the CQ of the endpoint it was sent to, in order per sender, in a buffer
+    /// posted, and that each buffer's pieces lie back to back from its start, up to
+    /// where its release says it ended.
+    fn check(&self, node: &Node, per: std::ops::Range<usize>) {
+        let mut seen = vec![vec![false; per.end]; N];
+        let mut by_buf: Vec<Vec<(u64, usize)>> = vec![Vec::new(); self.posted.len()];
+        let mut ends: Vec<Option<u64>> = vec![None; self.posted.len()];
+        for (k, comps) in self.got.iter().enumerate() {
+            let mut last = None;
+            for x in comps {
+                assert_eq!(x.err, None, "{x:?}");
+                let j = (x.context - 0x1000) as usize;
+                let (_, base, len) = self.posted[j];
+                if is_release(x) {
+                    assert!(ends[j].is_none(), "buffer {j} released twice");
+                    ends[j] = Some(x.buf + x.len as u64);
+                }
+                if x.len == 0 {
+                    continue;
+                }
+                assert_eq!(x.len, MSG, "{x:?}");
+                assert!(x.buf >= base && x.buf + MSG as u64 <= base + len as u64);
+                let bytes = node.get((x.buf - Node::BASE) as usize, MSG).to_vec();
+                let (t, s) = (bytes[0] as usize, bytes[1] as usize);
+                assert_eq!(t, k, "receiver {k} got sender {t}'s message");
+                assert_eq!(bytes, payload(t, s), "{x:?}");
+                assert!(
+                    per.contains(&s) && !seen[t][s],
+                    "message {t}/{s} twice or stray"
+                );
+                seen[t][s] = true;
+                assert!(last < Some(s), "out of order: {last:?} then {s}");
+                last = Some(s);
+                by_buf[j].push((x.buf, x.len));
+            }
+        }
+        for (t, seen) in seen.iter().enumerate() {
+            assert!(seen[per.clone()].iter().all(|x| *x), "sender {t}: missing");
+        }
+        for (j, pieces) in by_buf.iter_mut().enumerate() {
+            pieces.sort();
+            let mut at = self.posted[j].1;
+            for (buf, len) in pieces.iter() {
+                assert_eq!(*buf, at, "buffer {j}: pieces back to back");
+                at += *len as u64;
+            }
+            if let Some(end) = ends[j] {
+                assert_eq!(end, at, "buffer {j}: released where it ended");
+            }
+        }
+    }
+}
+
+/// The completion that releases a multi-recv buffer: the last piece, or an empty
+/// entry of its own.
+fn is_release(x: &Completion) -> bool {
+    x.flags.contains(Flags::MULTI_RECV)
+}
+
+/// Sends messages `seqs` from sender `t` of group `a` to receiver `t`.
+fn send_all(c: &mut Cluster, a: &Group, dests: &[FiAddr], seqs: std::ops::Range<usize>) {
+    for s in seqs {
+        for (t, (&h, &dest)) in a.eps.iter().zip(dests).enumerate() {
+            let off = (1 << 20) | ((t * 64 + s) * SLOT);
+            let buf = c.nodes[0].put(off, &payload(t, s));
+            let ctx = (t * 1000 + s) as u64;
+            c.nodes[0]
+                .op(|d, _, m| d.send(h, m, IoVec::new(buf, MSG), dest, ctx))
+                .unwrap();
+        }
+    }
+}
+
+#[test]
+fn multi_recv_buffers_on_one_srx_take_every_endpoints_messages() {
+    let mut c = Cluster::new(NetSim::new(45, faults()), 2, &cfg()).unwrap();
+    let a = open_group(&mut c.nodes[0]);
+    let b = open_group(&mut c.nodes[1]);
+    let dests: Vec<FiAddr> = b
+        .eps
+        .iter()
+        .map(|ep| {
+            let addr = c.nodes[1].dom.ep_addr(*ep).unwrap();
+            c.nodes[0].insert(addr).unwrap()
+        })
+        .collect();
+    for ep in &a.eps {
+        let addr = c.nodes[0].dom.ep_addr(*ep).unwrap();
+        c.nodes[1].insert(addr).unwrap();
+    }
+    // At most `MAX_SRX_MULTI` buffers wait (or are lent) at once; cancel them.
+    let max = hosted::ofi_nostd::ep::srx::MAX_SRX_MULTI;
+    let mut log = MultiLog {
+        got: vec![Vec::new(); N],
+        ..MultiLog::default()
+    };
+    for _ in 0..max {
+        log.post(&mut c.nodes[1], b.srx, BUF).unwrap();
+    }
+    assert_eq!(log.post(&mut c.nodes[1], b.srx, BUF), Err(Errno::EAGAIN));
+    for (ctx, _, _) in log.posted.clone() {
+        c.nodes[1].dom.srx_cancel(b.srx, ctx).unwrap();
+    }
+    let canceled = collect(&mut c, 1, &b.rx_cq, max);
+    assert!(
+        canceled[0].iter().all(|x| x.err == Some(Errno::ECANCELED)) && canceled[0].len() == max,
+        "{canceled:?}"
+    );
+    log.posted.clear();
+
+    // Buffers first: two at a time, each posted again as one is released, while
+    // every sender streams to its receiver.
+    log.post(&mut c.nodes[1], b.srx, BUF).unwrap();
+    log.post(&mut c.nodes[1], b.srx, BUF).unwrap();
+    send_all(&mut c, &a, &dests, 0..PER);
+    let deadline = c.sim.now() + WAIT;
+    let r = c.run_until(deadline, 50_000_000, |c| {
+        let before = log.released();
+        for (k, cq) in b.rx_cq.iter().enumerate() {
+            c.nodes[1].drain_cq(*cq, &mut log.got[k]);
+        }
+        for _ in before..log.released() {
+            log.post(&mut c.nodes[1], b.srx, BUF).unwrap();
+        }
+        log.pieces() >= N * PER
+    });
+    assert!(
+        r.is_ok(),
+        "stalled ({r:?}) with {} of {}",
+        log.pieces(),
+        N * PER
+    );
+    assert!(log.released() > 0, "every buffer was filled at least once");
+    let sent = collect(&mut c, 0, &a.tx_cq, N * PER);
+    assert!(sent.iter().flatten().all(|x| x.err.is_none()));
+    log.check(&c.nodes[1], 0..PER);
+
+    // Messages first: they all wait at their endpoints, then one buffer with room
+    // for them all goes from endpoint to endpoint until every one has landed, with
+    // nothing more arriving to prompt it.
+    let base = log.got.iter().map(|g| g.len()).collect::<Vec<_>>();
+    let pieces = log.pieces();
+    send_all(&mut c, &a, &dests, PER..2 * PER);
+    let sent = collect(&mut c, 0, &a.tx_cq, N * PER);
+    assert!(sent.iter().flatten().all(|x| x.err.is_none()));
+    c.run_for(Duration::from_millis(50));
+    let big = N * PER * MSG + 256;
+    let last = log.posted.len();
+    log.post(&mut c.nodes[1], b.srx, big).unwrap();
+    let deadline = c.sim.now() + WAIT;
+    let r = c.run_until(deadline, 50_000_000, |c| {
+        for (k, cq) in b.rx_cq.iter().enumerate() {
+            c.nodes[1].drain_cq(*cq, &mut log.got[k]);
+        }
+        log.pieces() >= pieces + N * PER
+    });
+    assert!(
+        r.is_ok(),
+        "stalled ({r:?}) with {} of {}",
+        log.pieces() - pieces,
+        N * PER
+    );
+    // In the big buffer and in the rest of those still posted from before; every
+    // buffer's pieces back to back across both rounds.
+    assert!(
+        log.got
+            .iter()
+            .zip(&base)
+            .any(|(g, b)| g[*b..].iter().any(|x| x.context == 0x1000 + last as u64)),
+        "the big buffer took none"
+    );
+    log.check(&c.nodes[1], 0..2 * PER);
+    // Still room in it: canceled, it comes back with FI_ECANCELED.
+    c.nodes[1]
+        .dom
+        .srx_cancel(b.srx, 0x1000 + last as u64)
+        .unwrap();
+    let mut late = vec![Vec::new(); N];
+    let deadline = c.sim.now() + WAIT;
+    let r = c.run_until(deadline, 1_000_000, |c| {
+        for (k, cq) in b.rx_cq.iter().enumerate() {
+            c.nodes[1].drain_cq(*cq, &mut late[k]);
+        }
+        !late.iter().all(|l| l.is_empty())
+    });
+    assert!(r.is_ok());
+    let late: Vec<Completion> = late.into_iter().flatten().collect();
+    assert_eq!(late.len(), 1, "{late:?}");
+    assert_eq!(
+        (late[0].context, late[0].err),
+        (0x1000 + last as u64, Some(Errno::ECANCELED))
+    );
+    close_group(&mut c, 0, a);
+    close_group(&mut c, 1, b);
+}

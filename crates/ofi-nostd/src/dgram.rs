@@ -13,11 +13,15 @@ use wire::packet::{Body, DgramRepr, Header, Packet, Repr};
 use crate::addr::EpAddr;
 use crate::cntr::Cntr;
 use crate::cq::{Cq, CqEntry, CqErrEntry, CqSlot, comp};
+#[cfg(feature = "shared-ctx")]
+use crate::ep::srx::Held;
 use crate::errno::{Errno, Result};
 use crate::fid::{CntrHandle, CqHandle, CqObj, Objects};
 use crate::flags::{FI_ADDR_UNSPEC, FiAddr, Flags};
 use crate::iov::IovList;
 use crate::matching::{Bucket, Node, PostedQueue};
+#[cfg(feature = "shared-ctx")]
+use crate::mem::IoVec;
 use crate::mem::Memory;
 use crate::net::{ArpEntry, Net, SendOutcome};
 use crate::pool::Slot;
@@ -329,6 +333,29 @@ impl<S: Storage> Dgram<S> {
         {
             op.canceled = true;
         }
+    }
+
+    /// The multi-recv buffer posted with `context` that starts at `base`, as a shared
+    /// receive context asks of one it lent here ([`crate::ep::srx`]); `take`: out of
+    /// the queue, without a completion (a datagram never leaves one busy).
+    #[cfg(feature = "shared-ctx")]
+    pub(crate) fn multi_held(&mut self, context: u64, base: u64, take: bool, rm: bool) -> Held {
+        let found = self.rx.find_by(|op| {
+            op.flags.contains(Flags::MULTI_RECV)
+                && op.context == context
+                && op.iov.as_slice().first().is_some_and(|v| v.addr == base)
+        });
+        let Some(h) = found else {
+            return Held::Gone;
+        };
+        if !take {
+            return Held::Idle;
+        }
+        let Some(op) = self.rx.remove(h).map(|n| *n.value()) else {
+            return Held::Gone;
+        };
+        let buf = op.iov.as_slice()[0];
+        Held::Taken(IoVec::new(buf.addr + op.used as u64, buf.len - op.used), rm)
     }
 
     /// Empties the transmit queue of a closing endpoint without completions; returns

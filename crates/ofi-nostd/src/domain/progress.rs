@@ -114,9 +114,10 @@ impl<S: Storage> Domain<S> {
                     self.rx_datagram(now, src, payload, mem);
                 }
             });
-            // Shared receive contexts' waiting receives take what arrived.
+            // Shared receive contexts' waiting receives take what arrived; lent
+            // multi-recv buffers move on once what was arriving into them landed.
             #[cfg(feature = "shared-ctx")]
-            if transport && self.shared.waiting > 0 {
+            if (transport && self.shared.waiting > 0) || self.shared.lent > 0 {
                 self.srx_progress();
             }
             // What arrived is in the CQs now: hand it to the application before the
@@ -409,7 +410,7 @@ impl<S: Storage> Domain<S> {
             return;
         };
         #[cfg(feature = "shared-ctx")]
-        if self.shared.waiting > 0 {
+        if self.shared.busy() {
             self.srx_feed(slot, &from);
         }
         let Some(ep) = self.eps.get_mut_by_index(slot) else {

@@ -5,7 +5,7 @@
 
 use super::{Domain, obj};
 use crate::cq::{CqErrEntry, comp};
-use crate::ep::srx::{MAX_SHARED_CTX, MAX_SHARED_EPS, Srx, SrxRecv};
+use crate::ep::srx::{Held, Lent, MAX_SHARED_CTX, MAX_SHARED_EPS, MAX_SRX_MULTI, Srx, SrxRecv};
 use crate::ep::stx::Stx;
 use crate::ep::{Engine, EpHandle, EpState};
 use crate::errno::{Errno, Result};
@@ -36,6 +36,9 @@ pub(super) struct Shared<S: Storage> {
     /// Receives waiting in every shared receive context: a pass looks for their
     /// messages only when some wait.
     pub(super) waiting: usize,
+    /// Multi-recv buffers lent to endpoints by every shared receive context: a pass
+    /// also looks for endpoints to lend them to next while some are.
+    pub(super) lent: usize,
 }
 
 impl<S: Storage> Shared<S> {
@@ -53,12 +56,19 @@ impl<S: Storage> Shared<S> {
                     .ok_or(Errno::ENOMEM)?,
             ),
             waiting: 0,
+            lent: 0,
         })
     }
 
     /// Whether no shared context is open (the domain may close).
     pub(super) fn is_empty(&self) -> bool {
         self.srxs.is_empty() && self.stxs.is_empty()
+    }
+
+    /// Whether a pass has shared receives to match: some wait, or are lent.
+    #[inline(always)]
+    pub(super) fn busy(&self) -> bool {
+        self.waiting + self.lent > 0
     }
 }
 
@@ -151,7 +161,6 @@ impl<S: Storage> Domain<S> {
         if size > pc.rx_size
             || iov_limit > IOV_LIMIT
             || !crate::ep::RX_OP_FLAGS.contains(attr.op_flags)
-            || attr.op_flags.contains(Flags::MULTI_RECV)
             || !(attr.caps & PRIMARY).difference(self.info.caps).is_empty()
         {
             return Err(Errno::EINVAL);
@@ -184,6 +193,7 @@ impl<S: Storage> Domain<S> {
             return Err(Errno::EBUSY);
         }
         self.shared.waiting -= s.waiting();
+        self.shared.lent -= s.lent.len();
         s.clear();
         self.shared.srxs.remove(h);
         Ok(())
@@ -267,10 +277,36 @@ impl<S: Storage> Domain<S> {
         {
             s.unbind(h);
         }
-        if let Some(s) = ep.srx.take()
-            && let Some(s) = self.shared.srxs.get_mut(s)
-        {
-            s.unbind(h);
+        if let Some(sh) = ep.srx.take() {
+            self.srx_reclaim(sh, h);
+            if let Some(s) = self.shared.srxs.get_mut(sh) {
+                s.unbind(h);
+            }
+        }
+    }
+
+    /// Endpoint `h` leaves shared receive context `sh`: the multi-recv buffers lent
+    /// to it that no message is arriving into go back to the context, first.
+    fn srx_reclaim(&mut self, sh: SrxHandle<S>, h: EpHandle<S>) {
+        let Some(s) = self.shared.srxs.get(sh) else {
+            return;
+        };
+        let lent: heapless::Vec<Lent<S>, MAX_SRX_MULTI> = s.lent.clone();
+        for l in lent.iter().rev().filter(|l| l.ep == h) {
+            self.srx_unlend(sh, l);
+            if self.srx(sh).is_ok_and(|s| s.waiting() < s.capacity())
+                && let Held::Taken(rest, _) = self.multi_held(h, &l.recv, true)
+            {
+                let r = SrxRecv {
+                    iov: IovList::one(rest),
+                    ..l.recv
+                };
+                if let Some(s) = self.shared.srxs.get_mut(sh)
+                    && s.push_front(r).is_ok()
+                {
+                    self.shared.waiting += 1;
+                }
+            }
         }
     }
 
@@ -288,8 +324,9 @@ impl<S: Storage> Domain<S> {
     /// the claim (-FI_ENOMSG from the call if none). -FI_EINVAL for too many iovs, an
     /// unknown source address or flags the context cannot take, -FI_EOPNOTSUPP for a
     /// kind of receive its capabilities leave out, -FI_ENOCQ for FI_PEEK with no
-    /// endpoint bound, -FI_EAGAIN when full. FI_MULTI_RECV is -FI_ENOSYS (not done:
-    /// a buffer that several endpoints fill).
+    /// endpoint bound, -FI_EAGAIN when full. An FI_MULTI_RECV buffer (one iov,
+    /// untagged: -FI_EINVAL otherwise; -FI_EAGAIN beyond [`MAX_SRX_MULTI`]) is lent
+    /// to one endpoint at a time ([`crate::ep::srx`]).
     pub fn srx_recvmsg(
         &mut self,
         srx: SrxHandle<S>,
@@ -297,10 +334,17 @@ impl<S: Storage> Domain<S> {
         tag: Option<(u64, u64)>,
         flags: Flags,
     ) -> Result<()> {
-        let s = obj(self.shared.srxs.get(srx))?;
-        if flags.contains(Flags::MULTI_RECV) {
-            return Err(Errno::ENOSYS);
+        let multi = flags.contains(Flags::MULTI_RECV);
+        if multi {
+            if msg.iov.len() != 1 || tag.is_some() {
+                return Err(Errno::EINVAL);
+            }
+            self.srx_prune(srx);
+            if obj(self.shared.srxs.get(srx))?.multis() >= MAX_SRX_MULTI {
+                return Err(Errno::EAGAIN);
+            }
         }
+        let s = obj(self.shared.srxs.get(srx))?;
         let cap = if tag.is_some() {
             Flags::TAGGED
         } else {
@@ -348,6 +392,10 @@ impl<S: Storage> Domain<S> {
         }
         for h in &eps {
             if self.srx_hand(*h, &r)? {
+                if multi {
+                    // The other endpoints' messages waiting for it, in turn.
+                    self.srx_roam(srx);
+                }
                 return Ok(());
             }
         }
@@ -391,7 +439,7 @@ impl<S: Storage> Domain<S> {
         }
     }
 
-    /// Posts `r` to endpoint `h`'s own queues.
+    /// Posts `r` to endpoint `h`'s own queues; a multi-recv buffer is lent to it.
     fn post_own(&mut self, h: EpHandle<S>, r: &SrxRecv) -> Result<()> {
         let n = r.iov().len().min(IOV_LIMIT);
         let m = MsgArgs {
@@ -401,7 +449,132 @@ impl<S: Storage> Domain<S> {
             context: r.context,
             data: 0,
         };
-        self.post_own_recv(h, &m, r.tag, r.flags)
+        self.post_own_recv(h, &m, r.tag, r.flags)?;
+        if r.is_multi()
+            && let Some(sh) = self.eps.get(h).and_then(|ep| ep.srx)
+            && let Some(s) = self.shared.srxs.get_mut(sh)
+        {
+            let l = Lent { ep: h, recv: *r };
+            // Room was made when it was posted (`MAX_SRX_MULTI`); a record of the
+            // same buffer there before it was released and posted again is this one.
+            if !s.lent.iter().any(|x| x.same(&l)) && s.lent.push(l).is_ok() {
+                self.shared.lent += 1;
+            }
+        }
+        Ok(())
+    }
+
+    /// What endpoint `h` holds of the multi-recv buffer `r` lent to it; `take`: takes
+    /// it back if idle (its CQ reservation released).
+    fn multi_held(&mut self, h: EpHandle<S>, r: &SrxRecv, take: bool) -> Held {
+        let rm = self.res.rm_enabled;
+        let Some(ep) = self.eps.get_mut(h) else {
+            return Held::Gone;
+        };
+        let held = match &mut ep.engine {
+            Engine::Rdm(e) => e.multi_held(r.context, r.base(), take),
+            Engine::Dgram(d) => d.multi_held(r.context, r.base(), take, rm),
+        };
+        if let Held::Taken(_, true) = held
+            && let Some(cq) = ep.rx_cq.as_ref().and_then(|b| self.res.cqs.get_mut(b.cq))
+        {
+            cq.release();
+        }
+        held
+    }
+
+    /// Forgets lent buffer `l` of context `sh`.
+    fn srx_unlend(&mut self, sh: SrxHandle<S>, l: &Lent<S>) {
+        let Some(s) = self.shared.srxs.get_mut(sh) else {
+            return;
+        };
+        if let Some(i) = s.lent.iter().position(|x| x.same(l)) {
+            s.lent.remove(i);
+            self.shared.lent -= 1;
+        }
+    }
+
+    /// Forgets the buffers context `sh` lent that their endpoints released.
+    fn srx_prune(&mut self, sh: SrxHandle<S>) {
+        let Some(s) = self.shared.srxs.get(sh) else {
+            return;
+        };
+        let lent: heapless::Vec<Lent<S>, MAX_SRX_MULTI> = s.lent.clone();
+        for l in &lent {
+            if self.multi_held(l.ep, &l.recv, false) == Held::Gone {
+                self.srx_unlend(sh, l);
+            }
+        }
+    }
+
+    /// Whether endpoint `h` (enabled, RDM) has a message waiting that `r` takes.
+    fn srx_takes(&mut self, h: EpHandle<S>, r: &SrxRecv) -> bool {
+        let Some(ep) = self.eps.get_mut(h) else {
+            return false;
+        };
+        if ep.state != EpState::Enabled || (r.is_multi() && !ep.caps.contains(Flags::MULTI_RECV)) {
+            return false;
+        }
+        let Ok(src) = directed_src(&self.res.avs, ep, r.addr, r.flags) else {
+            return false;
+        };
+        let (tagged, (tag, ignore)) = (r.tag.is_some(), r.tag.unwrap_or((0, 0)));
+        let (ctx, rdm) = self.res.rdm_ctx(ep);
+        rdm.is_some_and(|e| e.ux_matches(tagged, src, tag, ignore, &ctx))
+    }
+
+    /// Lends the multi-recv buffers of context `sh` on: an RDM endpoint with messages
+    /// waiting that one takes, and none lent to it, gets the free part of one lent to
+    /// another endpoint that no message is arriving into.
+    fn srx_roam(&mut self, sh: SrxHandle<S>) {
+        self.srx_prune(sh);
+        let Some(s) = self.shared.srxs.get(sh) else {
+            return;
+        };
+        if s.lent.is_empty() || s.ep_type == Some(EpType::Dgram) {
+            return;
+        }
+        let eps = s.eps.clone();
+        for e in &eps {
+            let Some(s) = self.shared.srxs.get(sh) else {
+                return;
+            };
+            if s.lent.iter().any(|l| l.ep == *e) || s.waiting() == s.capacity() {
+                continue;
+            }
+            let lent: heapless::Vec<Lent<S>, MAX_SRX_MULTI> = s.lent.clone();
+            for l in lent.iter().filter(|l| l.ep != *e) {
+                if !self.srx_takes(*e, &l.recv) {
+                    continue;
+                }
+                if let Held::Taken(rest, _) = self.multi_held(l.ep, &l.recv, true) {
+                    self.srx_relend(sh, l, rest, *e);
+                    break;
+                }
+            }
+        }
+    }
+
+    /// Lends the free part `rest` of buffer `l`, taken back, to endpoint `to`; back
+    /// in the context, first, if `to` has no room for it.
+    fn srx_relend(
+        &mut self,
+        sh: SrxHandle<S>,
+        l: &Lent<S>,
+        rest: crate::mem::IoVec,
+        to: EpHandle<S>,
+    ) {
+        self.srx_unlend(sh, l);
+        let r = SrxRecv {
+            iov: IovList::one(rest),
+            ..l.recv
+        };
+        if self.post_own(to, &r).is_err()
+            && let Some(s) = self.shared.srxs.get_mut(sh)
+            && s.push_front(r).is_ok()
+        {
+            self.shared.waiting += 1;
+        }
     }
 
     /// Hands `r` to endpoint `h` if its engine has a message `r` takes: `Ok(true)`
@@ -409,21 +582,7 @@ impl<S: Storage> Domain<S> {
     /// DGRAM endpoint, which takes receives as datagrams arrive), -FI_EAGAIN when it
     /// has one but no room yet.
     fn srx_hand(&mut self, h: EpHandle<S>, r: &SrxRecv) -> Result<bool> {
-        let Some(ep) = self.eps.get_mut(h) else {
-            return Ok(false);
-        };
-        if ep.state != EpState::Enabled {
-            return Ok(false);
-        }
-        let Ok(src) = directed_src(&self.res.avs, ep, r.addr, r.flags) else {
-            return Ok(false);
-        };
-        let (tagged, (tag, ignore)) = (r.tag.is_some(), r.tag.unwrap_or((0, 0)));
-        let (ctx, rdm) = self.res.rdm_ctx(ep);
-        let Some(e) = rdm else {
-            return Ok(false);
-        };
-        if !e.ux_matches(tagged, src, tag, ignore, &ctx) {
+        if !self.srx_takes(h, r) {
             return Ok(false);
         }
         self.post_own(h, r).map(|()| true)
@@ -438,7 +597,9 @@ impl<S: Storage> Domain<S> {
             .shared
             .srxs
             .iter()
-            .filter(|(_, s)| s.waiting() > 0 && s.ep_type != Some(EpType::Dgram))
+            .filter(|(_, s)| {
+                (s.waiting() > 0 || !s.lent.is_empty()) && s.ep_type != Some(EpType::Dgram)
+            })
             .map(|(h, _)| h)
             .collect();
         for sh in handles {
@@ -473,12 +634,14 @@ impl<S: Storage> Domain<S> {
                     i += 1;
                 }
             }
+            self.srx_roam(sh);
         }
     }
 
     /// A datagram arrives for the DGRAM endpoint at pool slot `slot`: bound to a
     /// shared receive context and with no receive of its own, it takes the context's
-    /// oldest waiting receive that names no other source.
+    /// oldest waiting receive that names no other source, else the free part of a
+    /// multi-recv buffer lent to another endpoint.
     #[inline(never)]
     pub(super) fn srx_feed(&mut self, slot: usize, from: &crate::addr::EpAddr) {
         let Some((h, ep)) = self.eps.get_by_index(slot) else {
@@ -497,11 +660,22 @@ impl<S: Storage> Domain<S> {
         let Some(s) = self.shared.srxs.get(sh) else {
             return;
         };
-        let pick = (0..s.waiting()).find(|&i| {
-            s.get(i)
-                .is_some_and(|r| !directed || r.addr == FI_ADDR_UNSPEC || same(r.addr))
-        });
+        let takes = |r: &SrxRecv| !directed || r.addr == FI_ADDR_UNSPEC || same(r.addr);
+        let pick = (0..s.waiting()).find(|&i| s.get(i).is_some_and(|r| takes(&r)));
         let Some(i) = pick else {
+            let lent: heapless::Vec<Lent<S>, MAX_SRX_MULTI> = s
+                .lent
+                .iter()
+                .filter(|l| l.ep != h && takes(&l.recv))
+                .copied()
+                .collect();
+            for l in &lent {
+                match self.multi_held(l.ep, &l.recv, true) {
+                    Held::Taken(rest, _) => return self.srx_relend(sh, l, rest, h),
+                    Held::Gone => self.srx_unlend(sh, l),
+                    Held::Busy | Held::Idle => {}
+                }
+            }
             return;
         };
         let Some(r) = s.get(i) else {

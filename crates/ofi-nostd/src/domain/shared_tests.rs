@@ -33,7 +33,8 @@ fn shared_ep(h: &mut Host, info: &Info) -> EpHandle<VecStorage> {
 fn every_refusal_of_shared_contexts() {
     let mut h = host([10, 0, 0, 1], CqFormat::Msg, false);
     let d = &mut h.dom;
-    // Attributes beyond the domain's, receive flags a context cannot take.
+    // Attributes beyond the domain's, receive flags a context cannot take
+    // (FI_MULTI_RECV it takes).
     let big = TxAttr {
         size: 9,
         ..TxAttr::default()
@@ -43,7 +44,14 @@ fn every_refusal_of_shared_contexts() {
         op_flags: Flags::MULTI_RECV,
         ..RxAttr::default()
     };
-    assert_eq!(d.srx_open(&multi, 0).err(), Some(Errno::EINVAL));
+    let ms = d.srx_open(&multi, 0).unwrap();
+    assert_eq!(d.srx(ms).unwrap().op_flags(), Flags::MULTI_RECV);
+    d.srx_close(ms).unwrap();
+    let bad = RxAttr {
+        op_flags: Flags::INJECT,
+        ..RxAttr::default()
+    };
+    assert_eq!(d.srx_open(&bad, 0).err(), Some(Errno::EINVAL));
     let iovs = RxAttr {
         iov_limit: crate::iov::IOV_LIMIT + 1,
         ..RxAttr::default()
@@ -105,17 +113,25 @@ fn every_refusal_of_shared_contexts() {
     h.dom.stx_close(stx).unwrap();
     assert_eq!(h.dom.stx_close(stx), Err(Errno::EINVAL), "closed twice");
 
-    // Posting: multi-recv not done, too many iovs, peeks of untagged or with no
-    // endpoint to report on, a full context.
+    // Posting: multi-recv of two iovs or tagged, too many iovs, peeks of untagged
+    // or with no endpoint to report on, a full context.
     let b = IoVec::new(BASE, 8);
     let m = MsgArgs::new(core::slice::from_ref(&b), FI_ADDR_UNSPEC, 7);
     let d = &mut h.dom;
-    assert_eq!(
-        d.srx_recvmsg(srx, &m, None, Flags::MULTI_RECV),
-        Err(Errno::ENOSYS)
-    );
     let two = [b, b];
     let m2 = MsgArgs::new(&two, FI_ADDR_UNSPEC, 7);
+    assert_eq!(
+        d.srx_recvmsg(srx4, &m2, None, Flags::MULTI_RECV),
+        Err(Errno::EINVAL)
+    );
+    assert_eq!(
+        d.srx_recvmsg(srx4, &m, Some((1, 0)), Flags::MULTI_RECV),
+        Err(Errno::EINVAL)
+    );
+    // One that waits (no endpoint bound), then closes with its context.
+    d.srx_recvmsg(srx4, &m, None, Flags::MULTI_RECV).unwrap();
+    assert_eq!(d.srx(srx4).unwrap().waiting(), 1);
+    d.srx_close(srx4).unwrap();
     assert_eq!(
         d.srx_recvmsg(srx, &m2, None, Flags::empty()),
         Err(Errno::EINVAL)
@@ -144,7 +160,7 @@ fn every_refusal_of_shared_contexts() {
     assert_eq!(d.srx_size_left(srx), Ok(1));
 
     // Pools are bounded: a full one is an error.
-    let mut n = 2;
+    let mut n = 1;
     while d.srx_open(&RxAttr::default(), 0).is_ok() {
         n += 1;
         assert!(n <= crate::ep::srx::MAX_SHARED_CTX);
@@ -243,6 +259,86 @@ fn dgram_endpoints_take_the_shared_receives_in_order() {
     assert_eq!(b.dom.srx(srx).unwrap().waiting(), 0);
     // Closing: the endpoints first, then the contexts.
     assert_eq!(b.dom.srx_close(srx), Err(Errno::EBUSY));
+    for ep in eps {
+        b.dom.ep_close(ep).unwrap();
+    }
+    b.dom.srx_close(srx).unwrap();
+    b.dom.stx_close(stx).unwrap();
+}
+
+#[test]
+fn a_multi_recv_buffer_moves_between_dgram_endpoints_of_one_context() {
+    let (mut a, mut b, _, _) = pair(CqFormat::Msg);
+    let srx = b.dom.srx_open(&RxAttr::default(), 0).unwrap();
+    let stx = b.dom.stx_open(&TxAttr::default(), 0).unwrap();
+    let info = shared_info(EpType::Dgram);
+    let mut eps = Vec::new();
+    let mut dests = Vec::new();
+    for _ in 0..2 {
+        let ep = shared_ep(&mut b, &info);
+        b.dom.ep_bind_stx(ep, stx).unwrap();
+        b.dom.ep_bind_srx(ep, srx).unwrap();
+        b.dom
+            .ep_mut(ep)
+            .unwrap()
+            .setopt(FI_OPT_ENDPOINT, EpOpt::MinMultiRecv, 16)
+            .unwrap();
+        b.dom.ep_enable(ep).unwrap();
+        let addr = b.dom.ep_addr(ep).unwrap();
+        let mut out = [0; 1];
+        a.dom
+            .av_mut(a.av)
+            .unwrap()
+            .insert(AvAddrs::Ep(&[addr]), Some(&mut out), Flags::empty(), None)
+            .unwrap();
+        eps.push(ep);
+        dests.push(out[0]);
+    }
+    // One 64-byte buffer on the context, for 16-byte datagrams.
+    let buf = IoVec::new(BASE + 300, 64);
+    b.dom
+        .srx_recvmsg(
+            srx,
+            &MsgArgs::new(core::slice::from_ref(&buf), FI_ADDR_UNSPEC, 0xD0),
+            None,
+            Flags::MULTI_RECV,
+        )
+        .unwrap();
+    // Datagrams to the second endpoint, the first, the first, the second, then one
+    // more to the first once the buffer is gone.
+    let to = [1usize, 0, 0, 1, 0];
+    for (k, t) in to.into_iter().enumerate() {
+        a.put(16 * k as u64, &[b'a' + k as u8; 16]);
+        let mem = SliceMemory::new(BASE, &mut a.mem);
+        a.dom
+            .send(
+                a.ep,
+                &mem,
+                IoVec::new(BASE + 16 * k as u64, 16),
+                dests[t],
+                0,
+            )
+            .unwrap();
+        pump(&mut a, &mut b);
+    }
+    let mut e = [CqMsgEntry::default(); 8];
+    assert_eq!(b.dom.cq_mut(b.rx_cq).unwrap().read(&mut e), Ok(4));
+    for (k, x) in e[..4].iter().enumerate() {
+        assert_eq!((x.op_context, x.len), (0xD0, 16), "{x:?}");
+        // Packed back to back whichever endpoint took it.
+        assert_eq!(b.get(300 + 16 * k as u64, 16), &[b'a' + k as u8; 16]);
+        assert_eq!(
+            x.flags & Flags::MULTI_RECV.bits() != 0,
+            k == 3,
+            "released with the piece that leaves less than 16 bytes"
+        );
+    }
+    let dropped: u64 = eps
+        .iter()
+        .map(|ep| b.dom.ep(*ep).unwrap().stats().rx_no_buffer)
+        .sum();
+    assert_eq!(dropped, 1, "the last datagram found no buffer");
+    assert_eq!(b.dom.srx(srx).unwrap().waiting(), 0);
     for ep in eps {
         b.dom.ep_close(ep).unwrap();
     }

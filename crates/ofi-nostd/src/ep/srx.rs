@@ -10,6 +10,13 @@
 //! context go. A message from one sender to one endpoint is matched in its order, so
 //! per-sender order holds; DGRAM endpoints take a waiting buffer when a datagram
 //! arrives for them and their own queue is empty.
+//!
+//! A multi-recv buffer (FI_MULTI_RECV) is one buffer that every bound endpoint fills,
+//! but an engine's buffer is its own: the context lends it to one endpoint at a time
+//! ([`Lent`]) and takes what is still free of it back for another endpoint that has
+//! messages for it and no buffer, once no message is arriving into it. The pieces
+//! complete on the CQ of the endpoint that took each; the release (FI_MULTI_RECV)
+//! on the CQ of the endpoint holding the buffer when it fills.
 
 use crate::ep::EpHandle;
 use crate::errno::{Errno, Result};
@@ -24,6 +31,46 @@ pub use crate::info::MAX_SHARED_EPS;
 
 /// Shared contexts of each kind a domain opens.
 pub const MAX_SHARED_CTX: usize = 8;
+
+/// Multi-recv buffers a shared receive context holds at once, waiting or lent
+/// (-FI_EAGAIN beyond).
+pub const MAX_SRX_MULTI: usize = 8;
+
+/// A multi-recv buffer a shared receive context lent to a bound endpoint: `recv`
+/// as handed over (its one iov is the part that was still free then).
+#[derive(Debug)]
+pub(crate) struct Lent<S: Storage> {
+    pub(crate) ep: EpHandle<S>,
+    pub(crate) recv: SrxRecv,
+}
+
+impl<S: Storage> Lent<S> {
+    /// Whether `o` names the same buffer at the same endpoint.
+    pub(crate) fn same(&self, o: &Lent<S>) -> bool {
+        self.ep == o.ep && self.recv.context == o.recv.context && self.recv.base() == o.recv.base()
+    }
+}
+
+impl<S: Storage> Clone for Lent<S> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<S: Storage> Copy for Lent<S> {}
+
+/// What an engine holds of a multi-recv buffer a shared receive context lent it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Held {
+    /// No longer: released (filled or canceled), or the endpoint closed.
+    Gone,
+    /// A message is still arriving into it.
+    Busy,
+    /// Taken back: the part still free, and whether it held a CQ reservation.
+    Taken(IoVec, bool),
+    /// Held, idle (asked without taking).
+    Idle,
+}
 
 /// A receive waiting in a shared receive context for a message.
 #[derive(Debug, Clone, Copy, Default)]
@@ -41,6 +88,16 @@ impl SrxRecv {
     pub(crate) fn iov(&self) -> &[IoVec] {
         self.iov.as_slice()
     }
+
+    /// Whether this is a multi-recv buffer.
+    pub(crate) fn is_multi(&self) -> bool {
+        self.flags.contains(Flags::MULTI_RECV)
+    }
+
+    /// Where its (one) buffer starts.
+    pub(crate) fn base(&self) -> u64 {
+        self.iov().first().map_or(0, |v| v.addr)
+    }
 }
 
 /// A shared receive context.
@@ -57,6 +114,8 @@ pub struct Srx<S: Storage> {
     pub(crate) ep_type: Option<EpType>,
     /// The AV every bound connectionless endpoint shares (the first enabled fixes it).
     pub(crate) av: Option<AvHandle<S>>,
+    /// Multi-recv buffers lent to bound endpoints.
+    pub(crate) lent: heapless::Vec<Lent<S>, MAX_SRX_MULTI>,
     waiting: S::Slice<SrxRecv>,
     len: usize,
 }
@@ -79,6 +138,7 @@ impl<S: Storage> Srx<S> {
             eps: heapless::Vec::new(),
             ep_type: None,
             av: None,
+            lent: heapless::Vec::new(),
             waiting: store
                 .slice(size.max(1), SrxRecv::default)
                 .ok_or(Errno::ENOMEM)?,
@@ -123,6 +183,23 @@ impl<S: Storage> Srx<S> {
         Ok(())
     }
 
+    /// Puts a receive first (a multi-recv buffer taken back, older than the rest);
+    /// -FI_EAGAIN when full.
+    pub(crate) fn push_front(&mut self, r: SrxRecv) -> Result<()> {
+        self.push(r)?;
+        self.waiting.as_mut()[..self.len].rotate_right(1);
+        Ok(())
+    }
+
+    /// Multi-recv buffers waiting or lent.
+    pub(crate) fn multis(&self) -> usize {
+        let waiting = self.waiting.as_ref()[..self.len]
+            .iter()
+            .filter(|r| r.is_multi())
+            .count();
+        waiting + self.lent.len()
+    }
+
     /// Waiting receive `i` (in posting order).
     pub(crate) fn get(&self, i: usize) -> Option<SrxRecv> {
         (i < self.len).then(|| self.waiting.as_ref()[i])
@@ -143,9 +220,10 @@ impl<S: Storage> Srx<S> {
             .position(|r| r.context == context)
     }
 
-    /// Forgets every waiting receive (the context closes).
+    /// Forgets every waiting receive and lent buffer (the context closes).
     pub(crate) fn clear(&mut self) {
         self.len = 0;
+        self.lent.clear();
     }
 
     /// Binds endpoint `h` of type `t`: -FI_EINVAL for another type than the bound

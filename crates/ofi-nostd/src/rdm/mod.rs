@@ -393,7 +393,9 @@ impl<S: Storage> Rdm<S> {
     /// below every peer's timer), in O(1) however many peers there are; `None` when no
     /// timer is armed.
     pub fn poll_timeout(&self, now: Instant) -> Option<Instant> {
-        if self.tx_ready || !self.posted.is_empty() {
+        // Copies of unexpected data into receives matched since the last pass, too:
+        // the next pass finishes them whatever else is due.
+        if self.tx_ready || !self.posted.is_empty() || self.active.copies_pending() {
             return Some(now);
         }
         (self.next_scan != NEVER).then_some(self.next_scan)

@@ -2,6 +2,8 @@
 //! the copies of buffered unexpected data into matched buffers, and cancellation.
 
 use super::*;
+#[cfg(feature = "shared-ctx")]
+use crate::ep::srx::Held;
 
 impl<S: Storage> Rdm<S> {
     /// Posts a receive: matches buffered unexpected messages first (data is copied by
@@ -103,6 +105,34 @@ impl<S: Storage> Rdm<S> {
             self.deliver_ux(UxRef::Untagged(h), &t, ctx);
         }
         Ok(())
+    }
+
+    /// The multi-recv buffer posted with `context` that starts at `base`, as a shared
+    /// receive context asks of one it lent here ([`crate::ep::srx`]); `take`: out of
+    /// the posted queue, without a completion, if idle.
+    #[cfg(feature = "shared-ctx")]
+    pub(crate) fn multi_held(&mut self, context: u64, base: u64, take: bool) -> Held {
+        let found = self
+            .recv
+            .multis
+            .iter()
+            .find(|(_, m)| m.context == context && m.buf.addr == base && !m.released)
+            .map(|(h, m)| (h, *m));
+        let Some((mh, mb)) = found else {
+            return Held::Gone;
+        };
+        if mb.outstanding > 0 {
+            return Held::Busy;
+        }
+        if !take {
+            return Held::Idle;
+        }
+        if let Some(ph) = mb.posted {
+            self.recv.posted_msg.remove(ph);
+        }
+        self.recv.multis.remove(mh);
+        let rest = IoVec::new(mb.buf.addr + mb.used as u64, mb.buf.len - mb.used);
+        Held::Taken(rest, mb.reserved)
     }
 
     /// Hands unexpected message `r` to a receive: a rendezvous gets its CTS, buffered
