@@ -13,12 +13,12 @@ use wire::packet::{Body, DgramRepr, Header, Packet, Repr};
 use crate::addr::EpAddr;
 use crate::cntr::Cntr;
 use crate::cq::{Cq, CqEntry, CqErrEntry, CqSlot, comp};
-#[cfg(feature = "shared-ctx")]
-use crate::ep::srx::Held;
 use crate::errno::{Errno, Result};
 use crate::fid::{CntrHandle, CqHandle, CqObj, Objects};
 use crate::flags::{FI_ADDR_UNSPEC, FiAddr, Flags};
 use crate::iov::IovList;
+#[cfg(feature = "shared-ctx")]
+use crate::matching::Held;
 use crate::matching::{Bucket, Node, PostedQueue};
 #[cfg(feature = "shared-ctx")]
 use crate::mem::IoVec;

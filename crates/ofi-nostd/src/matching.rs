@@ -17,6 +17,20 @@
 use crate::flags::{FI_ADDR_NOTAVAIL, FI_ADDR_UNSPEC, FiAddr};
 use crate::pool::{Handle, Pool, Slot};
 
+#[cfg(feature = "shared-ctx")]
+/// What an engine holds of a multi-recv buffer a shared receive context lent it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Held {
+    /// No longer: released (filled or canceled), or the endpoint closed.
+    Gone,
+    /// A message is still arriving into it.
+    Busy,
+    /// Taken back: the part still free, and whether it held a CQ reservation.
+    Taken(crate::mem::IoVec, bool),
+    /// Held, idle (asked without taking).
+    Idle,
+}
+
 const NIL: u32 = u32::MAX;
 
 /// Which intrusive list a link belongs to.

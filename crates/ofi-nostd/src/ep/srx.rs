@@ -13,7 +13,7 @@
 //!
 //! A multi-recv buffer (FI_MULTI_RECV) is one buffer that every bound endpoint fills,
 //! but an engine's buffer is its own: the context lends it to one endpoint at a time
-//! ([`Lent`]) and takes what is still free of it back for another endpoint that has
+//! (`Lent`) and takes what is still free of it back for another endpoint that has
 //! messages for it and no buffer, once no message is arriving into it. The pieces
 //! complete on the CQ of the endpoint that took each; the release (FI_MULTI_RECV)
 //! on the CQ of the endpoint holding the buffer when it fills.
@@ -59,18 +59,7 @@ impl<S: Storage> Clone for Lent<S> {
 
 impl<S: Storage> Copy for Lent<S> {}
 
-/// What an engine holds of a multi-recv buffer a shared receive context lent it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Held {
-    /// No longer: released (filled or canceled), or the endpoint closed.
-    Gone,
-    /// A message is still arriving into it.
-    Busy,
-    /// Taken back: the part still free, and whether it held a CQ reservation.
-    Taken(IoVec, bool),
-    /// Held, idle (asked without taking).
-    Idle,
-}
+pub(crate) use crate::matching::Held;
 
 /// A receive waiting in a shared receive context for a message.
 #[derive(Debug, Clone, Copy, Default)]

@@ -3,7 +3,7 @@
 
 use super::*;
 #[cfg(feature = "shared-ctx")]
-use crate::ep::srx::Held;
+use crate::matching::Held;
 
 impl<S: Storage> Rdm<S> {
     /// Posts a receive: matches buffered unexpected messages first (data is copied by
