@@ -297,7 +297,8 @@ fn c_scalable_endpoints_through_libfabric() {
 
 /// Shared transmit and receive contexts through libfabric
 /// (`tests/c/shared_ctx_test.c`): N endpoints on one stx and one srx, receives taken
-/// by whichever endpoint a message reaches, cancel, bind and close rules.
+/// by whichever endpoint a message reaches, a multi-recv buffer they all fill, cancel,
+/// bind and close rules.
 #[test]
 fn c_shared_contexts_through_libfabric() {
     run_c_program("shared_ctx_test");

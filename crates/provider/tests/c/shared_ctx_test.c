@@ -5,7 +5,8 @@
  * and one fi_srx_context, receives posted to the context taken by whichever endpoint
  * a message reaches (completing on that endpoint's CQ), tagged receives, a receive
  * posted through a bound endpoint, sends of every endpoint through the shared
- * transmit context, fi_cancel on the context, the binding and
+ * transmit context, fi_cancel on the context, an FI_MULTI_RECV buffer on the
+ * context that every endpoint's messages fill, the binding and
  * enable errors, and the close order (-FI_EBUSY while endpoints are bound).
  *
  * Run with FI_PROVIDER_PATH=<dir holding libnostd-fi.so> FI_PROVIDER=nostd.
@@ -65,14 +66,16 @@ int main(void)
 	struct fi_cq_attr cq_attr = { .format = FI_CQ_FORMAT_TAGGED };
 	struct fi_cq_tagged_entry e;
 	struct fi_cq_err_entry err;
-	char name[64], bufs[N + 2][64], out[N][16];
-	size_t len;
+	char name[64], bufs[N + 2][64], out[N][16], multi[2 * N][16], big[2 * N * 16];
+	size_t len, min_free = 16;
 	fi_addr_t to_a[N], to_b = FI_ADDR_UNSPEC;
-	int i, seen;
+	int i, k, seen, releases;
+	struct iovec iov;
+	struct fi_msg msg;
 
 	hints->fabric_attr->prov_name = strdup("nostd");
 	hints->ep_attr->type = FI_EP_RDM;
-	hints->caps = FI_MSG | FI_TAGGED;
+	hints->caps = FI_MSG | FI_TAGGED | FI_MULTI_RECV;
 	hints->ep_attr->tx_ctx_cnt = FI_SHARED_CONTEXT;
 	hints->ep_attr->rx_ctx_cnt = FI_SHARED_CONTEXT;
 	EXPECT(fi_getinfo(FI_VERSION(1, 17), "127.0.0.1", NULL, FI_SOURCE, hints, &info), 0);
@@ -112,6 +115,8 @@ int main(void)
 		EXPECT(fi_ep_bind(ep[i], &stx->fid, 0), -FI_EINVAL);
 		EXPECT(fi_ep_bind(ep[i], &srx->fid, 0), 0);
 		EXPECT(fi_ep_bind(ep[i], &srx->fid, 0), -FI_EINVAL);
+		EXPECT(fi_setopt(&ep[i]->fid, FI_OPT_ENDPOINT, FI_OPT_MIN_MULTI_RECV, &min_free,
+				 sizeof min_free), 0);
 		EXPECT(fi_enable(ep[i]), 0);
 	}
 	/* An endpoint with its own contexts takes no shared one. */
@@ -206,6 +211,45 @@ int main(void)
 	EXPECT((long)err.op_context, 0x501);
 	/* A send through a shared context is the endpoint's, not the context's. */
 	EXPECT(fi_send(srx, "x", 2, NULL, to_b, NULL), -FI_EINVAL);
+
+	/* FI_MULTI_RECV on the context: one buffer with room for 2N 16-byte messages
+	 * takes two sent to each endpoint, packed back to back in it, each on the CQ of
+	 * the endpoint it reached, in order per endpoint; the piece that leaves less
+	 * than FI_OPT_MIN_MULTI_RECV carries FI_MULTI_RECV. */
+	memset(big, 0, sizeof big);
+	iov.iov_base = big;
+	iov.iov_len = sizeof big;
+	memset(&msg, 0, sizeof msg);
+	msg.msg_iov = &iov;
+	msg.iov_count = 1;
+	msg.addr = FI_ADDR_UNSPEC;
+	msg.context = (void *)0x700;
+	EXPECT(fi_recvmsg(srx, &msg, FI_MULTI_RECV), 0);
+	for (k = 0; k < 2 * N; k++) {
+		memset(multi[k], 0, sizeof multi[k]);
+		snprintf(multi[k], sizeof multi[k], "multi %d to %d", k, k % N);
+		EXPECT(fi_send(b, multi[k], sizeof multi[k], NULL, to_a[k % N],
+			       (void *)(long)(0x710 + k)), 0);
+		EXPECT(read_one(cqb, &e, NULL), 1);
+	}
+	seen = 0;
+	releases = 0;
+	for (k = 0; k < 2 * N; k++) {
+		long at;
+
+		EXPECT(read_one(rxcq[k % N], &e, NULL), 1);
+		EXPECT((long)e.op_context, 0x700);
+		EXPECT(e.len, 16);
+		at = (char *)e.buf - big;
+		EXPECT_TRUE(at >= 0 && at + 16 <= (long)sizeof big && at % 16 == 0);
+		if (at >= 0 && at + 16 <= (long)sizeof big && at % 16 == 0) {
+			EXPECT(memcmp(big + at, multi[k], 16), 0);
+			seen |= 1 << (at / 16);
+		}
+		releases += !!(e.flags & FI_MULTI_RECV);
+	}
+	EXPECT(seen, (1 << (2 * N)) - 1);
+	EXPECT(releases, 1);
 
 	/* Close: a receive still waits in the context; endpoints, then contexts. */
 	EXPECT(fi_recv(srx, bufs[0], sizeof bufs[0], NULL, FI_ADDR_UNSPEC, (void *)0x601), 0);
