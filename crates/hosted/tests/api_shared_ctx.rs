@@ -114,6 +114,31 @@ fn endpoints_on_shared_contexts_through_the_safe_api() {
         }
     }
 
+    // A multi-receive buffer on the context: 16-byte messages to every endpoint land
+    // back to back in it, each on its endpoint's CQ with the post's context; 96
+    // bytes less three messages leave 48, under the 64-byte FI_OPT_MIN_MULTI_RECV,
+    // so the third gives the buffer back.
+    let id = srx.recv_multi(Buf::zeroed(96), FI_ADDR_UNSPEC, 55).unwrap();
+    let mut pieces = Vec::new();
+    let mut back = None;
+    for (i, to) in to_a.iter().enumerate() {
+        epb.send(Buf::from(vec![0x60 + i as u8; 16]), *to, 50 + i as u64)
+            .unwrap();
+        let c = one(&cqs[i], &cqb, &mut at_b);
+        assert_eq!((c.op, c.context, c.result()), (id, 55, Ok(16)), "{c:?}");
+        pieces.push((c.offset.expect("an offset"), i));
+        if c.flags.contains(Flags::MULTI_RECV) {
+            back = Some(c);
+        }
+    }
+    let back = back.expect("the buffer came back");
+    assert_eq!((back.buf.capacity(), back.buf.len()), (96, 48));
+    pieces.sort();
+    for (k, (off, i)) in pieces.iter().enumerate() {
+        assert_eq!(*off, 16 * k, "back to back");
+        assert_eq!(&back.buf[*off..off + 16], &[0x60 + *i as u8; 16]);
+    }
+
     // Cancel: the buffer comes back on the first endpoint's CQ.
     let id = srx.recv(Buf::zeroed(16), FI_ADDR_UNSPEC, 77).unwrap();
     srx.cancel(id).unwrap();

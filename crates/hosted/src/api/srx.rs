@@ -124,7 +124,20 @@ impl<C: Send + 'static> SharedRxContext<C> {
     /// `fi_recv` on the context: `buf` for the next untagged message from `src`
     /// (FI_ADDR_UNSPEC: anyone) that reaches any bound endpoint.
     pub fn recv(&self, buf: Buf, src: FiAddr, context: C) -> Result<OpId, PostError<C>> {
-        self.post(buf, src, None, context)
+        self.post(buf, src, None, context, None)
+    }
+
+    /// `fi_recv` with FI_MULTI_RECV on the context: `buf` takes untagged messages
+    /// reaching any bound endpoint, each placed after the one before, as
+    /// [`Endpoint::recv_multi`](super::Endpoint::recv_multi) does; each message
+    /// completes on the CQ of the endpoint it reached, and the buffer comes back on
+    /// the CQ of the endpoint that filled it. -FI_EAGAIN beyond eight such buffers
+    /// waiting or in use at once.
+    pub fn recv_multi(&self, buf: Buf, src: FiAddr, context: C) -> Result<OpId, PostError<C>>
+    where
+        C: Clone,
+    {
+        self.post(buf, src, None, context, Some(<C as Clone>::clone))
     }
 
     /// `fi_trecv` on the context: `buf` for the next message whose tag matches `tag`
@@ -137,7 +150,7 @@ impl<C: Send + 'static> SharedRxContext<C> {
         ignore: u64,
         context: C,
     ) -> Result<OpId, PostError<C>> {
-        self.post(buf, src, Some((tag, ignore)), context)
+        self.post(buf, src, Some((tag, ignore)), context, None)
     }
 
     fn post(
@@ -146,6 +159,7 @@ impl<C: Send + 'static> SharedRxContext<C> {
         src: FiAddr,
         tag: Option<(u64, u64)>,
         context: C,
+        multi: Option<fn(&C) -> C>,
     ) -> Result<OpId, PostError<C>> {
         let posted = buf.capacity();
         let iov = [IoVec::new(buf.addr(), posted)];
@@ -156,14 +170,21 @@ impl<C: Send + 'static> SharedRxContext<C> {
             context,
             ep: owner(self.h),
             posted,
-            multi: None,
+            multi,
             claim: false,
         });
-        let flags = inner
+        // FI_MULTI_RECV as this post says (the table keeps the buffer for one).
+        let flags = (inner
             .core
             .srx(self.h)
             .map_or(Flags::empty(), |s| s.op_flags())
-            | Flags::COMPLETION;
+            - Flags::MULTI_RECV)
+            | Flags::COMPLETION
+            | if multi.is_some() {
+                Flags::MULTI_RECV
+            } else {
+                Flags::empty()
+            };
         let m = MsgArgs::new(&iov, src, id.raw());
         match inner.core.srx_recvmsg(self.h, &m, tag, flags) {
             Ok(()) => Ok(id),
