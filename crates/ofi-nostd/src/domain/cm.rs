@@ -551,6 +551,7 @@ impl<S: Storage> Domain<S> {
             let Some(c) = self.cm.conns.as_ref()[i].as_ref() else {
                 continue;
             };
+            let connected = c.send_peer().ok();
             let (drained, failed) = match (c.peer(), ep.rdm()) {
                 (Some(p), Some(r)) => {
                     let failed = r.peer_state(&p) == Some(PeerState::Failed);
@@ -562,6 +563,13 @@ impl<S: Storage> Domain<S> {
                 }
                 _ => (true, false),
             };
+            // A connected peer is watched: its death, idle or not, ends the connection.
+            if let Some(p) = connected
+                && let Some(ep) = self.eps.get_mut_by_index(i)
+                && let crate::ep::Engine::Rdm(r) = &mut ep.engine
+            {
+                r.watch(&p, now);
+            }
             let Some(c) = self.cm.conn_mut(i) else {
                 continue;
             };

@@ -542,6 +542,38 @@ fn a_peer_killed_mid_transfer_is_a_shutdown_within_the_retry_budget() {
 }
 
 #[test]
+fn an_idle_connection_to_a_dead_peer_is_a_shutdown_within_the_retry_budget() {
+    let mut net = Net2::new(2, 3);
+    let p = net.b.pep();
+    let c = net.a.ep(1);
+    let s = net.connect(p, c);
+    // Idle, both alive: the connection stays, each side probing the other about
+    // once per `rto_max` (100 ms): a handful of packets a second, no more.
+    let rc = *net.a.dom.rdm_config();
+    let tx = |n: &Node, h| n.dom.ep(h).unwrap().rdm().unwrap().stats().tx_packets;
+    let before = (tx(&net.a, c), tx(&net.b, s));
+    net.run(Duration::from_secs(1));
+    assert!(net.a.events.is_empty() && net.b.events.is_empty());
+    let sent = (tx(&net.a, c) - before.0, tx(&net.b, s) - before.1);
+    assert!(
+        (5..=40).contains(&sent.0) && (5..=40).contains(&sent.1),
+        "keepalive packets in an idle second: {sent:?}"
+    );
+    // B dies with nothing in flight either way and nothing posted: A's engine
+    // notices, and the connection ends with FI_SHUTDOWN.
+    net.b.dead = true;
+    let start = net.now;
+    let budget = Duration::from_micros(rc.rto_max.total_micros() * u64::from(rc.max_retries) * 2);
+    assert!(net.run_until(budget, |x| !x.a.events.is_empty()));
+    assert!(
+        net.now - start >= Duration::from_micros(rc.rto_max.total_micros() * 2),
+        "not before a few probes went unanswered"
+    );
+    assert_eq!(net.a.events.remove(0).kind, CmEventKind::Shutdown);
+    assert_eq!(send(&mut net.a, c, 0, b"x", 9), Err(Errno::ENOTCONN));
+}
+
+#[test]
 fn reconnect_after_shutdown() {
     let mut net = Net2::new(3, 4);
     let p = net.b.pep();

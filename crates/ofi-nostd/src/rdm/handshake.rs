@@ -678,10 +678,13 @@ impl<S: Storage> Rdm<S> {
 }
 
 impl super::peer::Peer {
-    /// Any valid packet from the peer proves it alive.
+    /// Any valid packet from the peer proves it alive. A watched peer's probe timer
+    /// keeps running (one probe per `rto_max` however busy: no rescan per packet).
     pub(super) fn last_heard_ok(&mut self, now: Instant) {
         self.tx.timeouts = 0;
-        self.tx.live_at = None;
+        if !self.watched {
+            self.tx.live_at = None;
+        }
         self.last_active = now;
         self.session.busy_until = None;
         self.session.confirmed = true;

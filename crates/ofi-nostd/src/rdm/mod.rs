@@ -377,6 +377,26 @@ impl<S: Storage> Rdm<S> {
         self.tx_ready || !self.posted.is_empty() || !self.ctl.is_empty()
     }
 
+    /// Watches the peer at `addr` (the one peer of a connected endpoint): its session
+    /// starts now if none was ever started, and it is probed for liveness while idle
+    /// too, so its death fails the session (and the connection sees FI_SHUTDOWN)
+    /// within the retry budget. A failed session is left failed. No-op when the peer
+    /// table has no room.
+    pub(crate) fn watch(&mut self, addr: &EpAddr, now: Instant) {
+        if self.peers.find(addr).is_some_and(|i| self.peers[i].watched) {
+            return;
+        }
+        let Ok(p) = self.peer_slot(addr, now) else {
+            return;
+        };
+        self.peers[p].watched = true;
+        if self.peers[p].state == PeerState::Idle {
+            self.start_hello(p, now);
+        }
+        self.arm(Instant::ZERO);
+        self.tx_ready = true;
+    }
+
     /// A peer timer was armed for `at`: the transmitter scans the peers by then.
     pub(super) fn arm(&mut self, at: Instant) {
         self.next_scan = self.next_scan.min(at);

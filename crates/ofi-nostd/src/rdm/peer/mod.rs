@@ -46,6 +46,9 @@ pub(crate) struct Peer {
     pub(super) tx: SendHalf,
     /// The receive half.
     pub(super) rx: RecvHalf,
+    /// Probed for liveness even with nothing to wait for: the peer of a connected
+    /// (FI_EP_MSG) endpoint, whose death must end the connection (FI_SHUTDOWN).
+    pub(super) watched: bool,
 }
 
 impl Peer {
@@ -61,6 +64,7 @@ impl Peer {
         session: Session::EMPTY,
         tx: SendHalf::EMPTY,
         rx: RecvHalf::EMPTY,
+        watched: false,
     };
 
     /// The peer's own part of the eviction rule ([`Rdm::peer_slot`]): nothing queued,
@@ -135,7 +139,7 @@ impl Peer {
     /// or `now` while it waits for data with no timer armed (the scan arms a liveness
     /// probe then).
     pub(super) fn scan_due(&self, now: Instant) -> Option<Instant> {
-        let waiting = self.rx.inbound > 0 || self.rx.asm.is_some();
+        let waiting = self.rx.inbound > 0 || self.rx.asm.is_some() || self.watched;
         if self.state == PeerState::Established
             && waiting
             && self.tx.live_at.is_none()

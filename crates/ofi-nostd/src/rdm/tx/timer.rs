@@ -86,7 +86,8 @@ impl<S: Storage> Rdm<S> {
     /// While we wait for a peer's data (a rendezvous we granted, the rest of an eager
     /// message) and have nothing in flight to it, nothing would notice its death: probe
     /// it with KEEPALIVE | ACK_REQ, backing off, and fail the session after
-    /// `max_retries` unanswered probes.
+    /// `max_retries` unanswered probes. A watched peer ([`Rdm::watch`]) is probed
+    /// so always, every `rto_max`.
     pub(in crate::rdm) fn liveness(&mut self, p: usize, now: Instant, ctx: &mut Ctx<'_, S>) {
         let cfg = self.cfg;
         {
@@ -94,14 +95,19 @@ impl<S: Storage> Rdm<S> {
             if pr.state != PeerState::Established {
                 return;
             }
-            let waiting = pr.rx.inbound > 0 || pr.rx.asm.is_some();
+            let waiting = pr.rx.inbound > 0 || pr.rx.asm.is_some() || pr.watched;
             if !waiting || pr.tx.rto_at.is_some() || pr.tx.probe_at.is_some() {
                 pr.tx.live_at = None;
                 return;
             }
         }
         let peer = self.peers[p];
+        let idle = peer.rx.inbound == 0 && peer.rx.asm.is_none();
         let interval = |n: u32| {
+            if idle {
+                // Watched, nothing awaited: a keepalive, not a chase.
+                return cfg.rto_max;
+            }
             Duration::from_micros(
                 peer.tx
                     .rtt
