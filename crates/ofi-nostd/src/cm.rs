@@ -752,6 +752,14 @@ impl<S: Storage> Listener<S> {
             .ok_or(Errno::EINVAL)
     }
 
+    /// Whether request `req` still waits for fi_accept or fi_reject.
+    pub fn is_waiting(&self, req: ConnReqId) -> bool {
+        self.slots
+            .as_ref()
+            .get(req.slot())
+            .is_some_and(|p| p.state == PendState::Waiting && p.conn_id == req.conn_id())
+    }
+
     /// fi_accept of `req`: the connector's address and connection id, for the
     /// accepting endpoint. -FI_EINVAL for a request it does not hold (any more).
     pub fn take(&mut self, now: Instant, cfg: &CmConfig, req: ConnReqId) -> Result<(EpAddr, u32)> {

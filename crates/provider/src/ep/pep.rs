@@ -13,9 +13,11 @@
 //! do (and an endpoint opened with a passive endpoint's info takes its address); its
 //! last `fi_close` closes it. `fi_accept` takes the request off the listener.
 //!
-//! Requests handed out stay allocated until the passive endpoint closes, so a
-//! `handle` used after fi_accept (fabtests' error paths call fi_reject with it) is
-//! still a valid object whose request is simply gone (-FI_EINVAL).
+//! A request handed out stays allocated while its request waits and for the
+//! [`HANDED_KEEP`] requests handed out after it, so a `handle` used soon after
+//! fi_accept (fabtests' error paths call fi_reject with it) is still a valid object
+//! whose request is simply gone (-FI_EINVAL); older answered ones are released, so a
+//! server that accepts for ever holds a bounded number.
 
 use std::ffi::{c_int, c_void};
 use std::sync::atomic::{AtomicPtr, Ordering};
@@ -51,6 +53,8 @@ pub(crate) struct PepAt {
 pub(crate) struct PepCore {
     at: Mutex<Option<PepAt>>,
     handed: Mutex<Vec<*mut ConnReqFid>>,
+    /// Requests handed out in all (the close's log line).
+    handed_total: std::sync::atomic::AtomicU64,
 }
 
 // SAFETY: the domain pointer is only dereferenced under `at`'s lock while the domain
@@ -237,11 +241,18 @@ impl PepFid {
             pep: self.core.clone(),
             req,
         });
-        self.core
-            .handed
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(handle);
+        let old: Vec<(*mut ConnReqFid, ConnReqId)> = {
+            let mut handed = self.core.handed.lock().unwrap_or_else(|e| e.into_inner());
+            handed.push(handle);
+            self.core.handed_total.fetch_add(1, Ordering::Relaxed);
+            let n = handed.len().saturating_sub(HANDED_KEEP);
+            handed[..n]
+                .iter()
+                // SAFETY: in the list, so not released (that takes the list's lock).
+                .map(|h| (*h, unsafe { (**h).req }))
+                .collect()
+        };
+        self.release_answered(&old);
         // SAFETY: `c` is the node just built; its fabric attributes are ours to fill
         // (fi_freeinfo frees prov_name).
         unsafe {
@@ -252,6 +263,40 @@ impl PepFid {
             }
         }
         Ok(c)
+    }
+}
+
+/// Requests handed out that stay allocated after they were answered (see the module
+/// documentation).
+pub(crate) const HANDED_KEEP: usize = 64;
+
+impl PepFid {
+    /// Releases those of `old` (requests handed out, oldest first) that the listener
+    /// no longer holds: answered, so no endpoint can still be opened for them. Runs
+    /// without the list's lock while it asks the domain (the close takes the two the
+    /// other way round).
+    fn release_answered(&self, old: &[(*mut ConnReqFid, ConnReqId)]) {
+        let answered: Vec<*mut ConnReqFid> = old
+            .iter()
+            .filter(|(_, req)| {
+                self.core
+                    .with(|d, p| d.with(|c| Ok(!c.pep_listener(p)?.is_waiting(*req))))
+                    .unwrap_or(false)
+            })
+            .map(|(h, _)| *h)
+            .collect();
+        if answered.is_empty() {
+            return;
+        }
+        let mut handed = self.core.handed.lock().unwrap_or_else(|e| e.into_inner());
+        for h in answered {
+            if let Some(i) = handed.iter().position(|x| *x == h) {
+                handed.remove(i);
+                // SAFETY: published by `connreq_info` and still in the list, so not
+                // released yet; taken out of it under its lock, so released once.
+                unsafe { crate::fid::release(&*h) };
+            }
+        }
     }
 }
 
@@ -380,6 +425,13 @@ unsafe extern "C" fn close(fid: *mut sys::fid) -> c_int {
             q.bind_ref(false);
         }
         let handed = std::mem::take(&mut *p.core.handed.lock().unwrap_or_else(|e| e.into_inner()));
+        if crate::domain::log_info() {
+            eprintln!(
+                "libfabric:nostd:pep: closed, {} requests handed out, {} still allocated",
+                p.core.handed_total.load(Ordering::Relaxed),
+                handed.len()
+            );
+        }
         for h in handed {
             // SAFETY: published by `connreq_info`, released only here.
             unsafe { crate::fid::release(&*h) };
