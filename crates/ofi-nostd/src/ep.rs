@@ -216,6 +216,15 @@ impl<S: Storage> Endpoint<S> {
         }
     }
 
+    /// Transmit operations not finished yet.
+    #[cfg(feature = "shared-ctx")]
+    pub(crate) fn tx_in_use(&self) -> usize {
+        match &self.engine {
+            Engine::Rdm(r) => r.tx_in_use(),
+            Engine::Dgram(d) => d.tx.len(),
+        }
+    }
+
     /// `fi_rx_size_left` (RDM: of the untagged queue; tagged has the same capacity).
     pub fn rx_size_left(&self) -> usize {
         match &self.engine {

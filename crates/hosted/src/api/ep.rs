@@ -834,11 +834,7 @@ impl<C: Send + 'static> Endpoint<C> {
 
     /// `fi_tx_size_left`.
     pub fn tx_size_left(&self) -> usize {
-        self.shared
-            .lock()
-            .core
-            .ep(self.h)
-            .map_or(0, |e| e.tx_size_left())
+        self.shared.lock().core.ep_tx_size_left(self.h).unwrap_or(0)
     }
 
     /// `fi_rx_size_left`.

@@ -176,6 +176,8 @@ impl<S: Storage> Domain<S> {
         result: IoVec,
     ) -> Result<()> {
         let max = self.atomic_valid(h, msg.op, msg.datatype, kind)?;
+        #[cfg(feature = "shared-ctx")]
+        self.stx_admit(h)?;
         let ep = obj(self.eps.get_mut(h))?;
         ep.require_enabled()?;
         let dirs = ep.caps & (Flags::READ | Flags::WRITE);

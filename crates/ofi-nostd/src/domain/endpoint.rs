@@ -166,6 +166,18 @@ impl<S: Storage> Domain<S> {
         Ok(h)
     }
 
+    /// `fi_tx_size_left` of endpoint `h`: its own room, and no more than what is left
+    /// of its shared transmit context's (one capacity for the endpoints bound to it).
+    pub fn ep_tx_size_left(&self, h: EpHandle<S>) -> Result<usize> {
+        let ep = obj(self.eps.get(h))?;
+        let own = ep.tx_size_left();
+        #[cfg(feature = "shared-ctx")]
+        if let Some(s) = ep.stx {
+            return Ok(own.min(self.stx_left(s)));
+        }
+        Ok(own)
+    }
+
     /// The endpoint `h` names.
     pub fn ep(&self, h: EpHandle<S>) -> Result<&EpObj<S>> {
         obj(self.eps.get(h))

@@ -160,6 +160,8 @@ impl<S: Storage> Domain<S> {
         flags: Flags,
         no_completion: bool,
     ) -> Result<()> {
+        #[cfg(feature = "shared-ctx")]
+        self.stx_admit(h)?;
         let ep = obj(self.eps.get_mut(h))?;
         ep.require_enabled()?;
         if flags.intersects(crate::ep::unsupported_tx_flags(ep.ep_type)) {

@@ -123,6 +123,8 @@ impl<S: Storage> Domain<S> {
         read: bool,
         no_completion: bool,
     ) -> Result<()> {
+        #[cfg(feature = "shared-ctx")]
+        self.stx_admit(h)?;
         let ep = obj(self.eps.get_mut(h))?;
         ep.require_enabled()?;
         let dirs =

@@ -199,6 +199,33 @@ impl<S: Storage> Domain<S> {
         Ok(())
     }
 
+    /// Whether endpoint `h` may post another transmit: -FI_EAGAIN when it is bound to
+    /// a shared transmit context whose `size` its endpoints' unfinished operations
+    /// fill. One test of a field for an endpoint without one.
+    #[inline(always)]
+    pub(super) fn stx_admit(&self, h: EpHandle<S>) -> Result<()> {
+        match self.eps.get(h).and_then(|ep| ep.stx) {
+            None => Ok(()),
+            Some(s) if self.stx_left(s) == 0 => Err(Errno::EAGAIN),
+            Some(_) => Ok(()),
+        }
+    }
+
+    /// What is left of shared transmit context `s`'s capacity.
+    #[inline(never)]
+    pub(super) fn stx_left(&self, s: StxHandle<S>) -> usize {
+        let Some(stx) = self.shared.stxs.get(s) else {
+            return usize::MAX;
+        };
+        let used: usize = stx
+            .eps
+            .iter()
+            .filter_map(|h| self.eps.get(*h))
+            .map(|ep| ep.tx_in_use())
+            .sum();
+        stx.size.saturating_sub(used)
+    }
+
     /// `fi_ep_bind` of a shared transmit context: before enable (-FI_EOPBADSTATE), to
     /// an endpoint opened with `tx_ctx_cnt` = FI_SHARED_CONTEXT and not bound to one
     /// yet, whose transmit attributes are within the context's (-FI_EINVAL otherwise).

@@ -345,3 +345,69 @@ fn a_multi_recv_buffer_moves_between_dgram_endpoints_of_one_context() {
     b.dom.srx_close(srx).unwrap();
     b.dom.stx_close(stx).unwrap();
 }
+
+#[test]
+fn endpoints_of_one_transmit_context_share_its_size() {
+    let (mut a, mut b, b_at_a, _) = pair(CqFormat::Msg);
+    let small = TxAttr {
+        size: 4,
+        ..TxAttr::default()
+    };
+    let stx = a.dom.stx_open(&small, 0).unwrap();
+    let srx = a.dom.srx_open(&RxAttr::default(), 0).unwrap();
+    let mut info = shared_info(EpType::Dgram);
+    info.tx_attr.size = 4;
+    let eps: Vec<_> = (0..2)
+        .map(|_| {
+            let ep = shared_ep(&mut a, &info);
+            a.dom.ep_bind_stx(ep, stx).unwrap();
+            a.dom.ep_bind_srx(ep, srx).unwrap();
+            a.dom.ep_enable(ep).unwrap();
+            ep
+        })
+        .collect();
+    for ep in &eps {
+        assert_eq!(a.dom.ep_tx_size_left(*ep), Ok(4));
+    }
+    // Three sends on the first endpoint, one on the second: the context is full for
+    // both, though each endpoint's own queue has room.
+    let mem = SliceMemory::new(BASE, &mut a.mem);
+    for k in 0..4u64 {
+        let ep = eps[usize::from(k == 3)];
+        a.dom
+            .send(ep, &mem, IoVec::new(BASE, 8), b_at_a, k)
+            .unwrap();
+    }
+    for ep in &eps {
+        assert_eq!(a.dom.ep_tx_size_left(*ep), Ok(0));
+        assert!(a.dom.ep(*ep).unwrap().tx_size_left() > 0);
+        assert_eq!(
+            a.dom.send(*ep, &mem, IoVec::new(BASE, 8), b_at_a, 9),
+            Err(Errno::EAGAIN)
+        );
+        assert_eq!(
+            a.dom.inject(*ep, &mem, IoVec::new(BASE, 8), b_at_a),
+            Err(Errno::EAGAIN)
+        );
+    }
+    // Once they left, the room is back for either.
+    for k in 0..4 {
+        b.dom
+            .recv(b.ep, IoVec::new(BASE + 64 * k, 64), FI_ADDR_UNSPEC, k)
+            .unwrap();
+    }
+    pump(&mut a, &mut b);
+    for ep in &eps {
+        assert_eq!(a.dom.ep_tx_size_left(*ep), Ok(4));
+    }
+    let mem = SliceMemory::new(BASE, &mut a.mem);
+    a.dom
+        .send(eps[1], &mem, IoVec::new(BASE, 8), b_at_a, 10)
+        .unwrap();
+    assert_eq!(a.dom.ep_tx_size_left(eps[0]), Ok(3));
+    // An endpoint without a shared transmit context has its own room only.
+    assert_eq!(
+        a.dom.ep_tx_size_left(a.ep),
+        Ok(a.dom.ep(a.ep).unwrap().tx_size_left())
+    );
+}

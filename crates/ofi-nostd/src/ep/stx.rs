@@ -5,7 +5,10 @@
 //! endpoints bound to it: they use a subset of its transmit attributes (size, inject
 //! size, iov limit, capabilities). Each bound endpoint's engine keeps the transmit
 //! queue of its own sessions (a session's packets must carry that endpoint's
-//! address), so the context is a binding, not a queue of its own.
+//! address), so the context is a binding, not a queue of its own; but its `size` is
+//! one capacity the bound endpoints share: their unfinished operations together never
+//! exceed it (a post beyond is -FI_EAGAIN, and `fi_tx_size_left` says what is left of
+//! it).
 
 use crate::ep::EpHandle;
 use crate::ep::srx::MAX_SHARED_EPS;

@@ -609,7 +609,7 @@ pub(super) unsafe extern "C" fn tx_size_left(p: *mut sys::fid_ep) -> isize {
     let e = arg!(unsafe { ep(p) });
     ret_len(
         e.at.domain()
-            .data(|st| Ok(st.core.ep(e.at.handle)?.tx_size_left())),
+            .data(|st| st.core.ep_tx_size_left(e.at.handle)),
     )
 }
 
