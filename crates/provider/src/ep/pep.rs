@@ -14,7 +14,7 @@
 //! last `fi_close` closes it. `fi_accept` takes the request off the listener.
 //!
 //! A request handed out stays allocated while its request waits and for the
-//! [`HANDED_KEEP`] requests handed out after it, so a `handle` used soon after
+//! `HANDED_KEEP` (64) requests handed out after it, so a `handle` used soon after
 //! fi_accept (fabtests' error paths call fi_reject with it) is still a valid object
 //! whose request is simply gone (-FI_EINVAL); older answered ones are released, so a
 //! server that accepts for ever holds a bounded number.
