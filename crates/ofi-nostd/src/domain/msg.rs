@@ -299,11 +299,11 @@ impl<S: Storage> Domain<S> {
         tag: Option<(u64, u64)>,
         flags: Flags,
     ) -> Result<()> {
-        self.post_recv_to(h, msg, tag, flags, true)
+        self.post_recv_to(h, msg, tag, flags, true, None)
     }
 
     /// A receive posted to endpoint `h`'s own queues (what a shared receive context
-    /// hands it).
+    /// hands it); `min_free`: the context's FI_OPT_MIN_MULTI_RECV, if it set one.
     #[cfg(feature = "shared-ctx")]
     pub(super) fn post_own_recv(
         &mut self,
@@ -311,13 +311,15 @@ impl<S: Storage> Domain<S> {
         msg: &MsgArgs<'_>,
         tag: Option<(u64, u64)>,
         flags: Flags,
+        min_free: Option<usize>,
     ) -> Result<()> {
-        self.post_recv_to(h, msg, tag, flags, false)
+        self.post_recv_to(h, msg, tag, flags, false, min_free)
     }
 
     /// The receive post; `shared`: to the endpoint's shared receive context if bound
     /// (one test of a field of the endpoint already loaded, folded away for the
-    /// context's own hand-offs).
+    /// context's own hand-offs); `min_free` overrides the endpoint's
+    /// FI_OPT_MIN_MULTI_RECV.
     #[inline(always)]
     fn post_recv_to(
         &mut self,
@@ -326,6 +328,7 @@ impl<S: Storage> Domain<S> {
         tag: Option<(u64, u64)>,
         flags: Flags,
         shared: bool,
+        min_free: Option<usize>,
     ) -> Result<()> {
         let ep = obj(self.eps.get_mut(h))?;
         #[cfg(feature = "shared-ctx")]
@@ -419,7 +422,7 @@ impl<S: Storage> Domain<S> {
                 flags,
                 completion: !selective || flags.contains(Flags::COMPLETION),
                 reserved: self.res.rm_enabled,
-                min_free: ep.min_multi_recv,
+                min_free: min_free.unwrap_or(ep.min_multi_recv),
             };
             let (mut ctx, rdm) = self.res.rdm_ctx(ep);
             let r = match rdm {
@@ -440,7 +443,7 @@ impl<S: Storage> Domain<S> {
             flags,
             used: 0,
             src,
-            min_free: ep.min_multi_recv,
+            min_free: min_free.unwrap_or(ep.min_multi_recv),
         };
         let posted = match &mut ep.engine {
             Engine::Dgram(d) => d.post_recv(src, op),

@@ -184,6 +184,11 @@ impl<S: Storage> Domain<S> {
         obj(self.shared.srxs.get(h))
     }
 
+    /// The shared receive context `h` names, to set options on.
+    pub fn srx_mut(&mut self, h: SrxHandle<S>) -> Result<&mut Srx<S>> {
+        obj(self.shared.srxs.get_mut(h))
+    }
+
     /// `fi_close` of a shared receive context: -FI_EBUSY while an endpoint bound to
     /// it is open. Receives still waiting are dropped without completions (as an
     /// endpoint's are when it closes).
@@ -408,6 +413,7 @@ impl<S: Storage> Domain<S> {
             context: msg.context,
             tag,
             flags,
+            min_free: s.min_multi_recv(),
             ..SrxRecv::default()
         };
         for (d, s) in r.desc.iter_mut().zip(msg.desc) {
@@ -476,7 +482,7 @@ impl<S: Storage> Domain<S> {
             context: r.context,
             data: 0,
         };
-        self.post_own_recv(h, &m, r.tag, r.flags)?;
+        self.post_own_recv(h, &m, r.tag, r.flags, r.min_free)?;
         if r.is_multi()
             && let Some(sh) = self.eps.get(h).and_then(|ep| ep.srx)
             && let Some(s) = self.shared.srxs.get_mut(sh)

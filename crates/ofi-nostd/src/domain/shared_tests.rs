@@ -294,6 +294,15 @@ fn a_multi_recv_buffer_moves_between_dgram_endpoints_of_one_context() {
         eps.push(ep);
         dests.push(out[0]);
     }
+    // The context's FI_OPT_MIN_MULTI_RECV: the endpoints' default until set, then
+    // its own for what is posted afterwards (this buffer keeps the endpoints' 16).
+    let s = b.dom.srx_mut(srx).unwrap();
+    assert_eq!(s.getopt(FI_OPT_ENDPOINT, EpOpt::MinMultiRecv), Ok(64));
+    assert_eq!(
+        s.setopt(FI_OPT_ENDPOINT, EpOpt::CmDataSize, 1),
+        Err(Errno::ENOPROTOOPT)
+    );
+    assert_eq!(s.setopt(1, EpOpt::MinMultiRecv, 1), Err(Errno::ENOPROTOOPT));
     // One 64-byte buffer on the context, for 16-byte datagrams.
     let buf = IoVec::new(BASE + 300, 64);
     b.dom
@@ -409,5 +418,66 @@ fn endpoints_of_one_transmit_context_share_its_size() {
     assert_eq!(
         a.dom.ep_tx_size_left(a.ep),
         Ok(a.dom.ep(a.ep).unwrap().tx_size_left())
+    );
+}
+
+#[test]
+fn the_contexts_min_multi_recv_releases_the_buffers_posted_after_it() {
+    let (mut a, mut b, _, _) = pair(CqFormat::Msg);
+    let srx = b.dom.srx_open(&RxAttr::default(), 0).unwrap();
+    let stx = b.dom.stx_open(&TxAttr::default(), 0).unwrap();
+    let ep = shared_ep(&mut b, &shared_info(EpType::Dgram));
+    b.dom.ep_bind_stx(ep, stx).unwrap();
+    b.dom.ep_bind_srx(ep, srx).unwrap();
+    b.dom
+        .ep_mut(ep)
+        .unwrap()
+        .setopt(FI_OPT_ENDPOINT, EpOpt::MinMultiRecv, 8)
+        .unwrap();
+    b.dom.ep_enable(ep).unwrap();
+    let addr = b.dom.ep_addr(ep).unwrap();
+    let mut to = [0; 1];
+    a.dom
+        .av_mut(a.av)
+        .unwrap()
+        .insert(AvAddrs::Ep(&[addr]), Some(&mut to), Flags::empty(), None)
+        .unwrap();
+    // 40 bytes less two 16-byte datagrams leave 8: not under the endpoint's 8, under
+    // the context's 24.
+    b.dom
+        .srx_mut(srx)
+        .unwrap()
+        .setopt(FI_OPT_ENDPOINT, EpOpt::MinMultiRecv, 24)
+        .unwrap();
+    assert_eq!(
+        b.dom
+            .srx(srx)
+            .unwrap()
+            .getopt(FI_OPT_ENDPOINT, EpOpt::MinMultiRecv),
+        Ok(24)
+    );
+    let buf = IoVec::new(BASE + 300, 40);
+    b.dom
+        .srx_recvmsg(
+            srx,
+            &MsgArgs::new(core::slice::from_ref(&buf), FI_ADDR_UNSPEC, 0xD1),
+            None,
+            Flags::MULTI_RECV,
+        )
+        .unwrap();
+    for k in 0..2u64 {
+        let mem = SliceMemory::new(BASE, &mut a.mem);
+        a.dom
+            .send(a.ep, &mem, IoVec::new(BASE, 16), to[0], k)
+            .unwrap();
+        pump(&mut a, &mut b);
+    }
+    let mut e = [CqMsgEntry::default(); 4];
+    assert_eq!(b.dom.cq_mut(b.rx_cq).unwrap().read(&mut e), Ok(2));
+    assert_eq!(e[0].flags & Flags::MULTI_RECV.bits(), 0);
+    assert_ne!(
+        e[1].flags & Flags::MULTI_RECV.bits(),
+        0,
+        "released by the context's 24"
     );
 }

@@ -18,7 +18,7 @@
 //! complete on the CQ of the endpoint that took each; the release (FI_MULTI_RECV)
 //! on the CQ of the endpoint holding the buffer when it fills.
 
-use crate::ep::EpHandle;
+use crate::ep::{DEFAULT_MIN_MULTI_RECV, EpHandle, EpOpt, FI_OPT_ENDPOINT};
 use crate::errno::{Errno, Result};
 use crate::fid::AvHandle;
 use crate::flags::{FiAddr, Flags};
@@ -70,6 +70,9 @@ pub(crate) struct SrxRecv {
     pub(crate) context: u64,
     pub(crate) tag: Option<(u64, u64)>,
     pub(crate) flags: Flags,
+    /// The context's FI_OPT_MIN_MULTI_RECV when it was posted (`None`: the taking
+    /// endpoint's).
+    pub(crate) min_free: Option<usize>,
 }
 
 impl SrxRecv {
@@ -105,6 +108,8 @@ pub struct Srx<S: Storage> {
     pub(crate) av: Option<AvHandle<S>>,
     /// Multi-recv buffers lent to bound endpoints.
     pub(crate) lent: heapless::Vec<Lent<S>, MAX_SRX_MULTI>,
+    /// FI_OPT_MIN_MULTI_RECV set on the context (`None`: each taking endpoint's).
+    min_multi_recv: Option<usize>,
     waiting: S::Slice<SrxRecv>,
     len: usize,
 }
@@ -128,6 +133,7 @@ impl<S: Storage> Srx<S> {
             ep_type: None,
             av: None,
             lent: heapless::Vec::new(),
+            min_multi_recv: None,
             waiting: store
                 .slice(size.max(1), SrxRecv::default)
                 .ok_or(Errno::ENOMEM)?,
@@ -158,6 +164,36 @@ impl<S: Storage> Srx<S> {
     /// The default receive flags.
     pub fn op_flags(&self) -> Flags {
         self.op_flags
+    }
+
+    /// `fi_getopt` at FI_OPT_ENDPOINT: FI_OPT_MIN_MULTI_RECV (the endpoints' default
+    /// until set) and FI_OPT_RX_SIZE; other options -FI_ENOPROTOOPT.
+    pub fn getopt(&self, level: i32, opt: EpOpt) -> Result<usize> {
+        match (level, opt) {
+            (FI_OPT_ENDPOINT, EpOpt::MinMultiRecv) => {
+                Ok(self.min_multi_recv.unwrap_or(DEFAULT_MIN_MULTI_RECV))
+            }
+            (FI_OPT_ENDPOINT, EpOpt::RxSize) => Ok(self.capacity()),
+            _ => Err(Errno::ENOPROTOOPT),
+        }
+    }
+
+    /// `fi_setopt` at FI_OPT_ENDPOINT: FI_OPT_MIN_MULTI_RECV for the multi-recv
+    /// buffers posted to the context afterwards (whichever endpoint takes them);
+    /// other options -FI_ENOPROTOOPT.
+    pub fn setopt(&mut self, level: i32, opt: EpOpt, value: usize) -> Result<()> {
+        match (level, opt) {
+            (FI_OPT_ENDPOINT, EpOpt::MinMultiRecv) => {
+                self.min_multi_recv = Some(value);
+                Ok(())
+            }
+            _ => Err(Errno::ENOPROTOOPT),
+        }
+    }
+
+    /// FI_OPT_MIN_MULTI_RECV if set on the context.
+    pub(crate) fn min_multi_recv(&self) -> Option<usize> {
+        self.min_multi_recv
     }
 
     /// Appends a receive; -FI_EAGAIN when full.

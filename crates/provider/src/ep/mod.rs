@@ -552,13 +552,28 @@ pub(super) unsafe extern "C" fn getopt(
 ) -> c_int {
     // SAFETY: NULL or a fid.
     let e = arg!(unsafe { object::<EpFid>(fid) });
-    if optval.is_null() || optlen.is_null() {
-        return neg(Errno::EINVAL);
-    }
     let r = EpOpt::from_raw(optname).and_then(|opt| {
         e.at.domain()
             .with(|d| d.ep(e.at.handle)?.getopt(level, opt))
     });
+    // SAFETY: forwarded contract.
+    unsafe { put_opt(r, optval, optlen) }
+}
+
+/// Writes the size_t option value `r` (or its error) for fi_getopt: -FI_EINVAL for
+/// NULL pointers, -FI_ETOOSMALL (with `*optlen` the size) for a short buffer.
+///
+/// # Safety
+///
+/// `optval` and `optlen` are NULL or fi_getopt's buffer and its length.
+pub(super) unsafe fn put_opt(
+    r: Result<usize, Errno>,
+    optval: *mut c_void,
+    optlen: *mut usize,
+) -> c_int {
+    if optval.is_null() || optlen.is_null() {
+        return neg(Errno::EINVAL);
+    }
     let v = arg!(r);
     // SAFETY: checked non-NULL; the application's buffer of `*optlen` bytes.
     unsafe {
@@ -572,6 +587,19 @@ pub(super) unsafe extern "C" fn getopt(
     0
 }
 
+/// The size_t value fi_setopt was given: -FI_EINVAL for NULL or a short one.
+///
+/// # Safety
+///
+/// `optval` is NULL or fi_setopt's value of `optlen` bytes.
+pub(super) unsafe fn get_opt(optval: *const c_void, optlen: usize) -> Result<usize, Errno> {
+    if optval.is_null() || optlen < size_of::<usize>() {
+        return Err(Errno::EINVAL);
+    }
+    // SAFETY: checked non-NULL and long enough.
+    Ok(unsafe { optval.cast::<usize>().read_unaligned() })
+}
+
 /// `fi_setopt` at FI_OPT_ENDPOINT (size_t options).
 pub(super) unsafe extern "C" fn setopt(
     fid: *mut sys::fid,
@@ -582,11 +610,8 @@ pub(super) unsafe extern "C" fn setopt(
 ) -> c_int {
     // SAFETY: NULL or a fid.
     let e = arg!(unsafe { object::<EpFid>(fid) });
-    if optval.is_null() || optlen < size_of::<usize>() {
-        return neg(Errno::EINVAL);
-    }
-    // SAFETY: checked non-NULL and long enough.
-    let v = unsafe { optval.cast::<usize>().read_unaligned() };
+    // SAFETY: forwarded contract.
+    let v = arg!(unsafe { get_opt(optval, optlen) });
     ret(EpOpt::from_raw(optname).and_then(|opt| {
         e.at.domain()
             .with(|d| d.ep_mut(e.at.handle)?.setopt(level, opt, v))

@@ -497,27 +497,15 @@ unsafe extern "C" fn getopt(
 ) -> c_int {
     // SAFETY: NULL or a fid.
     arg!(unsafe { object::<PepFid>(fid) });
-    if optval.is_null() || optlen.is_null() {
-        return neg(Errno::EINVAL);
-    }
-    if level != sys::FI_OPT_ENDPOINT as c_int {
-        return neg(Errno::ENOPROTOOPT);
-    }
-    if arg!(EpOpt::from_raw(optname)) != EpOpt::CmDataSize {
-        return neg(Errno::ENOPROTOOPT);
-    }
-    // SAFETY: checked non-NULL; the application's buffer of `*optlen` bytes.
-    unsafe {
-        let room = optlen.read_unaligned();
-        optlen.write_unaligned(size_of::<usize>());
-        if room < size_of::<usize>() {
-            return neg(Errno::ETOOSMALL);
+    let r = EpOpt::from_raw(optname).and_then(|opt| {
+        if level == sys::FI_OPT_ENDPOINT as c_int && opt == EpOpt::CmDataSize {
+            Ok(ofi_nostd::cm::CM_DATA_MAX)
+        } else {
+            Err(Errno::ENOPROTOOPT)
         }
-        optval
-            .cast::<usize>()
-            .write_unaligned(ofi_nostd::cm::CM_DATA_MAX);
-    }
-    0
+    });
+    // SAFETY: forwarded contract.
+    unsafe { super::put_opt(r, optval, optlen) }
 }
 
 /// `fi_setopt(pep)`: nothing to set (FI_OPT_CM_DATA_SIZE is fixed): -FI_ENOPROTOOPT.

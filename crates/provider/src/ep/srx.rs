@@ -11,6 +11,7 @@ use std::ffi::{c_int, c_void};
 use hosted::storage::Heap;
 use ofi_nostd::Errno;
 use ofi_nostd::domain::{MsgArgs, SrxHandle};
+use ofi_nostd::ep::EpOpt;
 use ofi_nostd::flags::Flags;
 
 use super::args::{Iovs, ctx, descs, one};
@@ -18,7 +19,7 @@ use super::{atomic, cm, msg, rma, tagged};
 use crate::domain::{DomainFid, InDomain};
 use crate::fid::{FidObject, fi_ops_control, object, open_into};
 use crate::sys;
-use crate::util::{arg, neg, ret_len};
+use crate::util::{arg, neg, ret, ret_len};
 
 /// An open shared receive context.
 #[repr(C)]
@@ -33,8 +34,8 @@ static SRX_FI_OPS: sys::fi_ops = fi_ops_control(close, control);
 static SRX_OPS: sys::fi_ops_ep = sys::fi_ops_ep {
     size: size_of::<sys::fi_ops_ep>(),
     cancel: Some(cancel),
-    getopt: Some(super::getopt),
-    setopt: Some(super::setopt),
+    getopt: Some(getopt),
+    setopt: Some(setopt),
     tx_ctx: Some(super::sep::tx_ctx),
     rx_ctx: Some(super::sep::rx_ctx),
     rx_size_left: Some(rx_size_left),
@@ -162,6 +163,44 @@ unsafe fn post(
         r
     });
     ret_len(r.map(|()| 0))
+}
+
+/// `fi_getopt` on the context: FI_OPT_MIN_MULTI_RECV and FI_OPT_RX_SIZE at
+/// FI_OPT_ENDPOINT (others -FI_ENOPROTOOPT).
+unsafe extern "C" fn getopt(
+    fid: *mut sys::fid,
+    level: c_int,
+    optname: c_int,
+    optval: *mut c_void,
+    optlen: *mut usize,
+) -> c_int {
+    // SAFETY: NULL or a fid.
+    let s = arg!(unsafe { object::<SrxFid>(fid) });
+    let r = EpOpt::from_raw(optname).and_then(|opt| {
+        s.at.domain()
+            .with(|d| d.srx(s.at.handle)?.getopt(level, opt))
+    });
+    // SAFETY: forwarded contract.
+    unsafe { super::put_opt(r, optval, optlen) }
+}
+
+/// `fi_setopt` on the context: FI_OPT_MIN_MULTI_RECV, for the multi-recv buffers
+/// posted to it afterwards (others -FI_ENOPROTOOPT).
+unsafe extern "C" fn setopt(
+    fid: *mut sys::fid,
+    level: c_int,
+    optname: c_int,
+    optval: *const c_void,
+    optlen: usize,
+) -> c_int {
+    // SAFETY: NULL or a fid.
+    let s = arg!(unsafe { object::<SrxFid>(fid) });
+    // SAFETY: forwarded contract.
+    let v = arg!(unsafe { super::get_opt(optval, optlen) });
+    ret(EpOpt::from_raw(optname).and_then(|opt| {
+        s.at.domain()
+            .with(|d| d.srx_mut(s.at.handle)?.setopt(level, opt, v))
+    }))
 }
 
 /// fi_recv on the srx. Descriptors are never read here: an srx has no endpoint whose

@@ -66,8 +66,8 @@ int main(void)
 	struct fi_cq_attr cq_attr = { .format = FI_CQ_FORMAT_TAGGED };
 	struct fi_cq_tagged_entry e;
 	struct fi_cq_err_entry err;
-	char name[64], bufs[N + 2][64], out[N][16], multi[2 * N][16], big[2 * N * 16];
-	size_t len, min_free = 16;
+	char name[64], bufs[N + 2][64], out[N][16], multi[2 * N][16], big[2 * N * 16 + 16];
+	size_t len, min_free = 16, opt, optlen;
 	fi_addr_t to_a[N], to_b = FI_ADDR_UNSPEC;
 	int i, k, seen, releases;
 	struct iovec iov;
@@ -213,9 +213,20 @@ int main(void)
 	EXPECT(fi_send(srx, "x", 2, NULL, to_b, NULL), -FI_EINVAL);
 
 	/* FI_MULTI_RECV on the context: one buffer with room for 2N 16-byte messages
-	 * takes two sent to each endpoint, packed back to back in it, each on the CQ of
-	 * the endpoint it reached, in order per endpoint; the piece that leaves less
-	 * than FI_OPT_MIN_MULTI_RECV carries FI_MULTI_RECV. */
+	 * and 16 bytes more takes two sent to each endpoint, packed back to back in it,
+	 * each on the CQ of the endpoint it reached, in order per endpoint. The
+	 * context's own FI_OPT_MIN_MULTI_RECV (32, the endpoints' is 16) releases it:
+	 * the last piece, which leaves 16 bytes, carries FI_MULTI_RECV. */
+	optlen = sizeof opt;
+	EXPECT(fi_getopt(&srx->fid, FI_OPT_ENDPOINT, FI_OPT_MIN_MULTI_RECV, &opt, &optlen), 0);
+	EXPECT(opt, 64);
+	opt = 32;
+	EXPECT(fi_setopt(&srx->fid, FI_OPT_ENDPOINT, FI_OPT_MIN_MULTI_RECV, &opt, sizeof opt), 0);
+	opt = 0;
+	EXPECT(fi_getopt(&srx->fid, FI_OPT_ENDPOINT, FI_OPT_MIN_MULTI_RECV, &opt, &optlen), 0);
+	EXPECT(opt, 32);
+	EXPECT(fi_setopt(&srx->fid, FI_OPT_ENDPOINT, FI_OPT_CM_DATA_SIZE, &opt, sizeof opt),
+	       -FI_ENOPROTOOPT);
 	memset(big, 0, sizeof big);
 	iov.iov_base = big;
 	iov.iov_len = sizeof big;
