@@ -217,6 +217,16 @@ impl Net2 {
         p: PepHandle<VecStorage>,
         c: EpHandle<VecStorage>,
     ) -> EpHandle<VecStorage> {
+        self.connect_with(p, c, None)
+    }
+
+    /// [`Net2::connect`], B accepting with endpoint `accepting` (context 77) if given.
+    fn connect_with(
+        &mut self,
+        p: PepHandle<VecStorage>,
+        c: EpHandle<VecStorage>,
+        accepting: Option<EpHandle<VecStorage>>,
+    ) -> EpHandle<VecStorage> {
         let dest = self.pep_addr(p);
         self.a.dom.connect(c, dest, b"hello").unwrap();
         assert!(self.run_until(Duration::from_millis(50), |n| !n.b.events.is_empty()));
@@ -230,7 +240,7 @@ impl Net2 {
         );
         assert_eq!(from, self.a.dom.ep_addr(c).unwrap());
         assert_eq!(&data[..], b"hello");
-        let s = self.b.ep(77);
+        let s = accepting.unwrap_or_else(|| self.b.ep(77));
         let (peer, conn_id) = self.b.dom.pep_take(p, req).unwrap();
         self.b.dom.accept(s, peer, conn_id, b"welcome").unwrap();
         assert!(self.run_until(Duration::from_millis(50), |n| {
@@ -571,6 +581,79 @@ fn an_idle_connection_to_a_dead_peer_is_a_shutdown_within_the_retry_budget() {
     );
     assert_eq!(net.a.events.remove(0).kind, CmEventKind::Shutdown);
     assert_eq!(send(&mut net.a, c, 0, b"x", 9), Err(Errno::ENOTCONN));
+}
+
+#[cfg(feature = "shared-ctx")]
+#[test]
+fn accepted_endpoints_share_a_receive_context() {
+    use crate::flags::FI_ADDR_UNSPEC;
+    use crate::info::{FI_SHARED_CONTEXT, RxAttr};
+    let mut net = Net2::new(3, 4);
+    let p = net.b.pep();
+    let srx = net.b.dom.srx_open(&RxAttr::default(), 0x5C).unwrap();
+    let attr = CqAttr {
+        format: CqFormat::Tagged,
+        size: 64,
+        ..CqAttr::default()
+    };
+    let mut conns = Vec::new();
+    let mut cqs = Vec::new();
+    for k in 0..2u64 {
+        let c = net.a.ep(1 + k);
+        // B's accepting endpoint: its receives are the context's, its own CQ.
+        let mut info = default_info(EpType::Msg, None, &cfg(1));
+        info.ep_attr.rx_ctx_cnt = FI_SHARED_CONTEXT;
+        let d = &mut net.b.dom;
+        let s = d.ep_open(&info, 77).unwrap();
+        let cq = d.cq_open(&attr, 20 + k).unwrap();
+        d.ep_bind(s, BindTarget::Cq(net.b.tx_cq), Flags::TRANSMIT)
+            .unwrap();
+        d.ep_bind(s, BindTarget::Cq(cq), Flags::RECV).unwrap();
+        d.ep_bind(s, BindTarget::Eq(EQ), Flags::empty()).unwrap();
+        d.ep_bind_srx(s, srx).unwrap();
+        assert_eq!(net.connect_with(p, c, Some(s)), s);
+        conns.push(c);
+        cqs.push(cq);
+    }
+    assert_eq!(net.b.dom.srx(srx).unwrap().bound(), 2);
+    // Four receives on the context; two messages on each connection.
+    for i in 0..4u64 {
+        let buf = [IoVec::new(BASE + 0x8000 + i * 64, 64)];
+        let m = MsgArgs::new(&buf, FI_ADDR_UNSPEC, 100 + i);
+        net.b
+            .dom
+            .srx_recvmsg(srx, &m, None, Flags::empty())
+            .unwrap();
+    }
+    for i in 0..4u64 {
+        let c = conns[(i % 2) as usize];
+        let data = [b'a' + i as u8; 24];
+        send(&mut net.a, c, i * 64, &data, i).unwrap();
+    }
+    let mut got: Vec<Vec<(u64, Result<usize>)>> = vec![Vec::new(); 2];
+    assert!(net.run_until(Duration::from_millis(50), |n| {
+        for (k, cq) in cqs.iter().enumerate() {
+            got[k].extend(n.b.completions(*cq));
+        }
+        got.iter().map(Vec::len).sum::<usize>() == 4
+    }));
+    // Each message whole, on the CQ of the connection it came over, in one of the
+    // context's receives; every receive used once.
+    for (k, comps) in got.iter().enumerate() {
+        assert_eq!(comps.len(), 2, "{got:?}");
+        for (ctx, r) in comps {
+            assert_eq!(*r, Ok(24));
+            let at = 0x8000 + (ctx - 100) as usize * 64;
+            let byte = net.b.mem[at];
+            let i = u64::from(byte - b'a');
+            assert_eq!(i % 2, k as u64, "message {i} on connection {k}");
+            assert_eq!(&net.b.mem[at..at + 24], &[byte; 24]);
+        }
+    }
+    let mut ctxs: Vec<u64> = got.iter().flatten().map(|(c, _)| *c).collect();
+    ctxs.sort();
+    assert_eq!(ctxs, [100, 101, 102, 103]);
+    assert_eq!(net.b.dom.srx(srx).unwrap().waiting(), 0);
 }
 
 #[test]

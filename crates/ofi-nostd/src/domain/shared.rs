@@ -256,15 +256,17 @@ impl<S: Storage> Domain<S> {
     }
 
     /// `fi_ep_bind` of a shared receive context: before enable (-FI_EOPBADSTATE), to an
-    /// FI_EP_RDM or FI_EP_DGRAM endpoint opened with `rx_ctx_cnt` = FI_SHARED_CONTEXT
-    /// and not bound to one yet, of the type of the endpoints already bound, whose
-    /// receive capabilities and iov limit are within the context's (-FI_EINVAL).
+    /// endpoint opened with `rx_ctx_cnt` = FI_SHARED_CONTEXT and not bound to one yet,
+    /// of the type of the endpoints already bound, whose receive capabilities and iov
+    /// limit are within the context's (-FI_EINVAL). Connected (FI_EP_MSG) endpoints
+    /// share one too, as ofi_rxm's do: each takes the receives for its connection's
+    /// messages.
     pub fn ep_bind_srx(&mut self, h: EpHandle<S>, srx: SrxHandle<S>) -> Result<()> {
         let ep = obj(self.eps.get_mut(h))?;
         if ep.state != EpState::Disabled {
             return Err(Errno::EOPBADSTATE);
         }
-        if !ep.shared_rx || ep.srx.is_some() || ep.ep_type == EpType::Msg {
+        if !ep.shared_rx || ep.srx.is_some() {
             return Err(Errno::EINVAL);
         }
         let s = obj(self.shared.srxs.get_mut(srx))?;
