@@ -1,16 +1,17 @@
 //! Scalable endpoints (fi_endpoint(3) "SCALABLE ENDPOINTS") in the simulator: every
 //! context has its own engine, CQs and sessions, and a message reaches exactly the
-//! receive context its fi_addr names (`fi_rx_addr`), under loss and reordering.
+//! receive context its fi_addr names (`fi_rx_addr`), under loss and reordering; and
+//! scalable endpoints whose other side is one shared context.
 
 use hosted::ofi_nostd::time::Duration;
 
 use hosted::netsim::{Faults, NetSim};
 use hosted::ofi_nostd::av::{AvAddrs, AvAttr, fi_rx_addr};
 use hosted::ofi_nostd::cq::CqAttr;
-use hosted::ofi_nostd::domain::{BindTarget, CqHandle, EpHandle};
+use hosted::ofi_nostd::domain::{BindTarget, CqHandle, EpHandle, MsgArgs};
 use hosted::ofi_nostd::errno::Errno;
 use hosted::ofi_nostd::flags::{FI_ADDR_UNSPEC, FiAddr, Flags};
-use hosted::ofi_nostd::info::{EpType, default_info};
+use hosted::ofi_nostd::info::{EpType, FI_SHARED_CONTEXT, RxAttr, TxAttr, default_info};
 use hosted::ofi_nostd::mem::IoVec;
 use hosted::ofi_nostd::sep::CtxSide;
 use hosted::simlink::{Cluster, Completion, HeapStorage, Node, NodeConfig};
@@ -368,4 +369,278 @@ fn dgram_contexts_take_the_datagrams_sent_to_them() {
             assert_eq!(c.nodes[1].get((k * 2 + s) * 64, MSG), &payload(t, s)[..]);
         }
     }
+}
+
+/// Sender `t`'s message `s`: its first two bytes name it.
+fn named(t: usize, s: usize) -> Vec<u8> {
+    let mut v = payload(t, s);
+    v[0] = t as u8;
+    v[1] = s as u8;
+    v
+}
+
+/// A scalable endpoint on `node` with `n` contexts on one side and a shared context on
+/// the other (`shared` names that side), its AV bound, the shared context not yet.
+fn open_half_sep(
+    node: &mut Node,
+    n: usize,
+    shared: CtxSide,
+) -> (EpHandle<S>, hosted::ofi_nostd::domain::AvHandle<S>) {
+    let d = &mut node.dom;
+    let mut info = default_info(EpType::Rdm, None, &cfg().provider);
+    (info.ep_attr.tx_ctx_cnt, info.ep_attr.rx_ctx_cnt) = match shared {
+        CtxSide::Tx => (FI_SHARED_CONTEXT, n),
+        CtxSide::Rx => (n, FI_SHARED_CONTEXT),
+    };
+    let h = d.sep_open(&info, 0x5F).unwrap();
+    assert_eq!(d.sep_contexts(h).unwrap().engines(), n);
+    // The shared side has no contexts to open.
+    assert_eq!(
+        d.sep_ctx_open(h, shared, 0, Flags::empty()),
+        Err(Errno::EINVAL)
+    );
+    let av = d
+        .av_open(
+            &mut AvAttr {
+                count: 16,
+                rx_ctx_bits: BITS,
+                ..AvAttr::default()
+            },
+            0xA6,
+        )
+        .unwrap();
+    d.sep_bind(h, BindTarget::Av(av), Flags::empty()).unwrap();
+    (h, av)
+}
+
+fn cq(node: &mut Node, context: u64) -> CqHandle<S> {
+    let attr = CqAttr {
+        size: 4096,
+        ..CqAttr::default()
+    };
+    node.dom.cq_open(&attr, context).unwrap()
+}
+
+#[test]
+fn a_scalable_endpoint_takes_its_receives_from_a_shared_receive_context() {
+    let mut c = Cluster::new(NetSim::new(35, faults()), 2, &cfg()).unwrap();
+    let a = open_sep(&mut c.nodes[0], N);
+    let b = &mut c.nodes[1];
+    let (h, b_av) = open_half_sep(b, N, CtxSide::Rx);
+    let srx = b.dom.srx_open(&RxAttr::default(), 0x58).unwrap();
+    let rcq = cq(b, 0x300);
+    // The shared side's CQ binds to the endpoint, for its direction only; enabling
+    // waits for the shared context, and so does every transmit context.
+    assert_eq!(
+        b.dom.sep_bind(h, BindTarget::Cq(rcq), Flags::TRANSMIT),
+        Err(Errno::EINVAL)
+    );
+    b.dom.sep_bind(h, BindTarget::Cq(rcq), Flags::RECV).unwrap();
+    assert_eq!(b.dom.sep_enable(h), Err(Errno::EOPBADSTATE));
+    let mut tx_cqs = Vec::new();
+    let mut tx = Vec::new();
+    for k in 0..N {
+        let t = b
+            .dom
+            .sep_ctx_open(h, CtxSide::Tx, k, Flags::empty())
+            .unwrap();
+        let tcq = cq(b, 0x310 + k as u64);
+        b.dom
+            .sep_ctx_bind(h, CtxSide::Tx, k, BindTarget::Cq(tcq), Flags::TRANSMIT)
+            .unwrap();
+        if k == 0 {
+            assert_eq!(
+                b.dom.sep_ctx_enable(h, CtxSide::Tx, 0),
+                Err(Errno::EOPBADSTATE)
+            );
+            b.dom.ep_bind_srx(h, srx).unwrap();
+            assert_eq!(b.dom.ep_bind_srx(h, srx), Err(Errno::EINVAL), "twice");
+        }
+        b.dom.sep_ctx_enable(h, CtxSide::Tx, k).unwrap();
+        tx.push(t);
+        tx_cqs.push(tcq);
+    }
+    b.dom.sep_enable(h).unwrap();
+    assert_eq!(b.dom.sep_enable(h), Err(Errno::EOPBADSTATE));
+    assert_eq!(b.dom.srx(srx).unwrap().bound(), N);
+
+    let b_addr = c.nodes[1].dom.ep_addr(h).unwrap();
+    let a_addr = c.nodes[0].dom.ep_addr(a.h).unwrap();
+    let b_fi = insert(&mut c.nodes[0], a.av, b_addr);
+    let a_fi = insert(&mut c.nodes[1], b_av, a_addr);
+    const PER: usize = 30;
+    // Half the receives wait in the context before anything is sent.
+    let post = |node: &mut Node, slot: usize| {
+        let buf = [IoVec::new(Node::BASE + (slot * 64) as u64, 64)];
+        let m = MsgArgs::new(&buf, FI_ADDR_UNSPEC, slot as u64);
+        node.dom.srx_recvmsg(srx, &m, None, Flags::empty()).unwrap();
+    };
+    for slot in 0..N * PER / 2 {
+        post(&mut c.nodes[1], slot);
+    }
+    // a's transmit context t sends to b's engine t (fi_rx_addr t), and b's transmit
+    // context k answers to a's receive context k, both ways at once.
+    post_recvs(&mut c.nodes[0], &a, PER);
+    for s in 0..PER {
+        for t in 0..N {
+            let buf = c.nodes[0].put((1 << 20) | ((t * PER + s) * 64), &named(t, s));
+            let dest = fi_rx_addr(b_fi, t as i32, BITS);
+            let ht = a.tx[t];
+            c.nodes[0]
+                .op(|d, _, m| d.send(ht, m, IoVec::new(buf, MSG), dest, s as u64))
+                .unwrap();
+            let buf = c.nodes[1].put((2 << 20) | ((t * PER + s) * 64), &payload(t, s));
+            let dest = fi_rx_addr(a_fi, t as i32, BITS);
+            let hb = tx[t];
+            c.nodes[1]
+                .op(|d, _, m| d.send(hb, m, IoVec::new(buf, MSG), dest, s as u64))
+                .unwrap();
+        }
+    }
+    collect(&mut c, 0, &a.tx_cq, PER);
+    collect(&mut c, 1, &tx_cqs, PER);
+    for slot in N * PER / 2..N * PER {
+        post(&mut c.nodes[1], slot);
+    }
+    let got = collect(&mut c, 1, &[rcq], N * PER);
+    let mut next = [0usize; N];
+    let mut slots = std::collections::HashSet::new();
+    for x in &got[0] {
+        assert_eq!((x.err, x.len), (None, MSG), "{x:?}");
+        assert!(slots.insert(x.context), "slot {} twice", x.context);
+        let bytes = c.nodes[1].get(x.context as usize * 64, MSG).to_vec();
+        let (t, s) = (bytes[0] as usize, bytes[1] as usize);
+        // Every message once, intact, in order per sender.
+        assert_eq!(bytes, named(t, s));
+        assert_eq!(s, next[t], "sender {t}");
+        next[t] += 1;
+    }
+    assert_eq!(next, [PER; N]);
+    // b's transmit contexts reached a's receive contexts, each its own.
+    let back = collect(&mut c, 0, &a.rx_cq, PER);
+    for (k, comps) in back.iter().enumerate() {
+        for (s, x) in comps.iter().enumerate() {
+            assert_eq!((x.err, x.context), (None, (k * 10 + s) as u64));
+        }
+    }
+    // Every engine took the messages sent to it from the one context.
+    for k in 0..N {
+        let st = c.nodes[1].dom.ep(tx[k]).unwrap().rdm().unwrap().stats();
+        assert!(st.rx_packets > 0, "engine {k} received nothing");
+    }
+    c.run_for(Duration::from_millis(50));
+    assert!(collect(&mut c, 1, &[rcq], 0)[0].is_empty());
+    let st = c.sim.stats();
+    assert!(st.lost > 0 && st.reordered > 0, "{st:?}");
+    // Closing: the contexts, then the endpoint, then the shared context.
+    let b = &mut c.nodes[1];
+    assert_eq!(b.dom.srx_close(srx), Err(Errno::EBUSY));
+    for k in 0..N {
+        b.dom.sep_ctx_close(h, CtxSide::Tx, k).unwrap();
+    }
+    b.dom.sep_close(h).unwrap();
+    b.dom.srx_close(srx).unwrap();
+}
+
+#[test]
+fn a_scalable_endpoint_sends_through_a_shared_transmit_context() {
+    let mut c = Cluster::new(NetSim::new(36, faults()), 2, &cfg()).unwrap();
+    let a = open_sep(&mut c.nodes[0], N);
+    let b = &mut c.nodes[1];
+    let (h, b_av) = open_half_sep(b, N, CtxSide::Tx);
+    let stx = b.dom.stx_open(&TxAttr::default(), 0x57).unwrap();
+    b.dom.ep_bind_stx(h, stx).unwrap();
+    let tcq = cq(b, 0x400);
+    assert_eq!(
+        b.dom.sep_bind(h, BindTarget::Cq(tcq), Flags::RECV),
+        Err(Errno::EINVAL)
+    );
+    // Operations are posted to the endpoint: it needs the transmit CQ to enable.
+    assert_eq!(b.dom.sep_enable(h), Err(Errno::ENOCQ));
+    b.dom
+        .sep_bind(h, BindTarget::Cq(tcq), Flags::TRANSMIT)
+        .unwrap();
+    let mut rx_cqs = Vec::new();
+    let mut rx = Vec::new();
+    for k in 0..N {
+        let r = b
+            .dom
+            .sep_ctx_open(h, CtxSide::Rx, k, Flags::empty())
+            .unwrap();
+        let rcq = cq(b, 0x410 + k as u64);
+        b.dom
+            .sep_ctx_bind(h, CtxSide::Rx, k, BindTarget::Cq(rcq), Flags::RECV)
+            .unwrap();
+        b.dom.sep_ctx_enable(h, CtxSide::Rx, k).unwrap();
+        rx.push(r);
+        rx_cqs.push(rcq);
+    }
+    b.dom.sep_enable(h).unwrap();
+    assert_eq!(b.dom.stx(stx).unwrap().bound(), N);
+    // Once enabled, the shared side takes no more bindings.
+    assert_eq!(
+        b.dom.sep_bind(h, BindTarget::Cq(tcq), Flags::TRANSMIT),
+        Err(Errno::EOPBADSTATE)
+    );
+
+    let b_addr = c.nodes[1].dom.ep_addr(h).unwrap();
+    let a_addr = c.nodes[0].dom.ep_addr(a.h).unwrap();
+    let b_fi = insert(&mut c.nodes[0], a.av, b_addr);
+    let a_fi = insert(&mut c.nodes[1], b_av, a_addr);
+    const PER: usize = 30;
+    post_recvs(&mut c.nodes[0], &a, PER);
+    for (k, &r) in rx.iter().enumerate() {
+        for s in 0..PER {
+            let at = Node::BASE + ((k * PER + s) * 64) as u64;
+            c.nodes[1]
+                .op(|d, _, _| d.recv(r, IoVec::new(at, 64), FI_ADDR_UNSPEC, (k * 10 + s) as u64))
+                .unwrap();
+        }
+    }
+    for s in 0..PER {
+        for k in 0..N {
+            // b posts on the endpoint itself, to a's receive context k ...
+            let buf = c.nodes[1].put((2 << 20) | ((k * PER + s) * 64), &named(k, s));
+            let dest = fi_rx_addr(a_fi, k as i32, BITS);
+            c.nodes[1]
+                .op(|d, _, m| d.send(h, m, IoVec::new(buf, MSG), dest, (k * 1000 + s) as u64))
+                .unwrap();
+            // ... and a's transmit context k reaches b's receive context k.
+            let buf = c.nodes[0].put((1 << 20) | ((k * PER + s) * 64), &payload(k, s));
+            let dest = fi_rx_addr(b_fi, k as i32, BITS);
+            let ht = a.tx[k];
+            c.nodes[0]
+                .op(|d, _, m| d.send(ht, m, IoVec::new(buf, MSG), dest, s as u64))
+                .unwrap();
+        }
+    }
+    let sent = collect(&mut c, 1, &[tcq], N * PER);
+    assert!(sent[0].iter().all(|x| x.err.is_none()), "{sent:?}");
+    let mut done: Vec<u64> = sent[0].iter().map(|x| x.context).collect();
+    done.sort_unstable();
+    let mut want: Vec<u64> = (0..N)
+        .flat_map(|k| (0..PER).map(move |s| (k * 1000 + s) as u64))
+        .collect();
+    want.sort_unstable();
+    assert_eq!(done, want);
+    for (who, cqs) in [(0, &a.rx_cq), (1, &rx_cqs)] {
+        let got = collect(&mut c, who, cqs, PER);
+        for (k, comps) in got.iter().enumerate() {
+            for (s, x) in comps.iter().enumerate() {
+                assert_eq!((x.err, x.len, x.context), (None, MSG, (k * 10 + s) as u64));
+                let bytes = c.nodes[who].get((k * PER + s) * 64, MSG);
+                let want = if who == 0 { named(k, s) } else { payload(k, s) };
+                assert_eq!(bytes, &want[..], "node {who} ctx {k} msg {s}");
+            }
+        }
+    }
+    let st = c.sim.stats();
+    assert!(st.lost > 0 && st.reordered > 0, "{st:?}");
+    let b = &mut c.nodes[1];
+    assert_eq!(b.dom.stx_close(stx), Err(Errno::EBUSY));
+    for k in 0..N {
+        b.dom.sep_ctx_close(h, CtxSide::Rx, k).unwrap();
+    }
+    b.dom.sep_close(h).unwrap();
+    b.dom.stx_close(stx).unwrap();
 }

@@ -15,6 +15,14 @@
 //! what a peer that knows nothing of contexts sends, reaches context 0; `fi_rx_addr`
 //! puts the context index into an fi_addr's top `rx_ctx_bits`, and the AV turns it
 //! into those id bits ([`crate::av::Av::resolve_ep`]).
+//!
+//! One side may be a shared context instead (`tx_ctx_cnt` or `rx_ctx_cnt` =
+//! FI_SHARED_CONTEXT; fi_endpoint(3): "a shared context of one type, but a scalable
+//! set of contexts of the alternate type"): that side has no contexts to open, every
+//! engine is bound to the one shared context bound to the endpoint, and its CQs and
+//! counters bind to the scalable endpoint itself. With a shared receive context the
+//! engines receive from `fi_enable` of the endpoint on; with a shared transmit
+//! context operations are posted to the scalable endpoint (engine 0).
 
 use crate::errno::{Errno, Result};
 
@@ -59,9 +67,9 @@ pub enum CtxSide {
 pub struct Contexts {
     /// Engines (`max(tx, rx)` of them).
     pub(crate) n: u8,
-    /// Transmit contexts asked for at open.
+    /// Transmit contexts asked for at open (0: a shared transmit context).
     pub(crate) tx_cnt: u8,
-    /// Receive contexts asked for at open.
+    /// Receive contexts asked for at open (0: a shared receive context).
     pub(crate) rx_cnt: u8,
     /// Pool slot of each engine.
     pub(crate) slots: [u16; MAX_CTX],
@@ -71,13 +79,22 @@ pub struct Contexts {
     /// Enabled transmit / receive contexts (bit per index).
     pub(crate) tx_enabled: u16,
     pub(crate) rx_enabled: u16,
+    /// The shared side is enabled (`fi_enable` of the endpoint).
+    pub(crate) shared_enabled: bool,
 }
 
 impl Contexts {
     /// A table for `tx` transmit and `rx` receive contexts (each `1..=MAX_CTX`, 0 read
-    /// as 1 as libfabric does); -FI_EINVAL otherwise.
+    /// as 1 as libfabric does, or FI_SHARED_CONTEXT for one of them, with feature
+    /// `shared-ctx`); -FI_EINVAL otherwise.
     pub fn new(tx: usize, rx: usize) -> Result<Contexts> {
-        let (tx, rx) = (tx.max(1), rx.max(1));
+        let shared = |c: usize| c == crate::info::FI_SHARED_CONTEXT;
+        if (shared(tx) || shared(rx)) && (shared(tx) == shared(rx) || !cfg!(feature = "shared-ctx"))
+        {
+            return Err(Errno::EINVAL);
+        }
+        let count = |c: usize| if shared(c) { 0 } else { c.max(1) };
+        let (tx, rx) = (count(tx), count(rx));
         if tx > MAX_CTX || rx > MAX_CTX {
             return Err(Errno::EINVAL);
         }
@@ -90,7 +107,19 @@ impl Contexts {
             rx_open: 0,
             tx_enabled: 0,
             rx_enabled: 0,
+            shared_enabled: false,
         })
+    }
+
+    /// The side that is a shared context, if one is.
+    pub fn shared_side(&self) -> Option<CtxSide> {
+        if self.tx_cnt == 0 {
+            Some(CtxSide::Tx)
+        } else if self.rx_cnt == 0 {
+            Some(CtxSide::Rx)
+        } else {
+            None
+        }
     }
 
     /// How many engines the endpoint has.
@@ -98,7 +127,7 @@ impl Contexts {
         self.n as usize
     }
 
-    /// Transmit and receive context counts.
+    /// Transmit and receive context counts (0 for a shared side).
     pub fn counts(&self) -> (usize, usize) {
         (self.tx_cnt as usize, self.rx_cnt as usize)
     }
@@ -202,5 +231,21 @@ mod tests {
         assert!(!c.enabled(CtxSide::Tx, 1));
         assert_eq!(c.close(CtxSide::Rx, 1), Ok(true));
         assert_eq!(c.close(CtxSide::Rx, 1), Err(Errno::EINVAL));
+    }
+
+    #[test]
+    #[cfg(feature = "shared-ctx")]
+    fn one_side_may_be_a_shared_context() {
+        use crate::info::FI_SHARED_CONTEXT;
+        let both = Contexts::new(FI_SHARED_CONTEXT, FI_SHARED_CONTEXT);
+        assert_eq!(both, Err(Errno::EINVAL));
+        let mut c = Contexts::new(3, FI_SHARED_CONTEXT).unwrap();
+        assert_eq!((c.engines(), c.counts()), (3, (3, 0)));
+        assert_eq!(c.shared_side(), Some(CtxSide::Rx));
+        assert_eq!(c.open(CtxSide::Rx, 0), Err(Errno::EINVAL));
+        c.open(CtxSide::Tx, 2).unwrap();
+        let c = Contexts::new(FI_SHARED_CONTEXT, 0).unwrap();
+        assert_eq!((c.engines(), c.shared_side()), (1, Some(CtxSide::Tx)));
+        assert_eq!(Contexts::new(2, 2).unwrap().shared_side(), None);
     }
 }

@@ -35,8 +35,8 @@ impl<S: Storage> Domain<S> {
     }
 
     /// `fi_scalable_ep`: a scalable endpoint with `info.ep_attr.tx_ctx_cnt` transmit and
-    /// `rx_ctx_cnt` receive contexts (0: one; at most [`crate::sep::MAX_CTX`], and
-    /// FI_SHARED_CONTEXT is not a count here: -FI_EINVAL), FI_EP_RDM or FI_EP_DGRAM.
+    /// `rx_ctx_cnt` receive contexts (0: one; at most [`crate::sep::MAX_CTX`]; one of
+    /// them may be FI_SHARED_CONTEXT, see [`crate::sep`]), FI_EP_RDM or FI_EP_DGRAM.
     /// It opens one engine per context index, each an endpoint of the pool with the
     /// other attributes of `info`; the handle returned is engine 0's (the endpoint's
     /// address). -FI_ENOMEM when the pool has no room for all of them.
@@ -50,8 +50,13 @@ impl<S: Storage> Domain<S> {
             return Err(Errno::ENOMEM);
         }
         let mut one = info.clone();
-        one.ep_attr.tx_ctx_cnt = 1;
-        one.ep_attr.rx_ctx_cnt = 1;
+        let shared = ctxs.shared_side();
+        let cnt = |side| match shared {
+            Some(s) if s == side => crate::info::FI_SHARED_CONTEXT,
+            _ => 1,
+        };
+        one.ep_attr.tx_ctx_cnt = cnt(CtxSide::Tx);
+        one.ep_attr.rx_ctx_cnt = cnt(CtxSide::Rx);
         let mut handles: [Option<EpHandle<S>>; crate::sep::MAX_CTX] = Default::default();
         for (k, slot) in handles.iter_mut().enumerate().take(n) {
             match self.ep_open(&one, context) {
@@ -118,7 +123,8 @@ impl<S: Storage> Domain<S> {
 
     /// `fi_scalable_ep_bind`: the AV (flags 0), or an EQ, bound to every context
     /// engine; the rules of [`Domain::ep_bind`] apply (a second AV is -FI_EINVAL).
-    /// CQs and counters bind to the contexts, not here (-FI_EINVAL).
+    /// CQs and counters bind to the contexts (-FI_EINVAL here), but those of a shared
+    /// side to the endpoint: see [`Domain::sep_bind_shared_side`].
     pub fn sep_bind(
         &mut self,
         sep: EpHandle<S>,
@@ -126,7 +132,7 @@ impl<S: Storage> Domain<S> {
         flags: Flags,
     ) -> Result<()> {
         if matches!(target, BindTarget::Cq(_) | BindTarget::Cntr(_)) {
-            return Err(Errno::EINVAL);
+            return self.sep_bind_shared_side(sep, target, flags);
         }
         let engines: heapless::Vec<EpHandle<S>, { crate::sep::MAX_CTX }> =
             self.sep_engines(sep)?.collect();
@@ -140,6 +146,98 @@ impl<S: Storage> Domain<S> {
                 _ => return Err(Errno::EINVAL),
             };
             self.ep_bind(h, t, flags)?;
+        }
+        Ok(())
+    }
+
+    /// A CQ or counter bound to the scalable endpoint, for its shared side's
+    /// operations (flags as [`Domain::sep_ctx_bind`] allows for that side), before
+    /// the endpoint is enabled (-FI_EOPBADSTATE): a shared receive side's to every
+    /// engine (each receives for the endpoint), a shared transmit side's to engine 0
+    /// (operations are posted to the endpoint). -FI_EINVAL without a shared side.
+    fn sep_bind_shared_side(
+        &mut self,
+        sep: EpHandle<S>,
+        target: BindTarget<S>,
+        flags: Flags,
+    ) -> Result<()> {
+        let c = *self.sep_contexts(sep)?;
+        let side = c.shared_side().ok_or(Errno::EINVAL)?;
+        if c.shared_enabled {
+            return Err(Errno::EOPBADSTATE);
+        }
+        if !Self::ctx_binds(side, &target, flags) {
+            return Err(Errno::EINVAL);
+        }
+        let engines: heapless::Vec<EpHandle<S>, { crate::sep::MAX_CTX }> = match side {
+            CtxSide::Rx => self.sep_engines(sep)?.collect(),
+            CtxSide::Tx => self.sep_engines(sep)?.take(1).collect(),
+        };
+        for h in engines {
+            let t = match &target {
+                BindTarget::Cq(q) => BindTarget::Cq(*q),
+                BindTarget::Cntr(n) => BindTarget::Cntr(*n),
+                _ => return Err(Errno::EINVAL),
+            };
+            self.bind_while_disabled(h, t, flags)?;
+        }
+        Ok(())
+    }
+
+    /// Binds `target` to engine `h` as [`Domain::ep_bind`] does before enable, even
+    /// when another context of the engine already runs.
+    fn bind_while_disabled(
+        &mut self,
+        h: EpHandle<S>,
+        target: BindTarget<S>,
+        flags: Flags,
+    ) -> Result<()> {
+        let ep = obj(self.eps.get_mut(h))?;
+        let state = ep.state;
+        ep.state = EpState::Disabled;
+        let r = self.ep_bind(h, target, flags);
+        if let Some(ep) = self.eps.get_mut(h) {
+            ep.state = state;
+        }
+        r
+    }
+
+    /// Whether a CQ or counter with `flags` belongs to `side`'s operations.
+    fn ctx_binds(side: CtxSide, target: &BindTarget<S>, flags: Flags) -> bool {
+        let sel = Flags::SELECTIVE_COMPLETION;
+        match (side, target) {
+            (CtxSide::Tx, BindTarget::Cq(_)) => (Flags::TRANSMIT | sel).contains(flags),
+            (CtxSide::Rx, BindTarget::Cq(_)) => (Flags::RECV | sel).contains(flags),
+            (CtxSide::Tx, BindTarget::Cntr(_)) => {
+                (Flags::SEND | Flags::WRITE | Flags::READ).contains(flags)
+            }
+            (CtxSide::Rx, BindTarget::Cntr(_)) => {
+                (Flags::RECV | Flags::REMOTE_READ | Flags::REMOTE_WRITE).contains(flags)
+            }
+            _ => false,
+        }
+    }
+
+    /// A shared context bound to the scalable endpoint `sep`: `bind` binds it to each
+    /// engine in turn; if one refuses, `unbind` undoes the ones before and the error
+    /// is returned. Before the endpoint is enabled (-FI_EOPBADSTATE).
+    #[cfg(feature = "shared-ctx")]
+    pub(super) fn sep_bind_shared(
+        &mut self,
+        sep: EpHandle<S>,
+        bind: impl Fn(&mut Self, EpHandle<S>) -> Result<()>,
+        unbind: impl Fn(&mut Self, EpHandle<S>),
+    ) -> Result<()> {
+        if self.sep_contexts(sep)?.shared_enabled {
+            return Err(Errno::EOPBADSTATE);
+        }
+        let engines: heapless::Vec<EpHandle<S>, { crate::sep::MAX_CTX }> =
+            self.sep_engines(sep)?.collect();
+        for (k, h) in engines.iter().enumerate() {
+            if let Err(e) = bind(self, *h) {
+                engines.iter().take(k).for_each(|h| unbind(self, *h));
+                return Err(e);
+            }
         }
         Ok(())
     }
@@ -191,33 +289,14 @@ impl<S: Storage> Domain<S> {
         target: BindTarget<S>,
         flags: Flags,
     ) -> Result<()> {
-        let sel = Flags::SELECTIVE_COMPLETION;
-        let ok = match (side, &target) {
-            (CtxSide::Tx, BindTarget::Cq(_)) => (Flags::TRANSMIT | sel).contains(flags),
-            (CtxSide::Rx, BindTarget::Cq(_)) => (Flags::RECV | sel).contains(flags),
-            (CtxSide::Tx, BindTarget::Cntr(_)) => {
-                (Flags::SEND | Flags::WRITE | Flags::READ).contains(flags)
-            }
-            (CtxSide::Rx, BindTarget::Cntr(_)) => {
-                (Flags::RECV | Flags::REMOTE_READ | Flags::REMOTE_WRITE).contains(flags)
-            }
-            _ => false,
-        };
-        if !ok {
+        if !Self::ctx_binds(side, &target, flags) {
             return Err(Errno::EINVAL);
         }
         if self.sep_contexts(sep)?.enabled(side, index) {
             return Err(Errno::EOPBADSTATE);
         }
         let h = self.sep_engine(sep, index)?;
-        let ep = obj(self.eps.get_mut(h))?;
-        let state = ep.state;
-        ep.state = EpState::Disabled;
-        let r = self.ep_bind(h, target, flags);
-        if let Some(ep) = self.eps.get_mut(h) {
-            ep.state = state;
-        }
-        r
+        self.bind_while_disabled(h, target, flags)
     }
 
     /// `fi_enable` of context `index` of `side`: the endpoint's AV must be bound
@@ -234,6 +313,9 @@ impl<S: Storage> Domain<S> {
         if side == CtxSide::Tx && sends && ep.tx_cq.is_none() {
             return Err(Errno::ENOCQ);
         }
+        // An engine never runs without the shared context of its other side.
+        #[cfg(feature = "shared-ctx")]
+        self.shared_enable(h)?;
         obj(self.eps.get_mut(sep))?
             .sep
             .as_mut()
@@ -244,12 +326,44 @@ impl<S: Storage> Domain<S> {
     }
 
     /// `fi_enable` of the scalable endpoint itself: its AV must be bound (-FI_ENOAV).
-    /// Contexts enable on their own; this only checks.
+    /// Contexts enable on their own; without a shared side this only checks. With one,
+    /// its context must be bound to the endpoint (-FI_EOPBADSTATE), a shared transmit
+    /// side needs its CQ (-FI_ENOCQ), and this enables the shared side: every engine
+    /// receives from now on (shared receive side), or engine 0 takes the endpoint's
+    /// posts (shared transmit side).
     pub fn sep_enable(&mut self, sep: EpHandle<S>) -> Result<()> {
-        self.sep_contexts(sep)?;
-        if self.ep(sep)?.av.is_none() {
+        let c = *self.sep_contexts(sep)?;
+        let ep = self.ep(sep)?;
+        if ep.av.is_none() {
             return Err(Errno::ENOAV);
         }
+        let Some(side) = c.shared_side() else {
+            return Ok(());
+        };
+        if c.shared_enabled {
+            return Err(Errno::EOPBADSTATE);
+        }
+        let dirs = Flags::SEND | Flags::RECV;
+        let sends = !ep.caps.intersects(dirs) || ep.caps.contains(Flags::SEND);
+        if side == CtxSide::Tx && sends && ep.tx_cq.is_none() {
+            return Err(Errno::ENOCQ);
+        }
+        let engines: heapless::Vec<EpHandle<S>, { crate::sep::MAX_CTX }> = match side {
+            CtxSide::Rx => self.sep_engines(sep)?.collect(),
+            CtxSide::Tx => self.sep_engines(sep)?.take(1).collect(),
+        };
+        #[cfg(feature = "shared-ctx")]
+        for h in &engines {
+            self.shared_enable(*h)?;
+        }
+        for h in engines {
+            obj(self.eps.get_mut(h))?.state = EpState::Enabled;
+        }
+        obj(self.eps.get_mut(sep))?
+            .sep
+            .as_mut()
+            .ok_or(Errno::EINVAL)?
+            .shared_enabled = true;
         Ok(())
     }
 

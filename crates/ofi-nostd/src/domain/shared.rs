@@ -5,7 +5,9 @@
 
 use super::{Domain, obj};
 use crate::cq::{CqErrEntry, comp};
-use crate::ep::srx::{Held, Lent, MAX_SHARED_CTX, MAX_SHARED_EPS, MAX_SRX_MULTI, Srx, SrxRecv};
+use crate::ep::srx::{
+    Held, Lent, MAX_SHARED_BINDINGS, MAX_SHARED_CTX, MAX_SRX_MULTI, Srx, SrxRecv,
+};
 use crate::ep::stx::Stx;
 use crate::ep::{Engine, EpHandle, EpState};
 use crate::errno::{Errno, Result};
@@ -234,7 +236,26 @@ impl<S: Storage> Domain<S> {
     /// `fi_ep_bind` of a shared transmit context: before enable (-FI_EOPBADSTATE), to
     /// an endpoint opened with `tx_ctx_cnt` = FI_SHARED_CONTEXT and not bound to one
     /// yet, whose transmit attributes are within the context's (-FI_EINVAL otherwise).
+    /// A scalable endpoint opened with a shared transmit side binds it to every
+    /// context engine.
     pub fn ep_bind_stx(&mut self, h: EpHandle<S>, stx: StxHandle<S>) -> Result<()> {
+        if self.ep(h)?.sep.is_some() {
+            return self.sep_bind_shared(
+                h,
+                |d, e| d.bind_stx_one(e, stx),
+                |d, e| {
+                    if let Some(s) = d.eps.get_mut(e).and_then(|ep| ep.stx.take())
+                        && let Some(s) = d.shared.stxs.get_mut(s)
+                    {
+                        s.unbind(e);
+                    }
+                },
+            );
+        }
+        self.bind_stx_one(h, stx)
+    }
+
+    fn bind_stx_one(&mut self, h: EpHandle<S>, stx: StxHandle<S>) -> Result<()> {
         let ep = obj(self.eps.get_mut(h))?;
         if ep.state != EpState::Disabled {
             return Err(Errno::EOPBADSTATE);
@@ -261,7 +282,26 @@ impl<S: Storage> Domain<S> {
     /// limit are within the context's (-FI_EINVAL). Connected (FI_EP_MSG) endpoints
     /// share one too, as ofi_rxm's do: each takes the receives for its connection's
     /// messages.
+    /// A scalable endpoint opened with a shared receive side binds it to every
+    /// context engine.
     pub fn ep_bind_srx(&mut self, h: EpHandle<S>, srx: SrxHandle<S>) -> Result<()> {
+        if self.ep(h)?.sep.is_some() {
+            return self.sep_bind_shared(
+                h,
+                |d, e| d.bind_srx_one(e, srx),
+                |d, e| {
+                    if let Some(s) = d.eps.get_mut(e).and_then(|ep| ep.srx.take())
+                        && let Some(s) = d.shared.srxs.get_mut(s)
+                    {
+                        s.unbind(e);
+                    }
+                },
+            );
+        }
+        self.bind_srx_one(h, srx)
+    }
+
+    fn bind_srx_one(&mut self, h: EpHandle<S>, srx: SrxHandle<S>) -> Result<()> {
         let ep = obj(self.eps.get_mut(h))?;
         if ep.state != EpState::Disabled {
             return Err(Errno::EOPBADSTATE);
@@ -421,7 +461,7 @@ impl<S: Storage> Domain<S> {
         for (d, s) in r.desc.iter_mut().zip(msg.desc) {
             *d = *s;
         }
-        let eps: heapless::Vec<EpHandle<S>, MAX_SHARED_EPS> = s.eps.clone();
+        let eps: heapless::Vec<EpHandle<S>, MAX_SHARED_BINDINGS> = s.eps.clone();
         if flags.intersects(special) {
             return self.srx_special(&eps, &r);
         }

@@ -29,6 +29,10 @@ use crate::storage::Storage;
 
 pub use crate::info::MAX_SHARED_EPS;
 
+/// Engines one shared context binds: [`MAX_SHARED_EPS`] endpoints, and room besides
+/// for the context engines of a scalable endpoint bound to it (each binds as one).
+pub const MAX_SHARED_BINDINGS: usize = MAX_SHARED_EPS + crate::sep::MAX_CTX;
+
 /// Shared contexts of each kind a domain opens.
 pub const MAX_SHARED_CTX: usize = 8;
 
@@ -101,7 +105,7 @@ pub struct Srx<S: Storage> {
     pub(crate) op_flags: Flags,
     pub(crate) iov_limit: usize,
     /// The endpoints bound, in bind order (their engines are searched in it).
-    pub(crate) eps: heapless::Vec<EpHandle<S>, MAX_SHARED_EPS>,
+    pub(crate) eps: heapless::Vec<EpHandle<S>, MAX_SHARED_BINDINGS>,
     /// The type of the endpoints bound (the first fixes it).
     pub(crate) ep_type: Option<EpType>,
     /// The AV every bound connectionless endpoint shares (the first enabled fixes it).
@@ -252,7 +256,7 @@ impl<S: Storage> Srx<S> {
     }
 
     /// Binds endpoint `h` of type `t`: -FI_EINVAL for another type than the bound
-    /// ones' or beyond [`MAX_SHARED_EPS`].
+    /// ones' or beyond [`MAX_SHARED_BINDINGS`].
     pub(crate) fn bind(&mut self, h: EpHandle<S>, t: EpType) -> Result<()> {
         if self.ep_type.is_some_and(|b| b != t) {
             return Err(Errno::EINVAL);

@@ -11,7 +11,7 @@
 //! it).
 
 use crate::ep::EpHandle;
-use crate::ep::srx::MAX_SHARED_EPS;
+use crate::ep::srx::MAX_SHARED_BINDINGS;
 use crate::errno::{Errno, Result};
 use crate::flags::Flags;
 use crate::storage::Storage;
@@ -26,7 +26,7 @@ pub struct Stx<S: Storage> {
     pub(crate) inject_size: usize,
     pub(crate) iov_limit: usize,
     /// The endpoints bound.
-    pub(crate) eps: heapless::Vec<EpHandle<S>, MAX_SHARED_EPS>,
+    pub(crate) eps: heapless::Vec<EpHandle<S>, MAX_SHARED_BINDINGS>,
 }
 
 impl<S: Storage> Stx<S> {
@@ -52,7 +52,7 @@ impl<S: Storage> Stx<S> {
 
     /// Binds `h`, whose transmit side asks for `caps`, `size`, `inject` and `iov`:
     /// -FI_EINVAL when any exceeds the context's (fi_endpoint(3): a subset of its
-    /// attributes) or beyond [`MAX_SHARED_EPS`] endpoints.
+    /// attributes) or beyond [`MAX_SHARED_BINDINGS`] engines.
     pub(crate) fn bind(
         &mut self,
         h: EpHandle<S>,
