@@ -1,6 +1,7 @@
 //! Scalable endpoints through the safe API: contexts as Rust objects, each with its own
 //! CQ; fi_rx_addr picks the receive context; closing a context cancels its receives
-//! (the buffers come back through its CQ); the endpoint closes after its contexts.
+//! (the buffers come back through its CQ); the endpoint closes after its contexts; and
+//! scalable endpoints whose other side is a shared receive or transmit context.
 
 use std::time::{Duration, Instant};
 
@@ -8,7 +9,7 @@ use hosted::api::{Buf, Cq, Fabric, ProgressMode};
 use hosted::ofi_nostd::av::{AvAttr, fi_rx_addr};
 use hosted::ofi_nostd::errno::Errno;
 use hosted::ofi_nostd::flags::{FI_ADDR_UNSPEC, Flags};
-use hosted::ofi_nostd::info::EpType;
+use hosted::ofi_nostd::info::{EpType, FI_SHARED_CONTEXT};
 
 const WAIT: Duration = Duration::from_secs(5);
 const N: usize = 3;
@@ -166,5 +167,166 @@ fn contexts_of_a_scalable_endpoint_through_the_safe_api() {
         r.close().unwrap();
     }
     assert!(sep.close().unwrap().is_empty());
+    epb.close();
+}
+
+/// Reads `cq` until one completion comes, reading `other` meanwhile (manual progress:
+/// only reads drive the other domain).
+fn one(cq: &Cq<u64>, other: &Cq<u64>, other_got: &mut Vec<Comp>) -> Comp {
+    one_each(&[cq], other, other_got).remove(0)
+}
+
+#[test]
+fn scalable_endpoints_with_a_shared_side_through_the_safe_api() {
+    let fabric = Fabric::open().unwrap();
+    let dom = || {
+        fabric
+            .domain()
+            .progress(ProgressMode::Manual)
+            .open::<u64>()
+            .unwrap()
+    };
+    let (da, db) = (dom(), dom());
+    let cqb: Cq<u64> = db.cq(64).unwrap();
+    let avb = db
+        .av_with(&mut AvAttr {
+            rx_ctx_bits: BITS,
+            ..AvAttr::default()
+        })
+        .unwrap();
+    let epb = db.endpoint(EpType::Rdm).unwrap();
+    epb.bind_cq(&cqb, Flags::TRANSMIT | Flags::RECV).unwrap();
+    epb.bind_av(&avb).unwrap();
+    epb.enable().unwrap();
+    let mut at_b = Vec::new();
+    for shared_rx in [true, false] {
+        let (tx, rx) = if shared_rx {
+            (N, FI_SHARED_CONTEXT)
+        } else {
+            (FI_SHARED_CONTEXT, N)
+        };
+        let sep = da.scalable_endpoint(EpType::Rdm, tx, rx).unwrap();
+        let ava = da
+            .av_with(&mut AvAttr {
+                rx_ctx_bits: BITS,
+                ..AvAttr::default()
+            })
+            .unwrap();
+        sep.bind_av(&ava).unwrap();
+        let sep_cq: Cq<u64> = da.cq(64).unwrap();
+        let srx = da.shared_rx_context().unwrap();
+        let stx = da.shared_tx_context().unwrap();
+        let mut ctx_cqs: Vec<Cq<u64>> = Vec::new();
+        let (mut txs, mut rxs) = (Vec::new(), Vec::new());
+        if shared_rx {
+            assert!(sep.rx_context(0).is_err(), "no receive contexts");
+            assert!(
+                sep.bind_stx(&stx).is_err(),
+                "the transmit side is not shared"
+            );
+            sep.bind_cq(&sep_cq, Flags::RECV).unwrap();
+            sep.bind_srx(&srx).unwrap();
+            for i in 0..N {
+                let t = sep.tx_context(i).unwrap();
+                let cq = da.cq(64).unwrap();
+                t.bind_cq(&cq, Flags::TRANSMIT).unwrap();
+                t.enable().unwrap();
+                txs.push(t);
+                ctx_cqs.push(cq);
+            }
+        } else {
+            assert!(sep.tx_context(0).is_err(), "no transmit contexts");
+            sep.bind_stx(&stx).unwrap();
+            assert!(sep.enable().is_err(), "no transmit CQ yet");
+            sep.bind_cq(&sep_cq, Flags::TRANSMIT).unwrap();
+            for i in 0..N {
+                let r = sep.rx_context(i).unwrap();
+                let cq = da.cq(64).unwrap();
+                r.bind_cq(&cq, Flags::RECV).unwrap();
+                r.enable().unwrap();
+                rxs.push(r);
+                ctx_cqs.push(cq);
+            }
+        }
+        sep.enable().unwrap();
+        let to_a = avb.insert(sep.addr()).unwrap();
+        let to_b = ava.insert(epb.addr()).unwrap();
+
+        // b to each engine of a by fi_rx_addr: taken from the srx, or by that
+        // receive context.
+        for i in 0..N as u64 {
+            if shared_rx {
+                srx.recv(Buf::zeroed(32), FI_ADDR_UNSPEC, 10 + i).unwrap();
+            } else {
+                rxs[i as usize]
+                    .ep()
+                    .recv(Buf::zeroed(32), FI_ADDR_UNSPEC, 10 + i)
+                    .unwrap();
+            }
+        }
+        for i in 0..N {
+            let dest = fi_rx_addr(to_a, i as i32, BITS);
+            epb.send(Buf::from(vec![i as u8 + 1; 8]), dest, 20 + i as u64)
+                .unwrap();
+        }
+        let got: Vec<Comp> = (0..N)
+            .map(|i| {
+                let cq = if shared_rx { &sep_cq } else { &ctx_cqs[i] };
+                one(cq, &cqb, &mut at_b)
+            })
+            .collect();
+        // Each message once, in a buffer of the shared context (whichever was next
+        // when it arrived), or in its receive context's own.
+        let mut seen: Vec<u8> = got
+            .iter()
+            .enumerate()
+            .map(|(i, c)| {
+                assert_eq!(c.result(), Ok(8), "{c:?}");
+                let m = c.buf[0];
+                assert_eq!(&c.buf[..8], &[m; 8]);
+                if !shared_rx {
+                    assert_eq!((c.context, m), (10 + i as u64, i as u8 + 1));
+                }
+                m
+            })
+            .collect();
+        seen.sort_unstable();
+        assert_eq!(seen, (1..=N as u8).collect::<Vec<_>>());
+        let mut ks: Vec<u64> = got.iter().map(|c| c.context).collect();
+        ks.sort_unstable();
+        assert_eq!(ks, (10..10 + N as u64).collect::<Vec<_>>());
+
+        // a's transmit side to b: each context, or the endpoint on the stx.
+        let senders: Vec<&hosted::api::Endpoint<u64>> = if shared_rx {
+            txs.iter().map(|t| t.ep()).collect()
+        } else {
+            vec![sep.ep()]
+        };
+        for (i, ep) in senders.iter().enumerate() {
+            epb.recv(Buf::zeroed(32), FI_ADDR_UNSPEC, 40 + i as u64)
+                .unwrap();
+            ep.send(Buf::from(vec![9; 4]), to_b, 30 + i as u64).unwrap();
+            let cq = if shared_rx { &ctx_cqs[i] } else { &sep_cq };
+            let c = one(cq, &cqb, &mut at_b);
+            assert_eq!((c.context, c.result()), (30 + i as u64, Ok(4)));
+        }
+        let deadline = Instant::now() + WAIT;
+        while at_b.iter().filter(|c| c.context >= 40).count() < senders.len() {
+            assert!(Instant::now() < deadline, "b got {at_b:?}");
+            if let Ok(c) = cqb.read() {
+                at_b.push(c);
+            }
+            let _ = sep_cq.read();
+        }
+        assert!(at_b.iter().all(|c| c.result().is_ok()), "{at_b:?}");
+        at_b.clear();
+        for t in txs {
+            t.close().unwrap();
+        }
+        for r in rxs {
+            r.close().unwrap();
+        }
+        assert!(sep.close().unwrap().is_empty());
+    }
     epb.close();
 }

@@ -482,7 +482,7 @@ fn a_scalable_endpoint_takes_its_receives_from_a_shared_receive_context() {
     // context k answers to a's receive context k, both ways at once.
     post_recvs(&mut c.nodes[0], &a, PER);
     for s in 0..PER {
-        for t in 0..N {
+        for (t, &hb) in tx.iter().enumerate() {
             let buf = c.nodes[0].put((1 << 20) | ((t * PER + s) * 64), &named(t, s));
             let dest = fi_rx_addr(b_fi, t as i32, BITS);
             let ht = a.tx[t];
@@ -491,7 +491,6 @@ fn a_scalable_endpoint_takes_its_receives_from_a_shared_receive_context() {
                 .unwrap();
             let buf = c.nodes[1].put((2 << 20) | ((t * PER + s) * 64), &payload(t, s));
             let dest = fi_rx_addr(a_fi, t as i32, BITS);
-            let hb = tx[t];
             c.nodes[1]
                 .op(|d, _, m| d.send(hb, m, IoVec::new(buf, MSG), dest, s as u64))
                 .unwrap();
@@ -524,8 +523,8 @@ fn a_scalable_endpoint_takes_its_receives_from_a_shared_receive_context() {
         }
     }
     // Every engine took the messages sent to it from the one context.
-    for k in 0..N {
-        let st = c.nodes[1].dom.ep(tx[k]).unwrap().rdm().unwrap().stats();
+    for (k, &e) in tx.iter().enumerate() {
+        let st = c.nodes[1].dom.ep(e).unwrap().rdm().unwrap().stats();
         assert!(st.rx_packets > 0, "engine {k} received nothing");
     }
     c.run_for(Duration::from_millis(50));

@@ -289,7 +289,8 @@ fn c_program_through_libfabric() {
 }
 
 /// Scalable endpoints through libfabric (`tests/c/sep_test.c`): contexts, fi_rx_addr,
-/// a peer naming no context, closing a context with receives queued.
+/// a peer naming no context, closing a context with receives queued, and scalable
+/// endpoints whose other side is a shared receive or transmit context.
 #[test]
 fn c_scalable_endpoints_through_libfabric() {
     run_c_program("sep_test");

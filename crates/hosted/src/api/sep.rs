@@ -29,6 +29,8 @@ pub struct ScalableEndpoint<C: Send + 'static = u64> {
     shared: DomainRef<C>,
     h: EpHandle<Heap>,
     addr: EpAddr,
+    /// Engine 0's operations, for a shared transmit side's posts.
+    view: Endpoint<C>,
     closed: bool,
 }
 
@@ -49,7 +51,9 @@ pub struct RxContext<C: Send + 'static = u64>(Context<C>);
 
 impl<C: Send + 'static> Domain<C> {
     /// `fi_scalable_ep` of `ep_type` with `tx` transmit and `rx` receive contexts (at
-    /// most [`ofi_nostd::sep::MAX_CTX`] each).
+    /// most [`ofi_nostd::sep::MAX_CTX`] each; one of them may be
+    /// [`ofi_nostd::info::FI_SHARED_CONTEXT`]: bind that side's shared context with
+    /// [`ScalableEndpoint::bind_srx`] / [`ScalableEndpoint::bind_stx`]).
     pub fn scalable_endpoint(
         &self,
         ep_type: EpType,
@@ -84,6 +88,7 @@ impl<C: Send + 'static> Domain<C> {
             shared: self.shared.clone(),
             h,
             addr,
+            view: Endpoint::context_view(self.shared.clone(), h, addr),
             closed: false,
         })
     }
@@ -106,7 +111,41 @@ impl<C: Send + 'static> ScalableEndpoint<C> {
             .sep_bind(self.h, BindTarget::Av(av.handle()), Flags::empty())?)
     }
 
-    /// `fi_enable` of the endpoint (its AV must be bound).
+    /// `fi_scalable_ep_bind` of a CQ for the shared side's operations (FI_RECV for a
+    /// shared receive side, FI_TRANSMIT for a shared transmit side, optionally
+    /// FI_SELECTIVE_COMPLETION), before [`ScalableEndpoint::enable`].
+    pub fn bind_cq(&self, cq: &Cq<C>, flags: Flags) -> Result<()> {
+        if !self.shared.same(cq.shared()) {
+            return Err(Errno::EDOMAIN.into());
+        }
+        let mut g = self.shared.lock();
+        g.core
+            .sep_bind(self.h, BindTarget::Cq(cq.handle()), flags)?;
+        let engines: Vec<EpHandle<Heap>> = g.core.sep_engines(self.h)?.collect();
+        for e in g.eps.iter_mut().filter(|e| engines.contains(&e.h)) {
+            e.cqs.push(cq.handle());
+        }
+        Ok(())
+    }
+
+    /// `fi_scalable_ep_bind` of a counter for the shared side's operation types.
+    pub fn bind_counter(&self, cntr: &Counter<C>, flags: Flags) -> Result<()> {
+        if !self.shared.same(cntr.shared()) {
+            return Err(Errno::EDOMAIN.into());
+        }
+        let mut g = self.shared.lock();
+        Ok(g.core
+            .sep_bind(self.h, BindTarget::Cntr(cntr.handle()), flags)?)
+    }
+
+    /// The endpoint's own data operations: with a shared transmit context, sends are
+    /// posted here (they go out from context 0's engine).
+    pub fn ep(&self) -> &Endpoint<C> {
+        &self.view
+    }
+
+    /// `fi_enable` of the endpoint (its AV must be bound); with a shared side, this
+    /// enables that side (its context bound first).
     pub fn enable(&self) -> Result<()> {
         Ok(self.shared.lock().core.sep_enable(self.h)?)
     }

@@ -114,6 +114,20 @@ impl<C: Send + 'static> Endpoint<C> {
     }
 }
 
+impl<C: Send + 'static> super::sep::ScalableEndpoint<C> {
+    /// `fi_scalable_ep_bind` of a shared receive context, for an endpoint opened with
+    /// `rx` = FI_SHARED_CONTEXT: every context engine takes its receives.
+    pub fn bind_srx(&self, srx: &SharedRxContext<C>) -> Result<()> {
+        self.ep().bind_srx(srx)
+    }
+
+    /// `fi_scalable_ep_bind` of a shared transmit context, for an endpoint opened
+    /// with `tx` = FI_SHARED_CONTEXT.
+    pub fn bind_stx(&self, stx: &SharedTxContext<C>) -> Result<()> {
+        self.ep().bind_stx(stx)
+    }
+}
+
 impl<C: Send + 'static> SharedRxContext<C> {
     /// Receives waiting in the context for a message.
     pub fn waiting(&self) -> usize {

@@ -341,7 +341,13 @@ unsafe extern "C" fn bind(fid: *mut sys::fid, bfid: *mut sys::fid, flags: u64) -
         }
     };
     let r = (|| -> Result<(), Errno> {
-        if e.role != sep::Role::Ep && class != sys::FI_CLASS_EQ {
+        // A scalable endpoint binds its shared context as an endpoint does (the core
+        // binds it to every context engine).
+        let shared = matches!(class, sys::FI_CLASS_STX_CTX | sys::FI_CLASS_SRX_CTX);
+        if e.role != sep::Role::Ep
+            && class != sys::FI_CLASS_EQ
+            && !(e.role == sep::Role::Sep && shared)
+        {
             let target = match class {
                 // SAFETY: a fid (contract).
                 sys::FI_CLASS_CQ => unsafe { object::<CqFid>(bfid) }

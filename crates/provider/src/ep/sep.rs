@@ -55,9 +55,15 @@ pub unsafe extern "C" fn open(
     if rc == 0 && crate::domain::log_info() {
         // SAFETY: opened, so `info` was a valid fi_info with its ep_attr.
         let a = unsafe { (*info).ep_attr.as_ref() };
-        let (tx, rx) = a.map_or((1, 1), |a| (a.tx_ctx_cnt.max(1), a.rx_ctx_cnt.max(1)));
+        let count = |c: usize| match c {
+            ofi_nostd::info::FI_SHARED_CONTEXT => "a shared".to_owned(),
+            c => c.max(1).to_string(),
+        };
+        let (tx, rx) = a.map_or((1, 1), |a| (a.tx_ctx_cnt, a.rx_ctx_cnt));
         log_line(format!(
-            "libfabric:nostd:sep: opened, {tx} transmit and {rx} receive contexts\n"
+            "libfabric:nostd:sep: opened, {} transmit and {} receive contexts\n",
+            count(tx),
+            count(rx)
         ));
     }
     rc

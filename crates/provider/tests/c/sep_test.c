@@ -4,7 +4,9 @@
  * getinfo's context limits, fi_scalable_ep with 3 contexts on one domain and a plain
  * endpoint on another, each transmit context sending to a different receive context,
  * a plain endpoint that names no context reaching context 0, the binding and state
- * errors, closing a context with receives queued (canceled), and the close order.
+ * errors, closing a context with receives queued (canceled), and the close order;
+ * then scalable endpoints whose other side is a shared context (FI_SHARED_CONTEXT
+ * for rx_ctx_cnt with an srx, for tx_ctx_cnt with an stx).
  *
  * Run with FI_PROVIDER_PATH=<dir holding libnostd-fi.so> FI_PROVIDER=nostd.
  * Prints one line per failed check; exits 0 when every check passed.
@@ -48,6 +50,118 @@ static int read_one(struct fid_cq *cq, struct fi_cq_entry *e, struct fi_cq_err_e
 		if ((t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000 > 2000)
 			return 0;
 	}
+}
+
+/* A scalable endpoint on `d` with N contexts on one side and a shared context on the
+ * other (`shared_rx`: the receive side), talking to b's plain endpoint `ep` (CQ `cqb`,
+ * AV `avb`): the shared context and the shared side's CQ bind to the scalable
+ * endpoint, a message from b lands in a buffer posted to the srx (or in receive
+ * context 0), and the transmit side (the contexts, or the scalable endpoint itself on
+ * an stx) reaches b. Everything is closed again. */
+static void shared_side(struct fid_domain *d, const struct fi_info *base, int shared_rx,
+			struct fid_ep *ep, struct fid_cq *cqb, struct fid_av *avb)
+{
+	struct fi_info *info = fi_dupinfo(base);
+	struct fi_av_attr av_attr = { .type = FI_AV_TABLE, .rx_ctx_bits = BITS };
+	struct fi_cq_attr cq_attr = { .format = FI_CQ_FORMAT_CONTEXT };
+	struct fid_ep *sep = NULL, *ctx[N], *srx = NULL, *bad = NULL;
+	struct fid_stx *stx = NULL;
+	struct fid_cq *cq = NULL, *ctxcq[N];
+	struct fid_av *av = NULL;
+	struct fi_cq_entry e;
+	char name[64], buf[64], bbuf[64];
+	size_t len;
+	fi_addr_t to_b = FI_ADDR_UNSPEC, to_sep = FI_ADDR_UNSPEC;
+	int i;
+
+	info->ep_attr->tx_ctx_cnt = shared_rx ? N : FI_SHARED_CONTEXT;
+	info->ep_attr->rx_ctx_cnt = shared_rx ? FI_SHARED_CONTEXT : N;
+	EXPECT(fi_scalable_ep(d, info, &sep, NULL), 0);
+	EXPECT(fi_av_open(d, &av_attr, &av, NULL), 0);
+	EXPECT(fi_cq_open(d, &cq_attr, &cq, NULL), 0);
+	if (!sep || !av || !cq)
+		return;
+	EXPECT(fi_scalable_ep_bind(sep, &av->fid, 0), 0);
+	if (shared_rx) {
+		EXPECT(fi_srx_context(d, info->rx_attr, &srx, NULL), 0);
+		EXPECT(fi_rx_context(sep, 0, NULL, &bad, NULL), -FI_EINVAL);
+		EXPECT(fi_scalable_ep_bind(sep, &cq->fid, FI_TRANSMIT), -FI_EINVAL);
+		EXPECT(fi_scalable_ep_bind(sep, &cq->fid, FI_RECV), 0);
+		EXPECT(fi_enable(sep), -FI_EOPBADSTATE);
+		EXPECT(fi_scalable_ep_bind(sep, &srx->fid, 0), 0);
+	} else {
+		EXPECT(fi_stx_context(d, info->tx_attr, &stx, NULL), 0);
+		EXPECT(fi_tx_context(sep, 0, NULL, &bad, NULL), -FI_EINVAL);
+		EXPECT(fi_scalable_ep_bind(sep, &stx->fid, 0), 0);
+		EXPECT(fi_enable(sep), -FI_ENOCQ);
+		EXPECT(fi_scalable_ep_bind(sep, &cq->fid, FI_TRANSMIT), 0);
+	}
+	for (i = 0; i < N; i++) {
+		ctxcq[i] = NULL;
+		ctx[i] = NULL;
+		EXPECT(fi_cq_open(d, &cq_attr, &ctxcq[i], NULL), 0);
+		if (shared_rx) {
+			EXPECT(fi_tx_context(sep, i, NULL, &ctx[i], NULL), 0);
+			EXPECT(fi_ep_bind(ctx[i], &ctxcq[i]->fid, FI_TRANSMIT), 0);
+		} else {
+			EXPECT(fi_rx_context(sep, i, NULL, &ctx[i], NULL), 0);
+			EXPECT(fi_ep_bind(ctx[i], &ctxcq[i]->fid, FI_RECV), 0);
+		}
+		EXPECT(fi_enable(ctx[i]), 0);
+	}
+	EXPECT(fi_enable(sep), 0);
+	len = sizeof name;
+	EXPECT(fi_getname(&ep->fid, name, &len), 0);
+	EXPECT(fi_av_insert(av, name, 1, &to_b, 0, NULL), 1);
+	len = sizeof name;
+	EXPECT(fi_getname(&sep->fid, name, &len), 0);
+	EXPECT(fi_av_insert(avb, name, 1, &to_sep, 0, NULL), 1);
+
+	/* b to the scalable endpoint. */
+	memset(buf, 0, sizeof buf);
+	if (shared_rx)
+		EXPECT(fi_recv(srx, buf, sizeof buf, NULL, FI_ADDR_UNSPEC, (void *)0x600), 0);
+	else
+		EXPECT(fi_recv(ctx[0], buf, sizeof buf, NULL, FI_ADDR_UNSPEC, (void *)0x600), 0);
+	EXPECT(fi_send(ep, "to the sep", 11, NULL, to_sep, (void *)0xb2), 0);
+	EXPECT(read_one(cqb, &e, NULL), 1);
+	EXPECT((long)e.op_context, 0xb2);
+	EXPECT(read_one(shared_rx ? cq : ctxcq[0], &e, NULL), 1);
+	EXPECT((long)e.op_context, 0x600);
+	EXPECT(strcmp(buf, "to the sep"), 0);
+
+	/* The transmit side to b: each context, or the endpoint itself on the stx. */
+	for (i = 0; i < (shared_rx ? N : 1); i++) {
+		struct fid_ep *from = shared_rx ? ctx[i] : sep;
+
+		memset(bbuf, 0, sizeof bbuf);
+		snprintf(buf, sizeof buf, "shared %d from %d", shared_rx, i);
+		EXPECT(fi_recv(ep, bbuf, sizeof bbuf, NULL, FI_ADDR_UNSPEC, (void *)0xb3), 0);
+		EXPECT(fi_send(from, buf, strlen(buf) + 1, NULL, to_b, (void *)(long)(0x700 + i)), 0);
+		EXPECT(read_one(shared_rx ? ctxcq[i] : cq, &e, NULL), 1);
+		EXPECT((long)e.op_context, 0x700 + i);
+		do {
+			EXPECT(read_one(cqb, &e, NULL), 1);
+		} while ((long)e.op_context != 0xb3 && failures == 0);
+		EXPECT(strcmp(bbuf, buf), 0);
+	}
+
+	if (srx)
+		EXPECT(fi_close(&srx->fid), -FI_EBUSY);
+	for (i = 0; i < N; i++) {
+		if (ctx[i])
+			EXPECT(fi_close(&ctx[i]->fid), 0);
+		if (ctxcq[i])
+			EXPECT(fi_close(&ctxcq[i]->fid), 0);
+	}
+	EXPECT(fi_close(&sep->fid), 0);
+	if (srx)
+		EXPECT(fi_close(&srx->fid), 0);
+	if (stx)
+		EXPECT(fi_close(&stx->fid), 0);
+	EXPECT(fi_close(&cq->fid), 0);
+	EXPECT(fi_close(&av->fid), 0);
+	fi_freeinfo(info);
 }
 
 int main(void)
@@ -183,6 +297,10 @@ int main(void)
 			EXPECT(strcmp(bufs[i], out[i]), 0);
 		}
 	}
+
+	/* A shared context on one side. */
+	shared_side(da, info, 1, ep, cqb, avb);
+	shared_side(da, info, 0, ep, cqb, avb);
 
 	/* Closing a receive context cancels what it had posted; the endpoint closes
 	 * only after its contexts (-FI_EBUSY), and CQs only after their contexts. */
