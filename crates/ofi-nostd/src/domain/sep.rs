@@ -124,7 +124,9 @@ impl<S: Storage> Domain<S> {
     /// `fi_scalable_ep_bind`: the AV (flags 0), or an EQ, bound to every context
     /// engine; the rules of [`Domain::ep_bind`] apply (a second AV is -FI_EINVAL).
     /// CQs and counters bind to the contexts (-FI_EINVAL here), but those of a shared
-    /// side to the endpoint: see [`Domain::sep_bind_shared_side`].
+    /// side to the endpoint (flags of that side; a shared receive side's go to every
+    /// engine, a shared transmit side's to engine 0), before the endpoint is enabled
+    /// (-FI_EOPBADSTATE).
     pub fn sep_bind(
         &mut self,
         sep: EpHandle<S>,
