@@ -17,6 +17,24 @@ const BITS: i32 = 2;
 
 type Comp = hosted::api::Completion<u64>;
 
+/// A domain of `fabric` with manual progress.
+fn manual(fabric: &Fabric) -> hosted::api::Domain<u64> {
+    fabric
+        .domain()
+        .progress(ProgressMode::Manual)
+        .open::<u64>()
+        .unwrap()
+}
+
+/// An AV of `d` whose addresses carry [`BITS`] bits of receive context.
+fn ctx_av(d: &hosted::api::Domain<u64>) -> hosted::api::Av<u64> {
+    d.av_with(&mut AvAttr {
+        rx_ctx_bits: BITS,
+        ..AvAttr::default()
+    })
+    .unwrap()
+}
+
 /// Polls `cqs` (driving their domains) until one completion came on each, reading
 /// `peer` too (manual progress: only reads drive the peer's domain) into `peer_got`.
 fn one_each(cqs: &[&Cq<u64>], peer: &Cq<u64>, peer_got: &mut Vec<Comp>) -> Vec<Comp> {
@@ -41,22 +59,10 @@ fn one_each(cqs: &[&Cq<u64>], peer: &Cq<u64>, peer_got: &mut Vec<Comp>) -> Vec<C
 #[test]
 fn contexts_of_a_scalable_endpoint_through_the_safe_api() {
     let fabric = Fabric::open().unwrap();
-    let dom = || {
-        fabric
-            .domain()
-            .progress(ProgressMode::Manual)
-            .open::<u64>()
-            .unwrap()
-    };
-    let (da, db) = (dom(), dom());
+    let (da, db) = (manual(&fabric), manual(&fabric));
     // a: a scalable endpoint with N contexts, one CQ per context and side.
     let sep = da.scalable_endpoint(EpType::Rdm, N, N).unwrap();
-    let ava = da
-        .av_with(&mut AvAttr {
-            rx_ctx_bits: BITS,
-            ..AvAttr::default()
-        })
-        .unwrap();
+    let ava = ctx_av(&da);
     sep.bind_av(&ava).unwrap();
     let mut txs = Vec::new();
     let mut rxs = Vec::new();
@@ -86,12 +92,7 @@ fn contexts_of_a_scalable_endpoint_through_the_safe_api() {
     sep.enable().unwrap();
     // b: a plain endpoint whose AV also has context bits.
     let cqb: Cq<u64> = db.cq(64).unwrap();
-    let avb = db
-        .av_with(&mut AvAttr {
-            rx_ctx_bits: BITS,
-            ..AvAttr::default()
-        })
-        .unwrap();
+    let avb = ctx_av(&db);
     let epb = db.endpoint(EpType::Rdm).unwrap();
     epb.bind_cq(&cqb, Flags::TRANSMIT | Flags::RECV).unwrap();
     epb.bind_av(&avb).unwrap();
@@ -179,21 +180,9 @@ fn one(cq: &Cq<u64>, other: &Cq<u64>, other_got: &mut Vec<Comp>) -> Comp {
 #[test]
 fn scalable_endpoints_with_a_shared_side_through_the_safe_api() {
     let fabric = Fabric::open().unwrap();
-    let dom = || {
-        fabric
-            .domain()
-            .progress(ProgressMode::Manual)
-            .open::<u64>()
-            .unwrap()
-    };
-    let (da, db) = (dom(), dom());
+    let (da, db) = (manual(&fabric), manual(&fabric));
     let cqb: Cq<u64> = db.cq(64).unwrap();
-    let avb = db
-        .av_with(&mut AvAttr {
-            rx_ctx_bits: BITS,
-            ..AvAttr::default()
-        })
-        .unwrap();
+    let avb = ctx_av(&db);
     let epb = db.endpoint(EpType::Rdm).unwrap();
     epb.bind_cq(&cqb, Flags::TRANSMIT | Flags::RECV).unwrap();
     epb.bind_av(&avb).unwrap();
@@ -206,12 +195,7 @@ fn scalable_endpoints_with_a_shared_side_through_the_safe_api() {
             (FI_SHARED_CONTEXT, N)
         };
         let sep = da.scalable_endpoint(EpType::Rdm, tx, rx).unwrap();
-        let ava = da
-            .av_with(&mut AvAttr {
-                rx_ctx_bits: BITS,
-                ..AvAttr::default()
-            })
-            .unwrap();
+        let ava = ctx_av(&da);
         sep.bind_av(&ava).unwrap();
         let sep_cq: Cq<u64> = da.cq(64).unwrap();
         let srx = da.shared_rx_context().unwrap();

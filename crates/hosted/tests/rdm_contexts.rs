@@ -8,7 +8,7 @@ use hosted::ofi_nostd::time::Duration;
 use hosted::netsim::{Faults, NetSim};
 use hosted::ofi_nostd::av::{AvAddrs, AvAttr, fi_rx_addr};
 use hosted::ofi_nostd::cq::CqAttr;
-use hosted::ofi_nostd::domain::{BindTarget, CqHandle, EpHandle, MsgArgs};
+use hosted::ofi_nostd::domain::{AvHandle, BindTarget, CqHandle, EpHandle, MsgArgs};
 use hosted::ofi_nostd::errno::Errno;
 use hosted::ofi_nostd::flags::{FI_ADDR_UNSPEC, FiAddr, Flags};
 use hosted::ofi_nostd::info::{EpType, FI_SHARED_CONTEXT, RxAttr, TxAttr, default_info};
@@ -54,6 +54,16 @@ struct Sep {
     av: hosted::ofi_nostd::domain::AvHandle<S>,
 }
 
+/// An AV of 16 entries whose addresses carry [`BITS`] bits of receive context.
+fn ctx_av(d: &mut hosted::ofi_nostd::domain::Domain<S>, context: u64) -> AvHandle<S> {
+    let mut attr = AvAttr {
+        count: 16,
+        rx_ctx_bits: BITS,
+        ..AvAttr::default()
+    };
+    d.av_open(&mut attr, context).unwrap()
+}
+
 fn open_sep(node: &mut Node, n: usize) -> Sep {
     open_sep_of(node, n, EpType::Rdm)
 }
@@ -64,16 +74,7 @@ fn open_sep_of(node: &mut Node, n: usize, ep_type: EpType) -> Sep {
     info.ep_attr.tx_ctx_cnt = n;
     info.ep_attr.rx_ctx_cnt = n;
     let h = d.sep_open(&info, 0x5E).unwrap();
-    let av = d
-        .av_open(
-            &mut AvAttr {
-                count: 16,
-                rx_ctx_bits: BITS,
-                ..AvAttr::default()
-            },
-            0xA5,
-        )
-        .unwrap();
+    let av = ctx_av(d, 0xA5);
     d.sep_bind(h, BindTarget::Av(av), Flags::empty()).unwrap();
     let attr = CqAttr {
         size: 4096,
@@ -381,11 +382,7 @@ fn named(t: usize, s: usize) -> Vec<u8> {
 
 /// A scalable endpoint on `node` with `n` contexts on one side and a shared context on
 /// the other (`shared` names that side), its AV bound, the shared context not yet.
-fn open_half_sep(
-    node: &mut Node,
-    n: usize,
-    shared: CtxSide,
-) -> (EpHandle<S>, hosted::ofi_nostd::domain::AvHandle<S>) {
+fn open_half_sep(node: &mut Node, n: usize, shared: CtxSide) -> (EpHandle<S>, AvHandle<S>) {
     let d = &mut node.dom;
     let mut info = default_info(EpType::Rdm, None, &cfg().provider);
     (info.ep_attr.tx_ctx_cnt, info.ep_attr.rx_ctx_cnt) = match shared {
@@ -399,16 +396,7 @@ fn open_half_sep(
         d.sep_ctx_open(h, shared, 0, Flags::empty()),
         Err(Errno::EINVAL)
     );
-    let av = d
-        .av_open(
-            &mut AvAttr {
-                count: 16,
-                rx_ctx_bits: BITS,
-                ..AvAttr::default()
-            },
-            0xA6,
-        )
-        .unwrap();
+    let av = ctx_av(d, 0xA6);
     d.sep_bind(h, BindTarget::Av(av), Flags::empty()).unwrap();
     (h, av)
 }

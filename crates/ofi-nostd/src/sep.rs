@@ -85,16 +85,21 @@ pub struct Contexts {
 
 impl Contexts {
     /// A table for `tx` transmit and `rx` receive contexts (each `1..=MAX_CTX`, 0 read
-    /// as 1 as libfabric does, or FI_SHARED_CONTEXT for one of them, with feature
-    /// `shared-ctx`); -FI_EINVAL otherwise.
+    /// as 1 as libfabric does); -FI_EINVAL otherwise.
     pub fn new(tx: usize, rx: usize) -> Result<Contexts> {
-        let shared = |c: usize| c == crate::info::FI_SHARED_CONTEXT;
-        if (shared(tx) || shared(rx)) && (shared(tx) == shared(rx) || !cfg!(feature = "shared-ctx"))
-        {
-            return Err(Errno::EINVAL);
+        Self::counted(tx.max(1), rx.max(1))
+    }
+
+    /// A table for `n` contexts of the side that is not `shared` (`1..=MAX_CTX`, 0
+    /// read as 1), the `shared` side being one shared context; -FI_EINVAL otherwise.
+    pub fn with_shared(n: usize, shared: CtxSide) -> Result<Contexts> {
+        match shared {
+            CtxSide::Tx => Self::counted(0, n.max(1)),
+            CtxSide::Rx => Self::counted(n.max(1), 0),
         }
-        let count = |c: usize| if shared(c) { 0 } else { c.max(1) };
-        let (tx, rx) = (count(tx), count(rx));
+    }
+
+    fn counted(tx: usize, rx: usize) -> Result<Contexts> {
         if tx > MAX_CTX || rx > MAX_CTX {
             return Err(Errno::EINVAL);
         }
@@ -234,18 +239,18 @@ mod tests {
     }
 
     #[test]
-    #[cfg(feature = "shared-ctx")]
     fn one_side_may_be_a_shared_context() {
-        use crate::info::FI_SHARED_CONTEXT;
-        let both = Contexts::new(FI_SHARED_CONTEXT, FI_SHARED_CONTEXT);
-        assert_eq!(both, Err(Errno::EINVAL));
-        let mut c = Contexts::new(3, FI_SHARED_CONTEXT).unwrap();
+        let mut c = Contexts::with_shared(3, CtxSide::Rx).unwrap();
         assert_eq!((c.engines(), c.counts()), (3, (3, 0)));
         assert_eq!(c.shared_side(), Some(CtxSide::Rx));
         assert_eq!(c.open(CtxSide::Rx, 0), Err(Errno::EINVAL));
         c.open(CtxSide::Tx, 2).unwrap();
-        let c = Contexts::new(FI_SHARED_CONTEXT, 0).unwrap();
+        let c = Contexts::with_shared(0, CtxSide::Tx).unwrap();
         assert_eq!((c.engines(), c.shared_side()), (1, Some(CtxSide::Tx)));
+        assert_eq!(
+            Contexts::with_shared(MAX_CTX + 1, CtxSide::Tx),
+            Err(Errno::EINVAL)
+        );
         assert_eq!(Contexts::new(2, 2).unwrap().shared_side(), None);
     }
 }

@@ -44,7 +44,19 @@ impl<S: Storage> Domain<S> {
         if !matches!(info.ep_attr.ep_type, EpType::Rdm | EpType::Dgram) {
             return Err(Errno::EINVAL);
         }
-        let mut ctxs = Contexts::new(info.ep_attr.tx_ctx_cnt, info.ep_attr.rx_ctx_cnt)?;
+        let (tx, rx) = (info.ep_attr.tx_ctx_cnt, info.ep_attr.rx_ctx_cnt);
+        let shared = |c: usize| c == crate::info::FI_SHARED_CONTEXT;
+        let mut ctxs = match (shared(tx), shared(rx)) {
+            (false, false) => Contexts::new(tx, rx)?,
+            // One side shared, and only where shared contexts are built.
+            (true, false) if cfg!(feature = "shared-ctx") => {
+                Contexts::with_shared(rx, CtxSide::Tx)?
+            }
+            (false, true) if cfg!(feature = "shared-ctx") => {
+                Contexts::with_shared(tx, CtxSide::Rx)?
+            }
+            _ => return Err(Errno::EINVAL),
+        };
         let n = ctxs.engines();
         if self.eps.capacity() - self.eps.len() < n {
             return Err(Errno::ENOMEM);
@@ -171,11 +183,7 @@ impl<S: Storage> Domain<S> {
         if !Self::ctx_binds(side, &target, flags) {
             return Err(Errno::EINVAL);
         }
-        let engines: heapless::Vec<EpHandle<S>, { crate::sep::MAX_CTX }> = match side {
-            CtxSide::Rx => self.sep_engines(sep)?.collect(),
-            CtxSide::Tx => self.sep_engines(sep)?.take(1).collect(),
-        };
-        for h in engines {
+        for h in self.shared_side_engines(sep, side)? {
             let t = match &target {
                 BindTarget::Cq(q) => BindTarget::Cq(*q),
                 BindTarget::Cntr(n) => BindTarget::Cntr(*n),
@@ -184,6 +192,21 @@ impl<S: Storage> Domain<S> {
             self.bind_while_disabled(h, t, flags)?;
         }
         Ok(())
+    }
+
+    /// The engines that serve `sep`'s shared `side`: every one for a shared receive
+    /// side (each receives for the endpoint), engine 0 for a shared transmit side
+    /// (operations are posted to the endpoint).
+    fn shared_side_engines(
+        &self,
+        sep: EpHandle<S>,
+        side: CtxSide,
+    ) -> Result<heapless::Vec<EpHandle<S>, { crate::sep::MAX_CTX }>> {
+        let all = self.sep_engines(sep)?;
+        Ok(match side {
+            CtxSide::Rx => all.collect(),
+            CtxSide::Tx => all.take(1).collect(),
+        })
     }
 
     /// Binds `target` to engine `h` as [`Domain::ep_bind`] does before enable, even
@@ -350,10 +373,7 @@ impl<S: Storage> Domain<S> {
         if side == CtxSide::Tx && sends && ep.tx_cq.is_none() {
             return Err(Errno::ENOCQ);
         }
-        let engines: heapless::Vec<EpHandle<S>, { crate::sep::MAX_CTX }> = match side {
-            CtxSide::Rx => self.sep_engines(sep)?.collect(),
-            CtxSide::Tx => self.sep_engines(sep)?.take(1).collect(),
-        };
+        let engines = self.shared_side_engines(sep, side)?;
         #[cfg(feature = "shared-ctx")]
         for h in &engines {
             self.shared_enable(*h)?;
