@@ -315,7 +315,8 @@ fn c_poll_and_wait_sets_through_libfabric() {
 /// ways (messages, tagged, RMA) / shutdown at both ends, refusals with reject data of
 /// every size 0..=256 after CONNREQ data of every size, 100 pending requests against
 /// the default backlog of 64, reconnecting after shutdown while waiting on the EQ's fd,
-/// and a peer process killed mid-transfer (FI_SHUTDOWN within the retry budget).
+/// a peer process killed mid-transfer (FI_SHUTDOWN within the retry budget), and two
+/// accepted connections on one shared receive context.
 #[test]
 fn c_connection_management_through_libfabric() {
     let dir = provider_dir("c-cm_test");

@@ -7,7 +7,7 @@
  * the EQ's fd; and a peer process killed mid-transfer, which the survivor sees as
  * FI_SHUTDOWN or an error entry within the retry budget; and passive endpoints opened
  * and closed while another thread reads their EQ (each read runs a pass on their
- * domains).
+ * domains); and two accepted connections sharing one receive context.
  */
 #include <poll.h>
 #include <pthread.h>
@@ -766,6 +766,107 @@ static struct fi_info *msg_info(void)
 	return got;
 }
 
+/* Two connections accepted on one domain share one receive context (as ofi_rxm's
+ * connected endpoints do): the buffers posted to it take both connections' messages,
+ * each message once, intact and in order per connection, completing on the CQ of
+ * the connection it came on; the context closes only after its endpoints. */
+static void test_shared_rx(void)
+{
+	struct conn c[2];
+	struct fid_domain *sdom = NULL;
+	struct fid_ep *srx = NULL, *sep[2] = { NULL, NULL };
+	struct fid_cq *scq[2] = { NULL, NULL };
+	struct fi_cq_tagged_entry e;
+	struct fi_eq_cm_entry ce;
+	unsigned char bufs[4][64], msg[2][2][48];
+	int used[4] = { 0, 0, 0, 0 };
+	uint32_t event;
+	int i, j, k, n;
+
+	memset(c, 0, sizeof c);
+	for (i = 0; i < 2; i++) {
+		struct fi_info *ri;
+
+		EXPECT(fi_domain(fabric, info, &c[i].dom, NULL), 0);
+		if (!c[i].dom)
+			return;
+		c[i].cq = open_cq(c[i].dom);
+		c[i].ep = open_ep(c[i].dom, info, c[i].cq, ceq, (void *)(long)(0xd0 + i));
+		EXPECT(fi_enable(c[i].ep), 0);
+		EXPECT(fi_connect(c[i].ep, pep_name, NULL, 0), 0);
+		ri = server_connreq(0, 0);
+		if (!ri)
+			return;
+		if (i == 0) {
+			EXPECT(fi_domain(fabric, ri, &sdom, NULL), 0);
+			if (!sdom)
+				return;
+			EXPECT(fi_srx_context(sdom, ri->rx_attr, &srx, (void *)0x58), 0);
+			if (!srx)
+				return;
+		}
+		ri->ep_attr->rx_ctx_cnt = FI_SHARED_CONTEXT;
+		scq[i] = open_cq(sdom);
+		sep[i] = open_ep(sdom, ri, scq[i], seq, (void *)(long)(0xe0 + i));
+		fi_freeinfo(ri);
+		if (!sep[i])
+			return;
+		/* Opened for a shared receive context: it must be bound first. */
+		EXPECT(fi_enable(sep[i]), -FI_EOPBADSTATE);
+		EXPECT(fi_ep_bind(sep[i], &srx->fid, 0), 0);
+		EXPECT(fi_enable(sep[i]), 0);
+		EXPECT(fi_accept(sep[i], NULL, 0), 0);
+		expect_connected(ceq, c[i].ep, 0, 0);
+		expect_connected(seq, sep[i], 0, 0);
+	}
+	for (k = 0; k < 4; k++) {
+		memset(bufs[k], 0, sizeof bufs[k]);
+		EXPECT(fi_recv(srx, bufs[k], sizeof bufs[k], NULL, FI_ADDR_UNSPEC, bufs[k]), 0);
+	}
+	for (j = 0; j < 2; j++)
+		for (i = 0; i < 2; i++) {
+			fill(msg[i][j], sizeof msg[i][j], 40 + 2 * i + j);
+			EXPECT(fi_send(c[i].ep, msg[i][j], sizeof msg[i][j], NULL, 0, msg[i][j]), 0);
+		}
+	for (i = 0; i < 2; i++) {
+		for (j = 0; j < 2; j++) {
+			EXPECT(cq_wait(c[i].cq, &e, 5000), 0);
+			EXPECT(cq_wait(scq[i], &e, 5000), 0);
+			EXPECT(e.len, sizeof msg[i][j]);
+			for (k = 0, n = -1; k < 4; k++)
+				if (e.op_context == bufs[k])
+					n = k;
+			EXPECT_TRUE(n >= 0 && !used[n]);
+			if (n < 0 || used[n])
+				continue;
+			used[n] = 1;
+			/* Connection i's messages, in its order, whichever buffers they took. */
+			EXPECT_TRUE(same(bufs[n], sizeof msg[i][j], 40 + 2 * i + j));
+		}
+		EXPECT(fi_cq_read(scq[i], &e, 1), -FI_EAGAIN);
+	}
+	EXPECT(fi_close(&srx->fid), -FI_EBUSY);
+	for (i = 0; i < 2; i++) {
+		EXPECT(fi_shutdown(c[i].ep, 0), 0);
+		memset(&ce, 0, sizeof ce);
+		EXPECT(eq_wait(seq, &event, &ce, sizeof ce, 10000), sizeof ce);
+		EXPECT(event, FI_SHUTDOWN);
+		EXPECT_TRUE(ce.fid == &sep[0]->fid || ce.fid == &sep[1]->fid);
+	}
+	for (i = 0; i < 2; i++) {
+		EXPECT(fi_close(&sep[i]->fid), 0);
+		EXPECT(fi_close(&scq[i]->fid), 0);
+		memset(&ce, 0, sizeof ce);
+		EXPECT(eq_wait(ceq, &event, &ce, sizeof ce, 10000), sizeof ce);
+		EXPECT(event, FI_SHUTDOWN);
+		EXPECT_TRUE(ce.fid == &c[0].ep->fid || ce.fid == &c[1].ep->fid);
+	}
+	for (i = 0; i < 2; i++)
+		close_conn(&c[i]);
+	EXPECT(fi_close(&srx->fid), 0);
+	EXPECT(fi_close(&sdom->fid), 0);
+}
+
 int main(int argc, char **argv)
 {
 	struct fi_eq_attr eq_attr = { .wait_obj = FI_WAIT_FD };
@@ -840,6 +941,8 @@ int main(int argc, char **argv)
 	printf("close while reading: %d checks, %d failed\n", checks, failures);
 	test_unread_connreq(&cl);
 	printf("unread connreq: %d checks, %d failed\n", checks, failures);
+	test_shared_rx();
+	printf("shared rx: %d checks, %d failed\n", checks, failures);
 
 	close_conn(&cl);
 	EXPECT(fi_close(&pep->fid), 0);
