@@ -654,6 +654,18 @@ fn accepted_endpoints_share_a_receive_context() {
     ctxs.sort();
     assert_eq!(ctxs, [100, 101, 102, 103]);
     assert_eq!(net.b.dom.srx(srx).unwrap().waiting(), 0);
+    // A receive waiting in the context completes in the pass that received its
+    // message, as on an endpoint's own receive (not one pass later).
+    let buf = [IoVec::new(BASE + 0x9000, 64)];
+    let m = MsgArgs::new(&buf, FI_ADDR_UNSPEC, 104);
+    net.b
+        .dom
+        .srx_recvmsg(srx, &m, None, Flags::empty())
+        .unwrap();
+    send(&mut net.a, conns[0], 0x100, &[b'z'; 24], 9).unwrap();
+    net.step();
+    assert_eq!(net.b.completions(cqs[0]), [(104, Ok(24))]);
+    assert_eq!(&net.b.mem[0x9000..0x9000 + 24], &[b'z'; 24]);
 }
 
 #[test]

@@ -116,9 +116,13 @@ impl<S: Storage> Domain<S> {
             });
             // Shared receive contexts' waiting receives take what arrived; lent
             // multi-recv buffers move on once what was arriving into them landed.
+            // Copies into receives handed over now run in this pass, so they complete
+            // in the pass that received their messages, as own receives do.
             #[cfg(feature = "shared-ctx")]
-            if (transport && self.shared.waiting > 0) || self.shared.lent > 0 {
-                self.srx_progress();
+            if ((transport && self.shared.waiting > 0) || self.shared.lent > 0)
+                && self.srx_progress()
+            {
+                self.rdm_prepare(now, mem);
             }
             // What arrived is in the CQs now: hand it to the application before the
             // transmit half, which the next pass runs (the application's next post or

@@ -665,9 +665,11 @@ impl<S: Storage> Domain<S> {
 
     /// A pass's matching of waiting shared receives to the messages that arrived at
     /// the bound RDM endpoints, each receive in posting order to the first endpoint
-    /// (in bind order) that has a message it takes. Runs only while receives wait.
+    /// (in bind order) that has a message it takes. Runs only while receives wait;
+    /// returns whether it handed one over.
     #[inline(never)]
-    pub(super) fn srx_progress(&mut self) {
+    pub(super) fn srx_progress(&mut self) -> bool {
+        let mut any_handed = false;
         let handles: heapless::Vec<SrxHandle<S>, MAX_SHARED_CTX> = self
             .shared
             .srxs
@@ -705,12 +707,14 @@ impl<S: Storage> Domain<S> {
                         s.remove(i);
                     }
                     self.shared.waiting -= 1;
+                    any_handed = true;
                 } else {
                     i += 1;
                 }
             }
             self.srx_roam(sh);
         }
+        any_handed
     }
 
     /// A datagram arrives for the DGRAM endpoint at pool slot `slot`: bound to a
