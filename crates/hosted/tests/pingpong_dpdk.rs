@@ -271,6 +271,42 @@ fn memif_pair(
     pair((BIN, server), (BIN, client))
 }
 
+/// `--contexts 2` over net_memif, rate and bandwidth, every byte checked: each side's
+/// two context threads share the one DPDK queue pair of its domain.
+#[test]
+fn memif_contexts_rate_and_bandwidth_checked() {
+    let _g = serial();
+    for (n, mode) in [(7, "rate"), (8, "bandwidth")] {
+        let dir = TempDir::new(&format!("pp-memif-ctx-{mode}"));
+        let run = args(&[
+            "-e",
+            "rdm",
+            "--mode",
+            mode,
+            "--contexts",
+            "2",
+            "-S",
+            "1,64,4k,64k",
+            "-c",
+            "-I",
+            "200",
+            "--window",
+            "16",
+            "--timeout",
+            "30",
+        ]);
+        let (s, c) = memif_pair(&dir, "msg", n, run.clone(), run);
+        assert!(c.status.success(), "{mode}: client {c:#?}\nserver {s:#?}");
+        assert!(s.status.success(), "{mode}: server {s:#?}\nclient {c:#?}");
+        let r = rows(&c.stdout);
+        let sizes: Vec<&str> = r.iter().map(|x| x[0]).collect();
+        assert_eq!(sizes, ["1", "64", "4k", "64k"], "{}", c.stdout);
+        for row in &r {
+            assert_eq!((row[1], row[2]), ("400", "=400"), "{mode}: {}", c.stdout);
+        }
+    }
+}
+
 #[test]
 fn memif_rdm_msg_every_size_checked() {
     memif("msg", 1);

@@ -14,9 +14,10 @@
 //! messages; the row reports all pairs together, timed from the moment every client
 //! thread finished its warmup to the last pair's final answer.
 //!
-//! Every context engine has its own queues and sessions, but the domain still has one
-//! lock and one data-plane queue: what two threads gain here is bounded by that lock
-//! (see docs/status.md, issue #31).
+//! Every data plane serves (UDP, TAP, AF_PACKET, DPDK). Every context engine has its
+//! own queues and sessions, but the domain still has one lock and one data-plane queue
+//! (one socket, one DPDK queue pair) that its contexts share: what two threads gain
+//! here is bounded by that lock (see docs/status.md, issue #31).
 
 use std::collections::VecDeque;
 use std::io::Write;
@@ -29,7 +30,7 @@ use ofi_nostd::av::{AvAttr, fi_rx_addr};
 use ofi_nostd::flags::{FI_ADDR_UNSPEC, FiAddr, Flags};
 use ofi_nostd::info::EpType;
 
-use super::{Args, DEFAULT_PORT, Dataplane, EpKind, Failure, Mode, Op, header, plane, row};
+use super::{Args, DEFAULT_PORT, EpKind, Failure, Mode, Op, header, plane, row};
 use crate::api::{Av, Buf, Completion, Cq, Domain, Fabric, RxContext, ScalableEndpoint, TxContext};
 
 /// `rx_ctx_bits` of both sides' AVs: room for [`ofi_nostd::sep::MAX_CTX`] contexts.
@@ -325,9 +326,6 @@ pub(super) fn main(
             "--contexts needs -e rdm, -m msg and --mode rate or bandwidth",
         ));
     }
-    if args.dataplane != Dataplane::Udp {
-        return Err(Failure::new("--contexts runs over --dataplane udp"));
-    }
     let fabric = Fabric::open().map_err(|e| Failure::new(format!("fi_fabric: {e}")))?;
     match &args.server {
         Some(server) => client(args, n, &fabric, server, out, err),
@@ -344,11 +342,7 @@ fn client(
     err: &mut dyn Write,
 ) -> Result<(), Failure> {
     let dest = super::run::resolve(server, args.dst_port)?;
-    let ip = args
-        .src_addr
-        .or_else(|| plane::route_source(*dest.ip()))
-        .unwrap_or(Ipv4Addr::LOCALHOST);
-    let port = args.src_port.unwrap_or(0);
+    let (ip, port) = super::run::client_source(args, &dest);
     let (domain, _) = plane::open(fabric, args, ip, port, Some(*dest.ip()))?;
     let max = domain.info().ep_attr.max_msg_size;
     let s = Sep::open(domain, n)?;

@@ -314,8 +314,8 @@ pub struct Args {
     pub cpu: Option<usize>,
     /// Run over a scalable endpoint with this many transmit and receive contexts, one
     /// thread per context pair, each pinned to its own CPU (-e rdm, -m msg, --mode
-    /// rate or bandwidth, UDP; both sides need the same N). Rows count the messages of
-    /// all pairs.
+    /// rate or bandwidth, any data plane; both sides need the same N). Rows count the
+    /// messages of all pairs.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u8).range(1..=16))]
     pub contexts: Option<u8>,
     /// The domain's auth key: `0x` and hex digits, or any other string as its bytes.

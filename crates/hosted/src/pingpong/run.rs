@@ -300,6 +300,24 @@ pub(super) fn resolve(server: &str, dst_port: Option<u16>) -> Result<SocketAddrV
         .ok_or_else(|| Failure::new(format!("server address {server:?}: no IPv4 address")))
 }
 
+/// A client's own address and port towards `dest`: over UDP `-s` or the route's
+/// source address and `-B` or any port; Ethernet planes take `--ip` and need a port of
+/// their own: `-B`, or one from the dynamic range.
+pub(super) fn client_source(args: &Args, dest: &SocketAddrV4) -> (Ipv4Addr, u16) {
+    match args.dataplane {
+        Dataplane::Udp => (
+            args.src_addr
+                .or_else(|| plane::route_source(*dest.ip()))
+                .unwrap_or(Ipv4Addr::LOCALHOST),
+            args.src_port.unwrap_or(0),
+        ),
+        _ => (
+            Ipv4Addr::UNSPECIFIED,
+            args.src_port.unwrap_or_else(|| dynamic_port(0)),
+        ),
+    }
+}
+
 struct Client<'a> {
     c: Common<'a>,
     round: u16,
@@ -315,19 +333,7 @@ fn client(
     err: &mut dyn Write,
 ) -> Result<(), Failure> {
     let dest = resolve(server, args.dst_port)?;
-    let (ip, port) = match args.dataplane {
-        Dataplane::Udp => (
-            args.src_addr
-                .or_else(|| plane::route_source(*dest.ip()))
-                .unwrap_or(Ipv4Addr::LOCALHOST),
-            args.src_port.unwrap_or(0),
-        ),
-        // Ethernet planes need a port of their own: -B, or one from the dynamic range.
-        _ => (
-            Ipv4Addr::UNSPECIFIED,
-            args.src_port.unwrap_or_else(|| dynamic_port(0)),
-        ),
-    };
+    let (ip, port) = client_source(args, &dest);
     let mut c = Common::open(args, fabric, ip, port, Some(*dest.ip()), out, err)?;
     let to = EpAddr::new(dest.ip().octets(), dest.port(), 0);
     if args.ep == EpKind::Msg {
