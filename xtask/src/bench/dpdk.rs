@@ -11,6 +11,10 @@
 //! buffers (`bsize=`) that hold a 9014-byte frame in one piece (`PortConfig::with_mtu`).
 //! Bulk rows have no target: they report MB/s and the ratio to the raw stream.
 //!
+//! Scalable endpoints the same way (issue #31): the 64 B message rate of `ofi-pingpong
+//! --contexts 1` and `--contexts 2`, in turns, each count's best row, and their ratio
+//! against 1.7x (each side's contexts share its domain's one queue pair and lock).
+//!
 //! Targets (a benchmark, not a test): the 64 B ping-pong latency of ofi-pingpong at most
 //! 1.5x the raw echo's, and a 64 B message rate (`--mode rate`) of at least 5 million
 //! messages per second on one core.
@@ -114,6 +118,9 @@ struct Results {
     rate_mmsgs: Vec<f64>,
     /// The same with `--multi-recv` (multi-receive buffers on the receiver).
     rate_multi_mmsgs: Vec<f64>,
+    /// `--contexts 1` and `--contexts 2` 64 B message rates, M msg/s of all pairs (best
+    /// of the rows), side by side (issue #31).
+    contexts_mmsgs: [Row<f64>; 2],
     /// The CPUs the server and the client ran on.
     cpus: (usize, usize),
     /// The plain release build measured beside a profile-guided one.
@@ -500,6 +507,36 @@ fn measure(bins: &Bins, dir: &Path, plan: &Plan) -> Result<Results> {
         }),
         _ => None,
     };
+    // Scalable endpoints: 1 and 2 contexts, in turns, each count's best row.
+    let mut contexts_mmsgs: [Row<f64>; 2] = [Err("not run".into()), Err("not run".into())];
+    for round in 0..plan.rate_rows.min(3) {
+        for (i, n) in ["1", "2"].into_iter().enumerate() {
+            println!(
+                "==> bench: ofi-pingpong RDM over memif, 64 B message rate, --contexts {n} \
+                 (round {})",
+                round + 1
+            );
+            let args = [
+                "--mode".into(),
+                "rate".into(),
+                "--contexts".into(),
+                n.into(),
+                "-S".into(),
+                "64".into(),
+                "-I".into(),
+                plan.rate_iters.to_string(),
+            ];
+            let got = pingpong(&format!("contexts{n}-{round}"), &args)
+                .and_then(|out| rows(&out, 7))
+                .map(|v| v.into_iter().fold(0.0, f64::max));
+            contexts_mmsgs[i] = match (&contexts_mmsgs[i], got) {
+                (Ok(best), Ok(m)) => Ok(best.max(m)),
+                (_, Ok(m)) => Ok(m),
+                (Ok(best), Err(_)) => Ok(*best),
+                (Err(_), Err(e)) => Err(e),
+            };
+        }
+    }
     // Bulk: at each MTU the raw stream, then ofi-pingpong's bandwidth rows. A row that
     // fails is reported as such; the others still run.
     let mut bulk = Vec::with_capacity(MTUS.len());
@@ -545,6 +582,7 @@ fn measure(bins: &Bins, dir: &Path, plan: &Plan) -> Result<Results> {
         rounds,
         rate_mmsgs,
         rate_multi_mmsgs,
+        contexts_mmsgs,
         cpus: (cs, cc),
         plain,
         bulk,
@@ -752,6 +790,34 @@ fn render(r: &Results) -> Outcome {
          {multi:.2} M msg/s (best row {best_multi:.2}) | ≥ {RATE_MMSGS} M msg/s | {} |",
         verdict(multi >= RATE_MMSGS)
     );
+    match &r.contexts_mmsgs {
+        [Ok(one), Ok(two)] => {
+            let x = two / one;
+            let _ = writeln!(
+                md,
+                "| ofi-pingpong `--contexts 1` / `--contexts 2` over memif, 64 B message \
+                 rate (best row; the contexts of a side share its one queue pair and \
+                 lock) | {one:.2} / {two:.2} M msg/s ({x:.2}x) | ≥ {}x | {} |",
+                super::contexts::TARGET,
+                verdict(x >= super::contexts::TARGET)
+            );
+        }
+        [a, b] => {
+            let why = a
+                .as_ref()
+                .err()
+                .or(b.as_ref().err())
+                .cloned()
+                .unwrap_or_default();
+            let why = why.lines().next().unwrap_or_default().replace('|', "/");
+            let _ = writeln!(
+                md,
+                "| ofi-pingpong `--contexts 1` / `--contexts 2` over memif, 64 B message \
+                 rate | failed: {why} | ≥ {}x | **MISSED** |",
+                super::contexts::TARGET
+            );
+        }
+    }
     // The plain build's latencies and ratios, each against the echo of its own round.
     let (plain_us, plain_ratios): (Vec<f64>, Vec<f64>) =
         r.rounds.iter().filter_map(Round::plain).unzip();
@@ -1002,6 +1068,7 @@ mod tests {
             }],
             rate_mmsgs: vec![5.0],
             rate_multi_mmsgs: vec![5.0],
+            contexts_mmsgs: [Ok(4.0), Ok(7.0)],
             cpus: (0, 1),
             plain: None,
             bulk: vec![
@@ -1019,6 +1086,30 @@ mod tests {
         };
         let out = render(&r);
         let md = &out.markdown;
+        assert!(
+            md.contains("lock) | 4.00 / 7.00 M msg/s (1.75x) | ≥ 1.7x | ok |"),
+            "{md}"
+        );
+        let slow = Results {
+            contexts_mmsgs: [Ok(4.0), Ok(6.0)],
+            ..r.clone()
+        };
+        assert!(
+            render(&slow)
+                .markdown
+                .contains("lock) | 4.00 / 6.00 M msg/s (1.50x) | ≥ 1.7x | **MISSED** |")
+        );
+        let failed = Results {
+            contexts_mmsgs: [Ok(4.0), Err("no | rows\nmore".into())],
+            ..r.clone()
+        };
+        assert!(
+            render(&failed)
+                .markdown
+                .contains("message rate | failed: no / rows | ≥ 1.7x | **MISSED** |"),
+            "{}",
+            render(&failed).markdown
+        );
         assert!(
             md.contains("| raw memif stream, MTU 1500 (1514 B frames, one way, median of runs) | 4000 MB/s (runs 3000 to 5000) | | |"),
             "{md}"
@@ -1079,6 +1170,7 @@ mod tests {
             ],
             rate_mmsgs: vec![4.0, 6.0, 5.5],
             rate_multi_mmsgs: vec![5.0, 6.5, 6.0],
+            contexts_mmsgs: [Ok(4.0), Ok(7.0)],
             cpus: (0, 1),
             plain: None,
             bulk: Vec::new(),
