@@ -83,6 +83,51 @@ fn ipv4_arp_filter() -> [libc::sock_filter; 5] {
     ]
 }
 
+/// `PACKET_FANOUT_FLAG_UNIQUEID` (linux/if_packet.h; not in every libc release).
+const PACKET_FANOUT_FLAG_UNIQUEID: libc::c_int = 0x2000;
+
+/// The `PACKET_FANOUT_CBPF` program of [`AfPacketLink::queues`]: for an IPv4 UDP
+/// frame with a 20-byte IP header (what the stack sends) that is not a later
+/// fragment, the context index of the destination endpoint id (UDP payload bytes
+/// 10..12, index in bits 10..16, `wire::packet::EP_CTX_SHIFT`) modulo `n`; 0 for
+/// everything else (ARP, other protocols, IP options, frames too short: a load beyond
+/// the frame ends the program with 0). The fanout runs before the socket sees the
+/// frame, where the packet starts at its IP header: loads are relative to the network
+/// header (`SKF_NET_OFF`) and the EtherType is the skb's protocol (`SKF_AD_PROTOCOL`).
+fn context_fanout(n: u32) -> [libc::sock_filter; 14] {
+    const LD_H_ABS: u16 = (libc::BPF_LD | libc::BPF_H | libc::BPF_ABS) as u16;
+    const LD_B_ABS: u16 = (libc::BPF_LD | libc::BPF_B | libc::BPF_ABS) as u16;
+    const JEQ_K: u16 = (libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K) as u16;
+    const JSET_K: u16 = (libc::BPF_JMP | libc::BPF_JSET | libc::BPF_K) as u16;
+    const RSH_K: u16 = (libc::BPF_ALU | libc::BPF_RSH | libc::BPF_K) as u16;
+    const AND_K: u16 = (libc::BPF_ALU | libc::BPF_AND | libc::BPF_K) as u16;
+    const MOD_K: u16 = (libc::BPF_ALU | libc::BPF_MOD | libc::BPF_K) as u16;
+    const RET_A: u16 = (libc::BPF_RET | libc::BPF_A) as u16;
+    const RET_K: u16 = (libc::BPF_RET | libc::BPF_K) as u16;
+    let op = |code, jt, jf, k| libc::sock_filter { code, jt, jf, k };
+    // Negative offsets as the kernel reads them (two's complement in `k`).
+    let net = |k: i32| (libc::SKF_NET_OFF + k) as u32;
+    let proto = (libc::SKF_AD_OFF + libc::SKF_AD_PROTOCOL) as u32;
+    let shift = wire::packet::EP_CTX_SHIFT;
+    // Jumps count from the next instruction; the last one is `return 0`.
+    [
+        op(LD_H_ABS, 0, 0, proto),                 // 0: A = EtherType
+        op(JEQ_K, 0, 11, libc::ETH_P_IP as u32),   // 1: not IPv4 -> 0
+        op(LD_B_ABS, 0, 0, net(0)),                // 2: A = version, header length
+        op(JEQ_K, 0, 9, 0x45),                     // 3: IP options -> 0
+        op(LD_B_ABS, 0, 0, net(9)),                // 4: A = IP protocol
+        op(JEQ_K, 0, 7, libc::IPPROTO_UDP as u32), // 5: not UDP -> 0
+        op(LD_H_ABS, 0, 0, net(6)),                // 6: A = flags, fragment offset
+        op(JSET_K, 5, 0, 0x1fff),                  // 7: a later fragment -> 0
+        op(LD_H_ABS, 0, 0, net(20 + 8 + 10)),      // 8: A = destination endpoint id
+        op(RSH_K, 0, 0, shift),                    // 9: A = its context index ...
+        op(AND_K, 0, 0, (1 << (16 - shift)) - 1),  // 10
+        op(MOD_K, 0, 0, n.max(1)),                 // 11: ... modulo n
+        op(RET_A, 0, 0, 0),                        // 12
+        op(RET_K, 0, 0, 0),                        // 13: queue 0
+    ]
+}
+
 /// An AF_PACKET socket bound to one interface; see the [module docs](self).
 #[derive(Debug)]
 pub struct AfPacketLink {
@@ -152,6 +197,48 @@ impl AfPacketLink {
             stats: Stats::default(),
             ignore_outgoing,
         })
+    }
+
+    /// One link per receive queue of a scalable endpoint's contexts (issue #31): `n`
+    /// sockets (`1..=64`) on interface `cfg.ifname`, joined in order into one packet
+    /// fanout group (`PACKET_FANOUT`, mode `PACKET_FANOUT_CBPF`) whose classic BPF
+    /// program steers each IPv4 UDP frame (20-byte IP header) by the context index in
+    /// its destination endpoint id (wire protocol 3.9) to link `index % n`. Link 0
+    /// gets the rest (ARP, datagrams naming no context, IP options, later fragments);
+    /// every link may send. The kernel picks the group's id
+    /// (`PACKET_FANOUT_FLAG_UNIQUEID`). Needs `CAP_NET_RAW`.
+    pub fn queues(cfg: PacketConfig, n: usize) -> io::Result<Vec<AfPacketLink>> {
+        if n == 0 || n > 64 {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("{n} queues (1..=64)"),
+            ));
+        }
+        let links = (0..n)
+            .map(|_| Self::new(cfg.clone()))
+            .collect::<io::Result<Vec<_>>>()?;
+        // The first socket asks the kernel for an id no group has (a flag only the
+        // group's founder passes); the others join that id.
+        let mode = libc::PACKET_FANOUT_CBPF as libc::c_int;
+        let fd0 = links[0].fd.as_raw_fd();
+        sys::setsockopt(
+            fd0,
+            libc::SOL_PACKET,
+            libc::PACKET_FANOUT,
+            &((mode | PACKET_FANOUT_FLAG_UNIQUEID) << 16),
+        )?;
+        let id = sys::getsockopt_int(fd0, libc::SOL_PACKET, libc::PACKET_FANOUT)? & 0xffff;
+        for l in &links[1..] {
+            let fd = l.fd.as_raw_fd();
+            sys::setsockopt(
+                fd,
+                libc::SOL_PACKET,
+                libc::PACKET_FANOUT,
+                &(id | (mode << 16)),
+            )?;
+        }
+        sys::attach_fanout_filter(links[0].fd.as_raw_fd(), &context_fanout(n as u32))?;
+        Ok(links)
     }
 
     /// The interface's name.

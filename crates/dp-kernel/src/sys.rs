@@ -173,6 +173,17 @@ pub(crate) fn attach_reuseport_filter(fd: RawFd, prog: &[libc::sock_filter]) -> 
     setsockopt(fd, libc::SOL_SOCKET, libc::SO_ATTACH_REUSEPORT_CBPF, &fprog)
 }
 
+/// Attach a classic BPF program choosing the member socket of the packet fanout group
+/// `fd` belongs to (`PACKET_FANOUT_DATA`, group mode `PACKET_FANOUT_CBPF`).
+pub(crate) fn attach_fanout_filter(fd: RawFd, prog: &[libc::sock_filter]) -> io::Result<()> {
+    let fprog = libc::sock_fprog {
+        len: u16::try_from(prog.len()).map_err(|_| io::ErrorKind::InvalidInput)?,
+        // The kernel copies the program and never writes through this pointer.
+        filter: prog.as_ptr().cast_mut(),
+    };
+    setsockopt(fd, libc::SOL_PACKET, libc::PACKET_FANOUT_DATA, &fprog)
+}
+
 /// Attach a classic BPF program to a socket (`SO_ATTACH_FILTER`).
 pub(crate) fn attach_filter(fd: RawFd, prog: &[libc::sock_filter]) -> io::Result<()> {
     let fprog = libc::sock_fprog {

@@ -233,6 +233,137 @@ fn af_packet_over_a_veth_pair() {
     assert_eq!(KernelLink::flush(&mut a), 0);
 }
 
+/// A UDP frame to a foreign MAC whose payload carries endpoint id `id` at bytes
+/// 10..12 (where the wire header has the destination endpoint) and `mark` at byte 32.
+fn id_frame(
+    buf: &mut [u8],
+    caps: &Capabilities,
+    src_mac: [u8; 6],
+    x: u8,
+    id: u16,
+    mark: u8,
+) -> usize {
+    let repr = UdpFrameRepr {
+        src_mac: EthernetAddress(src_mac),
+        dst_mac: foreign_mac(x),
+        src: UdpAddr::new(Ipv4Address::new(10, 213, x, 1), 4000),
+        dst: UdpAddr::new(Ipv4Address::new(10, 213, x, 2), 4001),
+        ttl: DEFAULT_TTL,
+    };
+    repr.emit(buf, 64, &caps.checksum_caps(), |p| {
+        p.fill(0);
+        p[10..12].copy_from_slice(&id.to_be_bytes());
+        p[32] = mark;
+    })
+    .unwrap()
+}
+
+#[test]
+fn af_packet_queues_steer_by_the_context_index() {
+    const TEST: &str = "af_packet_queues_steer_by_the_context_index";
+    if !root_or_skip(TEST) {
+        return;
+    }
+    let pid = std::process::id();
+    let (na, nb) = (format!("onqa{pid}"), format!("onqb{pid}"));
+    let x = (pid % 256) as u8;
+    let _guard = LinkGuard(vec![na.clone(), nb.clone()]);
+    ip(&["link", "add", &na, "type", "veth", "peer", "name", &nb]);
+    for n in [&na, &nb] {
+        sysctl(&format!("net/ipv6/conf/{n}/disable_ipv6"), "1");
+        sysctl(&format!("net/ipv4/conf/{n}/forwarding"), "0");
+        ip(&["link", "set", n, "up"]);
+    }
+    let mut a = AfPacketLink::open(&na).unwrap();
+    let mut qs = AfPacketLink::queues(PacketConfig::new(&nb), 3).expect("a fanout group of 3");
+    assert!(AfPacketLink::queues(PacketConfig::new(&nb), 0).is_err());
+    assert!(AfPacketLink::queues(PacketConfig::new(&nb), 65).is_err());
+    // A second group on the same interface is a group of its own.
+    let mut other = AfPacketLink::queues(PacketConfig::new(&nb), 2).expect("another group");
+    wait_oper_up(&na);
+    wait_oper_up(&nb);
+    let caps = a.capabilities();
+    let a_mac = a.mac();
+    // (context index, base id) -> the queue it must reach.
+    let cases: [(u16, u16, usize); 6] = [
+        (0, 7, 0),
+        (1, 7, 1),
+        (2, 7, 2),
+        (3, 7, 0),
+        (5, 1, 2),
+        (63, 0, 0),
+    ];
+    for (i, &(ctx, base, _)) in cases.iter().enumerate() {
+        let id = base | (ctx << wire::packet::EP_CTX_SHIFT);
+        let tok = a.transmit().unwrap();
+        tok.consume_with(caps.mtu, |buf| {
+            (TxMeta::len(id_frame(buf, &caps, a_mac, x, id, i as u8)), ())
+        });
+    }
+    // An ARP request goes to queue 0.
+    let tok = a.transmit().unwrap();
+    tok.consume_with(ARP_FRAME_LEN, |buf| {
+        let n = frame::emit_arp_request(
+            buf,
+            EthernetAddress(a_mac),
+            Ipv4Address::new(10, 213, x, 1),
+            Ipv4Address::new(10, 213, x, 2),
+        )
+        .unwrap();
+        buf[..6].copy_from_slice(&foreign_mac(x).0);
+        (TxMeta::len(n), ())
+    });
+    KernelLink::flush(&mut a);
+    let mut want: [Vec<u8>; 3] = Default::default();
+    for (i, &(_, _, q)) in cases.iter().enumerate() {
+        want[q].push(i as u8);
+    }
+    want[0].push(b'a');
+    let mark = |f: &Vec<u8>| match frame::parse_frame(f, &caps.checksum_caps()) {
+        Ok(ParsedFrame::Udp(u)) if u.repr.dst.port == 4001 => Some(f[u.payload][32]),
+        Ok(ParsedFrame::Arp(m)) if m.sender_mac.0 == a_mac => Some(b'a'),
+        _ => None,
+    };
+    for (q, link) in qs.iter_mut().enumerate() {
+        let n = want[q].len();
+        let got = collect(link, |fs| fs.iter().filter_map(mark).count() >= n);
+        let mut got: Vec<u8> = got.iter().filter_map(mark).collect();
+        got.extend(
+            collect_for(link, Duration::from_millis(50), |_| false)
+                .iter()
+                .filter_map(mark),
+        );
+        assert_eq!(got, want[q], "queue {q}");
+    }
+    // The other group saw every frame too, steered over its own two links.
+    let mut seen: Vec<u8> = Vec::new();
+    for link in other.iter_mut() {
+        seen.extend(
+            collect_for(link, Duration::from_millis(200), |_| false)
+                .iter()
+                .filter_map(mark),
+        );
+    }
+    seen.sort_unstable();
+    assert_eq!(seen, [0, 1, 2, 3, 4, 5, b'a']);
+    // Every queue sends.
+    for (q, link) in qs.iter_mut().enumerate() {
+        let b_mac = link.mac();
+        let tok = link.transmit().unwrap();
+        tok.consume_with(caps.mtu, |buf| {
+            (
+                TxMeta::len(id_frame(buf, &caps, b_mac, x, 0, 100 + q as u8)),
+                (),
+            )
+        });
+        KernelLink::flush(link);
+    }
+    let got = collect(&mut a, |fs| fs.iter().filter_map(mark).count() >= 3);
+    let mut marks: Vec<u8> = got.iter().filter_map(mark).collect();
+    marks.sort_unstable();
+    assert_eq!(marks, [100, 101, 102]);
+}
+
 /// A source MAC for the IPv6 frame (its contents do not matter).
 fn a_mac_placeholder() -> [u8; 6] {
     [0x02, 0x0f, 0x1e, 0xee, 0x00, 0x01]
