@@ -387,47 +387,51 @@ fn measure(bins: &Bins, dir: &Path, plan: &Plan) -> Result<Results> {
     };
 
     // ofi-pingpong: latency, then message rate.
-    let pingpong_with = |bin: &Path, tag: &str, extra: &[String]| -> Result<String> {
-        let sock = sock_dir.join(format!("{tag}.sock"));
-        let s = sock.to_string_lossy().into_owned();
-        let dev = |i: u32, role: &str| {
-            format!("net_memif{i},role={role},id=0,socket={s},socket-abstract=no")
+    // `sides`: arguments of the server and of the client alone, after `extra`.
+    let pingpong_sides =
+        |bin: &Path, tag: &str, extra: &[String], sides: [&[String]; 2]| -> Result<String> {
+            let sock = sock_dir.join(format!("{tag}.sock"));
+            let s = sock.to_string_lossy().into_owned();
+            let dev = |i: u32, role: &str| {
+                format!("net_memif{i},role={role},id=0,socket={s},socket-abstract=no")
+            };
+            let common = [
+                "--dataplane",
+                "dpdk",
+                "-e",
+                "rdm",
+                "-m",
+                "msg",
+                "--timeout",
+                "60",
+            ];
+            let mut server = Command::new(bin);
+            server.args(common).args(extra).args(sides[0]).args([
+                "-B",
+                "47592",
+                "--ip",
+                "10.78.250.1/24",
+                "--eal",
+                &eal(&format!("{tag}-s"), cs),
+                "--dpdk-vdev",
+                &dev(0, "server"),
+            ]);
+            let mut client = Command::new(bin);
+            client.args(common).args(extra).args(sides[1]).args([
+                "-P",
+                "47592",
+                "--ip",
+                "10.78.250.2/24",
+                "--eal",
+                &eal(&format!("{tag}-c"), cc),
+                "--dpdk-vdev",
+                &dev(1, "client"),
+                "10.78.250.1",
+            ]);
+            pair(server, client, &sock, dir, tag)
         };
-        let common = [
-            "--dataplane",
-            "dpdk",
-            "-e",
-            "rdm",
-            "-m",
-            "msg",
-            "--timeout",
-            "60",
-        ];
-        let mut server = Command::new(bin);
-        server.args(common).args(extra).args([
-            "-B",
-            "47592",
-            "--ip",
-            "10.78.250.1/24",
-            "--eal",
-            &eal(&format!("{tag}-s"), cs),
-            "--dpdk-vdev",
-            &dev(0, "server"),
-        ]);
-        let mut client = Command::new(bin);
-        client.args(common).args(extra).args([
-            "-P",
-            "47592",
-            "--ip",
-            "10.78.250.2/24",
-            "--eal",
-            &eal(&format!("{tag}-c"), cc),
-            "--dpdk-vdev",
-            &dev(1, "client"),
-            "10.78.250.1",
-        ]);
-        pair(server, client, &sock, dir, tag)
-    };
+    let pingpong_with =
+        |bin: &Path, tag: &str, extra: &[String]| pingpong_sides(bin, tag, extra, [&[], &[]]);
     let pingpong = |tag: &str, extra: &[String]| pingpong_with(&bins.pingpong, tag, extra);
     // The plain build right after the measured one (same arguments, its own files).
     let plain = |tag: &str, extra: &[String]| -> Result<Option<String>> {
@@ -526,9 +530,17 @@ fn measure(bins: &Bins, dir: &Path, plan: &Plan) -> Result<Results> {
                 "-I".into(),
                 plan.rate_iters.to_string(),
             ];
-            let got = pingpong(&format!("contexts{n}-{round}"), &args)
-                .and_then(|out| rows(&out, 7))
-                .map(|v| v.into_iter().fold(0.0, f64::max));
+            // Context thread k of each side on its side's CPU + k (modulo the CPUs).
+            let cpu = |c: usize| ["--cpu".to_owned(), c.to_string()];
+            let (sc, cl) = (cpu(cs), cpu(cc));
+            let got = pingpong_sides(
+                &bins.pingpong,
+                &format!("contexts{n}-{round}"),
+                &args,
+                [&sc, &cl],
+            )
+            .and_then(|out| rows(&out, 7))
+            .map(|v| v.into_iter().fold(0.0, f64::max));
             contexts_mmsgs[i] = match (&contexts_mmsgs[i], got) {
                 (Ok(best), Ok(m)) => Ok(best.max(m)),
                 (_, Ok(m)) => Ok(m),
