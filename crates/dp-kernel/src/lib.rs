@@ -56,6 +56,14 @@ pub fn monotonic_micros() -> u64 {
     sys::monotonic_micros()
 }
 
+/// The CPUs online on this host, whatever the calling thread's affinity: what
+/// pinning threads "modulo the CPUs there are" needs, where
+/// `std::thread::available_parallelism` counts only the CPUs the caller may run on
+/// (after DPDK's EAL pinned its main thread, one).
+pub fn online_cpus() -> usize {
+    sys::online_cpus()
+}
+
 /// Counters of one link, so drops and kernel errors are visible instead of silent
 /// (the data path never returns them as errors; see the crate docs).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

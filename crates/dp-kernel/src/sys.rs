@@ -34,6 +34,13 @@ pub(crate) fn monotonic_micros() -> u64 {
         .wrapping_add(ts.tv_nsec as u64 / 1_000)
 }
 
+/// The CPUs online (`sysconf(_SC_NPROCESSORS_ONLN)`), at least 1.
+pub(crate) fn online_cpus() -> usize {
+    // SAFETY: sysconf reads a system value; no pointers are involved.
+    let n = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) };
+    usize::try_from(n).unwrap_or(1).max(1)
+}
+
 /// An all-zero `mmsghdr`: null pointers, zero lengths (what the kernel expects before
 /// the fields in use are filled).
 pub(crate) fn empty_mmsghdr() -> libc::mmsghdr {

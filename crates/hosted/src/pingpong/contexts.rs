@@ -100,6 +100,34 @@ impl Sep {
     }
 }
 
+impl Sep {
+    /// `-v`'s closing line: the domain's packets and drops, the link's counters, and
+    /// each context engine's retransmissions and receive counters.
+    fn stats(&self) -> String {
+        let d = self._domain.stats();
+        let n = self._domain.net_stats();
+        let drops = crate::drops::DropReport::new(&self._domain.link_drops(), &n, &d);
+        let mut line = format!(
+            "{} packets sent, {} received, {drops}; link: {n:?}",
+            d.tx_packets, d.rx_packets
+        );
+        for (k, p) in self.pairs.iter().enumerate() {
+            if let Some(r) = p.tx.ep().rdm_stats() {
+                line.push_str(&format!(
+                    "; context {k}: {} packets sent, {} received, {} timeout and {} fast \
+                     retransmissions, {} duplicates",
+                    r.tx_packets,
+                    r.rx_packets,
+                    r.tx_timeout_retransmits,
+                    r.tx_fast_retransmits,
+                    r.rx_duplicates
+                ));
+            }
+        }
+        line
+    }
+}
+
 /// What the client asks for, sent in the hello.
 #[derive(Debug, Clone, PartialEq)]
 struct Plan {
@@ -159,13 +187,12 @@ impl Plan {
     }
 }
 
-/// Pins the calling thread to `cpu` (modulo the CPUs there are).
+/// Pins the calling thread to `cpu` modulo the CPUs online. Not modulo the caller's
+/// affinity (`available_parallelism`): after DPDK's EAL pinned the main thread to
+/// one CPU that is 1, and every context thread of both processes went to CPU 0,
+/// where each waited for the others' time slices (4 ms round trips over memif).
 fn pin(cpu: usize) -> Result<(), Failure> {
-    use rustix::thread::{CpuSet, sched_setaffinity};
-    let cpus = std::thread::available_parallelism().map_or(1, usize::from);
-    let mut set = CpuSet::new();
-    set.set(cpu % cpus.min(CpuSet::MAX_CPU));
-    sched_setaffinity(None, &set).map_err(|e| Failure::new(format!("pinning to CPU {cpu}: {e}")))
+    super::run::pin(cpu % dp_kernel::online_cpus())
 }
 
 /// Byte `j` of message `seq` of size round `round` on context pair `k` (`-c`); the
@@ -430,6 +457,9 @@ fn client(
     // answer reached us before it closes.
     c0.send(&FIN, server0)?;
     c0.drain_to(0)?;
+    if args.verbose {
+        let _ = writeln!(err, "ofi-pingpong: client done: {}", s.stats());
+    }
     Ok(())
 }
 
@@ -562,7 +592,12 @@ fn server(
         r?;
     }
     if args.verbose {
-        let _ = writeln!(err, "ofi-pingpong: server done, {} sizes", plan.sizes.len());
+        let _ = writeln!(
+            err,
+            "ofi-pingpong: server done, {} sizes: {}",
+            plan.sizes.len(),
+            s.stats()
+        );
     }
     Ok(())
 }

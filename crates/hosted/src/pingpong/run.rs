@@ -67,7 +67,8 @@ pub(super) fn main(args: &Args, out: &mut dyn Write, err: &mut dyn Write) -> Res
     }
 }
 
-fn pin(cpu: usize) -> Result<(), Failure> {
+/// Pins the calling thread to `cpu` (an error beyond what the CPU set can name).
+pub(super) fn pin(cpu: usize) -> Result<(), Failure> {
     use rustix::thread::{CpuSet, sched_setaffinity};
     if cpu >= CpuSet::MAX_CPU {
         return Err(Failure::new(format!("--cpu {cpu}: no such CPU")));
