@@ -32,7 +32,8 @@ impl Eal {
     /// failed, every later call returns that failure (EAL cannot be retried).
     ///
     /// The calling thread becomes EAL's main lcore thread (EAL sets its CPU affinity to
-    /// the main lcore's CPUs: use `--lcores 0@(0-N)` to leave it free to move).
+    /// the main lcore's CPUs: use `--lcores` with [`free_main_lcore`] to leave it free
+    /// to move).
     pub fn init<I, S>(args: I) -> Result<&'static Eal, Error>
     where
         I: IntoIterator<Item = S>,
@@ -138,7 +139,6 @@ const fn libc_enotsup() -> i32 {
 /// and a `--file-prefix` unique to the process, main lcore 0 free to run on any CPU.
 /// Append `--vdev` options (or open ports with [`PortConfig::vdev`](crate::PortConfig::vdev)).
 pub fn virtual_device_args(memory_mb: u32) -> Vec<String> {
-    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
     vec![
         "--no-huge".into(),
         "--no-pci".into(),
@@ -149,10 +149,37 @@ pub fn virtual_device_args(memory_mb: u32) -> Vec<String> {
         "--file-prefix".into(),
         unique_file_prefix(),
         "--lcores".into(),
-        format!("0@(0-{})", cpus.saturating_sub(1)),
+        free_main_lcore(),
         "--log-level".into(),
         "lib.eal:warning".into(),
     ]
+}
+
+/// The `--lcores` value that leaves EAL's main lcore (the calling thread) free to run
+/// on every CPU the calling thread may use: `0@(<list>)` with the kernel's list of
+/// them (`Cpus_allowed_list` of /proc/thread-self/status, e.g. `1,3-5` under
+/// `taskset`), else `0@(0-N)` over `available_parallelism`. Not `0-N` alone: under
+/// `taskset -c 1` that named CPU 0, outside the set.
+pub fn free_main_lcore() -> String {
+    let allowed = std::fs::read_to_string("/proc/thread-self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+                .map(|l| l.trim().to_owned())
+        })
+        .filter(|l| {
+            !l.is_empty()
+                && l.bytes()
+                    .all(|b| b.is_ascii_digit() || b == b',' || b == b'-')
+        });
+    match allowed {
+        Some(list) => format!("0@({list})"),
+        None => {
+            let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+            format!("0@(0-{})", cpus.saturating_sub(1))
+        }
+    }
 }
 
 /// `ofi-nostd-<pid>-<nanoseconds>`: a `--file-prefix` no other process uses; the same
@@ -167,4 +194,33 @@ pub fn unique_file_prefix() -> String {
             format!("ofi-nostd-{}-{nanos}", std::process::id())
         })
         .clone()
+}
+
+#[cfg(test)]
+mod tests {
+    /// The list names exactly the CPUs this thread may run on (as many as
+    /// `available_parallelism` counts), whatever the host's count.
+    #[test]
+    fn the_main_lcore_may_run_on_every_cpu_this_thread_may() {
+        let v = super::free_main_lcore();
+        let list = v
+            .strip_prefix("0@(")
+            .and_then(|l| l.strip_suffix(')'))
+            .unwrap_or_else(|| panic!("{v}"));
+        let mut n = 0;
+        for part in list.split(',') {
+            n += match part.split_once('-') {
+                Some((a, b)) => b.parse::<usize>().unwrap() - a.parse::<usize>().unwrap() + 1,
+                None => {
+                    part.parse::<usize>().unwrap();
+                    1
+                }
+            };
+        }
+        assert_eq!(
+            n,
+            std::thread::available_parallelism().unwrap().get(),
+            "{v}"
+        );
+    }
 }

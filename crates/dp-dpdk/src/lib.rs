@@ -68,7 +68,7 @@ mod port;
 mod sys;
 
 #[cfg(feature = "dpdk")]
-pub use eal::{Eal, unique_file_prefix, virtual_device_args};
+pub use eal::{Eal, free_main_lcore, unique_file_prefix, virtual_device_args};
 #[cfg(feature = "dpdk")]
 pub use error::Error;
 #[cfg(feature = "dpdk")]

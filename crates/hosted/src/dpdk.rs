@@ -21,7 +21,7 @@ use crate::api::DataPlane;
 /// 256 MB): what virtual devices such as `net_memif` and `net_af_packet` need.
 ///
 /// Arguments that choose no lcores (no `-l`, `-c` or `--lcores`) get `--lcores
-/// 0@(0-N)`: EAL would otherwise pin the calling thread, an application's own thread,
+/// 0@(<the CPUs we may use>)`: EAL would otherwise pin the calling thread, an application's own thread,
 /// to CPU 0, and two such processes on one host would share that CPU in scheduler
 /// slices (milliseconds per round trip) however many CPUs are idle.
 pub fn init_eal(args: Option<&str>) -> Result<&'static Eal, Error> {
@@ -31,16 +31,16 @@ pub fn init_eal(args: Option<&str>) -> Result<&'static Eal, Error> {
     }
 }
 
-/// `args` split at whitespace, plus `--lcores 0@(0-N)` when they choose no lcores.
+/// `args` split at whitespace, plus `--lcores 0@(<the CPUs we may use>)` when they
+/// choose no lcores ([`dp_dpdk::free_main_lcore`]).
 fn with_free_lcore(args: &str) -> Vec<String> {
     let mut v: Vec<String> = args.split_whitespace().map(str::to_owned).collect();
     let chooses = v.iter().any(|a| {
         a == "--lcores" || a.starts_with("--lcores=") || a.starts_with("-l") || a.starts_with("-c")
     });
     if !chooses {
-        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
         v.push("--lcores".into());
-        v.push(format!("0@(0-{})", cpus.saturating_sub(1)));
+        v.push(dp_dpdk::free_main_lcore());
     }
     v
 }
@@ -193,7 +193,7 @@ mod tests {
         let v = with_free_lcore("--no-huge -m 256");
         assert_eq!(&v[..3], ["--no-huge", "-m", "256"]);
         assert_eq!(v[3], "--lcores");
-        assert!(v[4].starts_with("0@(0-"), "{v:?}");
+        assert_eq!(v[4], dp_dpdk::free_main_lcore());
         for chosen in ["-l 1", "-l1", "-c 0x2", "--lcores 0@1", "--lcores=0@1"] {
             let v = with_free_lcore(chosen);
             assert_eq!(v.join(" "), chosen, "{chosen}");
