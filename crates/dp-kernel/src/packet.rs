@@ -237,7 +237,7 @@ impl AfPacketLink {
                 &(id | (mode << 16)),
             )?;
         }
-        sys::attach_fanout_filter(links[0].fd.as_raw_fd(), &context_fanout(n as u32))?;
+        sys::attach_fanout_filter(fd0, &context_fanout(n as u32))?;
         Ok(links)
     }
 

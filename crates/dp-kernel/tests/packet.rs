@@ -79,23 +79,29 @@ fn collect_for(
     out
 }
 
-#[test]
-fn af_packet_over_a_veth_pair() {
-    const TEST: &str = "af_packet_over_a_veth_pair";
-    if !root_or_skip(TEST) {
-        return;
-    }
+/// A veth pair `<prefix>a<pid>` / `<prefix>b<pid>`, IPv6 and forwarding off, both up;
+/// with a byte of the pid for addresses and the guard that deletes the pair (armed
+/// before it exists, so a failure anywhere still deletes it).
+fn veth_pair(prefix: &str) -> (String, String, u8, LinkGuard) {
     let pid = std::process::id();
-    let (na, nb) = (format!("onpa{pid}"), format!("onpb{pid}"));
-    let x = (pid % 256) as u8;
-    // Armed before the pair exists, so a failure anywhere below still deletes it.
-    let _guard = LinkGuard(vec![na.clone(), nb.clone()]);
+    let (na, nb) = (format!("{prefix}a{pid}"), format!("{prefix}b{pid}"));
+    let guard = LinkGuard(vec![na.clone(), nb.clone()]);
     ip(&["link", "add", &na, "type", "veth", "peer", "name", &nb]);
     for n in [&na, &nb] {
         sysctl(&format!("net/ipv6/conf/{n}/disable_ipv6"), "1");
         sysctl(&format!("net/ipv4/conf/{n}/forwarding"), "0");
         ip(&["link", "set", n, "up"]);
     }
+    (na, nb, (pid % 256) as u8, guard)
+}
+
+#[test]
+fn af_packet_over_a_veth_pair() {
+    const TEST: &str = "af_packet_over_a_veth_pair";
+    if !root_or_skip(TEST) {
+        return;
+    }
+    let (na, nb, x, _guard) = veth_pair("onp");
     let mut a = AfPacketLink::open(&na).unwrap();
     let mut cfg = PacketConfig::new(&nb);
     cfg.ring = 16;
@@ -264,16 +270,7 @@ fn af_packet_queues_steer_by_the_context_index() {
     if !root_or_skip(TEST) {
         return;
     }
-    let pid = std::process::id();
-    let (na, nb) = (format!("onqa{pid}"), format!("onqb{pid}"));
-    let x = (pid % 256) as u8;
-    let _guard = LinkGuard(vec![na.clone(), nb.clone()]);
-    ip(&["link", "add", &na, "type", "veth", "peer", "name", &nb]);
-    for n in [&na, &nb] {
-        sysctl(&format!("net/ipv6/conf/{n}/disable_ipv6"), "1");
-        sysctl(&format!("net/ipv4/conf/{n}/forwarding"), "0");
-        ip(&["link", "set", n, "up"]);
-    }
+    let (na, nb, x, _guard) = veth_pair("onq");
     let mut a = AfPacketLink::open(&na).unwrap();
     let mut qs = AfPacketLink::queues(PacketConfig::new(&nb), 3).expect("a fanout group of 3");
     assert!(AfPacketLink::queues(PacketConfig::new(&nb), 0).is_err());

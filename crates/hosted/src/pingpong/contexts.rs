@@ -55,7 +55,7 @@ struct Pair {
 
 /// The scalable endpoint and its pairs.
 struct Sep {
-    _domain: Domain<u64>,
+    domain: Domain<u64>,
     av: Av<u64>,
     sep: ScalableEndpoint<u64>,
     pairs: Vec<Pair>,
@@ -91,22 +91,20 @@ impl Sep {
         sep.enable().map_err(fab("fi_enable"))?;
         let inject = domain.info().tx_attr.inject_size;
         Ok(Sep {
-            _domain: domain,
+            domain,
             av,
             sep,
             pairs,
             inject,
         })
     }
-}
 
-impl Sep {
     /// `-v`'s closing line: the domain's packets and drops, the link's counters, and
     /// each context engine's retransmissions and receive counters.
     fn stats(&self) -> String {
-        let d = self._domain.stats();
-        let n = self._domain.net_stats();
-        let drops = crate::drops::DropReport::new(&self._domain.link_drops(), &n, &d);
+        let d = self.domain.stats();
+        let n = self.domain.net_stats();
+        let drops = crate::drops::DropReport::new(&self.domain.link_drops(), &n, &d);
         let mut line = format!(
             "{} packets sent, {} received, {drops}; link: {n:?}",
             d.tx_packets, d.rx_packets
