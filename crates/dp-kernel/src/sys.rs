@@ -143,17 +143,26 @@ pub(crate) fn bind_packet(fd: RawFd, ifindex: c_int) -> io::Result<()> {
 }
 
 /// A `SO_REUSEPORT` UDP socket bound to `addr`, so that several can share it (one
-/// receive queue each).
-pub(crate) fn reuseport_udp_socket(addr: std::net::SocketAddrV4) -> io::Result<OwnedFd> {
+/// receive queue each). The `founder` (the group's first) binds before it sets the
+/// option, so it never joins another group on that address.
+pub(crate) fn reuseport_udp_socket(
+    addr: std::net::SocketAddrV4,
+    founder: bool,
+) -> io::Result<OwnedFd> {
     // SAFETY: plain system call with integer arguments.
     let fd =
         owned(unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) })?;
-    setsockopt(
-        fd.as_raw_fd(),
-        libc::SOL_SOCKET,
-        libc::SO_REUSEPORT,
-        &1 as &c_int,
-    )?;
+    let reuse = |fd: &OwnedFd| {
+        setsockopt(
+            fd.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_REUSEPORT,
+            &1 as &c_int,
+        )
+    };
+    if !founder {
+        reuse(&fd)?;
+    }
     let sin = libc::sockaddr_in {
         sin_family: libc::AF_INET as libc::sa_family_t,
         sin_port: addr.port().to_be(),
@@ -166,6 +175,12 @@ pub(crate) fn reuseport_udp_socket(addr: std::net::SocketAddrV4) -> io::Result<O
     // SAFETY: `sin` is a live, fully initialised `sockaddr_in` of `len` bytes, read only
     // during the call.
     cvt(unsafe { libc::bind(fd.as_raw_fd(), ptr::from_ref(&sin).cast(), len) })?;
+    if founder {
+        // Bound without SO_REUSEPORT, the founder got a port no other socket holds
+        // (port 0 with it set may share another group's port of the same user); set
+        // now, the group forms when the next socket joins.
+        reuse(&fd)?;
+    }
     Ok(fd)
 }
 

@@ -200,16 +200,19 @@ impl UdpLink {
             return Err(invalid(format!("{n} queues (1..=64)")));
         }
         Self::check(&cfg)?;
-        let first = UdpSocket::from(sys::reuseport_udp_socket(cfg.bind)?);
+        let first = UdpSocket::from(sys::reuseport_udp_socket(cfg.bind, true)?);
         let bound = match first.local_addr()? {
             SocketAddr::V4(a) => a,
             SocketAddr::V6(_) => return Err(io::Error::other("IPv4 socket with IPv6 address")),
         };
-        sys::attach_reuseport_filter(first.as_raw_fd(), &context_steering(n as u32))?;
         let mut links = vec![Self::with_socket(cfg.clone(), first)?];
         for _ in 1..n {
-            let sock = UdpSocket::from(sys::reuseport_udp_socket(bound)?);
+            let sock = UdpSocket::from(sys::reuseport_udp_socket(bound, false)?);
             links.push(Self::with_socket(cfg.clone(), sock)?);
+        }
+        // The group exists once a second socket joined the founder (index 0).
+        if n > 1 {
+            sys::attach_reuseport_filter(links[0].as_raw_fd(), &context_steering(n as u32))?;
         }
         Ok(links)
     }

@@ -570,3 +570,18 @@ fn queues_steer_by_the_context_index() {
     assert!(UdpLink::queues(config(16), 0).is_err());
     assert!(UdpLink::queues(config(16), 65).is_err());
 }
+
+/// A second group never joins the first: its founder binds before it sets
+/// SO_REUSEPORT, so the address of a live group is in use to it (the first group keeps
+/// all of its traffic), and the group still forms for its own queues.
+#[test]
+fn queues_of_another_group_cannot_take_its_address() {
+    let first = UdpLink::queues(config(16), 2).expect("a group of two");
+    let mut taken = config(16);
+    taken.bind = first[0].local_addr();
+    let e = UdpLink::queues(taken, 2).expect_err("the address is in use");
+    assert_eq!(e.kind(), std::io::ErrorKind::AddrInUse, "{e}");
+    let second = UdpLink::queues(config(16), 2).expect("a group on another port");
+    assert_ne!(second[0].local_addr(), first[0].local_addr());
+    assert_eq!(second[0].local_addr(), second[1].local_addr());
+}

@@ -68,6 +68,22 @@ impl LinkDrops {
     }
 }
 
+/// The drops of two planes (the queues of one domain) together.
+impl std::ops::Add for LinkDrops {
+    type Output = LinkDrops;
+
+    fn add(self, o: LinkDrops) -> LinkDrops {
+        LinkDrops {
+            truncated: self.truncated + o.truncated,
+            not_ours: self.not_ours + o.not_ours,
+            unseen: self.unseen + o.unseen,
+            missed: self.missed + o.missed,
+            no_buffer: self.no_buffer + o.no_buffer,
+            errors: self.errors + o.errors,
+        }
+    }
+}
+
 /// One nonzero drop counter.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DropCount {

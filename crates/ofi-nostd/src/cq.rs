@@ -29,6 +29,7 @@ pub use crate::err_data::{
     API_VERSION_1_5, ErrData, ErrDataOut, MAX_ERR_DATA, strerror, strerror_into,
 };
 use crate::flags::{FI_ADDR_NOTAVAIL, FiAddr, Flags};
+use crate::net::ALL_QUEUES;
 use crate::ring::Ring;
 use crate::wait::WaitObj;
 use crate::{Errno, Result};
@@ -36,6 +37,9 @@ use crate::{Errno, Result};
 /// The CQ size the domain should use when `fi_cq_attr::size` is 0 (libfabric's util CQ
 /// uses the same).
 pub const DEFAULT_CQ_SIZE: usize = 1024;
+
+/// [`Cq::queue`] before any endpoint is bound.
+const QUEUE_UNBOUND: u8 = ALL_QUEUES - 1;
 
 /// `enum fi_cq_format`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -522,6 +526,8 @@ pub struct Cq<S: AsRef<[CqSlot]> + AsMut<[CqSlot]>> {
     wake: bool,
     generation: u64,
     refs: usize,
+    /// The data-plane queue of every endpoint bound (see [`Cq::queue`]).
+    queue: u8,
 }
 
 impl<S: AsRef<[CqSlot]> + AsMut<[CqSlot]>> Cq<S> {
@@ -556,6 +562,7 @@ impl<S: AsRef<[CqSlot]> + AsMut<[CqSlot]>> Cq<S> {
             wake: false,
             generation: 0,
             refs: 0,
+            queue: QUEUE_UNBOUND,
         })
     }
 
@@ -884,6 +891,25 @@ impl<S: AsRef<[CqSlot]> + AsMut<[CqSlot]>> Cq<S> {
     /// Records a binding (endpoint, context) so [`Cq::check_close`] refuses to close.
     pub fn bind_ref(&mut self) {
         self.refs += 1;
+    }
+
+    /// Records that an endpoint progressed on data-plane queue `queue` binds the CQ.
+    /// A CQ bound on two queues stays [`ALL_QUEUES`] (unbinding does not narrow it).
+    pub fn note_queue(&mut self, queue: u8) {
+        self.queue = match self.queue {
+            QUEUE_UNBOUND => queue,
+            q if q == queue => q,
+            _ => ALL_QUEUES,
+        };
+    }
+
+    /// The one data-plane queue whose pass completes what this CQ reports: the queue of
+    /// every endpoint ever bound to it, or [`ALL_QUEUES`] (bound on several, or none).
+    pub fn queue(&self) -> u8 {
+        match self.queue {
+            QUEUE_UNBOUND => ALL_QUEUES,
+            q => q,
+        }
     }
 
     /// Drops a binding recorded by [`Cq::bind_ref`].

@@ -109,6 +109,9 @@ pub struct Endpoint<S: Storage> {
     pub(crate) sep: Option<crate::sep::Contexts>,
     /// A context engine of a scalable endpoint (closed only with it).
     pub(crate) in_sep: bool,
+    /// The data-plane queue whose passes progress this endpoint (0 but for the
+    /// contexts of a scalable endpoint on a domain with several queues).
+    pub(crate) queue: u8,
     /// Opened with `tx_ctx_cnt` / `rx_ctx_cnt` = FI_SHARED_CONTEXT: enabling needs a
     /// shared transmit / receive context bound.
     #[cfg(feature = "shared-ctx")]

@@ -444,6 +444,7 @@ pub unsafe extern "C" fn open(
         // A per-domain secret for provider-chosen MR keys.
         key_seed: random_u64(),
         cfg: crate::prov::config(),
+        queues: plane.queues(),
     };
     let d = {
         let mut f = fab.inner.lock();

@@ -814,8 +814,14 @@ impl<C: Send + 'static> Endpoint<C> {
     fn after_send(&self, g: &mut super::shared::Inner<C>, refused: Option<Errno>) {
         let _ = match refused {
             None if self.more.load(Ordering::Relaxed) => return,
-            None => g.progress_tx(),
-            Some(Errno::EAGAIN) => g.progress(),
+            None => {
+                let queue = g.core.ep_queue(self.h);
+                g.progress_tx_on(queue)
+            }
+            Some(Errno::EAGAIN) => {
+                let queue = g.core.ep_queue(self.h);
+                g.progress_on(queue)
+            }
             Some(_) => return,
         };
         if !self.shared.manual() && g.pending_tx() > 0 {

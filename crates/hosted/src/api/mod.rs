@@ -126,7 +126,7 @@ pub use crate::runtime::{
 use crate::runtime::wait::{EventFd, WaitSet as Set};
 use crate::runtime::{
     CoreDomain, CoreFabric, HOST_ARP_ENTRIES, Plane, PlaneKind, Policy, ProgressThread, Wake,
-    host_rdm_config, open_plane, random_u64,
+    PlaneOptions, host_rdm_config, open_plane_with, random_u64,
 };
 use crate::storage::Heap;
 use shared::{CqState, DomainRef, Inner, Shared};
@@ -167,6 +167,7 @@ impl Fabric {
             progress: ProgressMode::Manual,
             rdm: None,
             auth_key: Vec::new(),
+            queues: 1,
         }
     }
 
@@ -205,9 +206,20 @@ pub struct DomainBuilder<'f> {
     progress: ProgressMode,
     rdm: Option<ofi_nostd::rdm::RdmConfig>,
     auth_key: Vec<u8>,
+    queues: usize,
 }
 
 impl DomainBuilder<'_> {
+    /// Receive queues of the data plane the domain opens: one per context of the
+    /// scalable endpoint it will serve, so that the plane steers each context's
+    /// traffic to a queue of its own and the thread polling that context's CQ
+    /// receives and transmits for it alone ([`PlaneOptions::queues`]; kernel UDP and
+    /// AF_PACKET, one queue elsewhere). Context k is on queue `k % n`. Default 1.
+    pub fn queues(mut self, n: usize) -> Self {
+        self.queues = n;
+        self
+    }
+
     /// The domain's `auth_key` (fi_domain(3) `domain_attr->auth_key`): only peers with
     /// the same key connect, and every packet of their sessions carries a MAC under it
     /// (wire protocol 4.5, 4.10); a peer with another key or none fails the connection
@@ -291,7 +303,11 @@ impl DomainBuilder<'_> {
         let (Plane { driver, net, caps }, name) = match self.plane {
             PlaneSpec::Open(kind) => {
                 let name = kind.name();
-                (open_plane(kind, 0.0)?, name)
+                let opts = PlaneOptions {
+                    queues: self.queues,
+                    ..PlaneOptions::default()
+                };
+                (open_plane_with(kind, opts).map_err(std::io::Error::from)?, name)
             }
             PlaneSpec::Custom(plane) => (plane, "link".to_owned()),
         };
@@ -325,6 +341,7 @@ impl DomainBuilder<'_> {
             .map_err(|_| ofi_nostd::Errno::EINVAL)?;
         let dc = DomainConfig {
             arp_entries: HOST_ARP_ENTRIES,
+            queues: driver.queues(),
             ..DomainConfig::new(net, cfg, random_u64())
         };
         let link_fd = driver

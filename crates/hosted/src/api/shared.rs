@@ -109,6 +109,20 @@ impl<C: Send + 'static> Inner<C> {
         self.rt.pass(&mut self.ops, kind)
     }
 
+    /// [`Inner::progress`] for the endpoints of one receive queue
+    /// ([`Runtime::pass_on`]): what reading a CQ of one context runs.
+    #[inline]
+    pub(crate) fn progress_on(&mut self, queue: u8) -> ofi_nostd::Result<ProgressReport> {
+        self.rt.pass_on(&mut self.ops, PassKind::Full, queue)
+    }
+
+    /// [`Inner::progress_tx`] for the endpoints of one receive queue: what a post on a
+    /// context runs.
+    #[inline]
+    pub(crate) fn progress_tx_on(&mut self, queue: u8) -> ofi_nostd::Result<ProgressReport> {
+        self.rt.pass_on(&mut self.ops, PassKind::Posted, queue)
+    }
+
     /// A full pass as the progress thread sees it.
     pub(crate) fn turn(&mut self) -> Turn {
         self.rt.turn(&mut self.ops)
@@ -128,7 +142,8 @@ impl<C: Send + 'static> Inner<C> {
                 r => return r,
             }
         }
-        let _ = self.progress();
+        let queue = self.core.cq_queue(h);
+        let _ = self.progress_on(queue);
         if self.cq_idle(h) {
             return Err(Errno::EAGAIN);
         }

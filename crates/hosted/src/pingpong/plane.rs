@@ -175,7 +175,11 @@ fn options(args: &Args) -> PlaneOptions {
         path,
         flush: Flush::Every(64),
     });
-    PlaneOptions { fault, capture }
+    PlaneOptions {
+        fault,
+        capture,
+        queues: 1,
+    }
 }
 
 /// The largest DGRAM message on a link with `caps`: its payload MTU minus the headers

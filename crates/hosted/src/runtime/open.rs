@@ -11,11 +11,11 @@ use std::io::{self, BufWriter};
 use std::net::Ipv4Addr;
 use std::path::PathBuf;
 
-use dp_kernel::{AfPacketLink, TapLink, UdpConfig, UdpLink};
+use dp_kernel::{AfPacketLink, PacketConfig, TapLink, UdpConfig, UdpLink};
 use ofi_nostd::net::NetConfig;
 use wire::link::{Capabilities, Link, Medium};
 
-use super::plane::{Clocked, DataPlane, Driver, PassMemory, PollMode};
+use super::plane::{Clocked, DataPlane, Driver, PassMemory, PollMode, Queues};
 use crate::fault::{FaultConfig, FaultLink, FaultSpec};
 use crate::pcap::{Flush, PcapConfig, PcapLink};
 
@@ -89,6 +89,12 @@ pub struct PlaneOptions {
     /// A capture of the frames as they cross the link (under the fault injector: what
     /// the wire carried).
     pub capture: Option<Capture>,
+    /// Receive queues, one per context of a scalable endpoint the domain will open
+    /// ([`Queues`]; 0 or 1: one). Kernel UDP (`UdpLink::queues`) and AF_PACKET
+    /// (`AfPacketLink::queues`) steer by context; TAP and DPDK open one queue, as does
+    /// a plane with a fault injector or a capture (each sees every frame). The plane
+    /// says how many it opened ([`Plane::queues`]).
+    pub queues: usize,
 }
 
 impl PlaneOptions {
@@ -98,6 +104,7 @@ impl PlaneOptions {
         PlaneOptions {
             fault: (loss > 0.0).then(|| lossy(loss)),
             capture: None,
+            queues: 1,
         }
     }
 }
@@ -170,6 +177,14 @@ pub struct Plane<M: ?Sized> {
     pub net: NetConfig,
 }
 
+impl<M: ?Sized> Plane<M> {
+    /// Its receive queues: what the domain's
+    /// [`DomainConfig::queues`](ofi_nostd::domain::DomainConfig::queues) must be.
+    pub fn queues(&self) -> usize {
+        self.driver.queues()
+    }
+}
+
 /// Opens the plane `kind` describes; with `loss` > 0 that fraction of the frames it
 /// receives is dropped (fault injection, the injector's clock following the passes).
 ///
@@ -190,7 +205,28 @@ pub fn open_plane_with<M: PassMemory + ?Sized>(
     kind: PlaneKind,
     opts: PlaneOptions,
 ) -> Result<Plane<M>, OpenError> {
+    let queues = if opts.fault.is_some() || opts.capture.is_some() {
+        1
+    } else {
+        opts.queues.max(1)
+    };
     match kind {
+        PlaneKind::Udp(cfg) if queues > 1 => {
+            let links = UdpLink::queues(cfg, queues).map_err(OpenError::Link)?;
+            let local = links[0].local_addr();
+            let net = NetConfig::new(&links[0].capabilities(), local.ip().octets(), local.port());
+            let caps = links[0].capabilities();
+            let driver = Box::new(Queues::new(links).map_err(OpenError::Link)?);
+            Ok(Plane { driver, caps, net })
+        }
+        PlaneKind::AfPacket(ifname, eth) if queues > 1 => {
+            let links = AfPacketLink::queues(PacketConfig::new(&ifname), queues)
+                .map_err(OpenError::Link)?;
+            let caps = links[0].capabilities();
+            let net = ethernet(&caps, &eth, eth.mac.unwrap_or(links[0].mac()));
+            let driver = Box::new(Queues::new(links).map_err(OpenError::Link)?);
+            Ok(Plane { driver, caps, net })
+        }
         PlaneKind::Udp(cfg) => {
             let link = UdpLink::new(cfg).map_err(OpenError::Link)?;
             let local = link.local_addr();
@@ -373,6 +409,41 @@ mod tests {
     }
 
     #[test]
+    fn a_udp_plane_of_several_queues_shares_one_address_and_one_wait_descriptor() {
+        let cfg = UdpConfig::new(SocketAddrV4::new(Ipv4Addr::LOCALHOST, 0));
+        let opts = PlaneOptions {
+            queues: 3,
+            ..PlaneOptions::default()
+        };
+        let p: Plane<RawMemory> = open_plane_with(PlaneKind::Udp(cfg), opts).unwrap();
+        assert_eq!(p.queues(), 3);
+        assert_ne!(p.net.local_port, 0);
+        let fd = p.driver.wait_fd().expect("one descriptor for every queue");
+        // Readable once any queue has a datagram: queue 2's.
+        let peer = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        let mut frame = [0u8; 32];
+        let id = 5u16 | (2 << wire::packet::EP_CTX_SHIFT);
+        frame[10..12].copy_from_slice(&id.to_be_bytes());
+        let to = SocketAddrV4::new(Ipv4Addr::LOCALHOST, p.net.local_port);
+        let readable = || {
+            let mut fds = [rustix::event::PollFd::new(&fd, rustix::event::PollFlags::IN)];
+            let t = rustix::time::Timespec {
+                tv_sec: 2,
+                tv_nsec: 0,
+            };
+            rustix::event::poll(&mut fds, Some(&t)).unwrap() == 1
+        };
+        peer.send_to(&frame, to).unwrap();
+        assert!(readable(), "a datagram on queue 2 wakes the waiter");
+        let opts = PlaneOptions {
+            queues: ofi_nostd::net::MAX_QUEUES + 1,
+            ..PlaneOptions::default()
+        };
+        let cfg = UdpConfig::new(SocketAddrV4::new(Ipv4Addr::LOCALHOST, 0));
+        assert!(open_plane_with::<RawMemory>(PlaneKind::Udp(cfg), opts).is_err());
+    }
+
+    #[test]
     fn a_capture_starts_with_the_pcap_header_once_the_link_is_open() {
         let dir = std::env::temp_dir().join(format!("runtime-open-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
@@ -384,9 +455,12 @@ mod tests {
                 path,
                 flush: Flush::Every(64),
             }),
+            // A capture sees every frame: one queue.
+            queues: 4,
         };
         let p: Plane<RawMemory> = open_plane_with(udp(), opts(path.clone())).unwrap();
         assert!(p.driver.wait_fd().is_some());
+        assert_eq!(p.queues(), 1);
         let b = std::fs::read(&path).unwrap();
         assert_eq!(b.len(), 24, "the file header, flushed at once");
         let missing = dir.join("no-such-dir").join("x.pcap");

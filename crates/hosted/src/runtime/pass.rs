@@ -13,6 +13,13 @@ use super::plane::{Driver, PassMemory};
 use super::wake::{Signal, Wakeups};
 use super::{CoreDomain, READS_PER_PASS};
 
+/// How long a receive queue may go without a pass before a pass of another queue
+/// serves it too ([`Runtime::pass_on`]): well under the core's shortest timer that
+/// matters (the 25 µs held acknowledgement is a latency choice; retransmission timers
+/// are milliseconds), long enough that threads polling their own queues never do
+/// each other's work.
+pub const QUEUE_STARVE: ofi_nostd::time::Duration = ofi_nostd::time::Duration::from_micros(1000);
+
 /// The core domain, present from open until it is taken out to be closed against its
 /// fabric ([`Runtime::take_core`]).
 pub struct Core(Option<CoreDomain>);
@@ -97,6 +104,8 @@ pub struct Runtime<M: ?Sized + 'static, S> {
     /// Completions read since the last pass.
     pub reads: ReadBudget,
     clock: PassClock,
+    /// When each receive queue's endpoints last had a pass (see [`Runtime::pass_on`]).
+    served: Vec<Instant>,
     /// When the application last ran a pass ([`now`] microseconds): what the
     /// provider's watchdog and idle-driven progress thread look at.
     activity: Arc<AtomicU64>,
@@ -105,7 +114,9 @@ pub struct Runtime<M: ?Sized + 'static, S> {
 impl<M: PassMemory + ?Sized + 'static, S: Signal> Runtime<M, S> {
     /// `core` running on `link`.
     pub fn new(core: CoreDomain, link: Box<dyn Driver<M>>) -> Self {
+        debug_assert_eq!(core.queues(), link.queues(), "one core queue per link queue");
         Runtime {
+            served: vec![Instant::ZERO; link.queues()],
             core: Core(Some(core)),
             link,
             wakes: Wakeups::default(),
@@ -142,11 +153,62 @@ impl<M: PassMemory + ?Sized + 'static, S: Signal> Runtime<M, S> {
         r
     }
 
+    /// [`Runtime::pass`] for what one receive queue's endpoints do: on a plane of
+    /// several queues ([`Driver::queues`]), a pass of `queue` only
+    /// ([`Domain::progress_queue`](ofi_nostd::domain::Domain::progress_queue)), as the
+    /// thread that polls one context of a scalable endpoint runs, so it neither
+    /// receives nor scans for the others. A queue no pass served for [`QUEUE_STARVE`]
+    /// (nobody polls its contexts) is served by this pass too, so its timers and
+    /// acknowledgements never wait for a thread that stopped polling.
+    /// [`ALL_QUEUES`](ofi_nostd::net::ALL_QUEUES),
+    /// or a plane of one queue: [`Runtime::pass`].
+    #[inline]
+    pub fn pass_on(
+        &mut self,
+        mem: &mut M,
+        kind: PassKind,
+        queue: u8,
+    ) -> ofi_nostd::Result<ProgressReport> {
+        if self.served.len() <= 1 || usize::from(queue) >= self.served.len() {
+            return self.pass(mem, kind);
+        }
+        self.reads.reset();
+        let at = self.clock.at(kind);
+        let mut r = self.link.progress_queue(&mut self.core, queue, at, mem, kind);
+        self.served[usize::from(queue)] = at;
+        if kind == PassKind::Full {
+            for k in 0..self.served.len() {
+                if at.saturating_duration_since(self.served[k]) >= QUEUE_STARVE {
+                    let more = self.link.progress_queue(&mut self.core, k as u8, at, mem, kind);
+                    self.served[k] = at;
+                    if let (Ok(a), Ok(b)) = (&mut r, more) {
+                        a.rx += b.rx;
+                        a.tx += b.tx;
+                    }
+                }
+            }
+        }
+        let moved = r.as_ref().map_or(true, |rep| rep.rx + rep.tx > 0);
+        self.clock.after(kind, moved);
+        self.wakes.wake(&mut self.core);
+        self.activity
+            .store(self.clock.last().total_micros(), Ordering::Relaxed);
+        r
+    }
+
+    /// The receive queues of the plane ([`Driver::queues`]).
+    pub fn queues(&self) -> usize {
+        self.served.len()
+    }
+
     /// A pass at the [`PassClock`]'s time, the link flushed, then the wake-ups.
     #[inline]
     fn run(&mut self, mem: &mut M, kind: PassKind) -> ofi_nostd::Result<ProgressReport> {
         let at = self.clock.at(kind);
         let r = self.link.progress(&mut self.core, at, mem, kind);
+        if self.served.len() > 1 {
+            self.served.fill(at);
+        }
         let moved = r.as_ref().map_or(true, |rep| rep.rx + rep.tx > 0);
         self.clock.after(kind, moved);
         self.wakes.wake(&mut self.core);

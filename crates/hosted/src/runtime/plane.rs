@@ -6,6 +6,7 @@ use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use dp_kernel::{AfPacketLink, KernelLink, TapLink, UdpLink};
 use ofi_nostd::domain::{PassKind, ProgressReport};
 use ofi_nostd::mem::Memory;
+use ofi_nostd::net::ALL_QUEUES;
 use ofi_nostd::time::Instant;
 use wire::link::{Capabilities, Link, RxMeta, TxMeta};
 
@@ -194,17 +195,37 @@ pub trait Driver<M: ?Sized>: Send {
     fn wait_fd(&self) -> Option<BorrowedFd<'_>>;
     /// What the link dropped on receive before the stack saw it.
     fn drops(&self) -> LinkDrops;
+    /// Receive queues: one per context of a scalable endpoint where the plane steers
+    /// by context ([`Queues`]), else 1.
+    fn queues(&self) -> usize {
+        1
+    }
+    /// A pass of `core` for the endpoints of receive queue `queue` over that queue's
+    /// link ([`Domain::progress_queue`](ofi_nostd::domain::Domain::progress_queue)),
+    /// then a flush. A plane of one queue runs the whole pass.
+    fn progress_queue(
+        &mut self,
+        core: &mut CoreDomain,
+        queue: u8,
+        now: Instant,
+        mem: &mut M,
+        kind: PassKind,
+    ) -> ofi_nostd::Result<ProgressReport> {
+        let _ = queue;
+        self.progress(core, now, mem, kind)
+    }
 }
 
 /// Memory a pass can copy through: the core's passes are generic over a sized
 /// [`Memory`], so a `dyn Memory` goes in a sized wrapper and [`RawMemory`] as it is
 /// (no virtual call per copy on the provider's data path).
 pub trait PassMemory {
-    /// [`Domain::progress_pass`](ofi_nostd::domain::Domain::progress_pass) over `link`
-    /// with this memory.
+    /// [`Domain::progress_queue`](ofi_nostd::domain::Domain::progress_queue) of
+    /// `queue` over `link` with this memory ([`ALL_QUEUES`]: every endpoint).
     fn pass<L: Link>(
         &mut self,
         core: &mut CoreDomain,
+        queue: u8,
         now: Instant,
         link: &mut L,
         kind: PassKind,
@@ -216,11 +237,12 @@ impl PassMemory for dyn Memory + '_ {
     fn pass<L: Link>(
         &mut self,
         core: &mut CoreDomain,
+        queue: u8,
         now: Instant,
         link: &mut L,
         kind: PassKind,
     ) -> ofi_nostd::Result<ProgressReport> {
-        core.progress_pass(now, link, &mut DynMem(self), kind)
+        core.progress_queue(queue, now, link, &mut DynMem(self), kind)
     }
 }
 
@@ -229,11 +251,12 @@ impl PassMemory for RawMemory {
     fn pass<L: Link>(
         &mut self,
         core: &mut CoreDomain,
+        queue: u8,
         now: Instant,
         link: &mut L,
         kind: PassKind,
     ) -> ofi_nostd::Result<ProgressReport> {
-        core.progress_pass(now, link, self, kind)
+        core.progress_queue(queue, now, link, self, kind)
     }
 }
 
@@ -266,7 +289,7 @@ impl<L: DataPlane, M: PassMemory + ?Sized> Driver<M> for L {
         mem: &mut M,
         kind: PassKind,
     ) -> ofi_nostd::Result<ProgressReport> {
-        let r = mem.pass(core, now, self, kind);
+        let r = mem.pass(core, ALL_QUEUES, now, self, kind);
         DataPlane::flush(self);
         r
     }
@@ -281,6 +304,100 @@ impl<L: DataPlane, M: PassMemory + ?Sized> Driver<M> for L {
 
     fn drops(&self) -> LinkDrops {
         DataPlane::drops(self)
+    }
+}
+
+/// A data plane of several receive queues, one link each (`dp_kernel::UdpLink::queues`,
+/// `AfPacketLink::queues`): the plane steers each datagram to the queue of its
+/// destination's context index, and queue k's passes progress the contexts the domain
+/// put on queue k ([`DomainConfig::queues`](ofi_nostd::domain::DomainConfig::queues)).
+/// Waiters watch one epoll descriptor that is readable while any queue's is.
+pub struct Queues<L> {
+    links: Vec<L>,
+    ready: OwnedFd,
+}
+
+impl<L: DataPlane> Queues<L> {
+    /// `links`, link k being queue k (at least one, at most
+    /// [`MAX_QUEUES`](ofi_nostd::net::MAX_QUEUES)).
+    pub fn new(links: Vec<L>) -> std::io::Result<Self> {
+        use rustix::event::epoll;
+        if links.is_empty() || links.len() > ofi_nostd::net::MAX_QUEUES {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                format!("{} queues (1..={})", links.len(), ofi_nostd::net::MAX_QUEUES),
+            ));
+        }
+        let ready = epoll::create(epoll::CreateFlags::CLOEXEC)?;
+        for (k, l) in links.iter().enumerate() {
+            if let Some(fd) = l.wait_fd() {
+                epoll::add(
+                    &ready,
+                    fd,
+                    epoll::EventData::new_u64(k as u64),
+                    epoll::EventFlags::IN,
+                )?;
+            }
+        }
+        Ok(Queues { links, ready })
+    }
+
+    /// Queue `k`'s link.
+    pub fn get(&self, k: usize) -> Option<&L> {
+        self.links.get(k)
+    }
+}
+
+impl<L: DataPlane, M: PassMemory + ?Sized> Driver<M> for Queues<L> {
+    fn progress(
+        &mut self,
+        core: &mut CoreDomain,
+        now: Instant,
+        mem: &mut M,
+        kind: PassKind,
+    ) -> ofi_nostd::Result<ProgressReport> {
+        let mut sum = ProgressReport::default();
+        for q in 0..self.links.len() {
+            let r = self.progress_queue(core, q as u8, now, mem, kind)?;
+            sum.rx += r.rx;
+            sum.tx += r.tx;
+        }
+        Ok(sum)
+    }
+
+    fn progress_queue(
+        &mut self,
+        core: &mut CoreDomain,
+        queue: u8,
+        now: Instant,
+        mem: &mut M,
+        kind: PassKind,
+    ) -> ofi_nostd::Result<ProgressReport> {
+        let Some(link) = self.links.get_mut(usize::from(queue)) else {
+            return self.progress(core, now, mem, kind);
+        };
+        let r = mem.pass(core, queue, now, link, kind);
+        DataPlane::flush(link);
+        r
+    }
+
+    fn queues(&self) -> usize {
+        self.links.len()
+    }
+
+    fn pending_tx(&self) -> usize {
+        self.links.iter().map(DataPlane::pending_tx).sum()
+    }
+
+    fn wait_fd(&self) -> Option<BorrowedFd<'_>> {
+        Some(self.ready.as_fd())
+    }
+
+    fn drops(&self) -> LinkDrops {
+        self.links
+            .iter()
+            .map(DataPlane::drops)
+            .fold(LinkDrops::default(), |a, b| a + b)
     }
 }
 

@@ -136,6 +136,7 @@ impl<S: Storage> Domain<S> {
             aliases: 0,
             sep: None,
             in_sep: false,
+            queue: 0,
             #[cfg(feature = "shared-ctx")]
             shared_tx: info.ep_attr.tx_ctx_cnt == crate::info::FI_SHARED_CONTEXT,
             #[cfg(feature = "shared-ctx")]
@@ -227,6 +228,7 @@ impl<S: Storage> Domain<S> {
                     return Err(Errno::EINVAL);
                 }
                 let selective = flags.contains(Flags::SELECTIVE_COMPLETION);
+                c.note_queue(ep.queue);
                 if tx {
                     ep.tx_cq = Some(CqBinding { cq, selective });
                     c.bind_ref();

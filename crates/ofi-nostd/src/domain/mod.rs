@@ -33,7 +33,7 @@ use crate::fabric::Fabric;
 use crate::flags::Flags;
 use crate::info::{Info, ProviderConfig, ResourceMgmt};
 use crate::mr::{MrConfig, MrSlot, MrTable};
-use crate::net::{ArpEntry, Net, NetConfig, NetStats};
+use crate::net::{ArpEntry, MAX_QUEUES, Net, NetConfig, NetStats};
 use crate::pool::{Pool, Slot};
 use crate::rdm::{Prng, RdmConfig};
 use crate::storage::Storage;
@@ -78,6 +78,11 @@ pub struct DomainConfig {
     pub key_seed: u64,
     /// The limits getinfo advertised: pool capacities and queue defaults.
     pub cfg: ProviderConfig,
+    /// Receive queues of the data plane (1..=[`MAX_QUEUES`]): context k of a scalable
+    /// endpoint is progressed on queue `k % queues`, everything else on queue 0 (see
+    /// [`Domain::progress_queue`]). The plane steers each datagram to the queue of its
+    /// destination's context index, as `dp_kernel::UdpLink::queues` does.
+    pub queues: usize,
 }
 
 impl DomainConfig {
@@ -89,6 +94,7 @@ impl DomainConfig {
             loopback_slots: DEFAULT_LOOPBACK_SLOTS,
             key_seed: seed,
             cfg,
+            queues: 1,
         }
     }
 }
@@ -148,8 +154,11 @@ pub struct Domain<S: Storage> {
     rng: Prng,
     rdm_cfg: RdmConfig,
     last_now: Instant,
-    /// The last pass received and left its transmit half to the next one.
-    tx_owed: bool,
+    /// Queues (bit k: queue k) whose last pass received and left its transmit half
+    /// to the next one.
+    tx_owed: u64,
+    /// [`DomainConfig::queues`].
+    queues: u8,
     /// REJECTs the domain itself owes (HELLO to an endpoint id that does not exist, or
     /// in a version we do not speak): (to, from endpoint id, session, reason).
     ctl: [Option<(EpAddr, u16, u32, u16)>; 8],
@@ -189,6 +198,9 @@ impl<S: Storage> Domain<S> {
             return Err(Errno::EINVAL);
         }
         if !d.auth_key.is_empty() && d.auth_key.len() > pc.max_auth_key_size {
+            return Err(Errno::EINVAL);
+        }
+        if cfg.queues == 0 || cfg.queues > MAX_QUEUES {
             return Err(Errno::EINVAL);
         }
         let max_pkt = cfg.net.max_payload().min(u16::MAX as usize);
@@ -274,7 +286,8 @@ impl<S: Storage> Domain<S> {
                 ..RdmConfig::DEFAULT
             },
             last_now: Instant::ZERO,
-            tx_owed: false,
+            tx_owed: 0,
+            queues: cfg.queues as u8,
             ctl: [None; 8],
             ctl_n: 0,
             cm,

@@ -14,7 +14,7 @@ use crate::errno::{Errno, Result};
 use crate::flags::Flags;
 use crate::info::EpType;
 use crate::mem::Memory;
-use crate::net::{ArpEntry, Net, RxOutcome, SendOutcome};
+use crate::net::{ALL_QUEUES, ArpEntry, Net, RxOutcome, SendOutcome};
 use crate::rdm::{Sent, TxPort};
 use crate::storage::Storage;
 use crate::time::Instant;
@@ -53,7 +53,7 @@ impl<S: Storage> Domain<S> {
         link: &mut L,
         mem: &mut M,
     ) -> Result<ProgressReport> {
-        self.pass(now, link, mem, PassKind::Full)
+        self.pass(now, link, mem, PassKind::Full, ALL_QUEUES)
     }
 
     /// The transmit half of [`Domain::progress`] for what was posted: what a data-path
@@ -67,7 +67,7 @@ impl<S: Storage> Domain<S> {
         link: &mut L,
         mem: &mut M,
     ) -> Result<ProgressReport> {
-        self.pass(now, link, mem, PassKind::Posted)
+        self.pass(now, link, mem, PassKind::Posted, ALL_QUEUES)
     }
 
     /// A pass of the parts `kind` names: [`Domain::progress`], [`Domain::progress_tx`],
@@ -80,7 +80,48 @@ impl<S: Storage> Domain<S> {
         mem: &mut M,
         kind: PassKind,
     ) -> Result<ProgressReport> {
-        self.pass(now, link, mem, kind)
+        self.pass(now, link, mem, kind, ALL_QUEUES)
+    }
+
+    /// A pass of the parts `kind` names for the endpoints of data-plane queue `queue`
+    /// ([`DomainConfig::queues`](super::DomainConfig::queues)), receiving from `link`,
+    /// that queue's link: what the thread that polls a context of a scalable endpoint
+    /// runs, so that it neither receives nor transmits for the other contexts. A
+    /// datagram for an endpoint of another queue (a plane that steers imperfectly) is
+    /// still delivered; that endpoint answers in its own queue's pass. Queue 0 also
+    /// runs what belongs to no context: plain endpoints, connection management, the
+    /// domain's REJECTs and datagrams to itself. [`ALL_QUEUES`] is
+    /// [`Domain::progress_pass`] (every endpoint, over one link).
+    ///
+    /// A domain with several queues needs a pass of each (the link of each) to make
+    /// progress everywhere; [`Domain::poll_timeout`] covers every queue.
+    pub fn progress_queue<L: Link, M: Memory>(
+        &mut self,
+        queue: u8,
+        now: Instant,
+        link: &mut L,
+        mem: &mut M,
+        kind: PassKind,
+    ) -> Result<ProgressReport> {
+        self.pass(now, link, mem, kind, queue)
+    }
+
+    /// The number of data-plane queues ([`DomainConfig::queues`](super::DomainConfig::queues)).
+    pub fn queues(&self) -> usize {
+        self.queues as usize
+    }
+
+    /// The data-plane queue whose passes progress endpoint `ep` ([`ALL_QUEUES`] for a
+    /// handle that is not an endpoint's).
+    pub fn ep_queue(&self, ep: crate::ep::EpHandle<S>) -> u8 {
+        self.eps.get(ep).map_or(ALL_QUEUES, |e| e.queue)
+    }
+
+    /// The one data-plane queue whose passes complete what CQ `cq` reports
+    /// ([`CqObj::queue`](crate::cq::Cq::queue); [`ALL_QUEUES`] when its endpoints are
+    /// on several queues, or for a handle that is not a CQ's).
+    pub fn cq_queue(&self, cq: crate::fid::CqHandle<S>) -> u8 {
+        self.res.cqs.get(cq).map_or(ALL_QUEUES, |c| c.queue())
     }
 
     fn pass<L: Link, M: Memory>(
@@ -89,23 +130,31 @@ impl<S: Storage> Domain<S> {
         link: &mut L,
         mem: &mut M,
         kind: PassKind,
+        q: u8,
     ) -> Result<ProgressReport> {
         let receive = kind == PassKind::Full;
+        // Queue 0 (or a pass of all) also serves what no context owns.
+        let first = q == 0 || q == ALL_QUEUES;
+        let owed = if q == ALL_QUEUES {
+            u64::MAX
+        } else {
+            1u64 << (q as u32 % 64)
+        };
         self.last_now = now;
         let mut report = ProgressReport::default();
         // Work the application made possible since the last call comes first: it is
         // older than anything the link has now.
-        self.rdm_prepare(now, mem);
+        self.rdm_prepare(now, mem, q);
         if receive {
             let mut transport = false;
             // Datagrams we sent ourselves (raw links only) are older than the link's.
-            if let Some(mut q) = self.net.lend_looped() {
+            if let Some(mut looped) = self.net.lend_looped().filter(|_| first) {
                 let src = self.net.local_addr();
-                while q.pop(|d| self.rx_datagram(now, src, d, mem)).is_some() {
+                while looped.pop(|d| self.rx_datagram(now, src, d, mem)).is_some() {
                     report.rx += 1;
                     transport = true;
                 }
-                self.net.return_looped(q);
+                self.net.return_looped(looped);
             }
             let burst = link.capabilities().max_burst.max(1) * 4;
             report.rx += link.receive_burst(burst, |meta, buf| {
@@ -122,7 +171,7 @@ impl<S: Storage> Domain<S> {
             if ((transport && self.shared.waiting > 0) || self.shared.lent > 0)
                 && self.srx_progress()
             {
-                self.rdm_prepare(now, mem);
+                self.rdm_prepare(now, mem, q);
             }
             // What arrived is in the CQs now: hand it to the application before the
             // transmit half, which the next pass runs (the application's next post or
@@ -132,20 +181,22 @@ impl<S: Storage> Domain<S> {
             // arrivals cannot starve transmission. Only routine work waits: ARP alone,
             // an acknowledgement due at once, a control answer or a DGRAM send
             // defer nothing.
-            if transport && !self.tx_owed && !self.tx_urgent() {
-                self.tx_owed = true;
+            if transport && self.tx_owed & owed != owed && !self.tx_urgent(q) {
+                self.tx_owed |= owed;
                 return Ok(report);
             }
         }
         // A post's pass leaves what a receiving pass deferred to the next full pass.
         let posted_only = kind == PassKind::Posted;
         if !posted_only {
-            self.tx_owed = false;
+            self.tx_owed &= !owed;
         }
         self.net.poll_tx(now, link);
-        report.tx = self.tx_all(now, link, mem);
-        report.tx += self.rdm_tx_all(now, link, mem, posted_only);
-        report.tx += self.cm_tx(now, link);
+        report.tx = self.tx_all(now, link, mem, q);
+        report.tx += self.rdm_tx_all(now, link, mem, posted_only, q);
+        if first {
+            report.tx += self.cm_tx(now, link);
+        }
         Ok(report)
     }
 
@@ -153,16 +204,26 @@ impl<S: Storage> Domain<S> {
     /// [`Domain::progress`]). A caller about to sleep runs a [`PassKind::Transmit`]
     /// pass first, so nothing waits for the sleep.
     pub fn transmit_owed(&self) -> bool {
-        self.tx_owed
+        self.tx_owed != 0
     }
 
-    /// Whether the transmit half has work that must not wait for the next pass.
-    fn tx_urgent(&self) -> bool {
-        self.ctl_n > 0
-            || self.eps.iter().any(|(_, ep)| match &ep.engine {
-                Engine::Rdm(r) => r.tx_urgent(),
-                Engine::Dgram(d) => !d.tx.is_empty(),
-            })
+    /// [`Domain::transmit_owed`] of one data-plane queue's pass.
+    pub fn transmit_owed_on(&self, queue: u8) -> bool {
+        (queue == ALL_QUEUES && self.tx_owed != 0)
+            || self.tx_owed & (1u64 << (queue as u32 % 64)) != 0
+    }
+
+    /// Whether the transmit half of queue `q`'s pass has work that must not wait for
+    /// the next pass.
+    fn tx_urgent(&self, q: u8) -> bool {
+        (self.ctl_n > 0 && (q == 0 || q == ALL_QUEUES))
+            || self
+                .eps
+                .iter()
+                .any(|(_, ep)| on_queue(ep, q) && match &ep.engine {
+                    Engine::Rdm(r) => r.tx_urgent(),
+                    Engine::Dgram(d) => !d.tx.is_empty(),
+                })
     }
 
     /// The latest instant at which [`Domain::progress`] must run again even if nothing
@@ -171,7 +232,7 @@ impl<S: Storage> Domain<S> {
     /// "as soon as possible" (work is ready, e.g. after posting a send).
     pub fn poll_timeout(&self) -> Option<Instant> {
         let mut t: Option<Instant> = None;
-        if self.tx_owed || self.ctl_n > 0 || self.net.has_looped() {
+        if self.tx_owed != 0 || self.ctl_n > 0 || self.net.has_looped() {
             t = Some(self.last_now);
         }
         if let Some(d) = self.cm_timeout() {
@@ -198,9 +259,12 @@ impl<S: Storage> Domain<S> {
     /// (rarely): the question is inline in the pass, the work out of line (out of line
     /// together, the call and its frame cost 15% of a pass; callgrind, safe API).
     #[inline]
-    fn rdm_prepare<M: Memory>(&mut self, now: Instant, mem: &mut M) {
+    fn rdm_prepare<M: Memory>(&mut self, now: Instant, mem: &mut M, q: u8) {
         for (_, ep) in self.eps.iter_mut() {
-            if ep.state == EpState::Enabled && ep.rdm().is_some_and(|r| r.prepare_due()) {
+            if ep.state == EpState::Enabled
+                && on_queue(ep, q)
+                && ep.rdm().is_some_and(|r| r.prepare_due())
+            {
                 Self::rdm_prepare_ep(&mut self.res, ep, now, mem);
             }
         }
@@ -227,6 +291,7 @@ impl<S: Storage> Domain<S> {
         link: &mut L,
         mem: &M,
         posted_only: bool,
+        q: u8,
     ) -> usize {
         let mut port = NetPort {
             net: &mut self.net,
@@ -237,7 +302,7 @@ impl<S: Storage> Domain<S> {
         };
         let mut sent = 0;
         for i in 0..self.ctl.len() {
-            if self.ctl_n == 0 {
+            if self.ctl_n == 0 || !(q == 0 || q == ALL_QUEUES) {
                 break;
             }
             let Some((to, from_ep, session, reason)) = self.ctl[i] else {
@@ -281,7 +346,7 @@ impl<S: Storage> Domain<S> {
                 Engine::Rdm(r) => posted_only || r.transmit_due(now),
                 Engine::Dgram(_) => false,
             };
-            if ep.state != EpState::Enabled || !due {
+            if ep.state != EpState::Enabled || !due || !on_queue(ep, q) {
                 continue;
             }
             let (mut ctx, rdm) = self.res.rdm_ctx(ep);
@@ -453,10 +518,16 @@ impl<S: Storage> Domain<S> {
 
     /// The transmit half of every enabled DGRAM endpoint, in pool order, until the link
     /// is full.
-    fn tx_all<L: Link>(&mut self, now: Instant, link: &mut L, mem: &mut impl Memory) -> usize {
+    fn tx_all<L: Link>(
+        &mut self,
+        now: Instant,
+        link: &mut L,
+        mem: &mut impl Memory,
+        q: u8,
+    ) -> usize {
         let mut sent = 0;
         for (_, ep) in self.eps.iter_mut() {
-            if ep.state != EpState::Enabled {
+            if ep.state != EpState::Enabled || !on_queue(ep, q) {
                 continue;
             }
             let Engine::Dgram(dg) = &mut ep.engine else {
@@ -478,6 +549,12 @@ impl<S: Storage> Domain<S> {
         }
         sent
     }
+}
+
+/// Whether a pass of queue `q` progresses `ep`.
+#[inline]
+fn on_queue<S: Storage>(ep: &EpObj<S>, q: u8) -> bool {
+    q == ALL_QUEUES || ep.queue == q
 }
 
 /// The engine's view of the link: UDP/IPv4 through the net layer.

@@ -91,6 +91,7 @@ impl<S: Storage> Domain<S> {
             let ep = obj(self.eps.get_mut(h))?;
             ep.id = id;
             ep.in_sep = true;
+            ep.queue = (k % self.queues as usize) as u8;
             if let crate::ep::Engine::Rdm(r) = &mut ep.engine {
                 r.set_local(crate::addr::EpAddr {
                     ep_id: id,

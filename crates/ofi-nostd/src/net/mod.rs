@@ -71,6 +71,14 @@ pub use self::stats::{DropReason, NetStats};
 use crate::errno::{Errno, Result};
 use crate::time::{Duration, Instant};
 
+/// The most receive queues a domain's data plane may have (one per context of a
+/// scalable endpoint: [`crate::domain::DomainConfig::queues`]).
+pub const MAX_QUEUES: usize = 64;
+
+/// A progress pass over every queue's endpoints (and the queue name of a CQ whose
+/// endpoints are on several queues).
+pub const ALL_QUEUES: u8 = u8::MAX;
+
 /// What [`Net::rx`] made of a buffer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RxOutcome<'b> {
