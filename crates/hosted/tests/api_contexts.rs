@@ -314,3 +314,111 @@ fn scalable_endpoints_with_a_shared_side_through_the_safe_api() {
     }
     epb.close();
 }
+
+/// A domain with one receive queue per context (`DomainBuilder::queues`, kernel UDP:
+/// one SO_REUSEPORT socket each, steered by the context index): a peer that talks to
+/// context 1 alone moves frames on queue 1 alone, both ways (reading context 1's CQ
+/// runs queue 1's pass, its sends leave from queue 1's socket); context 0's traffic
+/// then moves on queue 0. Every message arrives intact on its context's CQ.
+#[test]
+fn each_context_has_a_receive_queue_of_its_own() {
+    const M: usize = 20;
+    let fabric = Fabric::open().unwrap();
+    let da = fabric
+        .domain()
+        .progress(ProgressMode::Manual)
+        .queues(2)
+        .open::<u64>()
+        .unwrap();
+    let db = manual(&fabric);
+    assert_eq!(da.queue_counts().len(), 2);
+    assert_eq!(db.queue_counts().len(), 1);
+    let sep = da.scalable_endpoint(EpType::Rdm, 2, 2).unwrap();
+    let ava = ctx_av(&da);
+    sep.bind_av(&ava).unwrap();
+    let mut ctxs = Vec::new();
+    for i in 0..2 {
+        let (t, r) = (sep.tx_context(i).unwrap(), sep.rx_context(i).unwrap());
+        let cq: Cq<u64> = da.cq(4 * M).unwrap();
+        t.bind_cq(&cq, Flags::TRANSMIT).unwrap();
+        r.bind_cq(&cq, Flags::RECV).unwrap();
+        t.enable().unwrap();
+        r.enable().unwrap();
+        ctxs.push((t, r, cq));
+    }
+    sep.enable().unwrap();
+    let cqb: Cq<u64> = db.cq(4 * M).unwrap();
+    let avb = ctx_av(&db);
+    let epb = db.endpoint(EpType::Rdm).unwrap();
+    epb.bind_cq(&cqb, Flags::TRANSMIT | Flags::RECV).unwrap();
+    epb.bind_av(&avb).unwrap();
+    epb.enable().unwrap();
+    let to_a = avb.insert(sep.addr()).unwrap();
+    let to_b = ava.insert(epb.addr()).unwrap();
+
+    for k in [1usize, 0] {
+        let (t, r, cq) = &ctxs[k];
+        let before = da.queue_counts();
+        for i in 0..M {
+            r.ep()
+                .recv(Buf::zeroed(64), FI_ADDR_UNSPEC, i as u64)
+                .unwrap();
+            epb.recv(Buf::zeroed(64), FI_ADDR_UNSPEC, 100 + i as u64)
+                .unwrap();
+        }
+        for i in 0..M {
+            let fill = (k * M + i) as u8;
+            epb.send(
+                Buf::from(vec![fill; 48]),
+                fi_rx_addr(to_a, k as i32, BITS),
+                200,
+            )
+            .unwrap();
+            t.ep().send(Buf::from(vec![!fill; 48]), to_b, 300).unwrap();
+        }
+        // Context k: M receives and M sends; b: the same.
+        let (mut at_a, mut at_b) = (Vec::new(), Vec::new());
+        let deadline = Instant::now() + WAIT;
+        while at_a.len() < 2 * M || at_b.len() < 2 * M {
+            assert!(Instant::now() < deadline, "context {k}: timed out");
+            if let Ok(c) = cq.read() {
+                at_a.push(c);
+            }
+            if let Ok(c) = cqb.read() {
+                at_b.push(c);
+            }
+        }
+        let mut got: Vec<u8> = at_a
+            .iter()
+            .filter(|c| c.context < 100)
+            .map(|c| {
+                assert_eq!(c.result(), Ok(48));
+                assert!(c.buf[..48].iter().all(|&x| x == c.buf[0]));
+                c.buf[0]
+            })
+            .collect();
+        got.sort_unstable();
+        let want: Vec<u8> = (0..M).map(|i| (k * M + i) as u8).collect();
+        assert_eq!(got, want, "context {k}: every message once");
+        assert_eq!(
+            at_b.iter()
+                .filter(|c| c.context >= 100 && c.context < 200)
+                .count(),
+            M
+        );
+        let after = da.queue_counts();
+        let moved = |q: usize| {
+            (
+                after[q].rx_packets - before[q].rx_packets,
+                after[q].tx_packets - before[q].tx_packets,
+            )
+        };
+        let (rx, tx) = moved(k);
+        // (Small messages share packets: a few frames each way.)
+        assert!(rx > 0 && tx > 0, "queue {k} moved ({rx}, {tx})");
+        if k == 1 {
+            assert_eq!(moved(0), (0, 0), "queue 0 moved nothing for context 1");
+        }
+    }
+    assert!(cqb.read().is_err());
+}

@@ -125,8 +125,8 @@ pub use crate::runtime::{
 
 use crate::runtime::wait::{EventFd, WaitSet as Set};
 use crate::runtime::{
-    CoreDomain, CoreFabric, HOST_ARP_ENTRIES, Plane, PlaneKind, Policy, ProgressThread, Wake,
-    PlaneOptions, host_rdm_config, open_plane_with, random_u64,
+    CoreDomain, CoreFabric, HOST_ARP_ENTRIES, Plane, PlaneKind, PlaneOptions, Policy,
+    ProgressThread, Wake, host_rdm_config, open_plane_with, random_u64,
 };
 use crate::storage::Heap;
 use shared::{CqState, DomainRef, Inner, Shared};
@@ -307,7 +307,10 @@ impl DomainBuilder<'_> {
                     queues: self.queues,
                     ..PlaneOptions::default()
                 };
-                (open_plane_with(kind, opts).map_err(std::io::Error::from)?, name)
+                (
+                    open_plane_with(kind, opts).map_err(std::io::Error::from)?,
+                    name,
+                )
             }
             PlaneSpec::Custom(plane) => (plane, "link".to_owned()),
         };
@@ -447,6 +450,13 @@ impl<C: Send + 'static> Domain<C> {
     /// What the data plane dropped on receive before the stack saw it.
     pub fn link_drops(&self) -> crate::drops::LinkDrops {
         self.shared.lock().link_drops()
+    }
+
+    /// What each receive queue of the data plane moved, queue by queue (one entry
+    /// unless the domain opened [`DomainBuilder::queues`]; zeros where the link counts
+    /// nothing).
+    pub fn queue_counts(&self) -> Vec<crate::runtime::QueueCounts> {
+        self.shared.lock().queue_counts()
     }
 
     /// What the UDP/IPv4 layer dropped and sent.

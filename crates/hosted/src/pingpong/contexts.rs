@@ -15,9 +15,11 @@
 //! thread finished its warmup to the last pair's final answer.
 //!
 //! Every data plane serves (UDP, TAP, AF_PACKET, DPDK). Every context engine has its
-//! own queues and sessions, but the domain still has one lock and one data-plane queue
-//! (one socket, one DPDK queue pair) that its contexts share: what two threads gain
-//! here is bounded by that lock (see docs/status.md, issue #31).
+//! own queues and sessions; on kernel UDP and AF_PACKET each context also has a
+//! receive queue of its own (`--queues`, default `N`: the plane steers by context and
+//! thread k's CQ reads pass over queue k alone), while TAP and DPDK contexts share one.
+//! The domain still has one lock that all contexts take: what two threads gain here is
+//! bounded by it (see docs/status.md, issue #31).
 
 use std::collections::VecDeque;
 use std::io::Write;
@@ -119,6 +121,15 @@ impl Sep {
                     r.tx_timeout_retransmits,
                     r.tx_fast_retransmits,
                     r.rx_duplicates
+                ));
+            }
+        }
+        let queues = self.domain.queue_counts();
+        if queues.len() > 1 {
+            for (q, c) in queues.iter().enumerate() {
+                line.push_str(&format!(
+                    "; queue {q}: {} frames received, {} sent",
+                    c.rx_packets, c.tx_packets
                 ));
             }
         }

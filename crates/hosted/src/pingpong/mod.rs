@@ -318,6 +318,12 @@ pub struct Args {
     /// messages of all pairs.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u8).range(1..=16))]
     pub contexts: Option<u8>,
+    /// Receive queues of the data plane (kernel UDP: SO_REUSEPORT sockets;
+    /// AF_PACKET: a fanout group; one elsewhere, and with --loss or --pcap), each
+    /// context on queue `k % N` and its thread passing over that queue alone; default
+    /// as many as --contexts.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u8).range(1..=16))]
+    pub queues: Option<u8>,
     /// The domain's auth key: `0x` and hex digits, or any other string as its bytes.
     /// Both sides need the same key; every packet then carries a MAC under it (wire
     /// protocol 4.10), and a peer with another key or none is refused

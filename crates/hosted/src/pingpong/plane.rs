@@ -178,7 +178,7 @@ fn options(args: &Args) -> PlaneOptions {
     PlaneOptions {
         fault,
         capture,
-        queues: 1,
+        queues: usize::from(args.queues.or(args.contexts).unwrap_or(1)),
     }
 }
 

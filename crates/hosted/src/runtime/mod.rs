@@ -39,7 +39,7 @@ pub use open::{
     open_plane_with, random_u64,
 };
 pub use pass::{Core, ReadBudget, Runtime, Turn};
-pub use plane::{Clocked, DataPlane, Driver, PassMemory, PollMode, WithFd};
+pub use plane::{Clocked, DataPlane, Driver, PassMemory, PollMode, QueueCounts, Queues, WithFd};
 pub use thread::{AutoProgress, Policy, ProgressThread};
 pub use wait::{EpollSet, Sleeper, WaitObject, WaitSet};
 pub use wake::{Signal, Wake, Wakeups};

@@ -426,7 +426,10 @@ mod tests {
         frame[10..12].copy_from_slice(&id.to_be_bytes());
         let to = SocketAddrV4::new(Ipv4Addr::LOCALHOST, p.net.local_port);
         let readable = || {
-            let mut fds = [rustix::event::PollFd::new(&fd, rustix::event::PollFlags::IN)];
+            let mut fds = [rustix::event::PollFd::new(
+                &fd,
+                rustix::event::PollFlags::IN,
+            )];
             let t = rustix::time::Timespec {
                 tv_sec: 2,
                 tv_nsec: 0,

@@ -114,7 +114,11 @@ pub struct Runtime<M: ?Sized + 'static, S> {
 impl<M: PassMemory + ?Sized + 'static, S: Signal> Runtime<M, S> {
     /// `core` running on `link`.
     pub fn new(core: CoreDomain, link: Box<dyn Driver<M>>) -> Self {
-        debug_assert_eq!(core.queues(), link.queues(), "one core queue per link queue");
+        debug_assert_eq!(
+            core.queues(),
+            link.queues(),
+            "one core queue per link queue"
+        );
         Runtime {
             served: vec![Instant::ZERO; link.queues()],
             core: Core(Some(core)),
@@ -129,6 +133,11 @@ impl<M: PassMemory + ?Sized + 'static, S: Signal> Runtime<M, S> {
     /// What the data plane dropped on receive before the stack saw it.
     pub fn link_drops(&self) -> crate::drops::LinkDrops {
         self.link.drops()
+    }
+
+    /// What each receive queue of the data plane moved ([`Driver::queue_counts`]).
+    pub fn queue_counts(&self) -> Vec<super::QueueCounts> {
+        self.link.queue_counts()
     }
 
     /// Takes the core domain out to close it (the runtime is unusable after).
@@ -174,12 +183,16 @@ impl<M: PassMemory + ?Sized + 'static, S: Signal> Runtime<M, S> {
         }
         self.reads.reset();
         let at = self.clock.at(kind);
-        let mut r = self.link.progress_queue(&mut self.core, queue, at, mem, kind);
+        let mut r = self
+            .link
+            .progress_queue(&mut self.core, queue, at, mem, kind);
         self.served[usize::from(queue)] = at;
         if kind == PassKind::Full {
             for k in 0..self.served.len() {
                 if at.saturating_duration_since(self.served[k]) >= QUEUE_STARVE {
-                    let more = self.link.progress_queue(&mut self.core, k as u8, at, mem, kind);
+                    let more = self
+                        .link
+                        .progress_queue(&mut self.core, k as u8, at, mem, kind);
                     self.served[k] = at;
                     if let (Ok(a), Ok(b)) = (&mut r, more) {
                         a.rx += b.rx;

@@ -45,6 +45,20 @@ pub trait DataPlane: Link + Send + 'static {
     fn drops(&self) -> LinkDrops {
         LinkDrops::default()
     }
+
+    /// Frames received and sent so far (zeros, unless the link counts them).
+    fn counts(&self) -> QueueCounts {
+        QueueCounts::default()
+    }
+}
+
+/// What one receive queue of a plane moved ([`Driver::queue_counts`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct QueueCounts {
+    /// Frames or datagrams received from the device.
+    pub rx_packets: u64,
+    /// Frames or datagrams the device accepted for transmission.
+    pub tx_packets: u64,
 }
 
 macro_rules! kernel_plane {
@@ -64,6 +78,14 @@ macro_rules! kernel_plane {
 
             fn drops(&self) -> LinkDrops {
                 LinkDrops::from_kernel(&KernelLink::stats(self))
+            }
+
+            fn counts(&self) -> QueueCounts {
+                let s = KernelLink::stats(self);
+                QueueCounts {
+                    rx_packets: s.rx_packets,
+                    tx_packets: s.tx_packets,
+                }
             }
         }
     )*};
@@ -152,6 +174,10 @@ impl<L: DataPlane> DataPlane for FaultLink<L> {
     fn drops(&self) -> LinkDrops {
         self.inner().drops()
     }
+
+    fn counts(&self) -> QueueCounts {
+        self.inner().counts()
+    }
 }
 
 /// A data plane that records its frames is a data plane: the inner link's descriptor,
@@ -171,6 +197,10 @@ impl<L: DataPlane, W: Write + Send + 'static> DataPlane for PcapLink<L, W> {
 
     fn drops(&self) -> LinkDrops {
         self.inner().drops()
+    }
+
+    fn counts(&self) -> QueueCounts {
+        self.inner().counts()
     }
 }
 
@@ -195,6 +225,9 @@ pub trait Driver<M: ?Sized>: Send {
     fn wait_fd(&self) -> Option<BorrowedFd<'_>>;
     /// What the link dropped on receive before the stack saw it.
     fn drops(&self) -> LinkDrops;
+    /// What each receive queue moved, queue by queue (zeros where the link counts
+    /// nothing).
+    fn queue_counts(&self) -> Vec<QueueCounts>;
     /// Receive queues: one per context of a scalable endpoint where the plane steers
     /// by context ([`Queues`]), else 1.
     fn queues(&self) -> usize {
@@ -305,6 +338,10 @@ impl<L: DataPlane, M: PassMemory + ?Sized> Driver<M> for L {
     fn drops(&self) -> LinkDrops {
         DataPlane::drops(self)
     }
+
+    fn queue_counts(&self) -> Vec<QueueCounts> {
+        vec![DataPlane::counts(self)]
+    }
 }
 
 /// A data plane of several receive queues, one link each (`dp_kernel::UdpLink::queues`,
@@ -325,7 +362,11 @@ impl<L: DataPlane> Queues<L> {
         if links.is_empty() || links.len() > ofi_nostd::net::MAX_QUEUES {
             return Err(std::io::Error::new(
                 std::io::ErrorKind::InvalidInput,
-                format!("{} queues (1..={})", links.len(), ofi_nostd::net::MAX_QUEUES),
+                format!(
+                    "{} queues (1..={})",
+                    links.len(),
+                    ofi_nostd::net::MAX_QUEUES
+                ),
             ));
         }
         let ready = epoll::create(epoll::CreateFlags::CLOEXEC)?;
@@ -399,6 +440,10 @@ impl<L: DataPlane, M: PassMemory + ?Sized> Driver<M> for Queues<L> {
             .map(DataPlane::drops)
             .fold(LinkDrops::default(), |a, b| a + b)
     }
+
+    fn queue_counts(&self) -> Vec<QueueCounts> {
+        self.links.iter().map(DataPlane::counts).collect()
+    }
 }
 
 /// A data plane behind a fault injector whose clock follows the passes (the C
@@ -428,6 +473,10 @@ impl<L: DataPlane, M: PassMemory + ?Sized> Driver<M> for Clocked<L> {
 
     fn drops(&self) -> LinkDrops {
         DataPlane::drops(&self.0)
+    }
+
+    fn queue_counts(&self) -> Vec<QueueCounts> {
+        vec![DataPlane::counts(&self.0)]
     }
 }
 
@@ -468,5 +517,9 @@ impl<P: DataPlane, M: PassMemory + ?Sized> Driver<M> for PollMode<P> {
 
     fn drops(&self) -> LinkDrops {
         DataPlane::drops(&self.plane)
+    }
+
+    fn queue_counts(&self) -> Vec<QueueCounts> {
+        vec![DataPlane::counts(&self.plane)]
     }
 }

@@ -722,3 +722,17 @@ mod model {
         }
     }
 }
+
+#[test]
+fn a_cq_names_the_one_queue_its_endpoints_are_on() {
+    use crate::net::ALL_QUEUES;
+    let mut c = Cq::new(&CqAttr::default(), false, [CqSlot::EMPTY; 8]).unwrap();
+    assert_eq!(c.queue(), ALL_QUEUES, "unbound: every queue");
+    c.note_queue(3);
+    c.note_queue(3);
+    assert_eq!(c.queue(), 3);
+    c.note_queue(0);
+    assert_eq!(c.queue(), ALL_QUEUES, "two queues: every queue");
+    c.note_queue(3);
+    assert_eq!(c.queue(), ALL_QUEUES, "and it stays so");
+}

@@ -217,13 +217,13 @@ impl<S: Storage> Domain<S> {
     /// the next pass.
     fn tx_urgent(&self, q: u8) -> bool {
         (self.ctl_n > 0 && (q == 0 || q == ALL_QUEUES))
-            || self
-                .eps
-                .iter()
-                .any(|(_, ep)| on_queue(ep, q) && match &ep.engine {
-                    Engine::Rdm(r) => r.tx_urgent(),
-                    Engine::Dgram(d) => !d.tx.is_empty(),
-                })
+            || self.eps.iter().any(|(_, ep)| {
+                on_queue(ep, q)
+                    && match &ep.engine {
+                        Engine::Rdm(r) => r.tx_urgent(),
+                        Engine::Dgram(d) => !d.tx.is_empty(),
+                    }
+            })
     }
 
     /// The latest instant at which [`Domain::progress`] must run again even if nothing
