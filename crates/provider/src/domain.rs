@@ -89,13 +89,28 @@ impl DomainState {
         let _ = self.rt.pass(&mut mem(), PassKind::Posted);
     }
 
-    /// What `fi_cq_read` runs before reading: a pass, unless `queued` (the CQ has an
-    /// entry) and the runtime's [`ReadBudget`](hosted::runtime::ReadBudget) allows a
-    /// read without one.
+    /// [`DomainState::progress`] for the endpoints of one receive queue
+    /// ([`Runtime::pass_on`](hosted::runtime::Runtime::pass_on)): what an operation
+    /// on a context of a scalable endpoint, or a read of its CQ, runs.
     #[inline]
-    pub fn progress_unless_queued(&mut self, queued: bool) {
+    pub fn progress_on(&mut self, queue: u8) {
+        let _ = self.rt.pass_on(&mut mem(), PassKind::Full, queue);
+    }
+
+    /// [`DomainState::progress_tx`] for the endpoints of one receive queue.
+    #[inline]
+    pub fn progress_tx_on(&mut self, queue: u8) {
+        let _ = self.rt.pass_on(&mut mem(), PassKind::Posted, queue);
+    }
+
+    /// What `fi_cq_read` runs before reading: a pass over `queue` (the CQ's,
+    /// [`Domain::cq_queue`](ofi_nostd::domain::Domain::cq_queue)), unless `queued`
+    /// (the CQ has an entry) and the runtime's
+    /// [`ReadBudget`](hosted::runtime::ReadBudget) allows a read without one.
+    #[inline]
+    pub fn progress_unless_queued(&mut self, queued: bool, queue: u8) {
         if self.rt.reads.needs_pass(queued) {
-            self.progress();
+            self.progress_on(queue);
         }
     }
 
@@ -517,10 +532,20 @@ pub(crate) fn log_info() -> bool {
 }
 
 /// The frames a closing domain (its data plane, net layer and wire dispatch) dropped,
-/// on stderr when [`log_info`].
-fn log_drops(r: &hosted::drops::DropReport) {
+/// and with several receive queues what each moved, on stderr when [`log_info`] (one
+/// write).
+fn log_drops(r: &hosted::drops::DropReport, queues: &[hosted::runtime::QueueCounts]) {
     if log_info() {
-        eprintln!("libfabric:nostd:domain: closed, {r}");
+        let mut line = format!("libfabric:nostd:domain: closed, {r}");
+        if queues.len() > 1 {
+            for (q, c) in queues.iter().enumerate() {
+                line.push_str(&format!(
+                    "; queue {q}: {} frames received, {} sent",
+                    c.rx_packets, c.tx_packets
+                ));
+            }
+        }
+        eprintln!("{line}");
     }
 }
 
@@ -551,12 +576,12 @@ pub(crate) unsafe extern "C" fn close(fid: *mut sys::fid) -> c_int {
             let fab = unsafe { &*d.fabric };
             let mut f = fab.inner.lock();
             let link = st.rt.link_drops();
+            let queues = st.rt.queue_counts();
             let core = st.rt.take_core().ok_or(Errno::EINVAL)?;
-            log_drops(&hosted::drops::DropReport::new(
-                &link,
-                core.net_stats(),
-                core.stats(),
-            ));
+            log_drops(
+                &hosted::drops::DropReport::new(&link, core.net_stats(), core.stats()),
+                &queues,
+            );
             if let Err((core, e)) = core.close(&mut f) {
                 st.rt.restore_core(core);
                 return Err(e);

@@ -44,6 +44,11 @@ pub const PARAMS: &[Param] = &[
         help: c"Sequence numbers a peer's packets may run ahead of the cumulative acknowledgement, both ways (the receive window; at least the window, at most 16384): larger than the window, a lost packet does not stop the sender while it is repaired. Packets held out of order also need reorder slots (default: the window)",
     },
     Param {
+        name: c"queues",
+        kind: sys::fi_param_type_FI_PARAM_SIZE_T,
+        help: c"Receive queues per domain, at most 64 (udp: SO_REUSEPORT sockets on one port; af_packet: a fanout group; one on tap and dpdk): context k of a scalable endpoint is steered to queue k % N, and reading its CQ passes over that queue alone (default: 1)",
+    },
+    Param {
         name: c"loss",
         kind: sys::fi_param_type_FI_PARAM_STRING,
         help: c"Fault injection for testing: fraction of frames dropped on receive, 0.0 to 1.0 (default: 0)",

@@ -28,7 +28,7 @@
 //! them: fault injection for testing the reliability engine through unmodified
 //! applications.
 //!
-//! The host runtime opens the plane ([`open_plane`]); this module turns the parameters
+//! The host runtime opens the plane ([`open_plane_with`]); this module turns the parameters
 //! into its description.
 
 use std::net::SocketAddrV4;
@@ -36,7 +36,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 
 use dp_kernel::UdpConfig;
 use hosted::mem::RawMemory;
-use hosted::runtime::{Ethernet, PlaneKind, open_plane};
+use hosted::runtime::{Ethernet, PlaneKind, PlaneOptions, open_plane_with};
 use hosted::sysinfo::HostInterface;
 use ofi_nostd::Errno;
 
@@ -131,5 +131,9 @@ pub fn open(iface: &HostInterface, port: u16) -> Result<Plane, Errno> {
         "dpdk" => return Err(Errno::ENOSYS),
         _ => return Err(Errno::EINVAL),
     };
-    open_plane(kind, loss).map_err(io)
+    let opts = PlaneOptions {
+        queues: crate::params::get_size(c"queues").unwrap_or(1),
+        ..PlaneOptions::loss(loss)
+    };
+    open_plane_with(kind, opts).map_err(|e| io(e.into()))
 }

@@ -296,6 +296,43 @@ fn c_scalable_endpoints_through_libfabric() {
     run_c_program("sep_test");
 }
 
+/// `sep_test.c` again with `FI_NOSTD_QUEUES=3`: each of the 3 contexts on a receive
+/// queue (SO_REUSEPORT socket) of its own, every check as on one queue; the close log
+/// shows the scalable endpoint's domain moving frames on each of its 3 queues.
+#[test]
+fn c_scalable_endpoints_on_a_receive_queue_each() {
+    let name = "sep_test";
+    let dir = provider_dir(&format!("c-{name}-queues"));
+    let work = scratch(&format!("c-{name}-queues-build"));
+    let exe = build_c(name, &work);
+    let out = with_provider(exe.to_str().expect("UTF-8 path"), &dir)
+        .env("FI_NOSTD_QUEUES", "3")
+        .env("FI_LOG_LEVEL", "info")
+        .output()
+        .expect("run sep_test");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert!(stdout.contains(" checks, 0 failed"), "{stdout}");
+    // The domain whose contexts carried traffic: every queue received and sent.
+    let busy = stderr
+        .lines()
+        .filter(|l| l.starts_with("libfabric:nostd:domain: closed") && l.contains("; queue 2:"))
+        .find(|l| {
+            (0..3).all(|q| {
+                let part = l.split(&format!("; queue {q}: ")).nth(1).unwrap_or("");
+                let n = |i: usize| {
+                    part.split(' ')
+                        .nth(i)
+                        .and_then(|w| w.trim_end_matches(',').parse::<u64>().ok())
+                        .unwrap_or(0)
+                };
+                n(0) > 0 && n(3) > 0
+            })
+        });
+    assert!(busy.is_some(), "no domain moved frames on all 3 queues:\n{stderr}");
+}
+
 /// Shared transmit and receive contexts through libfabric
 /// (`tests/c/shared_ctx_test.c`): N endpoints on one stx and one srx, receives taken
 /// by whichever endpoint a message reaches, a multi-recv buffer they all fill, cancel,

@@ -176,10 +176,12 @@ impl EpFid {
             } else {
                 f(&mut st.core, h)
             };
+            // A context of a scalable endpoint passes over its own receive queue.
+            let queue = st.core.ep_queue(h);
             if kick == After::Progress || matches!(r, Err(Errno::EAGAIN)) {
-                st.progress();
+                st.progress_on(queue);
             } else if kick == After::Transmit {
-                st.progress_tx();
+                st.progress_tx_on(queue);
             } else if r.is_err() {
                 st.wake();
             }
