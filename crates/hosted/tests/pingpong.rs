@@ -386,6 +386,43 @@ fn contexts_over_a_scalable_endpoint() {
             );
         }
     }
+    // A receive queue per context by default (kernel UDP: a socket each): both queues
+    // of both sides move frames, both ways; with --queues 1 there is one.
+    let queue_counts = |err: &str| -> Vec<(u64, u64)> {
+        err.split("; queue ")
+            .skip(1)
+            .map(|part| {
+                let w: Vec<&str> = part.split(' ').collect();
+                let n = |i: usize| w[i].trim_end_matches(',').parse::<u64>().unwrap();
+                (n(1), n(4))
+            })
+            .collect()
+    };
+    let args = [
+        "-e",
+        "rdm",
+        "--mode",
+        "rate",
+        "--contexts",
+        "2",
+        "-S",
+        "64",
+        "-I",
+        "300",
+        "-v",
+    ];
+    let (s, c) = same(&args);
+    assert!(c.ok() && s.ok(), "client {c:?}\nserver {s:?}");
+    for (side, o) in [("server", &s), ("client", &c)] {
+        let q = queue_counts(&o.stderr);
+        assert_eq!(q.len(), 2, "{side}: {}", o.stderr);
+        assert!(q.iter().all(|&(rx, tx)| rx > 0 && tx > 0), "{side}: {q:?}");
+    }
+    let mut one = args.to_vec();
+    one.extend(["--queues", "1"]);
+    let (s, c) = same(&one);
+    assert!(c.ok() && s.ok(), "client {c:?}\nserver {s:?}");
+    assert!(queue_counts(&c.stderr).is_empty(), "{}", c.stderr);
     let (s, c) = pair(
         &["-e", "rdm", "--mode", "rate", "--contexts", "2"],
         &["-e", "rdm", "--mode", "rate", "--contexts", "1", "-I", "10"],

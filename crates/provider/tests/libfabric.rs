@@ -330,7 +330,10 @@ fn c_scalable_endpoints_on_a_receive_queue_each() {
                 n(0) > 0 && n(3) > 0
             })
         });
-    assert!(busy.is_some(), "no domain moved frames on all 3 queues:\n{stderr}");
+    assert!(
+        busy.is_some(),
+        "no domain moved frames on all 3 queues:\n{stderr}"
+    );
 }
 
 /// Shared transmit and receive contexts through libfabric

@@ -1170,3 +1170,111 @@ fn each_kind_of_bad_datagram_has_its_own_counter() {
 #[cfg(feature = "shared-ctx")]
 #[path = "shared_tests.rs"]
 mod shared;
+
+/// On a domain of two receive queues, context k of a scalable endpoint is queue k's:
+/// its CQ names that queue, a pass of queue 1 transmits context 1's datagram alone
+/// (context 0's waits for queue 0's pass, on queue 0's link). Queue counts are checked
+/// at open.
+#[test]
+fn a_pass_of_one_queue_transmits_for_its_contexts_alone() {
+    use crate::sep::CtxSide;
+    let mut fabric = Fabric::open(&FabricAttr::default(), 1, VecStorage, 2).unwrap();
+    let dc = |queues| DomainConfig {
+        queues,
+        ..DomainConfig::new(net_config([10, 0, 0, 1], Medium::Udp), cfg(), 9)
+    };
+    for bad in [0, crate::net::MAX_QUEUES + 1] {
+        assert!(matches!(
+            Domain::open(&mut fabric, &dgram_info(), dc(bad), VecStorage, 2),
+            Err(Errno::EINVAL)
+        ));
+    }
+    let mut d = Domain::open(&mut fabric, &dgram_info(), dc(2), VecStorage, 2).unwrap();
+    assert_eq!(d.queues(), 2);
+    let mut info = dgram_info();
+    info.ep_attr.tx_ctx_cnt = 2;
+    info.ep_attr.rx_ctx_cnt = 2;
+    let sep = d.sep_open(&info, 1).unwrap();
+    let av = d
+        .av_open(
+            &mut AvAttr {
+                count: 4,
+                ..AvAttr::default()
+            },
+            3,
+        )
+        .unwrap();
+    d.sep_bind(sep, BindTarget::Av(av), Flags::empty()).unwrap();
+    let attr = CqAttr {
+        size: 8,
+        ..CqAttr::default()
+    };
+    let mut engines = Vec::new();
+    let mut cqs = Vec::new();
+    for k in 0..2 {
+        let h = d.sep_ctx_open(sep, CtxSide::Tx, k, Flags::empty()).unwrap();
+        let cq = d.cq_open(&attr, 10 + k as u64).unwrap();
+        d.sep_ctx_bind(sep, CtxSide::Tx, k, BindTarget::Cq(cq), Flags::TRANSMIT)
+            .unwrap();
+        d.sep_ctx_enable(sep, CtxSide::Tx, k).unwrap();
+        assert_eq!(d.ep_queue(h), k as u8);
+        assert_eq!(d.cq_queue(cq), k as u8);
+        engines.push(h);
+        cqs.push(cq);
+    }
+    d.sep_enable(sep).unwrap();
+    let peer = crate::addr::EpAddr::new([10, 0, 0, 2], 7000, 0);
+    let mut out = [0; 1];
+    d.av_mut(av)
+        .unwrap()
+        .insert(AvAddrs::Ep(&[peer]), Some(&mut out), Flags::empty(), None)
+        .unwrap();
+    let mut bytes = vec![0u8; 64];
+    bytes[..2].copy_from_slice(b"c0");
+    bytes[32..34].copy_from_slice(b"c1");
+    let mem = SliceMemory::new(BASE, &mut bytes);
+    for (k, h) in engines.iter().enumerate() {
+        d.inject(*h, &mem, IoVec::new(BASE + 32 * k as u64, 2), out[0])
+            .unwrap();
+    }
+    let local = Some(UdpAddr::new([10, 0, 0, 1].into(), 7000));
+    let mut links: [Box<Link>; 2] = [
+        Box::new(Link::new(Medium::Udp, local)),
+        Box::new(Link::new(Medium::Udp, local)),
+    ];
+    let mut scratch = vec![0u8; 64];
+    let mut pass = |d: &mut Domain<VecStorage>, q: u8, link: &mut Link| {
+        let mut m = SliceMemory::new(BASE, &mut scratch);
+        d.progress_queue(q, Instant::ZERO, link, &mut m, PassKind::Full)
+            .unwrap()
+    };
+    let payload = |link: &mut Link| {
+        link.pop_tx(|_, f| {
+            let r = Repr::parse_bytes(f).unwrap();
+            let Body::Dgram(dg) = r.body else {
+                panic!("a datagram")
+            };
+            (r.header.src_ep, dg.payload.to_vec())
+        })
+    };
+    let [l0, l1] = &mut links;
+    assert_eq!(pass(&mut d, 1, l1).tx, 1);
+    assert_eq!((l0.tx_len(), l1.tx_len()), (0, 1));
+    let (src, data) = payload(l1).unwrap();
+    assert_eq!(
+        (src, &data[..]),
+        (d.ep(engines[1]).unwrap().id(), &b"c1"[..])
+    );
+    assert_eq!(
+        pass(&mut d, 1, l1).tx,
+        0,
+        "context 0's datagram is not queue 1's"
+    );
+    assert_eq!(pass(&mut d, 0, l0).tx, 1);
+    let (src, data) = payload(l0).unwrap();
+    assert_eq!(
+        (src, &data[..]),
+        (d.ep(engines[0]).unwrap().id(), &b"c0"[..])
+    );
+    assert_eq!(d.stats().tx_packets, 2);
+}
