@@ -279,7 +279,7 @@ impl DomainBuilder<'_> {
         self.plane(Plane { driver, caps, net })
     }
 
-    /// A plane the host runtime opened ([`open_plane_with`](crate::runtime::open_plane_with):
+    /// A plane the host runtime opened ([`open_plane_with`]:
     /// a kernel or DPDK link with a capture or a fault injector), as [`link`](Self::link).
     pub fn plane(mut self, plane: Plane<dyn Memory>) -> Self {
         self.plane = PlaneSpec::Custom(plane);

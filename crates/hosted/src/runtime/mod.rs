@@ -38,7 +38,7 @@ pub use open::{
     Capture, Ethernet, OpenError, Plane, PlaneKind, PlaneOptions, dynamic_port, open_plane,
     open_plane_with, random_u64,
 };
-pub use pass::{Core, ReadBudget, Runtime, Turn};
+pub use pass::{Core, QUEUE_STARVE, ReadBudget, Runtime, Turn};
 pub use plane::{Clocked, DataPlane, Driver, PassMemory, PollMode, QueueCounts, Queues, WithFd};
 pub use thread::{AutoProgress, Policy, ProgressThread};
 pub use wait::{EpollSet, Sleeper, WaitObject, WaitSet};
