@@ -320,7 +320,7 @@ unsafe fn do_read(
     ret_len(c.at.domain().data(|st| {
         // A read of nothing (count 0) is how applications drive progress: always a pass.
         let queued = count > 0 && !st.core.cq_mut(c.at.handle)?.is_empty();
-        let queue = st.core.cq_queue(c.at.handle);
+        let queue = st.cq_queue(c.at.handle);
         st.progress_unless_queued(queued, queue);
         // SAFETY: buffers hold `count` entries (application's contract).
         unsafe { read_locked(st.core.cq_mut(c.at.handle)?, c.format, buf, count, src) }

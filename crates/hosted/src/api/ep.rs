@@ -815,11 +815,11 @@ impl<C: Send + 'static> Endpoint<C> {
         let _ = match refused {
             None if self.more.load(Ordering::Relaxed) => return,
             None => {
-                let queue = g.core.ep_queue(self.h);
+                let queue = g.rt.ep_queue(self.h);
                 g.progress_tx_on(queue)
             }
             Some(Errno::EAGAIN) => {
-                let queue = g.core.ep_queue(self.h);
+                let queue = g.rt.ep_queue(self.h);
                 g.progress_on(queue)
             }
             Some(_) => return,

@@ -142,7 +142,7 @@ impl<C: Send + 'static> Inner<C> {
                 r => return r,
             }
         }
-        let queue = self.core.cq_queue(h);
+        let queue = self.rt.cq_queue(h);
         let _ = self.progress_on(queue);
         if self.cq_idle(h) {
             return Err(Errno::EAGAIN);

@@ -214,6 +214,27 @@ impl<M: PassMemory + ?Sized + 'static, S: Signal> Runtime<M, S> {
         self.served.len()
     }
 
+    /// The queue whose pass completes what CQ `cq` reports, for [`Runtime::pass_on`]
+    /// (on a plane of one queue, without asking the core).
+    #[inline]
+    pub fn cq_queue(&self, cq: ofi_nostd::fid::CqHandle<crate::storage::Heap>) -> u8 {
+        if self.served.len() > 1 {
+            self.core.cq_queue(cq)
+        } else {
+            ofi_nostd::net::ALL_QUEUES
+        }
+    }
+
+    /// The queue whose passes progress endpoint `ep`, for [`Runtime::pass_on`].
+    #[inline]
+    pub fn ep_queue(&self, ep: ofi_nostd::ep::EpHandle<crate::storage::Heap>) -> u8 {
+        if self.served.len() > 1 {
+            self.core.ep_queue(ep)
+        } else {
+            ofi_nostd::net::ALL_QUEUES
+        }
+    }
+
     /// A pass at the [`PassClock`]'s time, the link flushed, then the wake-ups.
     #[inline]
     fn run(&mut self, mem: &mut M, kind: PassKind) -> ofi_nostd::Result<ProgressReport> {

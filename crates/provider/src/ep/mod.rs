@@ -177,7 +177,7 @@ impl EpFid {
                 f(&mut st.core, h)
             };
             // A context of a scalable endpoint passes over its own receive queue.
-            let queue = st.core.ep_queue(h);
+            let queue = st.ep_queue(h);
             if kick == After::Progress || matches!(r, Err(Errno::EAGAIN)) {
                 st.progress_on(queue);
             } else if kick == After::Transmit {
