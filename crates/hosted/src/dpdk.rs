@@ -55,6 +55,7 @@ pub fn open_port(
     vdev: Option<&str>,
     name: Option<&str>,
     mtu: Option<u16>,
+    queues: u16,
 ) -> Result<Port, Error> {
     let mut cfg = match (vdev, name) {
         (Some(devargs), _) => {
@@ -69,7 +70,7 @@ pub fn open_port(
     if let Some(mtu) = mtu {
         cfg = cfg.with_mtu(mtu);
     }
-    cfg.queues = Some(1);
+    cfg.queues = Some(queues.max(1));
     Port::open(eal, &cfg)
 }
 
@@ -81,6 +82,9 @@ pub struct DpdkPlane {
     /// `rte_thread_register` failed once (no free lcore slot): the link still works,
     /// without a mempool cache on that thread; not retried.
     unregistered: bool,
+    /// This plane reports the port's own counters (one plane per port does: they are
+    /// the port's, of every queue).
+    port_counters: bool,
 }
 
 impl DpdkPlane {
@@ -90,6 +94,16 @@ impl DpdkPlane {
             link,
             eal,
             unregistered: false,
+            port_counters: true,
+        }
+    }
+
+    /// `link`, one more queue pair of a port whose queue-0 plane reports the port's
+    /// counters (so that the queues' drops add up to the port's once).
+    pub fn queue(eal: &'static Eal, link: DpdkLink) -> Self {
+        DpdkPlane {
+            port_counters: false,
+            ..DpdkPlane::new(eal, link)
         }
     }
 
@@ -166,10 +180,13 @@ impl DataPlane for DpdkPlane {
         0
     }
 
-    /// The link's unseen frames and the port's own drops (its counters are the
-    /// port's, of every queue: one queue per port here).
+    /// The link's unseen frames and (on the port's first plane) the port's own drops.
     fn drops(&self) -> crate::drops::LinkDrops {
-        let port = self.link.port_stats().unwrap_or_default();
+        let port = if self.port_counters {
+            self.link.port_stats().unwrap_or_default()
+        } else {
+            Default::default()
+        };
         crate::drops::LinkDrops {
             unseen: self.link.stats().rx_dropped,
             missed: port.imissed,
@@ -181,6 +198,14 @@ impl DataPlane for DpdkPlane {
 
     fn pending_tx(&self) -> usize {
         self.link.pending_tx()
+    }
+
+    fn counts(&self) -> crate::runtime::QueueCounts {
+        let s = self.link.stats();
+        crate::runtime::QueueCounts {
+            rx_packets: s.rx_packets,
+            tx_packets: s.tx_packets,
+        }
     }
 }
 

@@ -294,6 +294,7 @@ fn memif_contexts_rate_and_bandwidth_checked() {
             "16",
             "--timeout",
             "30",
+            "-v",
         ]);
         let (s, c) = memif_pair(&dir, "msg", n, run.clone(), run);
         assert!(c.status.success(), "{mode}: client {c:#?}\nserver {s:#?}");
@@ -303,6 +304,25 @@ fn memif_contexts_rate_and_bandwidth_checked() {
         assert_eq!(sizes, ["1", "64", "4k", "64k"], "{}", c.stdout);
         for row in &r {
             assert_eq!((row[1], row[2]), ("400", "=400"), "{mode}: {}", c.stdout);
+        }
+        // A queue pair per context: context k's traffic with the peer's context k
+        // stays on queue pair k, so both pairs of both sides move frames each way.
+        for (side, o) in [("server", &s), ("client", &c)] {
+            let err = &o.stderr;
+            let q: Vec<(u64, u64)> = err
+                .split("; queue ")
+                .skip(1)
+                .map(|part| {
+                    let w: Vec<&str> = part.split(' ').collect();
+                    let n = |i: usize| w[i].trim_end_matches(',').parse::<u64>().unwrap();
+                    (n(1), n(4))
+                })
+                .collect();
+            assert_eq!(q.len(), 2, "{mode} {side}: {err}");
+            assert!(
+                q.iter().all(|&(rx, tx)| rx > 0 && tx > 0),
+                "{mode} {side}: {q:?}"
+            );
         }
     }
 }

@@ -46,7 +46,7 @@ pub const PARAMS: &[Param] = &[
     Param {
         name: c"queues",
         kind: sys::fi_param_type_FI_PARAM_SIZE_T,
-        help: c"Receive queues per domain, at most 64 (udp: SO_REUSEPORT sockets on one port; af_packet: a fanout group; one on tap and dpdk): context k of a scalable endpoint is steered to queue k % N, and reading its CQ passes over that queue alone (default: 1)",
+        help: c"Receive queues per domain, at most 64 (udp: SO_REUSEPORT sockets on one port; af_packet: a fanout group; dpdk: queue pairs, which memif carries pair to pair; one on tap): context k of a scalable endpoint is steered to queue k % N, and reading its CQ passes over that queue alone (default: 1)",
     },
     Param {
         name: c"loss",

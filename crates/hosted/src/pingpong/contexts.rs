@@ -15,9 +15,10 @@
 //! thread finished its warmup to the last pair's final answer.
 //!
 //! Every data plane serves (UDP, TAP, AF_PACKET, DPDK). Every context engine has its
-//! own queues and sessions; on kernel UDP and AF_PACKET each context also has a
-//! receive queue of its own (`--queues`, default `N`: the plane steers by context and
-//! thread k's CQ reads pass over queue k alone), while TAP and DPDK contexts share one.
+//! own queues and sessions; on kernel UDP, AF_PACKET and DPDK each context also has a
+//! receive queue of its own (`--queues`, default `N`: the plane steers by context, or
+//! memif carries queue pair k to the peer's queue pair k, and thread k's CQ reads pass
+//! over queue k alone), while TAP contexts share one.
 //! The domain still has one lock that all contexts take: what two threads gain here is
 //! bounded by it (see docs/status.md, issue #31).
 

@@ -319,7 +319,8 @@ pub struct Args {
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u8).range(1..=16))]
     pub contexts: Option<u8>,
     /// Receive queues of the data plane (kernel UDP: SO_REUSEPORT sockets;
-    /// AF_PACKET: a fanout group; one elsewhere, and with --loss or --pcap), each
+    /// AF_PACKET: a fanout group; DPDK: queue pairs; one on TAP, and with --loss or
+    /// --pcap), each
     /// context on queue `k % N` and its thread passing over that queue alone; default
     /// as many as --contexts.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u8).range(1..=16))]

@@ -91,13 +91,25 @@ pub struct PlaneOptions {
     pub capture: Option<Capture>,
     /// Receive queues, one per context of a scalable endpoint the domain will open
     /// ([`Queues`]; 0 or 1: one). Kernel UDP (`UdpLink::queues`) and AF_PACKET
-    /// (`AfPacketLink::queues`) steer by context; TAP and DPDK open one queue, as does
-    /// a plane with a fault injector or a capture (each sees every frame). The plane
-    /// says how many it opened ([`Plane::queues`]).
+    /// (`AfPacketLink::queues`) steer by context; a DPDK port opens that many queue
+    /// pairs (memif carries queue k of one side to queue k of the other; a NIC would
+    /// need flow rules, not installed); TAP opens one queue, as does a plane with a
+    /// fault injector or a capture (each sees every frame). The plane says how many
+    /// it opened ([`Plane::queues`]).
     pub queues: usize,
 }
 
 impl PlaneOptions {
+    /// The queues to open: [`PlaneOptions::queues`], but one under a fault injector or
+    /// a capture.
+    fn queue_count(&self) -> usize {
+        if self.fault.is_some() || self.capture.is_some() {
+            1
+        } else {
+            self.queues.max(1)
+        }
+    }
+
     /// With `loss` > 0, that fraction of the received frames dropped by an injector
     /// with a random seed; otherwise nothing.
     pub fn loss(loss: f64) -> Self {
@@ -205,11 +217,7 @@ pub fn open_plane_with<M: PassMemory + ?Sized>(
     kind: PlaneKind,
     opts: PlaneOptions,
 ) -> Result<Plane<M>, OpenError> {
-    let queues = if opts.fault.is_some() || opts.capture.is_some() {
-        1
-    } else {
-        opts.queues.max(1)
-    };
+    let queues = opts.queue_count();
     match kind {
         PlaneKind::Udp(cfg) if queues > 1 => {
             let links = UdpLink::queues(cfg, queues).map_err(OpenError::Link)?;
@@ -276,11 +284,13 @@ fn dpdk<M: PassMemory + ?Sized>(
 ) -> Result<Plane<M>, OpenError> {
     use crate::dpdk::{DpdkPlane, open_port};
     let link_err = OpenError::Link;
+    let queues = u16::try_from(opts.queue_count().min(ofi_nostd::net::MAX_QUEUES)).unwrap_or(1);
     let p = open_port(
         port.eal,
         port.vdev.as_deref(),
         port.name.as_deref(),
         port.mtu,
+        queues,
     )
     .map_err(|e| link_err(io::Error::other(format!("DPDK port: {e}"))))?;
     let named = |kind: io::ErrorKind, e: crate::dpdk::Error| {
@@ -294,6 +304,25 @@ fn dpdk<M: PassMemory + ?Sized>(
         .link(0)
         .map_err(|e| named(io::ErrorKind::ResourceBusy, e))?;
     let net = ethernet(&link.capabilities(), eth, eth.mac.unwrap_or(link.mac()));
+    if queues > 1 {
+        // A queue pair per context: memif carries queue k of one side to queue k of
+        // the other, so context k's traffic with a peer's context k stays on it.
+        let caps = link.capabilities();
+        let mut planes = vec![DpdkPlane::new(port.eal, link)];
+        for k in 1..queues {
+            let l = p
+                .link(k)
+                .map_err(|e| named(io::ErrorKind::ResourceBusy, e))?;
+            planes.push(DpdkPlane::queue(port.eal, l));
+        }
+        let q = if port.ready_fd {
+            Queues::polled(planes)
+        } else {
+            Queues::new(planes)
+        };
+        let driver = Box::new(q.map_err(OpenError::Link)?);
+        return Ok(Plane { driver, caps, net });
+    }
     // The port closes when the link (inside the driver) is dropped.
     plane(DpdkPlane::new(port.eal, link), opts, net, port.ready_fd)
 }

@@ -348,17 +348,28 @@ impl<L: DataPlane, M: PassMemory + ?Sized> Driver<M> for L {
 /// `AfPacketLink::queues`): the plane steers each datagram to the queue of its
 /// destination's context index, and queue k's passes progress the contexts the domain
 /// put on queue k ([`DomainConfig::queues`](ofi_nostd::domain::DomainConfig::queues)).
-/// Waiters watch one epoll descriptor that is readable while any queue's is.
+/// Waiters watch one epoll descriptor that is readable while any queue's is (or, on
+/// poll-mode queues, one that is always readable, as [`PollMode`]).
 pub struct Queues<L> {
     links: Vec<L>,
-    ready: OwnedFd,
+    ready: Option<OwnedFd>,
 }
 
 impl<L: DataPlane> Queues<L> {
     /// `links`, link k being queue k (at least one, at most
     /// [`MAX_QUEUES`](ofi_nostd::net::MAX_QUEUES)).
     pub fn new(links: Vec<L>) -> std::io::Result<Self> {
-        use rustix::event::epoll;
+        Self::open(links, false)
+    }
+
+    /// `links` of a poll-mode plane (DPDK): waiters get an always-readable descriptor,
+    /// so they poll instead of sleeping.
+    pub fn polled(links: Vec<L>) -> std::io::Result<Self> {
+        Self::open(links, true)
+    }
+
+    fn open(links: Vec<L>, polled: bool) -> std::io::Result<Self> {
+        use rustix::event::{EventfdFlags, epoll, eventfd};
         if links.is_empty() || links.len() > ofi_nostd::net::MAX_QUEUES {
             return Err(std::io::Error::new(
                 std::io::ErrorKind::InvalidInput,
@@ -368,6 +379,17 @@ impl<L: DataPlane> Queues<L> {
                     ofi_nostd::net::MAX_QUEUES
                 ),
             ));
+        }
+        if polled {
+            let ready = eventfd(1, EventfdFlags::CLOEXEC | EventfdFlags::NONBLOCK)?;
+            return Ok(Queues {
+                links,
+                ready: Some(ready),
+            });
+        }
+        // No queue with a descriptor: none (waiters poll on a short timer).
+        if links.iter().all(|l| l.wait_fd().is_none()) {
+            return Ok(Queues { links, ready: None });
         }
         let ready = epoll::create(epoll::CreateFlags::CLOEXEC)?;
         for (k, l) in links.iter().enumerate() {
@@ -380,7 +402,10 @@ impl<L: DataPlane> Queues<L> {
                 )?;
             }
         }
-        Ok(Queues { links, ready })
+        Ok(Queues {
+            links,
+            ready: Some(ready),
+        })
     }
 
     /// Queue `k`'s link.
@@ -431,7 +456,7 @@ impl<L: DataPlane, M: PassMemory + ?Sized> Driver<M> for Queues<L> {
     }
 
     fn wait_fd(&self) -> Option<BorrowedFd<'_>> {
-        Some(self.ready.as_fd())
+        self.ready.as_ref().map(|f| f.as_fd())
     }
 
     fn drops(&self) -> LinkDrops {
