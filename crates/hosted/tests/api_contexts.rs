@@ -35,6 +35,21 @@ fn ctx_av(d: &hosted::api::Domain<u64>) -> hosted::api::Av<u64> {
     .unwrap()
 }
 
+/// b's side: a plain RDM endpoint of `db` on one CQ of `cq_size` for both directions,
+/// with an AV that also has context bits.
+fn plain_peer(
+    db: &hosted::api::Domain<u64>,
+    cq_size: usize,
+) -> (Cq<u64>, hosted::api::Av<u64>, hosted::api::Endpoint<u64>) {
+    let cqb: Cq<u64> = db.cq(cq_size).unwrap();
+    let avb = ctx_av(db);
+    let epb = db.endpoint(EpType::Rdm).unwrap();
+    epb.bind_cq(&cqb, Flags::TRANSMIT | Flags::RECV).unwrap();
+    epb.bind_av(&avb).unwrap();
+    epb.enable().unwrap();
+    (cqb, avb, epb)
+}
+
 /// Polls `cqs` (driving their domains) until one completion came on each, reading
 /// `peer` too (manual progress: only reads drive the peer's domain) into `peer_got`.
 fn one_each(cqs: &[&Cq<u64>], peer: &Cq<u64>, peer_got: &mut Vec<Comp>) -> Vec<Comp> {
@@ -90,13 +105,7 @@ fn contexts_of_a_scalable_endpoint_through_the_safe_api() {
     // a while b's completions are awaited.
     let idle_a: Cq<u64> = da.cq(4).unwrap();
     sep.enable().unwrap();
-    // b: a plain endpoint whose AV also has context bits.
-    let cqb: Cq<u64> = db.cq(64).unwrap();
-    let avb = ctx_av(&db);
-    let epb = db.endpoint(EpType::Rdm).unwrap();
-    epb.bind_cq(&cqb, Flags::TRANSMIT | Flags::RECV).unwrap();
-    epb.bind_av(&avb).unwrap();
-    epb.enable().unwrap();
+    let (cqb, avb, epb) = plain_peer(&db, 64);
     let to_a = avb.insert(sep.addr()).unwrap();
     let to_b = ava.insert(epb.addr()).unwrap();
 
@@ -181,12 +190,7 @@ fn one(cq: &Cq<u64>, other: &Cq<u64>, other_got: &mut Vec<Comp>) -> Comp {
 fn scalable_endpoints_with_a_shared_side_through_the_safe_api() {
     let fabric = Fabric::open().unwrap();
     let (da, db) = (manual(&fabric), manual(&fabric));
-    let cqb: Cq<u64> = db.cq(64).unwrap();
-    let avb = ctx_av(&db);
-    let epb = db.endpoint(EpType::Rdm).unwrap();
-    epb.bind_cq(&cqb, Flags::TRANSMIT | Flags::RECV).unwrap();
-    epb.bind_av(&avb).unwrap();
-    epb.enable().unwrap();
+    let (cqb, avb, epb) = plain_peer(&db, 64);
     let mut at_b = Vec::new();
     for shared_rx in [true, false] {
         let (tx, rx) = if shared_rx {
@@ -347,12 +351,7 @@ fn each_context_has_a_receive_queue_of_its_own() {
         ctxs.push((t, r, cq));
     }
     sep.enable().unwrap();
-    let cqb: Cq<u64> = db.cq(4 * M).unwrap();
-    let avb = ctx_av(&db);
-    let epb = db.endpoint(EpType::Rdm).unwrap();
-    epb.bind_cq(&cqb, Flags::TRANSMIT | Flags::RECV).unwrap();
-    epb.bind_av(&avb).unwrap();
-    epb.enable().unwrap();
+    let (cqb, avb, epb) = plain_peer(&db, 4 * M);
     let to_a = avb.insert(sep.addr()).unwrap();
     let to_b = ava.insert(epb.addr()).unwrap();
 
