@@ -89,8 +89,9 @@ fn render(
          scalable endpoint per side, one thread per context pair, each pinned to its own \
          CPU (server context k on CPU k, client context k on CPU 1 + k, modulo the {cpus} \
          CPUs of this machine), bursts of 64 messages with two outstanding, {iters} \
-         messages per pair; best of {reps}, taken in turns. Both contexts of a side still \
-         share the domain's one lock and one UDP socket (docs/status.md, issue #31).\n\n\
+         messages per pair; best of {reps}, taken in turns. Each context has a UDP socket of \
+         its own (`--queues`, default one per context), but both contexts of a side still \
+         share the domain's one lock (docs/status.md, issue #31).\n\n\
          | Contexts | Mmsg/s | µs per message |\n|---|---:|---:|\n"
     );
     for (tool, m) in tools.iter().zip(best) {

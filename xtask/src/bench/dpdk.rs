@@ -808,8 +808,8 @@ fn render(r: &Results) -> Outcome {
             let _ = writeln!(
                 md,
                 "| ofi-pingpong `--contexts 1` / `--contexts 2` over memif, 64 B message \
-                 rate (best row; the contexts of a side share its one queue pair and \
-                 lock) | {one:.2} / {two:.2} M msg/s ({x:.2}x) | ≥ {}x | {} |",
+                 rate (best row; each context on a queue pair of its own, the contexts \
+                 of a side under its domain's one lock) | {one:.2} / {two:.2} M msg/s ({x:.2}x) | ≥ {}x | {} |",
                 super::contexts::TARGET,
                 verdict(x >= super::contexts::TARGET)
             );
