@@ -13,7 +13,7 @@
 //!
 //! Scalable endpoints the same way (issue #31): the 64 B message rate of `ofi-pingpong
 //! --contexts 1` and `--contexts 2`, in turns, each count's best row, and their ratio
-//! against 1.7x (each side's contexts share its domain's one queue pair and lock).
+//! against 1.7x (each context on a queue pair of its own, a side's contexts under its domain's one lock).
 //!
 //! Targets (a benchmark, not a test): the 64 B ping-pong latency of ofi-pingpong at most
 //! 1.5x the raw echo's, and a 64 B message rate (`--mode rate`) of at least 5 million
