@@ -922,11 +922,49 @@ fn open_mpi_over_scalable_endpoints() {
             "4",
             "-x",
             "FI_LOG_LEVEL=info",
+            // A receive queue (UDP socket) per context.
+            "-x",
+            "FI_NOSTD_QUEUES=4",
         ],
     ]
     .concat();
     for name in ["mpi_test", "mpi_threads"] {
         let (_, stderr) = mpi_run(&format!("mpi-sep-{name}"), name, &mca, false, &[]);
+        // Each rank's domain ran on 4 queues, and queue 0 (MPI_COMM_WORLD's context)
+        // moved frames both ways.
+        let four_queues: Vec<&str> = stderr
+            .lines()
+            .filter(|l| l.contains("libfabric:nostd:domain: closed") && l.contains("; queue 3: "))
+            .collect();
+        assert_eq!(
+            four_queues.len(),
+            4,
+            "a domain of 4 queues per rank:\n{stderr}"
+        );
+        for l in &four_queues {
+            let q0: Vec<&str> = l
+                .split("; queue 0: ")
+                .nth(1)
+                .unwrap_or("")
+                .split(' ')
+                .collect();
+            let n = |i: usize| {
+                q0.get(i)
+                    .and_then(|w| w.trim_end_matches(',').parse::<u64>().ok())
+            };
+            assert!(n(0) > Some(0) && n(3) > Some(0), "{l}");
+            if name == "mpi_threads" {
+                // The threads' communicators' contexts: their frames on their queues.
+                let busy = (1..4)
+                    .filter(|q| {
+                        let part = l.split(&format!("; queue {q}: ")).nth(1).unwrap_or("");
+                        let rx = part.split(' ').next().and_then(|w| w.parse::<u64>().ok());
+                        rx > Some(1000)
+                    })
+                    .count();
+                assert_eq!(busy, 2, "{l}");
+            }
+        }
         let opened = stderr
             .matches("libfabric:nostd:sep: opened, 4 transmit and 4 receive contexts")
             .count();
