@@ -536,15 +536,9 @@ pub(crate) fn log_info() -> bool {
 /// write).
 fn log_drops(r: &hosted::drops::DropReport, queues: &[hosted::runtime::QueueCounts]) {
     if log_info() {
-        let mut line = format!("libfabric:nostd:domain: closed, {r}");
-        if queues.len() > 1 {
-            for (q, c) in queues.iter().enumerate() {
-                line.push_str(&format!(
-                    "; queue {q}: {} frames received, {} sent",
-                    c.rx_packets, c.tx_packets
-                ));
-            }
-        }
+        let queues = hosted::runtime::QueueCounts::describe(queues);
+        // Formatted first: one write(2), so ranks sharing a pipe do not interleave.
+        let line = format!("libfabric:nostd:domain: closed, {r}{queues}");
         eprintln!("{line}");
     }
 }

@@ -125,15 +125,9 @@ impl Sep {
                 ));
             }
         }
-        let queues = self.domain.queue_counts();
-        if queues.len() > 1 {
-            for (q, c) in queues.iter().enumerate() {
-                line.push_str(&format!(
-                    "; queue {q}: {} frames received, {} sent",
-                    c.rx_packets, c.tx_packets
-                ));
-            }
-        }
+        line.push_str(&crate::runtime::QueueCounts::describe(
+            &self.domain.queue_counts(),
+        ));
         line
     }
 }

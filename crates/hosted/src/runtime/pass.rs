@@ -195,8 +195,7 @@ impl<M: PassMemory + ?Sized + 'static, S: Signal> Runtime<M, S> {
                         .progress_queue(&mut self.core, k as u8, at, mem, kind);
                     self.served[k] = at;
                     if let (Ok(a), Ok(b)) = (&mut r, more) {
-                        a.rx += b.rx;
-                        a.tx += b.tx;
+                        *a += b;
                     }
                 }
             }

@@ -61,6 +61,33 @@ pub struct QueueCounts {
     pub tx_packets: u64,
 }
 
+impl QueueCounts {
+    /// `counts` queue by queue as `ofi-pingpong -v` and the provider's close log end
+    /// their line (`; queue k: R frames received, S sent`); nothing for one queue.
+    pub fn describe(counts: &[QueueCounts]) -> String {
+        if counts.len() <= 1 {
+            return String::new();
+        }
+        counts
+            .iter()
+            .enumerate()
+            .map(|(q, c)| {
+                format!(
+                    "; queue {q}: {} frames received, {} sent",
+                    c.rx_packets, c.tx_packets
+                )
+            })
+            .collect()
+    }
+}
+
+/// A descriptor that is always readable: what poll-mode planes give waiters, so that
+/// they poll instead of sleeping.
+fn always_readable() -> rustix::io::Result<OwnedFd> {
+    use rustix::event::{EventfdFlags, eventfd};
+    eventfd(1, EventfdFlags::CLOEXEC | EventfdFlags::NONBLOCK)
+}
+
 macro_rules! kernel_plane {
     ($($t:ty),*) => {$(
         impl DataPlane for $t {
@@ -352,7 +379,15 @@ impl<L: DataPlane, M: PassMemory + ?Sized> Driver<M> for L {
 /// poll-mode queues, one that is always readable, as [`PollMode`]).
 pub struct Queues<L> {
     links: Vec<L>,
-    ready: Option<OwnedFd>,
+    /// Readable while any queue's descriptor is (an epoll set of them), or always
+    /// (poll mode); none when no queue has a descriptor.
+    ready: Option<Ready>,
+}
+
+/// [`Queues`]' wait descriptor.
+enum Ready {
+    Any(super::wait::WaitSet),
+    Always(OwnedFd),
 }
 
 impl<L: DataPlane> Queues<L> {
@@ -369,7 +404,6 @@ impl<L: DataPlane> Queues<L> {
     }
 
     fn open(links: Vec<L>, polled: bool) -> std::io::Result<Self> {
-        use rustix::event::{EventfdFlags, epoll, eventfd};
         if links.is_empty() || links.len() > ofi_nostd::net::MAX_QUEUES {
             return Err(std::io::Error::new(
                 std::io::ErrorKind::InvalidInput,
@@ -380,32 +414,17 @@ impl<L: DataPlane> Queues<L> {
                 ),
             ));
         }
-        if polled {
-            let ready = eventfd(1, EventfdFlags::CLOEXEC | EventfdFlags::NONBLOCK)?;
-            return Ok(Queues {
-                links,
-                ready: Some(ready),
-            });
-        }
-        // No queue with a descriptor: none (waiters poll on a short timer).
-        if links.iter().all(|l| l.wait_fd().is_none()) {
-            return Ok(Queues { links, ready: None });
-        }
-        let ready = epoll::create(epoll::CreateFlags::CLOEXEC)?;
-        for (k, l) in links.iter().enumerate() {
-            if let Some(fd) = l.wait_fd() {
-                epoll::add(
-                    &ready,
-                    fd,
-                    epoll::EventData::new_u64(k as u64),
-                    epoll::EventFlags::IN,
-                )?;
-            }
-        }
-        Ok(Queues {
-            links,
-            ready: Some(ready),
-        })
+        let fds: Vec<BorrowedFd<'_>> = links.iter().filter_map(|l| l.wait_fd()).collect();
+        let ready = if polled {
+            Some(Ready::Always(always_readable()?))
+        } else if fds.is_empty() {
+            // No queue with a descriptor: waiters poll on a short timer.
+            None
+        } else {
+            Some(Ready::Any(super::wait::WaitSet::new(&fds, None)?))
+        };
+        drop(fds);
+        Ok(Queues { links, ready })
     }
 
     /// Queue `k`'s link.
@@ -424,9 +443,7 @@ impl<L: DataPlane, M: PassMemory + ?Sized> Driver<M> for Queues<L> {
     ) -> ofi_nostd::Result<ProgressReport> {
         let mut sum = ProgressReport::default();
         for q in 0..self.links.len() {
-            let r = self.progress_queue(core, q as u8, now, mem, kind)?;
-            sum.rx += r.rx;
-            sum.tx += r.tx;
+            sum += self.progress_queue(core, q as u8, now, mem, kind)?;
         }
         Ok(sum)
     }
@@ -456,7 +473,10 @@ impl<L: DataPlane, M: PassMemory + ?Sized> Driver<M> for Queues<L> {
     }
 
     fn wait_fd(&self) -> Option<BorrowedFd<'_>> {
-        self.ready.as_ref().map(|f| f.as_fd())
+        self.ready.as_ref().map(|r| match r {
+            Ready::Any(set) => set.fd(),
+            Ready::Always(fd) => fd.as_fd(),
+        })
     }
 
     fn drops(&self) -> LinkDrops {
@@ -515,9 +535,10 @@ pub struct PollMode<P> {
 impl<P> PollMode<P> {
     /// `plane`, with a new always-readable descriptor.
     pub fn new(plane: P) -> rustix::io::Result<Self> {
-        use rustix::event::{EventfdFlags, eventfd};
-        let ready = eventfd(1, EventfdFlags::CLOEXEC | EventfdFlags::NONBLOCK)?;
-        Ok(PollMode { plane, ready })
+        Ok(PollMode {
+            plane,
+            ready: always_readable()?,
+        })
     }
 }
 

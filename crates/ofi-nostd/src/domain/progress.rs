@@ -40,6 +40,14 @@ pub struct ProgressReport {
     pub tx: usize,
 }
 
+/// The passes of several queues together.
+impl core::ops::AddAssign for ProgressReport {
+    fn add_assign(&mut self, o: ProgressReport) {
+        self.rx += o.rx;
+        self.tx += o.tx;
+    }
+}
+
 impl<S: Storage> Domain<S> {
     /// Moves data: receives what the link has (up to a burst), delivers it to posted
     /// receives (DGRAM) or runs it through the reliability engine (RDM), answers ARP,
