@@ -531,15 +531,20 @@ pub(crate) fn log_info() -> bool {
         .is_ok_and(|l| matches!(l.to_ascii_lowercase().as_str(), "info" | "debug" | "trace"))
 }
 
+/// One log line in one write(2), so the lines of processes sharing a stderr pipe (an
+/// MPI job's ranks) do not interleave (`eprintln!` writes its pieces one by one).
+pub(crate) fn log_line(line: String) {
+    use std::io::Write;
+    let _ = std::io::stderr().lock().write_all(line.as_bytes());
+}
+
 /// The frames a closing domain (its data plane, net layer and wire dispatch) dropped,
 /// and with several receive queues what each moved, on stderr when [`log_info`] (one
 /// write).
 fn log_drops(r: &hosted::drops::DropReport, queues: &[hosted::runtime::QueueCounts]) {
     if log_info() {
         let queues = hosted::runtime::QueueCounts::describe(queues);
-        // Formatted first: one write(2), so ranks sharing a pipe do not interleave.
-        let line = format!("libfabric:nostd:domain: closed, {r}{queues}");
-        eprintln!("{line}");
+        log_line(format!("libfabric:nostd:domain: closed, {r}{queues}\n"));
     }
 }
 

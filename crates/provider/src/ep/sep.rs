@@ -60,7 +60,7 @@ pub unsafe extern "C" fn open(
             c => c.max(1).to_string(),
         };
         let (tx, rx) = a.map_or((1, 1), |a| (a.tx_ctx_cnt, a.rx_ctx_cnt));
-        log_line(format!(
+        crate::domain::log_line(format!(
             "libfabric:nostd:sep: opened, {} transmit and {} receive contexts\n",
             count(tx),
             count(rx)
@@ -209,12 +209,5 @@ fn log_contexts(core: &Domain<Heap>, engines: &[EpHandle<Heap>]) {
         }
     }
     line.push('\n');
-    log_line(line);
-}
-
-/// One log line in one write(2), so the lines of processes sharing a stderr pipe (an
-/// MPI job's ranks) do not interleave.
-fn log_line(line: String) {
-    use std::io::Write;
-    let _ = std::io::stderr().lock().write_all(line.as_bytes());
+    crate::domain::log_line(line);
 }
