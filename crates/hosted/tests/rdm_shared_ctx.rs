@@ -209,6 +209,22 @@ fn exchange(tagged: bool, seed: u64) {
         }
     }
     assert!(seen.iter().flatten().all(|x| *x), "missing messages");
+    // The receives posted before the messages came took them as they arrived, into
+    // their buffers: only the messages that found none waiting were buffered as
+    // unexpected (and copied when their receives came). Tagged: the first half of
+    // each sender's messages found receives with its tag.
+    let ux: Vec<u64> = b
+        .eps
+        .iter()
+        .map(|ep| {
+            let e = c.nodes[1].dom.ep(*ep).unwrap();
+            e.rdm().unwrap().stats().unexpected
+        })
+        .collect();
+    assert_eq!(ux.iter().sum::<u64>(), (total / 2) as u64, "{ux:?}");
+    if tagged {
+        assert!(ux.iter().all(|&n| n == (PER / 2) as u64), "{ux:?}");
+    }
     // Nothing extra once the network settled; the context holds nothing.
     c.run_for(Duration::from_millis(50));
     let extra = collect(&mut c, 1, &b.rx_cq, 0);
@@ -240,6 +256,57 @@ fn endpoints_on_one_srx_take_every_message_once_in_order_per_sender() {
 #[test]
 fn tagged_receives_on_one_srx_match_their_senders_messages() {
     exchange(true, 42);
+}
+
+/// Rendezvous messages (beyond the eager threshold) into receives that wait in the
+/// shared receive context: each RTS takes the oldest receive as it arrives, so the
+/// data lands in the buffer and nothing waits as unexpected.
+#[test]
+fn rendezvous_messages_land_in_the_receives_that_wait_in_the_context() {
+    const BIG: usize = 200_000;
+    let mut c = Cluster::new(NetSim::new(45, faults()), 2, &cfg()).unwrap();
+    let a = open_group(&mut c.nodes[0]);
+    let b = open_group(&mut c.nodes[1]);
+    // Receive j at 2 MiB + j * 256 KiB, each big enough for one message.
+    let at = |j: usize| (2 << 20) + j * (256 << 10);
+    for j in 0..2 {
+        let buf = [IoVec::new(Node::BASE + at(j) as u64, BIG + 8)];
+        let m = MsgArgs::new(&buf, FI_ADDR_UNSPEC, 0x500 + j as u64);
+        c.nodes[1]
+            .dom
+            .srx_recvmsg(b.srx, &m, None, Flags::empty())
+            .unwrap();
+    }
+    // Senders 0 and 1 to receiver endpoints 1 and 3.
+    let data = |t: usize| -> Vec<u8> { (0..BIG).map(|i| (i * 7 + t * 61) as u8).collect() };
+    for (t, k) in [(0usize, 1usize), (1, 3)] {
+        let dest = {
+            let addr = c.nodes[1].dom.ep_addr(b.eps[k]).unwrap();
+            c.nodes[0].insert(addr).unwrap()
+        };
+        let buf = c.nodes[0].put((1 << 20) + t * (256 << 10), &data(t));
+        let h = a.eps[t];
+        c.nodes[0]
+            .op(|d, _, m| d.send(h, m, IoVec::new(buf, BIG), dest, t as u64))
+            .unwrap();
+    }
+    let got = collect(&mut c, 1, &b.rx_cq, 2);
+    let mut filled = [None; 2];
+    for (k, t) in [(1usize, 0usize), (3, 1)] {
+        assert_eq!(got[k].len(), 1, "{got:?}");
+        let x = &got[k][0];
+        assert_eq!((x.err, x.len), (None, BIG), "{x:?}");
+        let j = (x.context - 0x500) as usize;
+        assert!(filled[j].replace(t).is_none(), "receive {j} twice");
+        assert_eq!(c.nodes[1].get(at(j), BIG), &data(t)[..], "sender {t}");
+        let e = c.nodes[1].dom.ep(b.eps[k]).unwrap();
+        assert_eq!(e.rdm().unwrap().stats().unexpected, 0, "endpoint {k}");
+    }
+    assert_eq!(c.nodes[1].dom.srx(b.srx).unwrap().waiting(), 0);
+    let sent = collect(&mut c, 0, &a.tx_cq, 2);
+    assert!(sent.iter().flatten().all(|x| x.err.is_none()), "{sent:?}");
+    close_group(&mut c, 0, a);
+    close_group(&mut c, 1, b);
 }
 
 #[test]

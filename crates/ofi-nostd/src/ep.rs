@@ -380,6 +380,51 @@ pub const fn tx_defaults_ok(t: EpType, ops: Flags) -> bool {
     TX_OP_FLAGS.contains(ops) && !ops.intersects(unsupported_tx_flags(t))
 }
 
+/// The capabilities that direct a tagged receive (FI_DIRECTED_RECV and API 2.0's two).
+const TAGGED_DIRECTED: Flags = Flags::DIRECTED_RECV
+    .union(Flags::TAGGED_DIRECTED_RECV)
+    .union(Flags::EXACT_DIRECTED_RECV);
+/// FI_EXACT_DIRECTED_RECV alone of these directs message receives too.
+const EXACT_OR_TAGGED: Flags = Flags::EXACT_DIRECTED_RECV.union(Flags::TAGGED_DIRECTED_RECV);
+
+/// Whether a receive (`tagged` or not, with `flags`) posted at an endpoint of type `t`
+/// with `caps` filters on its source address. Without FI_DIRECTED_RECV the address is
+/// ignored (fi_msg(3)); so is it by a claim, which names its message by the context of
+/// the peek that claimed it (fi_tagged(3); Open MPI's MPI_Mrecv passes address 0), and
+/// by a connected endpoint, which has one peer. API 2.0 (fi_getinfo(3)):
+/// FI_TAGGED_DIRECTED_RECV directs tagged receives alone; FI_EXACT_DIRECTED_RECV
+/// directs every receive by itself, and with FI_TAGGED_DIRECTED_RECV the tagged ones.
+pub(crate) fn recv_directed(caps: Flags, t: EpType, tagged: bool, flags: Flags) -> bool {
+    let claim = flags.contains(Flags::CLAIM) && !flags.contains(Flags::PEEK);
+    !claim
+        && t != EpType::Msg
+        && if tagged {
+            caps.intersects(TAGGED_DIRECTED)
+        } else {
+            caps.contains(Flags::DIRECTED_RECV)
+                || caps.intersection(EXACT_OR_TAGGED) == Flags::EXACT_DIRECTED_RECV
+        }
+}
+
+/// The source a receive posted with `addr` filters on (see [`recv_directed`]):
+/// FI_ADDR_UNSPEC when it is not directed, else `av`'s entry without its
+/// receive-context bits; -FI_EINVAL for an address `av` does not have (or no AV).
+pub(crate) fn recv_source<S: Storage>(
+    av: Option<&crate::fid::AvObj<S>>,
+    caps: Flags,
+    t: EpType,
+    tagged: bool,
+    addr: crate::flags::FiAddr,
+    flags: Flags,
+) -> Result<crate::flags::FiAddr> {
+    if addr == crate::flags::FI_ADDR_UNSPEC || !recv_directed(caps, t, tagged, flags) {
+        return Ok(crate::flags::FI_ADDR_UNSPEC);
+    }
+    let av = av.ok_or(Errno::EINVAL)?;
+    av.resolve(addr).map_err(|_| Errno::EINVAL)?;
+    Ok(av.split_rx(addr).0)
+}
+
 /// Operation flags a receive may carry.
 pub const RX_OP_FLAGS: Flags = Flags::COMPLETION
     .union(Flags::MULTI_RECV)

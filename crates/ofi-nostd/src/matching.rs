@@ -109,9 +109,15 @@ impl<T> Node<T> {
     }
 
     fn matches(&self, src: FiAddr, tag: u64) -> bool {
-        (self.src == FI_ADDR_UNSPEC || self.src == src)
-            && (self.tag & !self.ignore) == (tag & !self.ignore)
+        matches(self.src, self.tag, self.ignore, src, tag)
     }
+}
+
+/// Whether a receive filtering on `(rsrc, rtag, ignore)` takes a message from `src`
+/// with `tag` (the rule at the top of this module).
+#[inline]
+pub fn matches(rsrc: FiAddr, rtag: u64, ignore: u64, src: FiAddr, tag: u64) -> bool {
+    (rsrc == FI_ADDR_UNSPEC || rsrc == src) && (rtag & !ignore) == (tag & !ignore)
 }
 
 /// Handle of a queued entry.
@@ -578,9 +584,7 @@ where
             // The common case of a receive posted ahead of its message: no hashing.
             return None;
         }
-        let hit = |n: &Node<T>| {
-            (src == FI_ADDR_UNSPEC || n.src == src) && (n.tag & !ignore) == (tag & !ignore)
-        };
+        let hit = |n: &Node<T>| matches(src, tag, ignore, n.src, n.tag);
         let via_bucket = match (ignore, src) {
             (0, FI_ADDR_UNSPEC) => t.bucket_of(BY_TAG, src, tag).map(|b| (BY_TAG, b)),
             (0, _) => t.bucket_of(BY_TAG_SRC, src, tag).map(|b| (BY_TAG_SRC, b)),

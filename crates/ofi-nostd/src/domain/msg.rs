@@ -2,7 +2,7 @@
 //! shared with [`super::tagged`], which differ only in the tag.
 
 use super::{Domain, obj};
-use crate::ep::{Engine, EpHandle, RecvOp, TxOp};
+use crate::ep::{Engine, EpHandle, RecvOp, TxOp, recv_directed, recv_source};
 use crate::errno::{Errno, Result};
 use crate::flags::{FI_ADDR_UNSPEC, FiAddr, Flags};
 use crate::iov::IovList;
@@ -37,13 +37,6 @@ impl<'a> MsgArgs<'a> {
         }
     }
 }
-
-/// The capabilities that direct a tagged receive (see `post_any_recv`).
-const TAGGED_DIRECTED: Flags = Flags::DIRECTED_RECV
-    .union(Flags::TAGGED_DIRECTED_RECV)
-    .union(Flags::EXACT_DIRECTED_RECV);
-/// FI_EXACT_DIRECTED_RECV alone of these directs message receives too.
-const EXACT_OR_TAGGED: Flags = Flags::EXACT_DIRECTED_RECV.union(Flags::TAGGED_DIRECTED_RECV);
 
 impl<S: Storage> Domain<S> {
     /// `fi_sendmsg`: queues one message to `msg.addr`. -FI_EOPBADSTATE before enable,
@@ -376,37 +369,16 @@ impl<S: Storage> Domain<S> {
                     .check_local(msg.desc.get(i).copied().unwrap_or(0), *v, Flags::RECV)?;
             }
         }
-        // Without FI_DIRECTED_RECV the source address is ignored (fi_msg(3)); so is it
-        // by a claim, which names its message by the context of the peek that claimed
-        // it (fi_tagged(3); Open MPI's MPI_Mrecv passes address 0, no AV entry under
-        // FI_AV_MAP).
-        // API 2.0 (fi_getinfo(3)): FI_TAGGED_DIRECTED_RECV directs tagged receives
-        // alone; FI_EXACT_DIRECTED_RECV directs every receive by itself, and with
-        // FI_TAGGED_DIRECTED_RECV the tagged ones, refusing FI_ADDR_UNSPEC for them.
-        let claim = flags.contains(Flags::CLAIM) && !flags.contains(Flags::PEEK);
-        let directed = |caps: Flags| {
-            !claim
-                && ep.ep_type != crate::info::EpType::Msg
-                && if tag.is_some() {
-                    caps.intersects(TAGGED_DIRECTED)
-                } else {
-                    caps.contains(Flags::DIRECTED_RECV)
-                        || caps.intersection(EXACT_OR_TAGGED) == Flags::EXACT_DIRECTED_RECV
-                }
-        };
-        // Any source (the common receive) tests one bit more than before 2.0's caps.
-        let src = if msg.addr == FI_ADDR_UNSPEC {
-            if ep.caps.contains(Flags::EXACT_DIRECTED_RECV) && directed(ep.caps) {
-                return Err(Errno::EINVAL);
-            }
-            FI_ADDR_UNSPEC
-        } else if directed(ep.caps) {
-            let av = obj(ep.av.and_then(|a| self.res.avs.get(a)))?;
-            av.resolve(msg.addr).map_err(|_| Errno::EINVAL)?;
-            av.split_rx(msg.addr).0
-        } else {
-            FI_ADDR_UNSPEC
-        };
+        let tagged = tag.is_some();
+        if msg.addr == FI_ADDR_UNSPEC
+            && ep.caps.contains(Flags::EXACT_DIRECTED_RECV)
+            && recv_directed(ep.caps, ep.ep_type, tagged, flags)
+        {
+            // FI_EXACT_DIRECTED_RECV refuses "any source" where it directs.
+            return Err(Errno::EINVAL);
+        }
+        let av = ep.av.and_then(|a| self.res.avs.get(a));
+        let src = recv_source::<S>(av, ep.caps, ep.ep_type, tagged, msg.addr, flags)?;
         let rx_cq = obj(ep.rx_cq.as_ref())?;
         let (rx_cq_h, selective) = (rx_cq.cq, rx_cq.selective);
         let cq = obj(self.res.cqs.get_mut(rx_cq_h))?;

@@ -475,7 +475,15 @@ impl<S: Storage> Domain<S> {
                 self.stats.rx_wrong_type += 1;
                 return;
             }
+            #[cfg(feature = "shared-ctx")]
+            let shared = ep.srx.map(|sh| (sh, ep.ep_type));
             let (mut ctx, rdm) = self.res.rdm_ctx(ep);
+            // A message no own receive takes goes into a receive of the endpoint's
+            // shared receive context at once.
+            #[cfg(feature = "shared-ctx")]
+            if let Some((sh, t)) = shared {
+                ctx.srx = self.shared.offer(sh, t);
+            }
             if let Some(r) = rdm {
                 r.on_packet(now, from, &repr, buf, mem, &mut ctx);
             }

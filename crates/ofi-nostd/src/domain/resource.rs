@@ -47,6 +47,8 @@ impl<S: Storage> Resources<S> {
             source: ep.caps.contains(Flags::SOURCE),
             mrs: Some(&self.mrs),
             caps: ep.caps,
+            #[cfg(feature = "shared-ctx")]
+            srx: None,
         };
         let rdm = match &mut ep.engine {
             Engine::Rdm(r) => Some(r),

@@ -9,13 +9,14 @@ use crate::ep::srx::{
     Held, Lent, MAX_SHARED_BINDINGS, MAX_SHARED_CTX, MAX_SRX_MULTI, Srx, SrxRecv,
 };
 use crate::ep::stx::Stx;
-use crate::ep::{Engine, EpHandle, EpState};
+use crate::ep::{Engine, EpHandle, EpState, recv_source};
 use crate::errno::{Errno, Result};
 use crate::fid::{AvObj, Objects};
 use crate::flags::{FI_ADDR_UNSPEC, FiAddr, Flags};
 use crate::info::{EpType, RxAttr, TxAttr};
 use crate::iov::{IOV_LIMIT, IovList};
 use crate::pool::{Handle, Pool, Slot};
+use crate::rdm::SrxOffer;
 use crate::storage::Storage;
 
 use super::msg::MsgArgs;
@@ -72,30 +73,32 @@ impl<S: Storage> Shared<S> {
     pub(super) fn busy(&self) -> bool {
         self.waiting + self.lent > 0
     }
+
+    /// Context `sh`'s waiting receives for a receiving pass of an endpoint of type
+    /// `t` bound to it, while any wait ([`crate::rdm::Ctx::srx_take`]).
+    #[inline]
+    pub(super) fn offer(&mut self, sh: SrxHandle<S>, t: EpType) -> Option<SrxOffer<'_, S>> {
+        if self.waiting == 0 {
+            return None;
+        }
+        let srx = self.srxs.get_mut(sh)?;
+        Some(SrxOffer {
+            srx,
+            waiting: &mut self.waiting,
+            ep_type: t,
+        })
+    }
 }
 
-/// The source a receive posted with `addr` and `flags` filters on at endpoint `ep`:
-/// FI_ADDR_UNSPEC unless the endpoint has FI_DIRECTED_RECV (and the receive is not a
-/// claim, which names its message by context), else the AV's entry without its
-/// receive-context bits. -FI_EINVAL for an address the AV does not have.
-pub(super) fn directed_src<S: Storage>(
+/// The source receive `r` filters on at endpoint `ep` ([`recv_source`], as the
+/// endpoint's own post of it would): -FI_EINVAL for an address its AV does not have.
+fn directed_src<S: Storage>(
     avs: &Objects<S, AvObj<S>>,
     ep: &crate::ep::EpObj<S>,
-    addr: FiAddr,
-    flags: Flags,
+    r: &SrxRecv,
 ) -> Result<FiAddr> {
-    let claim = flags.contains(Flags::CLAIM) && !flags.contains(Flags::PEEK);
-    if ep.caps.contains(Flags::DIRECTED_RECV)
-        && addr != FI_ADDR_UNSPEC
-        && !claim
-        && ep.ep_type != EpType::Msg
-    {
-        let av = obj(ep.av.and_then(|a| avs.get(a)))?;
-        av.resolve(addr).map_err(|_| Errno::EINVAL)?;
-        Ok(av.split_rx(addr).0)
-    } else {
-        Ok(FI_ADDR_UNSPEC)
-    }
+    let av = ep.av.and_then(|a| avs.get(a));
+    recv_source::<S>(av, ep.caps, ep.ep_type, r.tag.is_some(), r.addr, r.flags)
 }
 
 impl<S: Storage> Domain<S> {
@@ -491,7 +494,7 @@ impl<S: Storage> Domain<S> {
                 continue;
             }
             first = first.or(Some(*h));
-            let Ok(src) = directed_src(&self.res.avs, ep, r.addr, r.flags) else {
+            let Ok(src) = directed_src(&self.res.avs, ep, r) else {
                 continue;
             };
             let (tagged, (tag, ignore)) = (r.tag.is_some(), r.tag.unwrap_or((0, 0)));
@@ -590,7 +593,7 @@ impl<S: Storage> Domain<S> {
         if ep.state != EpState::Enabled || (r.is_multi() && !ep.caps.contains(Flags::MULTI_RECV)) {
             return false;
         }
-        let Ok(src) = directed_src(&self.res.avs, ep, r.addr, r.flags) else {
+        let Ok(src) = directed_src(&self.res.avs, ep, r) else {
             return false;
         };
         let (tagged, (tag, ignore)) = (r.tag.is_some(), r.tag.unwrap_or((0, 0)));

@@ -234,6 +234,11 @@ impl<S: Storage> Srx<S> {
         (i < self.len).then(|| self.waiting.as_ref()[i])
     }
 
+    /// The oldest waiting receive that `takes`.
+    pub(crate) fn find(&self, takes: impl FnMut(&SrxRecv) -> bool) -> Option<usize> {
+        self.waiting.as_ref()[..self.len].iter().position(takes)
+    }
+
     /// Takes waiting receive `i` out, keeping the others' order.
     pub(crate) fn remove(&mut self, i: usize) -> Option<SrxRecv> {
         let r = self.get(i)?;

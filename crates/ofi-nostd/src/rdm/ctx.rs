@@ -25,6 +25,20 @@ pub(crate) struct Ctx<'a, S: Storage> {
     /// `remote_access`; unread in a build without RMA).
     #[cfg_attr(not(feature = "rma"), allow(dead_code))]
     pub(crate) caps: Flags,
+    /// The waiting receives of the shared receive context the endpoint is bound to,
+    /// lent to a receiving pass while some wait (see [`Ctx::srx_take`]).
+    #[cfg(feature = "shared-ctx")]
+    pub(crate) srx: Option<SrxOffer<'a, S>>,
+}
+
+/// A shared receive context's waiting receives, lent with the endpoint's binding.
+#[cfg(feature = "shared-ctx")]
+pub(crate) struct SrxOffer<'a, S: Storage> {
+    pub(crate) srx: &'a mut crate::ep::srx::Srx<S>,
+    /// The domain's count of receives waiting in every shared receive context.
+    pub(crate) waiting: &'a mut usize,
+    /// The endpoint's type (a connected endpoint ignores receive addresses).
+    pub(crate) ep_type: crate::info::EpType,
 }
 
 impl<S: Storage> Ctx<'_, S> {
@@ -92,6 +106,49 @@ impl<S: Storage> Ctx<'_, S> {
                 c.inc();
             }
         }
+    }
+
+    /// A message (`tagged` or not, from `src` with `tag`) that no receive of the
+    /// endpoint's own takes: the oldest receive waiting in its shared receive context
+    /// that takes it, out of the context, its CQ slot reserved, as the endpoint's own
+    /// post of it would (`Domain::post_own`). So the message lands in the buffer as it
+    /// arrives, neither buffered as unexpected nor copied again. `None` when none
+    /// takes it, when the first that does is a multi-recv buffer (the context lends
+    /// those itself), when the endpoint could not take it (no receive CQ or
+    /// capability) or its CQ has no room: the message then waits as unexpected and
+    /// the pass's hand-over (`Domain::srx_progress`) matches them, as before.
+    /// Gives the receive and whether it completes with a CQ entry.
+    #[cfg(feature = "shared-ctx")]
+    pub(super) fn srx_take(
+        &mut self,
+        tagged: bool,
+        src: FiAddr,
+        tag: u64,
+    ) -> Option<(crate::ep::srx::SrxRecv, bool)> {
+        let offer = self.srx.as_ref()?;
+        let cap = if tagged { Flags::TAGGED } else { Flags::MSG };
+        if self.rx_cq.is_none()
+            || !self.caps.contains(cap)
+            || (self.caps.contains(Flags::SEND) && !self.caps.contains(Flags::RECV))
+        {
+            return None;
+        }
+        let av = self.av.and_then(|a| self.avs.get(a));
+        let (caps, ep_type) = (self.caps, offer.ep_type);
+        let i = offer.srx.find(|r| {
+            let (rtag, ignore) = r.tag.unwrap_or((0, 0));
+            r.tag.is_some() == tagged
+                && crate::ep::recv_source::<S>(av, caps, ep_type, tagged, r.addr, r.flags)
+                    .is_ok_and(|rsrc| crate::matching::matches(rsrc, rtag, ignore, src, tag))
+        })?;
+        if offer.srx.get(i).is_none_or(|r| r.is_multi()) || !self.rx_reserve() {
+            return None;
+        }
+        let selective = self.rx_cq.as_ref().is_some_and(|b| b.selective);
+        let offer = self.srx.as_mut()?;
+        let r = offer.srx.remove(i)?;
+        *offer.waiting -= 1;
+        Some((r, !selective || r.flags.contains(Flags::COMPLETION)))
     }
 
     /// Reserves a receive-CQ slot for a completion no posted operation reserved.

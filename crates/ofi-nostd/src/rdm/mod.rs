@@ -77,6 +77,8 @@ use crate::time::{Duration, Instant};
 
 use active::ActiveRecvs;
 pub use config::{EpFault, MAX_RX_WINDOW, RdmConfig, RdmStats};
+#[cfg(feature = "shared-ctx")]
+pub(crate) use ctx::SrxOffer;
 pub(crate) use ctx::{Ctx, Sent, TxPort};
 #[cfg(feature = "atomic")]
 pub(crate) use op::AtomicMeta;

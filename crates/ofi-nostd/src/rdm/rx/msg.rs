@@ -130,6 +130,33 @@ impl<S: Storage> Rdm<S> {
         }
     }
 
+    /// A message (`tagged` or not, from `src` with `tag`) that no own receive takes:
+    /// the shared receive context's receive for it, if one waits ([`Ctx::srx_take`]).
+    /// Only while the endpoint holds no unexpected message: one that such a receive
+    /// takes is older and must have it first (the pass's hand-over gives it).
+    #[inline]
+    pub(in crate::rdm) fn shared_target(
+        &self,
+        tagged: bool,
+        src: FiAddr,
+        tag: u64,
+        ctx: &mut Ctx<'_, S>,
+    ) -> Option<Target> {
+        #[cfg(feature = "shared-ctx")]
+        if ctx.srx.is_some() && self.recv.unexpected_len() == 0 {
+            let (r, completion) = ctx.srx_take(tagged, src, tag)?;
+            return Some(Target {
+                iov: r.iov,
+                context: r.context,
+                reserved: ctx.rm,
+                completion,
+                multi: None,
+            });
+        }
+        let _ = (tagged, src, tag, ctx);
+        None
+    }
+
     /// An eager segment, in order. `src`: the message's source (matched, reported) if
     /// the caller looked it up already.
     pub(in crate::rdm) fn rx_segment<M: Memory>(
@@ -193,7 +220,7 @@ impl<S: Storage> Rdm<S> {
         }
         let target = loop {
             let Some(h) = self.find_posted(tagged, src, tag) else {
-                break None;
+                break self.shared_target(tagged, src, tag, ctx);
             };
             match self.take_posted(tagged, h, total, ctx) {
                 Take::Got(t) => break Some(t),

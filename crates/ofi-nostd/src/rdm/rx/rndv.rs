@@ -28,7 +28,7 @@ impl<S: Storage> Rdm<S> {
         }
         let target = loop {
             let Some(h) = self.find_posted(tagged, src, tag) else {
-                break None;
+                break self.shared_target(tagged, src, tag, ctx);
             };
             match self.take_posted(tagged, h, r.total_len, ctx) {
                 Take::Got(t) => break Some(t),
