@@ -2,12 +2,14 @@
 //! set of posted receives that every endpoint bound to it takes messages for.
 //!
 //! Each bound endpoint keeps its own engine (sessions, sequencing, unexpected
-//! messages); its own posted queues stay empty, so whatever arrives for it waits as an
-//! unexpected message. The context holds the application's receives in the order they
-//! were posted, and the domain hands a receive to the bound endpoint that has a
-//! matching message (tag, FI_DIRECTED_RECV source), where the engine's own matching
-//! completes it on that endpoint's CQ, as fi_endpoint(3) says completions of a shared
-//! context go. A message from one sender to one endpoint is matched in its order, so
+//! messages); its own posted queues stay empty. The context holds the application's
+//! receives in the order they were posted. A message arriving at a bound RDM endpoint
+//! takes the oldest of them that matches it at once (the pass lends them to the
+//! engine: `rdm::SrxOffer`), landing in its buffer; one that finds none waits as an
+//! unexpected message, and a receive posted later is handed to the bound endpoint
+//! that has a matching message (tag, FI_DIRECTED_RECV source), where the engine's own
+//! matching completes it. Either way it completes on that endpoint's CQ, as
+//! fi_endpoint(3) says completions of a shared context go. A message from one sender to one endpoint is matched in its order, so
 //! per-sender order holds; DGRAM endpoints take a waiting buffer when a datagram
 //! arrives for them and their own queue is empty.
 //!
