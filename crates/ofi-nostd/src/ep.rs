@@ -193,6 +193,15 @@ impl<S: Storage> Endpoint<S> {
         }
     }
 
+    /// Whether an RDM endpoint recorded a failure for its EQ since the last call
+    /// ([`crate::rdm::Rdm::take_fault_wakeup`]); `false` for DGRAM endpoints.
+    pub fn take_fault_wakeup(&mut self) -> bool {
+        match &mut self.engine {
+            Engine::Rdm(r) => r.take_fault_wakeup(),
+            Engine::Dgram(_) => false,
+        }
+    }
+
     /// The bound event queue's token, if any.
     pub fn eq(&self) -> Option<u64> {
         self.eq

@@ -6,8 +6,9 @@
 //! An EQ keeps the endpoints bound to it ([`BoundEps`]); before each read, readerr or
 //! trywait it takes each one's pending fault and writes it as an error entry: `fid` the
 //! endpoint, `context` the endpoint's context, `err` the reason (of the last, when
-//! several came), `data` how many. The faults wait in the core until then: the data
-//! path never touches the EQ, so a waiter on the EQ's fd is not woken by one.
+//! several came), `data` how many. The faults wait in the core until then; the pass
+//! that records one signals the EQ's wait object (`hosted::runtime::Wake::Fault`,
+//! registered when the EQ is bound), so a waiter on the EQ's fd wakes to read it.
 //!
 //! Lock order: the list, then an endpoint's domain, then (released first) the fabric
 //! for the EQ.

@@ -1,5 +1,5 @@
 //! The wake-up registry: which native wait object progress signals when the core says
-//! a CQ's or counter's armed wait now holds.
+//! a CQ's or counter's armed wait now holds, or an EQ has an event to give.
 
 use ofi_nostd::domain::{CntrHandle, CqHandle};
 
@@ -18,6 +18,10 @@ pub enum Wake {
     /// registrations apart (the provider uses the fid of the endpoint or passive
     /// endpoint bound to the EQ).
     Cm(u64),
+    /// An event queue bound to this endpoint, for its critical errors (session
+    /// failures no operation reports, [`ofi_nostd::rdm::EpFault`]): signalled once for
+    /// each one the endpoint records; looked at on every pass while registered.
+    Fault(ofi_nostd::ep::EpHandle<Heap>),
 }
 
 /// A native wait object progress can make readable (the safe API's eventfd, the
@@ -58,9 +62,10 @@ impl<S> Default for Wakeups<S> {
 }
 
 impl<S: Signal> Wakeups<S> {
-    /// Registers the wait object of a CQ, counter or (for CM events) EQ.
+    /// Registers the wait object of a CQ, counter or (for CM events and critical
+    /// errors) EQ.
     pub fn add(&mut self, w: Wake, s: S) {
-        if matches!(w, Wake::Cm(_)) {
+        if matches!(w, Wake::Cm(_) | Wake::Fault(_)) {
             self.armed = true;
         }
         self.regs.push((w, s));
@@ -100,6 +105,7 @@ impl<S: Signal> Wakeups<S> {
                 // Connection events have no armed state: looked at on every pass while
                 // registered.
                 Wake::Cm(_) => (core.cm_event_pending(), true),
+                Wake::Fault(h) => (core.ep_mut(h).is_ok_and(|e| e.take_fault_wakeup()), true),
             };
             if fire {
                 s.signal();

@@ -173,6 +173,8 @@ pub struct Rdm<S: Storage> {
     stats: RdmStats,
     /// Failures nothing else reported (see [`EpFault`]).
     fault: Option<EpFault>,
+    /// A failure was recorded since [`Rdm::take_fault_wakeup`] last asked.
+    fault_wakeup: bool,
 }
 
 /// `next_scan` when no peer has a timer armed.
@@ -269,6 +271,7 @@ impl<S: Storage> Rdm<S> {
             ctl: CtlQueue::new(),
             stats: RdmStats::default(),
             fault: None,
+            fault_wakeup: false,
         })
     }
 
@@ -281,6 +284,12 @@ impl<S: Storage> Rdm<S> {
     /// peer's graceful close), for the endpoint's EQ.
     pub fn take_fault(&mut self) -> Option<EpFault> {
         self.fault.take()
+    }
+
+    /// Whether a failure was recorded (see [`Rdm::take_fault`]) since the last call:
+    /// what wakes a waiter on the endpoint's EQ, once per failure.
+    pub fn take_fault_wakeup(&mut self) -> bool {
+        core::mem::take(&mut self.fault_wakeup)
     }
 
     /// The engine's configuration.

@@ -289,6 +289,8 @@ unsafe extern "C" fn close(fid: *mut sys::fid) -> c_int {
             } else {
                 if e.msg {
                     st.wakes.remove(hosted::runtime::Wake::Cm(e.fid_addr()));
+                } else {
+                    st.wakes.remove(hosted::runtime::Wake::Fault(e.at.handle));
                 }
                 // Acknowledge what arrived, send every peer a CLOSE, and linger for
                 // retransmissions until each acknowledged it (a lost last ACK would
@@ -396,11 +398,15 @@ unsafe extern "C" fn bind(fid: *mut sys::fid, bfid: *mut sys::fid, flags: u64) -
                 let token = addr(std::ptr::from_ref(q));
                 e.at.domain().control(|st| {
                     st.core.ep_bind(e.at.handle, BindTarget::Eq(token), flags)?;
-                    // Its domain's passes wake the EQ's waiter for connection events.
-                    if e.msg
-                        && let Some(w) = q.waiter_fd()
-                    {
-                        st.add_wake(hosted::runtime::Wake::Cm(e.fid_addr()), w);
+                    // Its domain's passes wake the EQ's waiter for connection events,
+                    // or for the endpoint's critical errors.
+                    if let Some(w) = q.waiter_fd() {
+                        let wake = if e.msg {
+                            hosted::runtime::Wake::Cm(e.fid_addr())
+                        } else {
+                            hosted::runtime::Wake::Fault(e.at.handle)
+                        };
+                        st.add_wake(wake, w);
                     }
                     Ok(())
                 })?;

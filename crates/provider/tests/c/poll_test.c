@@ -532,7 +532,9 @@ static void test_critical(void)
 	size_t len = sizeof name;
 	uint32_t event;
 	pid_t pid;
-	int round, status;
+	int round, status, fd = -1;
+	struct fid *eq_fid;
+	struct pollfd pfd;
 	ssize_t k = -FI_EAGAIN;
 
 	if (!info)
@@ -555,6 +557,11 @@ static void test_critical(void)
 	EXPECT(fi_ep_bind(ep, &eq->fid, 0), 0);
 	EXPECT(fi_enable(ep), 0);
 	EXPECT(fi_getname(&ep->fid, name, &len), 0);
+	/* A waiter sleeps on the EQ's descriptor: the pass that records a critical
+	 * error makes it readable. */
+	EXPECT(fi_control(&eq->fid, FI_GETWAIT, &fd), 0);
+	EXPECT_TRUE(fd >= 0);
+	eq_fid = &eq->fid;
 	for (round = 0; round < 2; round++) {
 		memset(rx, 0, sizeof rx);
 		EXPECT(fi_recv(ep, rx, sizeof rx, NULL, FI_ADDR_UNSPEC, rx), 0);
@@ -563,9 +570,16 @@ static void test_critical(void)
 		EXPECT(fi_cq_sread(cq, &e, 1, NULL, 5000), 1);
 		EXPECT(strcmp(rx, "restart"), 0);
 		if (round == 0) {
-			/* A healthy session: no error on the EQ. */
+			/* A healthy session: no error on the EQ, and nothing to wake for. */
 			EXPECT(fi_eq_read(eq, &event, NULL, 0, 0), -FI_EAGAIN);
+			EXPECT(fi_trywait(fabric, &eq_fid, 1), 0);
+			pfd = (struct pollfd){ .fd = fd, .events = POLLIN };
+			EXPECT(poll(&pfd, 1, 0), 0);
 		} else {
+			/* The restarted peer reset the session in a pass of the read
+			 * above: the EQ's descriptor is readable before the EQ is read. */
+			pfd = (struct pollfd){ .fd = fd, .events = POLLIN };
+			EXPECT(poll(&pfd, 1, 0), 1);
 			clock_gettime(CLOCK_MONOTONIC, &t0);
 			do {
 				k = fi_eq_readerr(eq, &err, 0);

@@ -99,6 +99,7 @@ impl<S: Storage> Rdm<S> {
         if failed == 0 && !peer.session.closed_by_peer {
             let count = self.fault.map_or(0, |f| f.count).saturating_add(1);
             self.fault = Some(EpFault { err, count });
+            self.fault_wakeup = true;
         }
         // Unexpected messages of this session that can no longer complete.
         while let Some(r) = self.recv.needing_session(p, epoch) {
