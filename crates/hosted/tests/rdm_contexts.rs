@@ -285,6 +285,66 @@ fn a_peer_that_names_no_context_reaches_context_0() {
     assert!(failed[0][0].err.is_some(), "{:?}", failed[0]);
 }
 
+/// A critical error of one context (a peer that restarted reset its session with
+/// context 2 while nothing was in flight) is the scalable endpoint's, which its EQ is
+/// bound to: taken through the endpoint's handle, once, with its wake-up.
+#[test]
+fn a_context_engines_critical_error_is_the_scalable_endpoints() {
+    let mut c = Cluster::new(NetSim::new(35, Faults::default()), 2, &cfg()).unwrap();
+    let b = open_sep(&mut c.nodes[1], N);
+    let b_addr = c.nodes[1].dom.ep_addr(b.h).unwrap();
+    post_recvs(&mut c.nodes[1], &b, 2);
+    let send_to_2 = |c: &mut Cluster, ctx: u64| {
+        let mut av = AvAttr {
+            count: 4,
+            rx_ctx_bits: BITS,
+            ..AvAttr::default()
+        };
+        let d = &mut c.nodes[0].dom;
+        let av = d.av_open(&mut av, 0).unwrap();
+        let info = default_info(EpType::Rdm, None, &cfg().provider);
+        let ep = d.ep_open(&info, 0).unwrap();
+        let cq = d.cq_open(&CqAttr::default(), 0).unwrap();
+        d.ep_bind(ep, BindTarget::Cq(cq), Flags::TRANSMIT | Flags::RECV)
+            .unwrap();
+        d.ep_bind(ep, BindTarget::Av(av), Flags::empty()).unwrap();
+        d.ep_enable(ep).unwrap();
+        let fi = insert(&mut c.nodes[0], av, b_addr);
+        let buf = c.nodes[0].put(1 << 20, &payload(2, ctx as usize));
+        let dest = fi_rx_addr(fi, 2, BITS);
+        c.nodes[0]
+            .op(|d, _, m| d.send(ep, m, IoVec::new(buf, MSG), dest, ctx))
+            .unwrap();
+        collect(c, 0, &[cq], 1)
+    };
+    let sent = send_to_2(&mut c, 1);
+    assert_eq!(sent[0][0].err, None, "{sent:?}");
+    collect(&mut c, 1, &b.rx_cq[2..3], 1);
+    let d = &mut c.nodes[1].dom;
+    assert_eq!(d.ep_take_fault(b.h), Ok(None), "a healthy session");
+    assert!(!d.ep_take_fault_wakeup(b.h));
+    // Node 0 restarts: same address, no memory of the session; its new endpoint
+    // talks to context 2 again, which replaces the old session.
+    let port = c.nodes[0].port;
+    c.sim.detach(port);
+    let cfg = NodeConfig {
+        seed: 4321,
+        ..cfg()
+    };
+    c.nodes[0] = Node::new(&mut c.sim, [10, 0, 0, 1], &cfg).unwrap();
+    let sent = send_to_2(&mut c, 2);
+    assert_eq!(sent[0][0].err, None, "{sent:?}");
+    let got = collect(&mut c, 1, &b.rx_cq[2..3], 1);
+    assert_eq!(got[0][0].err, None);
+    let d = &mut c.nodes[1].dom;
+    // Context 2's engine recorded it; the endpoint reports it, and only once.
+    assert!(d.ep_take_fault_wakeup(b.h));
+    assert!(!d.ep_take_fault_wakeup(b.h), "one wake-up per fault");
+    let f = d.ep_take_fault(b.h).unwrap().expect("the context's fault");
+    assert_eq!((f.err, f.count), (Errno::ECONNRESET, 1));
+    assert_eq!(d.ep_take_fault(b.h), Ok(None), "taken");
+}
+
 #[test]
 fn closing_a_context_cancels_its_receives_and_spares_the_others() {
     let mut c = Cluster::new(NetSim::new(33, faults()), 2, &cfg()).unwrap();

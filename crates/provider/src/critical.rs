@@ -85,10 +85,7 @@ impl BoundEps {
             // SAFETY: in the list, so alive (see `remove`).
             let e = unsafe { &*e };
             let h = e.at.handle;
-            let Ok(Some(f)) =
-                e.at.domain()
-                    .control(|st| Ok(st.core.ep_mut(h)?.take_fault()))
-            else {
+            let Ok(Some(f)) = e.at.domain().control(|st| st.core.ep_take_fault(h)) else {
                 continue;
             };
             let entry = EqErrEntry {

@@ -105,7 +105,7 @@ impl<S: Signal> Wakeups<S> {
                 // Connection events have no armed state: looked at on every pass while
                 // registered.
                 Wake::Cm(_) => (core.cm_event_pending(), true),
-                Wake::Fault(h) => (core.ep_mut(h).is_ok_and(|e| e.take_fault_wakeup()), true),
+                Wake::Fault(h) => (core.ep_take_fault_wakeup(h), true),
             };
             if fire {
                 s.signal();

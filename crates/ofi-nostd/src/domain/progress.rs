@@ -484,8 +484,10 @@ impl<S: Storage> Domain<S> {
             // A message no own receive takes goes into a receive of the endpoint's
             // shared receive context at once.
             #[cfg(feature = "shared-ctx")]
-            if let Some((sh, t)) = shared {
-                ctx.srx = self.shared.offer(sh, t);
+            let mut lend = shared.and_then(|(sh, t)| self.shared.offer(sh, t));
+            #[cfg(feature = "shared-ctx")]
+            if let Some(l) = lend.as_mut() {
+                ctx.srx = Some(l);
             }
             if let Some(r) = rdm {
                 r.on_packet(now, from, &repr, buf, mem, &mut ctx);

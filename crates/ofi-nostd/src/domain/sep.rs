@@ -125,6 +125,49 @@ impl<S: Storage> Domain<S> {
         }))
     }
 
+    /// Endpoint `h`'s critical errors for its EQ ([`EpObj::take_fault`](crate::ep::EpObj::take_fault)),
+    /// taken: a scalable endpoint's are those of every context engine together (the
+    /// counts summed, the reason of the last context, by index, that had one), since
+    /// the EQ is bound to the endpoint, not to its contexts.
+    pub fn ep_take_fault(&mut self, h: EpHandle<S>) -> Result<Option<crate::rdm::EpFault>> {
+        let mut all: Option<crate::rdm::EpFault> = None;
+        for e in self.fault_engines(h)? {
+            if let Some(f) = self.eps.get_mut(e).and_then(|ep| ep.take_fault()) {
+                let count = all.map_or(0, |a| a.count).saturating_add(f.count);
+                all = Some(crate::rdm::EpFault { count, ..f });
+            }
+        }
+        Ok(all)
+    }
+
+    /// Whether endpoint `h` (a scalable endpoint: any of its context engines) recorded
+    /// a critical error since the last call ([`EpObj::take_fault_wakeup`](crate::ep::EpObj::take_fault_wakeup)).
+    pub fn ep_take_fault_wakeup(&mut self, h: EpHandle<S>) -> bool {
+        let Ok(engines) = self.fault_engines(h) else {
+            return false;
+        };
+        let mut any = false;
+        for e in engines {
+            any |= self.eps.get_mut(e).is_some_and(|ep| ep.take_fault_wakeup());
+        }
+        any
+    }
+
+    /// `h` and, for a scalable endpoint, its context engines.
+    fn fault_engines(
+        &self,
+        h: EpHandle<S>,
+    ) -> Result<heapless::Vec<EpHandle<S>, { crate::sep::MAX_CTX + 1 }>> {
+        let mut v = heapless::Vec::new();
+        let _ = v.push(h);
+        if self.ep(h)?.sep.is_some() {
+            for e in self.sep_engines(h)?.filter(|e| *e != h) {
+                let _ = v.push(e);
+            }
+        }
+        Ok(v)
+    }
+
     fn sep_engine(&self, sep: EpHandle<S>, index: usize) -> Result<EpHandle<S>> {
         let c = self.sep_contexts(sep)?;
         let s = c.slot(index).ok_or(Errno::EINVAL)?;

@@ -75,18 +75,54 @@ impl<S: Storage> Shared<S> {
     }
 
     /// Context `sh`'s waiting receives for a receiving pass of an endpoint of type
-    /// `t` bound to it, while any wait ([`crate::rdm::Ctx::srx_take`]).
+    /// `t` bound to it, while any wait (`rdm::Ctx::srx_take`).
     #[inline]
-    pub(super) fn offer(&mut self, sh: SrxHandle<S>, t: EpType) -> Option<SrxOffer<'_, S>> {
+    pub(super) fn offer(&mut self, sh: SrxHandle<S>, t: EpType) -> Option<Lend<'_, S>> {
         if self.waiting == 0 {
             return None;
         }
         let srx = self.srxs.get_mut(sh)?;
-        Some(SrxOffer {
+        Some(Lend {
             srx,
             waiting: &mut self.waiting,
             ep_type: t,
         })
+    }
+}
+
+/// A shared receive context's waiting receives, lent to a receiving pass of one
+/// endpoint bound to it.
+pub(super) struct Lend<'a, S: Storage> {
+    srx: &'a mut Srx<S>,
+    /// The domain's count of receives waiting in every shared receive context.
+    waiting: &'a mut usize,
+    /// The endpoint's type (a connected endpoint ignores receive addresses).
+    ep_type: EpType,
+}
+
+impl<S: Storage> SrxOffer<S> for Lend<'_, S> {
+    fn take(
+        &mut self,
+        tagged: bool,
+        src: FiAddr,
+        tag: u64,
+        av: Option<&AvObj<S>>,
+        caps: Flags,
+        reserve: &mut dyn FnMut() -> bool,
+    ) -> Option<(IovList, u64, Flags)> {
+        let t = self.ep_type;
+        let i = self.srx.find(|r| {
+            let (rtag, ignore) = r.tag.unwrap_or((0, 0));
+            r.tag.is_some() == tagged
+                && recv_source::<S>(av, caps, t, tagged, r.addr, r.flags)
+                    .is_ok_and(|rsrc| crate::matching::matches(rsrc, rtag, ignore, src, tag))
+        })?;
+        if self.srx.get(i).is_none_or(|r| r.is_multi()) || !reserve() {
+            return None;
+        }
+        let r = self.srx.remove(i)?;
+        *self.waiting -= 1;
+        Some((r.iov, r.context, r.flags))
     }
 }
 

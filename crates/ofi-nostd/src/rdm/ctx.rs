@@ -28,17 +28,26 @@ pub(crate) struct Ctx<'a, S: Storage> {
     /// The waiting receives of the shared receive context the endpoint is bound to,
     /// lent to a receiving pass while some wait (see [`Ctx::srx_take`]).
     #[cfg(feature = "shared-ctx")]
-    pub(crate) srx: Option<SrxOffer<'a, S>>,
+    pub(crate) srx: Option<&'a mut dyn SrxOffer<S>>,
 }
 
-/// A shared receive context's waiting receives, lent with the endpoint's binding.
+/// Receives the domain lends an engine for a message none of its own takes: a shared
+/// receive context's (the domain implements it; the engine knows no context).
 #[cfg(feature = "shared-ctx")]
-pub(crate) struct SrxOffer<'a, S: Storage> {
-    pub(crate) srx: &'a mut crate::ep::srx::Srx<S>,
-    /// The domain's count of receives waiting in every shared receive context.
-    pub(crate) waiting: &'a mut usize,
-    /// The endpoint's type (a connected endpoint ignores receive addresses).
-    pub(crate) ep_type: crate::info::EpType,
+pub(crate) trait SrxOffer<S: Storage> {
+    /// Takes out the oldest receive that a message (`tagged` or not, from `src` with
+    /// `tag`) matches at an endpoint with `caps` and the AV `av`, if it is one the
+    /// engine may take itself (not a multi-recv buffer) and `reserve` gives it a CQ
+    /// slot: its buffers, context and flags.
+    fn take(
+        &mut self,
+        tagged: bool,
+        src: FiAddr,
+        tag: u64,
+        av: Option<&AvObj<S>>,
+        caps: Flags,
+        reserve: &mut dyn FnMut() -> bool,
+    ) -> Option<(crate::iov::IovList, u64, Flags)>;
 }
 
 impl<S: Storage> Ctx<'_, S> {
@@ -117,15 +126,14 @@ impl<S: Storage> Ctx<'_, S> {
     /// those itself), when the endpoint could not take it (no receive CQ or
     /// capability) or its CQ has no room: the message then waits as unexpected and
     /// the pass's hand-over (`Domain::srx_progress`) matches them, as before.
-    /// Gives the receive and whether it completes with a CQ entry.
+    /// Gives its buffers, context and whether it completes with a CQ entry.
     #[cfg(feature = "shared-ctx")]
     pub(super) fn srx_take(
         &mut self,
         tagged: bool,
         src: FiAddr,
         tag: u64,
-    ) -> Option<(crate::ep::srx::SrxRecv, bool)> {
-        let offer = self.srx.as_ref()?;
+    ) -> Option<(crate::iov::IovList, u64, bool)> {
         let cap = if tagged { Flags::TAGGED } else { Flags::MSG };
         if self.rx_cq.is_none()
             || !self.caps.contains(cap)
@@ -133,22 +141,19 @@ impl<S: Storage> Ctx<'_, S> {
         {
             return None;
         }
-        let av = self.av.and_then(|a| self.avs.get(a));
-        let (caps, ep_type) = (self.caps, offer.ep_type);
-        let i = offer.srx.find(|r| {
-            let (rtag, ignore) = r.tag.unwrap_or((0, 0));
-            r.tag.is_some() == tagged
-                && crate::ep::recv_source::<S>(av, caps, ep_type, tagged, r.addr, r.flags)
-                    .is_ok_and(|rsrc| crate::matching::matches(rsrc, rtag, ignore, src, tag))
-        })?;
-        if offer.srx.get(i).is_none_or(|r| r.is_multi()) || !self.rx_reserve() {
-            return None;
-        }
+        let offer = self.srx.take()?;
+        let avs = self.avs;
+        let av = self.av.and_then(|a| avs.get(a));
+        let caps = self.caps;
+        let got = offer.take(tagged, src, tag, av, caps, &mut || self.rx_reserve());
+        self.srx = Some(offer);
+        let (iov, context, flags) = got?;
         let selective = self.rx_cq.as_ref().is_some_and(|b| b.selective);
-        let offer = self.srx.as_mut()?;
-        let r = offer.srx.remove(i)?;
-        *offer.waiting -= 1;
-        Some((r, !selective || r.flags.contains(Flags::COMPLETION)))
+        Some((
+            iov,
+            context,
+            !selective || flags.contains(Flags::COMPLETION),
+        ))
     }
 
     /// Reserves a receive-CQ slot for a completion no posted operation reserved.

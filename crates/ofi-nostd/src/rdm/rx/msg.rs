@@ -144,10 +144,10 @@ impl<S: Storage> Rdm<S> {
     ) -> Option<Target> {
         #[cfg(feature = "shared-ctx")]
         if ctx.srx.is_some() && self.recv.unexpected_len() == 0 {
-            let (r, completion) = ctx.srx_take(tagged, src, tag)?;
+            let (iov, context, completion) = ctx.srx_take(tagged, src, tag)?;
             return Some(Target {
-                iov: r.iov,
-                context: r.context,
+                iov,
+                context,
                 reserved: ctx.rm,
                 completion,
                 multi: None,
