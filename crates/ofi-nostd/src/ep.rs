@@ -416,10 +416,11 @@ pub(crate) fn recv_directed(caps: Flags, t: EpType, tagged: bool, flags: Flags) 
 }
 
 /// The source a receive posted with `addr` filters on (see [`recv_directed`]):
-/// FI_ADDR_UNSPEC when it is not directed, else `av`'s entry without its
-/// receive-context bits; -FI_EINVAL for an address `av` does not have (or no AV).
-pub(crate) fn recv_source<S: Storage>(
-    av: Option<&crate::fid::AvObj<S>>,
+/// FI_ADDR_UNSPEC when it is not directed, else the entry of the endpoint's AV (`av`,
+/// looked up only then) without its receive-context bits; -FI_EINVAL for an address
+/// the AV does not have (or no AV).
+pub(crate) fn recv_source<'a, S: Storage + 'a>(
+    av: impl FnOnce() -> Option<&'a crate::fid::AvObj<S>>,
     caps: Flags,
     t: EpType,
     tagged: bool,
@@ -429,7 +430,7 @@ pub(crate) fn recv_source<S: Storage>(
     if addr == crate::flags::FI_ADDR_UNSPEC || !recv_directed(caps, t, tagged, flags) {
         return Ok(crate::flags::FI_ADDR_UNSPEC);
     }
-    let av = av.ok_or(Errno::EINVAL)?;
+    let av = av().ok_or(Errno::EINVAL)?;
     av.resolve(addr).map_err(|_| Errno::EINVAL)?;
     Ok(av.split_rx(addr).0)
 }

@@ -377,7 +377,8 @@ impl<S: Storage> Domain<S> {
             // FI_EXACT_DIRECTED_RECV refuses "any source" where it directs.
             return Err(Errno::EINVAL);
         }
-        let av = ep.av.and_then(|a| self.res.avs.get(a));
+        let avs = &self.res.avs;
+        let av = || ep.av.and_then(|a| avs.get(a));
         let src = recv_source::<S>(av, ep.caps, ep.ep_type, tagged, msg.addr, flags)?;
         let rx_cq = obj(ep.rx_cq.as_ref())?;
         let (rx_cq_h, selective) = (rx_cq.cq, rx_cq.selective);

@@ -114,7 +114,7 @@ impl<S: Storage> SrxOffer<S> for Lend<'_, S> {
         let i = self.srx.find(|r| {
             let (rtag, ignore) = r.tag.unwrap_or((0, 0));
             r.tag.is_some() == tagged
-                && recv_source::<S>(av, caps, t, tagged, r.addr, r.flags)
+                && recv_source::<S>(|| av, caps, t, tagged, r.addr, r.flags)
                     .is_ok_and(|rsrc| crate::matching::matches(rsrc, rtag, ignore, src, tag))
         })?;
         if self.srx.get(i).is_none_or(|r| r.is_multi()) || !reserve() {
@@ -133,7 +133,7 @@ fn directed_src<S: Storage>(
     ep: &crate::ep::EpObj<S>,
     r: &SrxRecv,
 ) -> Result<FiAddr> {
-    let av = ep.av.and_then(|a| avs.get(a));
+    let av = || ep.av.and_then(|a| avs.get(a));
     recv_source::<S>(av, ep.caps, ep.ep_type, r.tag.is_some(), r.addr, r.flags)
 }
 

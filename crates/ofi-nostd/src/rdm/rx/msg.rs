@@ -133,8 +133,10 @@ impl<S: Storage> Rdm<S> {
     /// A message (`tagged` or not, from `src` with `tag`) that no own receive takes:
     /// the shared receive context's receive for it, if one waits ([`Ctx::srx_take`]).
     /// Only while the endpoint holds no unexpected message: one that such a receive
-    /// takes is older and must have it first (the pass's hand-over gives it).
-    #[inline]
+    /// takes is older and must have it first (the pass's hand-over gives it). Out of
+    /// line: the path of a message that found no receive.
+    #[cold]
+    #[inline(never)]
     pub(in crate::rdm) fn shared_target(
         &self,
         tagged: bool,
