@@ -143,6 +143,12 @@ impl<S: Storage> Domain<S> {
     /// Whether endpoint `h` (a scalable endpoint: any of its context engines) recorded
     /// a critical error since the last call ([`EpObj::take_fault_wakeup`](crate::ep::EpObj::take_fault_wakeup)).
     pub fn ep_take_fault_wakeup(&mut self, h: EpHandle<S>) -> bool {
+        // Asked after every pass while an EQ waits: a plain endpoint is one look.
+        match self.eps.get_mut(h) {
+            Some(ep) if ep.sep.is_none() => return ep.take_fault_wakeup(),
+            None => return false,
+            Some(_) => {}
+        }
         let Ok(engines) = self.fault_engines(h) else {
             return false;
         };
