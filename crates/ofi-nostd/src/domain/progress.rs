@@ -476,10 +476,7 @@ impl<S: Storage> Domain<S> {
                 return;
             }
             #[cfg(feature = "shared-ctx")]
-            let shared = (self.shared.waiting > 0)
-                .then_some(ep.srx)
-                .flatten()
-                .map(|sh| (sh, ep.ep_type));
+            let shared = ep.srx.map(|sh| (sh, ep.ep_type));
             let (mut ctx, rdm) = self.res.rdm_ctx(ep);
             // A message no own receive takes goes into a receive of the endpoint's
             // shared receive context at once.

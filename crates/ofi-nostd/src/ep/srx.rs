@@ -9,9 +9,10 @@
 //! unexpected message, and a receive posted later is handed to the bound endpoint
 //! that has a matching message (tag, FI_DIRECTED_RECV source), where the engine's own
 //! matching completes it. Either way it completes on that endpoint's CQ, as
-//! fi_endpoint(3) says completions of a shared context go. A message from one sender to one endpoint is matched in its order, so
-//! per-sender order holds; DGRAM endpoints take a waiting buffer when a datagram
-//! arrives for them and their own queue is empty.
+//! fi_endpoint(3) says completions of a shared context go. A message from one sender
+//! to one endpoint is matched in its order, so per-sender order holds; DGRAM endpoints
+//! take a waiting buffer when a datagram arrives for them and their own queue is
+//! empty.
 //!
 //! A multi-recv buffer (FI_MULTI_RECV) is one buffer that every bound endpoint fills,
 //! but an engine's buffer is its own: the context lends it to one endpoint at a time
