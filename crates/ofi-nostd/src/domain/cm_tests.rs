@@ -759,3 +759,85 @@ fn stray_cm_packets_and_strangers_are_counted_and_dropped() {
     assert_eq!(net.a.dom.cm_stats().rx_not_peer, 1);
     let _ = ConnReqId(0);
 }
+
+/// fabtests' `fi_shared_ctx -e msg`: both sides' endpoints share one transmit and one
+/// receive context and one pair of CQs; each connection carries its messages.
+#[test]
+fn connected_endpoints_on_both_sides_share_transmit_and_receive_contexts() {
+    use crate::flags::FI_ADDR_UNSPEC;
+    use crate::info::{FI_SHARED_CONTEXT, RxAttr, TxAttr};
+    let mut net = Net2::new(3, 4);
+    let p = net.b.pep();
+    let shared_ep = |n: &mut Node, ctx: u64, stx, srx| {
+        let mut info = default_info(EpType::Msg, None, &cfg(1));
+        info.ep_attr.tx_ctx_cnt = FI_SHARED_CONTEXT;
+        info.ep_attr.rx_ctx_cnt = FI_SHARED_CONTEXT;
+        let d = &mut n.dom;
+        let h = d.ep_open(&info, ctx).unwrap();
+        d.ep_bind(h, BindTarget::Cq(n.tx_cq), Flags::TRANSMIT)
+            .unwrap();
+        d.ep_bind(h, BindTarget::Cq(n.rx_cq), Flags::RECV).unwrap();
+        d.ep_bind(h, BindTarget::Eq(EQ), Flags::empty()).unwrap();
+        d.ep_bind_stx(h, stx).unwrap();
+        d.ep_bind_srx(h, srx).unwrap();
+        h
+    };
+    let a_stx = net.a.dom.stx_open(&TxAttr::default(), 1).unwrap();
+    let a_srx = net.a.dom.srx_open(&RxAttr::default(), 2).unwrap();
+    let b_stx = net.b.dom.stx_open(&TxAttr::default(), 3).unwrap();
+    let b_srx = net.b.dom.srx_open(&RxAttr::default(), 4).unwrap();
+    let mut pairs = Vec::new();
+    for k in 0..2u64 {
+        let c = shared_ep(&mut net.a, 1 + k, a_stx, a_srx);
+        let s = shared_ep(&mut net.b, 77, b_stx, b_srx);
+        assert_eq!(net.connect_with(p, c, Some(s)), s);
+        pairs.push((c, s));
+    }
+    for (n, srx) in [(&mut net.a, a_srx), (&mut net.b, b_srx)] {
+        for i in 0..2u64 {
+            let buf = [IoVec::new(BASE + 0x8000 + i * 64, 64)];
+            let m = MsgArgs::new(&buf, FI_ADDR_UNSPEC, 100 + i);
+            n.dom.srx_recvmsg(srx, &m, None, Flags::empty()).unwrap();
+        }
+    }
+    for (k, (c, s)) in pairs.iter().enumerate() {
+        send(
+            &mut net.a,
+            *c,
+            k as u64 * 64,
+            &[b'a' + k as u8; 24],
+            k as u64,
+        )
+        .unwrap();
+        send(
+            &mut net.b,
+            *s,
+            k as u64 * 64,
+            &[b'A' + k as u8; 24],
+            k as u64,
+        )
+        .unwrap();
+    }
+    let (mut ga, mut gb) = (Vec::new(), Vec::new());
+    assert!(
+        net.run_until(Duration::from_millis(50), |n| {
+            ga.extend(n.a.completions(n.a.rx_cq));
+            gb.extend(n.b.completions(n.b.rx_cq));
+            ga.len() == 2 && gb.len() == 2
+        }),
+        "a {ga:?} b {gb:?}"
+    );
+    for (n, got, first) in [(&net.a, &ga, b'A'), (&net.b, &gb, b'a')] {
+        let mut seen: Vec<u8> = got
+            .iter()
+            .map(|(ctx, r)| {
+                assert_eq!(*r, Ok(24));
+                let at = 0x8000 + (ctx - 100) as usize * 64;
+                assert_eq!(&n.mem[at..at + 24], &[n.mem[at]; 24]);
+                n.mem[at]
+            })
+            .collect();
+        seen.sort();
+        assert_eq!(seen, [first, first + 1]);
+    }
+}

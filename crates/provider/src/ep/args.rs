@@ -42,6 +42,14 @@ pub(crate) fn one(buf: *const c_void, len: usize) -> Result<IoVec, Errno> {
     Ok(IoVec::new(addr(buf), len))
 }
 
+/// One receive buffer. NULL with a length holds nothing: an empty message completes
+/// into it and one with data is truncated (FI_ETRUNC), never written at address 0.
+/// Other providers take such posts without a look (fabtests' `fi_shared_ctx -e msg`
+/// posts them for its empty messages), so a refusal would fail what works elsewhere.
+pub(crate) fn one_rx(buf: *const c_void, len: usize) -> IoVec {
+    IoVec::new(addr(buf), if buf.is_null() { 0 } else { len })
+}
+
 /// Whether endpoint `p`'s domain requires registered local buffers (FI_MR_LOCAL). Only
 /// then are `desc` arguments read: fi_mr(3) has other providers ignore them, so
 /// applications pass anything there (fabtests' `fi_multi_recv -M` one descriptor where

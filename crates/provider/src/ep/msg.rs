@@ -6,7 +6,7 @@ use std::ffi::c_void;
 use ofi_nostd::Errno;
 use ofi_nostd::flags::Flags;
 
-use super::args::{After, Iovs, ctx, descs, mem, one, one_desc, post, rx_flags};
+use super::args::{After, Iovs, ctx, descs, mem, one, one_desc, one_rx, post, rx_flags};
 use crate::sys;
 use crate::util::arg;
 use ofi_nostd::domain::MsgArgs;
@@ -32,7 +32,7 @@ unsafe extern "C" fn recv(
     src: sys::fi_addr_t,
     context: *mut c_void,
 ) -> isize {
-    let b = arg!(one(buf, len));
+    let b = one_rx(buf, len);
     // SAFETY: the application's endpoint.
     let desc = unsafe { one_desc(p, desc) };
     // SAFETY: the application's endpoint.

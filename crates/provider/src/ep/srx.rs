@@ -14,7 +14,7 @@ use ofi_nostd::domain::{MsgArgs, SrxHandle};
 use ofi_nostd::ep::EpOpt;
 use ofi_nostd::flags::Flags;
 
-use super::args::{Iovs, ctx, descs, one};
+use super::args::{Iovs, ctx, descs, one_rx};
 use super::{atomic, cm, msg, rma, tagged};
 use crate::domain::{DomainFid, InDomain};
 use crate::fid::{FidObject, fi_ops_control, object, open_into};
@@ -213,7 +213,7 @@ unsafe extern "C" fn recv(
     src: sys::fi_addr_t,
     context: *mut c_void,
 ) -> isize {
-    let b = arg!(one(buf, len));
+    let b = one_rx(buf, len);
     let iov = [b];
     let m = MsgArgs::new(&iov, src, ctx(context));
     // SAFETY: forwarded contract.
@@ -257,7 +257,7 @@ unsafe extern "C" fn trecv(
     ignore: u64,
     context: *mut c_void,
 ) -> isize {
-    let b = arg!(one(buf, len));
+    let b = one_rx(buf, len);
     let iov = [b];
     let m = MsgArgs::new(&iov, src, ctx(context));
     // SAFETY: forwarded contract.

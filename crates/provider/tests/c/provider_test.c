@@ -527,6 +527,45 @@ static void test_ep(struct fid_fabric *fabric, struct fid_domain *domain, struct
 	EXPECT(e.len, 20);
 	EXPECT(fi_trywait(fabric, fids, 1), 0);
 
+	/* A NULL receive buffer with a length holds nothing (as other providers take
+	 * it: fabtests' fi_shared_ctx -e msg): an empty message completes into it, one
+	 * with data is truncated, and nothing is written at address 0. */
+	EXPECT(fi_recv(peer, NULL, 64, NULL, FI_ADDR_UNSPEC, &ctx[0]), 0);
+	EXPECT(fi_send(ep, tx, 0, NULL, self, &ctx[1]), 0);
+	for (i = 0; i < 2; i++) {
+		EXPECT(next(cq, &e), 1);
+		if (e.op_context == &ctx[0]) {
+			EXPECT(e.len, 0);
+			EXPECT_TRUE(e.flags & FI_RECV);
+		}
+	}
+	EXPECT(fi_trecv(peer, NULL, 64, NULL, FI_ADDR_UNSPEC, 7, 0, &ctx[0]), 0);
+	EXPECT(fi_tsend(ep, tx, 8, NULL, self, 7, &ctx[1]), 0);
+	{
+		struct fi_cq_err_entry te;
+		int got_send = 0, got_trunc = 0;
+
+		for (i = 0; i < 2; i++) {
+			ssize_t k = next(cq, &e);
+
+			if (k == 1) {
+				got_send += e.op_context == &ctx[1];
+				continue;
+			}
+			EXPECT(k, -FI_EAVAIL);
+			memset(&te, 0, sizeof te);
+			EXPECT(fi_cq_readerr(cq, &te, 0), 1);
+			EXPECT_TRUE(te.op_context == &ctx[0]);
+			EXPECT(te.err, FI_ETRUNC);
+			EXPECT(te.olen, 8);
+			got_trunc++;
+		}
+		EXPECT(got_send, 1);
+		EXPECT(got_trunc, 1);
+	}
+	EXPECT(fi_send(ep, NULL, 8, NULL, self, NULL), -FI_EINVAL);
+	EXPECT(fi_trywait(fabric, fids, 1), 0);
+
 	/* sendmsg / recvv with flags; NULL and wrong arguments. */
 	iov.iov_base = tx;
 	iov.iov_len = 30;
