@@ -345,6 +345,58 @@ fn a_context_engines_critical_error_is_the_scalable_endpoints() {
     assert_eq!(d.ep_take_fault(b.h), Ok(None), "taken");
 }
 
+/// Closing a scalable endpoint lingers as an endpoint's close does, for the peers of
+/// every context engine: until each acknowledged its CLOSE (fabtests' `fi_scalable_ep`
+/// under loss: a server that closed after one pass left the client's last send, whose
+/// ACK was lost, to fail).
+#[test]
+fn a_closing_scalable_endpoint_lingers_for_the_peers_of_every_context() {
+    let mut c = Cluster::new(NetSim::new(36, Faults::default()), 2, &cfg()).unwrap();
+    let b = open_sep(&mut c.nodes[1], N);
+    let b_addr = c.nodes[1].dom.ep_addr(b.h).unwrap();
+    post_recvs(&mut c.nodes[1], &b, 2);
+    let mut av = AvAttr {
+        count: 4,
+        rx_ctx_bits: BITS,
+        ..AvAttr::default()
+    };
+    let d = &mut c.nodes[0].dom;
+    let av = d.av_open(&mut av, 0).unwrap();
+    let info = default_info(EpType::Rdm, None, &cfg().provider);
+    let ep = d.ep_open(&info, 0).unwrap();
+    let cq = d.cq_open(&CqAttr::default(), 0).unwrap();
+    d.ep_bind(ep, BindTarget::Cq(cq), Flags::TRANSMIT | Flags::RECV)
+        .unwrap();
+    d.ep_bind(ep, BindTarget::Av(av), Flags::empty()).unwrap();
+    d.ep_enable(ep).unwrap();
+    let fi = insert(&mut c.nodes[0], av, b_addr);
+    // Only context 3 talks: the endpoint's own engine (context 0) has no session.
+    let buf = c.nodes[0].put(1 << 20, &payload(3, 0));
+    c.nodes[0]
+        .op(|d, _, m| d.send(ep, m, IoVec::new(buf, MSG), fi_rx_addr(fi, 3, BITS), 7))
+        .unwrap();
+    assert_eq!(collect(&mut c, 0, &[cq], 1)[0][0].err, None);
+    collect(&mut c, 1, &b.rx_cq[3..4], 1);
+    for k in 0..N {
+        c.nodes[1].dom.sep_ctx_close(b.h, CtxSide::Tx, k).unwrap();
+        c.nodes[1].dom.sep_ctx_close(b.h, CtxSide::Rx, k).unwrap();
+    }
+    let now = c.sim.now();
+    let d = &mut c.nodes[1].dom;
+    let until = d.ep_begin_close(b.h, now).unwrap();
+    assert!(
+        until.is_some_and(|t| t > now),
+        "context 3 has a peer: {until:?}"
+    );
+    assert!(
+        d.ep_lingering(b.h),
+        "the peer has not acknowledged the CLOSE yet"
+    );
+    let r = c.run_until(now + WAIT, 1_000_000, |c| !c.nodes[1].dom.ep_lingering(b.h));
+    assert!(r.is_ok(), "the peer acknowledged the CLOSE: {r:?}");
+    c.nodes[1].dom.sep_close(b.h).unwrap();
+}
+
 #[test]
 fn closing_a_context_cancels_its_receives_and_spares_the_others() {
     let mut c = Cluster::new(NetSim::new(33, faults()), 2, &cfg()).unwrap();

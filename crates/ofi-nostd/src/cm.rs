@@ -397,11 +397,12 @@ impl Conn {
         if !self.matches(conn_id) || self.peer != Some(from) {
             return false;
         }
+        // The connector shuts down only after it saw our ACCEPT: a SHUTDOWN that
+        // overtakes a lost ESTABLISHED still says the connection was up, and the EQ
+        // reports FI_CONNECTED before FI_SHUTDOWN (fi_cm(3)), as for a session packet.
+        self.peer_is_up();
         match self.state {
-            ConnState::Connected
-            | ConnState::Accepting
-            | ConnState::Draining(_)
-            | ConnState::ShuttingDown => {
+            ConnState::Connected | ConnState::Draining(_) | ConnState::ShuttingDown => {
                 self.state = ConnState::Closed;
                 self.owe(CmEventKind::Shutdown);
             }

@@ -265,19 +265,24 @@ impl<C: Send + 'static> Inner<C> {
         self.cqs.iter().any(|c| c.h == h && !c.early.is_empty())
     }
 
-    /// Closes endpoint `h` in the core and takes back every buffer it will never
-    /// complete (fi_close discards outstanding operations without completions). Buffers
-    /// whose completions are already queued stay until the application reads them.
-    pub(crate) fn close_ep(&mut self, h: EpHandle<Heap>) -> ofi_nostd::Result<Vec<Op<C>>> {
-        // Acknowledge what arrived, send every peer a CLOSE, and linger for
-        // retransmissions until each acknowledged it (a lost last ACK would fail the
-        // peer's send).
+    /// The first half of closing endpoint `h` (a scalable endpoint: all its context
+    /// engines): acknowledge what arrived, send every peer a CLOSE, and linger for
+    /// retransmissions until each acknowledged it or the core's deadline passed (a
+    /// lost last ACK would fail the peer's send).
+    fn linger(&mut self, h: EpHandle<Heap>) {
         if let Ok(Some(until)) = self.core.ep_begin_close(h, now()) {
             progress_until(until, || {
                 let _ = self.progress();
                 self.core.ep_lingering(h)
             });
         }
+    }
+
+    /// Closes endpoint `h` in the core and takes back every buffer it will never
+    /// complete (fi_close discards outstanding operations without completions). Buffers
+    /// whose completions are already queued stay until the application reads them.
+    pub(crate) fn close_ep(&mut self, h: EpHandle<Heap>) -> ofi_nostd::Result<Vec<Op<C>>> {
+        self.linger(h);
         self.core.ep_close(h)?;
         Ok(self.take_back(h))
     }
@@ -290,17 +295,7 @@ impl<C: Send + 'static> Inner<C> {
             return Err(Errno::EBUSY);
         }
         let engines: Vec<EpHandle<Heap>> = self.core.sep_engines(sep)?.collect();
-        let t = now();
-        let until = engines
-            .iter()
-            .filter_map(|&g| self.core.ep_begin_close(g, t).ok().flatten())
-            .max();
-        if let Some(until) = until {
-            progress_until(until, || {
-                let _ = self.progress();
-                !engines.iter().any(|&g| self.core.ep_lingering(g))
-            });
-        }
+        self.linger(sep);
         self.core.sep_close(sep)?;
         Ok(engines
             .into_iter()

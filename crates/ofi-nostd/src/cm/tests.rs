@@ -172,6 +172,25 @@ fn a_failed_session_is_a_shutdown() {
     assert_eq!(c.send_peer(), Err(Errno::ENOTCONN));
 }
 
+/// fabtests' `fi_cm_data` under loss: the connector's ESTABLISHED is lost and its
+/// SHUTDOWN arrives first. The accepter still reports FI_CONNECTED, then FI_SHUTDOWN.
+#[test]
+fn a_shutdown_that_overtakes_a_lost_established_is_connected_then_shutdown() {
+    let mut a = Conn::new().unwrap();
+    a.accept(ms(0), &CFG, CON, 5, b"").unwrap();
+    assert!(!a.on_shutdown(CON, 6), "another connection's");
+    assert_eq!(a.state(), ConnState::Accepting);
+    assert!(a.on_shutdown(CON, 5));
+    assert_eq!(a.state(), ConnState::Closed);
+    assert_eq!(a.take_event(), Some(CmEventKind::Connected(CmData::new())));
+    assert_eq!(a.take_event(), Some(CmEventKind::Shutdown));
+    assert_eq!(a.take_event(), None);
+    assert_eq!(a.due(ms(1)), Some(CmSend::ShutdownAck(CON)));
+    // The ESTABLISHED arriving late changes nothing.
+    assert!(a.on_established(CON, 5));
+    assert!(!a.owes_event());
+}
+
 fn listener(backlog: usize) -> Listener<VecStorage> {
     let cfg = CmConfig {
         backlog,

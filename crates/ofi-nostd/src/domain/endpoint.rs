@@ -347,26 +347,40 @@ impl<S: Storage> Domain<S> {
     /// last ACK was lost are acknowledged again (without it, their last sends fail with
     /// -FI_ETIMEDOUT); [`Domain::ep_lingering`] says when every peer acknowledged its
     /// CLOSE (then stop sooner). `None`: close at once (no sessions, or not an RDM
-    /// endpoint).
+    /// endpoint). A scalable endpoint's context engines all begin (the latest time).
     pub fn ep_begin_close(&mut self, h: EpHandle<S>, now: Instant) -> Result<Option<Instant>> {
-        #[cfg(feature = "shared-ctx")]
-        self.shared_detach(h);
-        let ep = self.eps.get_mut(h).ok_or(Errno::EINVAL)?;
-        Ok(match &mut ep.engine {
-            Engine::Rdm(r) => r.begin_close(now),
-            Engine::Dgram(_) => None,
-        })
+        let mut until: Option<Instant> = None;
+        for e in self.engines_of(h)? {
+            #[cfg(feature = "shared-ctx")]
+            self.shared_detach(e);
+            let t = match self.eps.get_mut(e).map(|ep| &mut ep.engine) {
+                Some(Engine::Rdm(r)) => r.begin_close(now),
+                _ => None,
+            };
+            until = until.max(t);
+        }
+        Ok(until)
     }
 
     /// Whether an endpoint [`Domain::ep_begin_close`] began closing still needs progress
     /// passes before [`Domain::ep_close`]: a peer has not yet acknowledged the CLOSE it
-    /// was sent (wire protocol 4.7). Once every peer has, each holds every
-    /// acknowledgement the endpoint owed it, and lingering longer serves nothing.
+    /// was sent (wire protocol 4.7); for a scalable endpoint, a peer of any context
+    /// engine. Once every peer has, each holds every acknowledgement the endpoint owed
+    /// it, and lingering longer serves nothing.
     pub fn ep_lingering(&self, h: EpHandle<S>) -> bool {
-        self.eps
-            .get(h)
-            .and_then(|ep| ep.rdm())
-            .is_some_and(|r| r.lingering())
+        let lingers = |e| {
+            self.eps
+                .get(e)
+                .and_then(|ep| ep.rdm())
+                .is_some_and(|r| r.lingering())
+        };
+        match self.eps.get(h) {
+            Some(ep) if ep.sep.is_none() => lingers(h),
+            Some(_) => self
+                .engines_of(h)
+                .is_ok_and(|v| v.iter().any(|&e| lingers(e))),
+            None => false,
+        }
     }
 
     /// `fi_close` of an endpoint: outstanding operations are discarded without

@@ -131,7 +131,7 @@ impl<S: Storage> Domain<S> {
     /// the EQ is bound to the endpoint, not to its contexts.
     pub fn ep_take_fault(&mut self, h: EpHandle<S>) -> Result<Option<crate::rdm::EpFault>> {
         let mut all: Option<crate::rdm::EpFault> = None;
-        for e in self.fault_engines(h)? {
+        for e in self.engines_of(h)? {
             if let Some(f) = self.eps.get_mut(e).and_then(|ep| ep.take_fault()) {
                 let count = all.map_or(0, |a| a.count).saturating_add(f.count);
                 all = Some(crate::rdm::EpFault { count, ..f });
@@ -149,7 +149,7 @@ impl<S: Storage> Domain<S> {
             None => return false,
             Some(_) => {}
         }
-        let Ok(engines) = self.fault_engines(h) else {
+        let Ok(engines) = self.engines_of(h) else {
             return false;
         };
         let mut any = false;
@@ -160,7 +160,7 @@ impl<S: Storage> Domain<S> {
     }
 
     /// `h` and, for a scalable endpoint, its context engines.
-    fn fault_engines(
+    pub(super) fn engines_of(
         &self,
         h: EpHandle<S>,
     ) -> Result<heapless::Vec<EpHandle<S>, { crate::sep::MAX_CTX + 1 }>> {

@@ -292,15 +292,7 @@ unsafe extern "C" fn close(fid: *mut sys::fid) -> c_int {
                 } else {
                     st.wakes.remove(hosted::runtime::Wake::Fault(e.at.handle));
                 }
-                // Acknowledge what arrived, send every peer a CLOSE, and linger for
-                // retransmissions until each acknowledged it (a lost last ACK would
-                // fail the peer's send).
-                if let Ok(Some(until)) = st.core.ep_begin_close(e.at.handle, hosted::api::now()) {
-                    hosted::api::progress_until(until, || {
-                        st.progress();
-                        st.core.ep_lingering(e.at.handle)
-                    });
-                }
+                linger(st, e.at.handle);
                 if crate::domain::log_info()
                     && let Ok(ep) = st.core.ep(e.at.handle)
                     && let Some(r) = ep.rdm()
@@ -656,6 +648,19 @@ pub(super) unsafe extern "C" fn tx_size_left(p: *mut sys::fid_ep) -> isize {
 /// drops when it closes, after its endpoints): the frames it dropped by reason, and
 /// its recovery (retransmissions, timeouts, sessions ended: `peer_failures`, which
 /// counts a peer's CLOSE too, and of those the ones that timed out).
+/// The first half of `fi_close` of endpoint `h` (a scalable endpoint: all its context
+/// engines): acknowledge what arrived, send every peer a CLOSE, and linger for
+/// retransmissions until each acknowledged it or the core's deadline passed (a lost
+/// last ACK would fail the peer's send).
+fn linger(st: &mut crate::domain::DomainState, h: EpHandle<Heap>) {
+    if let Ok(Some(until)) = st.core.ep_begin_close(h, hosted::api::now()) {
+        hosted::api::progress_until(until, || {
+            st.progress();
+            st.core.ep_lingering(h)
+        });
+    }
+}
+
 fn log_rdm(s: &ofi_nostd::rdm::RdmStats) {
     let mut r = hosted::drops::DropReport::default();
     r.add_rdm(s);

@@ -146,19 +146,7 @@ pub(super) fn close(e: &EpFid) -> Option<Result<(), Errno>> {
                 return Err(Errno::EBUSY);
             }
             let engines: Vec<EpHandle<Heap>> = st.core.sep_engines(h)?.collect();
-            let now = hosted::api::now();
-            let mut until = None;
-            for &g in &engines {
-                if let Ok(Some(t)) = st.core.ep_begin_close(g, now) {
-                    until = Some(until.map_or(t, |u| if t > u { t } else { u }));
-                }
-            }
-            if let Some(until) = until {
-                hosted::api::progress_until(until, || {
-                    st.progress();
-                    !engines.iter().any(|&g| st.core.ep_lingering(g))
-                });
-            }
+            super::linger(st, h);
             if crate::domain::log_info() {
                 log_contexts(&st.core, &engines);
             }
