@@ -156,6 +156,29 @@ fn post_recvs(node: &mut Node, b: &Sep, per: usize) {
     }
 }
 
+/// A plain RDM endpoint on `node` (one CQ for both sides, an AV with [`BITS`] bits of
+/// receive context) and the fi_addr of the scalable endpoint at `to` in its AV.
+fn plain_sender(
+    node: &mut Node,
+    to: hosted::ofi_nostd::addr::EpAddr,
+) -> (EpHandle<S>, CqHandle<S>, FiAddr) {
+    let mut av = AvAttr {
+        count: 4,
+        rx_ctx_bits: BITS,
+        ..AvAttr::default()
+    };
+    let d = &mut node.dom;
+    let av = d.av_open(&mut av, 0).unwrap();
+    let info = default_info(EpType::Rdm, None, &cfg().provider);
+    let ep = d.ep_open(&info, 0).unwrap();
+    let cq = d.cq_open(&CqAttr::default(), 0).unwrap();
+    d.ep_bind(ep, BindTarget::Cq(cq), Flags::TRANSMIT | Flags::RECV)
+        .unwrap();
+    d.ep_bind(ep, BindTarget::Av(av), Flags::empty()).unwrap();
+    d.ep_enable(ep).unwrap();
+    (ep, cq, insert(node, av, to))
+}
+
 fn payload(tx: usize, seq: usize) -> Vec<u8> {
     (0..MSG).map(|i| (tx * 131 + seq * 7 + i) as u8).collect()
 }
@@ -295,21 +318,7 @@ fn a_context_engines_critical_error_is_the_scalable_endpoints() {
     let b_addr = c.nodes[1].dom.ep_addr(b.h).unwrap();
     post_recvs(&mut c.nodes[1], &b, 2);
     let send_to_2 = |c: &mut Cluster, ctx: u64| {
-        let mut av = AvAttr {
-            count: 4,
-            rx_ctx_bits: BITS,
-            ..AvAttr::default()
-        };
-        let d = &mut c.nodes[0].dom;
-        let av = d.av_open(&mut av, 0).unwrap();
-        let info = default_info(EpType::Rdm, None, &cfg().provider);
-        let ep = d.ep_open(&info, 0).unwrap();
-        let cq = d.cq_open(&CqAttr::default(), 0).unwrap();
-        d.ep_bind(ep, BindTarget::Cq(cq), Flags::TRANSMIT | Flags::RECV)
-            .unwrap();
-        d.ep_bind(ep, BindTarget::Av(av), Flags::empty()).unwrap();
-        d.ep_enable(ep).unwrap();
-        let fi = insert(&mut c.nodes[0], av, b_addr);
+        let (ep, cq, fi) = plain_sender(&mut c.nodes[0], b_addr);
         let buf = c.nodes[0].put(1 << 20, &payload(2, ctx as usize));
         let dest = fi_rx_addr(fi, 2, BITS);
         c.nodes[0]
@@ -355,21 +364,7 @@ fn a_closing_scalable_endpoint_lingers_for_the_peers_of_every_context() {
     let b = open_sep(&mut c.nodes[1], N);
     let b_addr = c.nodes[1].dom.ep_addr(b.h).unwrap();
     post_recvs(&mut c.nodes[1], &b, 2);
-    let mut av = AvAttr {
-        count: 4,
-        rx_ctx_bits: BITS,
-        ..AvAttr::default()
-    };
-    let d = &mut c.nodes[0].dom;
-    let av = d.av_open(&mut av, 0).unwrap();
-    let info = default_info(EpType::Rdm, None, &cfg().provider);
-    let ep = d.ep_open(&info, 0).unwrap();
-    let cq = d.cq_open(&CqAttr::default(), 0).unwrap();
-    d.ep_bind(ep, BindTarget::Cq(cq), Flags::TRANSMIT | Flags::RECV)
-        .unwrap();
-    d.ep_bind(ep, BindTarget::Av(av), Flags::empty()).unwrap();
-    d.ep_enable(ep).unwrap();
-    let fi = insert(&mut c.nodes[0], av, b_addr);
+    let (ep, cq, fi) = plain_sender(&mut c.nodes[0], b_addr);
     // Only context 3 talks: the endpoint's own engine (context 0) has no session.
     let buf = c.nodes[0].put(1 << 20, &payload(3, 0));
     c.nodes[0]
